@@ -1,0 +1,1 @@
+//! A copy-me translator with no overrides: a valid pass-through layer

@@ -1,0 +1,1 @@
+//! Test tools for translators.

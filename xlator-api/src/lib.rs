@@ -1,0 +1,76 @@
+//! The stable translator API of xlfs: the fop table, the types that cross the plugin
+//! boundary, the ABI, the option schema, host services, and the SDK for writing translators.
+//!
+//! A translator that counts lookups and passes everything else down:
+//!
+//! ```
+//! use std::sync::atomic::{AtomicU64, Ordering};
+//! use xlator_api::{Ctx, Entry, Errno, Init, Loc, Subvol, Translator};
+//!
+//! pub struct CountLookups { children: Vec<Subvol>, n: AtomicU64 }
+//!
+//! impl Translator for CountLookups {
+//!     const TYPE: &'static str = "example/count-lookups";
+//!     type Options = ();
+//!     fn init(init: Init<()>) -> Result<Self, String> {
+//!         Ok(CountLookups { children: init.children, n: AtomicU64::new(0) })
+//!     }
+//!     fn children(&self) -> &[Subvol] { &self.children }
+//!     async fn lookup(&self, cx: &Ctx, loc: Loc) -> Result<Entry, Errno> {
+//!         self.n.fetch_add(1, Ordering::Relaxed);
+//!         self.children[0].lookup(cx, loc).await
+//!     }
+//! }
+//! xlator_api::export_translators!(CountLookups);
+//! # fn main() {}
+//! ```
+#![allow(non_local_definitions)]
+
+mod abi;
+mod buf;
+mod ctx;
+mod fops;
+mod logbridge;
+mod options;
+mod services;
+#[doc(hidden)]
+pub mod sdk;
+mod types;
+
+pub use abi::{
+    BUILD_ID, BUILD_ID_SYMBOL_PREFIX, DumpFormat, Event, EventKind, FfiFop, FopFuture, InitArgs,
+    MODULE_SYMBOL_PREFIX, StaticModule, Subvol, TypeInfo, XlatorModule, XlatorModuleRef,
+    XlatorVTable, static_modules,
+};
+pub use buf::Buf;
+pub use ctx::{Ctx, CtxBuilder, CtxExtension};
+pub use fops::Fop;
+pub use options::{
+    FromOption, OptionKind, OptionKv, OptionSpec, Options, XlatorOptions, parse_bool,
+    parse_duration, parse_size,
+};
+pub use sdk::{Init, Translator, panic_message};
+pub use services::{BlockingJob, HostServices, LogFn, LogLevel, LogSink};
+pub use types::*;
+
+/// Re-exports of the ABI crates, so translator crates need only `xlator-api`.
+pub use abi_stable;
+pub use async_ffi;
+
+#[doc(hidden)]
+pub mod abi_internals {
+    pub use crate::abi::BUILD_ID_C;
+}
+
+#[doc(hidden)]
+pub mod __private {
+    pub use crate::abi::{InitArgs, StaticModule, Subvol, TypeInfo, XlatorModule, XlatorModuleRef};
+    pub use crate::services::{LogLevel, LogSink};
+    pub use abi_stable::library::{
+        CheckTypeLayout, LibHeader, RootModuleResult, __call_root_module_loader,
+    };
+    pub use abi_stable::prefix_type::PrefixTypeTrait;
+    pub use abi_stable::std_types::{RResult, RStr, RString, RVec};
+    pub use inventory;
+}
+

@@ -1,0 +1,352 @@
+//! The SDK: write a translator as plain `async fn`s for the fops it changes, plus one
+//! [`export_translators!`](crate::export_translators) line. Everything else passes through to
+//! the first child. Panics inside fops become EIO; panics in constructors become init errors.
+
+use std::any::Any;
+use std::ffi::c_void;
+use std::future::Future;
+use std::panic::AssertUnwindSafe;
+use std::sync::Arc;
+
+use abi_stable::std_types::{RResult, RStr, RString, RVec};
+use async_ffi::FutureExt as _;
+use futures::FutureExt as _;
+
+use crate::abi::{DumpFormat, Event, FfiFop, InitArgs, Subvol, TypeInfo, XlatorVTable};
+use crate::ctx::Ctx;
+use crate::fops::Fop;
+use crate::options::{Options, XlatorOptions};
+use crate::services::{HostServices, LogLevel, LogSink};
+use crate::types::Errno;
+#[allow(unused_imports)] // used by the generated trait
+use crate::types::*;
+#[allow(unused_imports)]
+use crate::buf::Buf;
+
+/// What a translator's constructor receives.
+pub struct Init<O> {
+    /// Instance name from the volfile.
+    pub name: String,
+    /// Typed options.
+    pub options: O,
+    /// Children in volfile order, already initialised.
+    pub children: Vec<Subvol>,
+    /// Spawn, sleep, blocking pool, clock, logging.
+    pub services: HostServices,
+}
+
+macro_rules! gen_translator_trait {
+    ($( $(#[doc = $doc:expr])* $name:ident $Variant:ident ( $($arg:ident : $ty:ty),* ) -> $ret:ty ; )*) => {
+        /// A translator. Implement the fops you change; every other fop goes to
+        /// [`Translator::children`]`[0]` unchanged (ENOSYS when there are no children).
+        ///
+        /// Fop methods must not do work before their future is first polled (clone what you
+        /// need, then `async move`); an `async fn` in the impl does this for you.
+        pub trait Translator: Send + Sync + Sized + 'static {
+            /// `category/name`, as volfiles spell it.
+            const TYPE: &'static str;
+            /// One paragraph of documentation.
+            const DOC: &'static str = "";
+            /// Fewest children this translator accepts.
+            const MIN_CHILDREN: u32 = 1;
+            /// Most children (`u32::MAX`: unbounded).
+            const MAX_CHILDREN: u32 = 1;
+
+            /// The typed options (see [`options!`](crate::options)); `()` for none.
+            type Options: XlatorOptions;
+
+            /// Builds the instance. An `Err` refuses the graph with this message.
+            fn init(init: Init<Self::Options>) -> Result<Self, String>;
+
+            /// The children, for pass-through defaults.
+            fn children(&self) -> &[Subvol];
+
+            /// Applies changed reconfigurable options on a running graph.
+            fn reconfigure(&self, _options: Self::Options) -> Result<(), String> {
+                Ok(())
+            }
+
+            /// A graph event (child up/down, graph switch). Default: nothing.
+            fn notify(&self, _event: Event) {}
+
+            /// Counters and state for statedumps. Default: empty.
+            fn dump(&self, _format: DumpFormat) -> String {
+                String::new()
+            }
+
+            $(
+                $(#[doc = $doc])*
+                fn $name(&self, cx: &Ctx $(, $arg: $ty)*)
+                    -> impl Future<Output = Result<$ret, Errno>> + Send
+                {
+                    async move {
+                        match self.children().first() {
+                            Some(child) => child.$name(cx $(, $arg)*).await,
+                            None => Err(Errno::ENOSYS),
+                        }
+                    }
+                }
+            )*
+        }
+
+        /// The vtable for translator type `T`; one static per type.
+        pub struct VTableFor<T>(std::marker::PhantomData<T>);
+
+        impl<T: Translator> VTableFor<T> {
+            pub const VTABLE: XlatorVTable = XlatorVTable {
+                xl_retain: retain::<T>,
+                xl_release: release::<T>,
+                xl_notify: notify::<T>,
+                xl_reconfigure: reconfigure::<T>,
+                xl_dump: dump::<T>,
+                $( $name: shims::$name::<T>, )*
+            };
+        }
+
+        mod shims {
+            #[allow(unused_imports)]
+            use super::*;
+            $(
+                pub(super) unsafe extern "C" fn $name<T: Translator>(
+                    this: *const c_void, cx: Ctx $(, $arg: $ty)*
+                ) -> FfiFop<$ret> {
+                    // SAFETY: `this` is a live `Arc<Instance<T>>` (vtable contract).
+                    let inst = unsafe { clone_arc::<T>(this) };
+                    guard_fop(inst, Fop::$Variant, move |inst| async move {
+                        inst.xl.$name(&cx $(, $arg)*).await
+                    })
+                }
+            )*
+        }
+    };
+}
+crate::for_each_fop!(gen_translator_trait);
+
+/// A translator instance behind a [`Subvol`].
+#[doc(hidden)]
+pub struct Instance<T> {
+    pub name: String,
+    pub xl: T,
+}
+
+/// # Safety
+/// `this` must be a live pointer from `Arc::<Instance<T>>::into_raw`.
+unsafe fn clone_arc<T>(this: *const c_void) -> Arc<Instance<T>> {
+    let p = this.cast::<Instance<T>>();
+    // SAFETY: per the function contract; we add the reference we then take.
+    unsafe {
+        Arc::increment_strong_count(p);
+        Arc::from_raw(p)
+    }
+}
+
+/// Runs the fop future under `catch_unwind`: a panic, in the fop's synchronous part or while
+/// polling, becomes EIO logged with the translator's name and the fop.
+fn guard_fop<T, R, F, Fut>(inst: Arc<Instance<T>>, fop: Fop, f: F) -> FfiFop<R>
+where
+    T: Translator,
+    R: Send + 'static,
+    F: FnOnce(Arc<Instance<T>>) -> Fut + Send + 'static,
+    Fut: Future<Output = Result<R, Errno>> + Send,
+{
+    async move {
+        let name = inst.clone();
+        match AssertUnwindSafe(async move { f(inst).await }).catch_unwind().await {
+            Ok(r) => RResult::from(r),
+            Err(p) => {
+                tracing::error!(
+                    target: "xlfs::panic",
+                    "translator {} ({}) panicked in {}: {}; replying EIO",
+                    name.name, T::TYPE, fop.name(), panic_message(&p)
+                );
+                RResult::RErr(Errno::EIO)
+            }
+        }
+    }
+    .into_ffi()
+}
+
+/// The text of a panic payload.
+pub fn panic_message(p: &Box<dyn Any + Send>) -> String {
+    if let Some(s) = p.downcast_ref::<&str>() {
+        (*s).to_owned()
+    } else if let Some(s) = p.downcast_ref::<String>() {
+        s.clone()
+    } else {
+        "non-string panic payload".to_owned()
+    }
+}
+
+unsafe extern "C" fn retain<T: Translator>(this: *const c_void) {
+    // SAFETY: vtable contract: `this` is a live Arc<Instance<T>>.
+    unsafe { Arc::increment_strong_count(this.cast::<Instance<T>>()) }
+}
+
+unsafe extern "C" fn release<T: Translator>(this: *const c_void) {
+    // Dropping the translator runs user code (fini); keep a panic from crossing the boundary.
+    let _ = std::panic::catch_unwind(|| {
+        // SAFETY: vtable contract: gives back one reference taken by new/retain.
+        unsafe { Arc::decrement_strong_count(this.cast::<Instance<T>>()) }
+    });
+}
+
+unsafe extern "C" fn notify<T: Translator>(this: *const c_void, event: Event) {
+    // SAFETY: vtable contract.
+    let inst = unsafe { clone_arc::<T>(this) };
+    if let Err(p) = std::panic::catch_unwind(AssertUnwindSafe(|| inst.xl.notify(event))) {
+        tracing::error!(target: "xlfs::panic", "translator {} panicked in notify: {}",
+            inst.name, panic_message(&p));
+    }
+}
+
+unsafe extern "C" fn reconfigure<T: Translator>(
+    this: *const c_void,
+    options: Options,
+) -> RResult<(), RString> {
+    // SAFETY: vtable contract.
+    let inst = unsafe { clone_arc::<T>(this) };
+    let r = std::panic::catch_unwind(AssertUnwindSafe(|| {
+        let typed = T::Options::from_options(&options)?;
+        inst.xl.reconfigure(typed)
+    }));
+    match r {
+        Ok(r) => r.map_err(RString::from).into(),
+        Err(p) => RResult::RErr(format!("reconfigure panicked: {}", panic_message(&p)).into()),
+    }
+}
+
+unsafe extern "C" fn dump<T: Translator>(this: *const c_void, format: DumpFormat) -> RString {
+    // SAFETY: vtable contract.
+    let inst = unsafe { clone_arc::<T>(this) };
+    std::panic::catch_unwind(AssertUnwindSafe(|| inst.xl.dump(format)))
+        .unwrap_or_else(|p| format!("dump panicked: {}", panic_message(&p)))
+        .into()
+}
+
+/// The [`TypeInfo`] of `T`.
+pub fn type_info<T: Translator>() -> TypeInfo {
+    TypeInfo {
+        name: T::TYPE.into(),
+        doc: T::DOC.into(),
+        options: T::Options::schema().into_iter().collect(),
+        min_children: T::MIN_CHILDREN,
+        max_children: T::MAX_CHILDREN,
+    }
+}
+
+/// Builds an instance of `T` behind a [`Subvol`], with the constructor under `catch_unwind`.
+pub fn instantiate<T: Translator>(args: InitArgs) -> Result<Subvol, String> {
+    let InitArgs { name, options, children, services } = args;
+    let children: Vec<Subvol> = children.into_iter().collect();
+    let built = std::panic::catch_unwind(AssertUnwindSafe(|| {
+        let options = T::Options::from_options(&options)?;
+        T::init(Init { name: name.to_string(), options, children, services })
+    }));
+    let xl = match built {
+        Ok(r) => r?,
+        Err(p) => return Err(format!("init panicked: {}", panic_message(&p))),
+    };
+    let inst = Arc::new(Instance { name: name.to_string(), xl });
+    let vt: &'static XlatorVTable = vtable_of::<T>();
+    // SAFETY: the raw pointer owns the Arc's reference; the vtable is T's.
+    Ok(unsafe {
+        Subvol::from_raw(Arc::into_raw(inst).cast(), vt, name, RString::from(T::TYPE))
+    })
+}
+
+/// A `'static` vtable for `T` (const-promoted: `VTABLE` is a constant of fn pointers).
+fn vtable_of<T: Translator>() -> &'static XlatorVTable {
+    struct Holder<T>(std::marker::PhantomData<T>);
+    impl<T: Translator> Holder<T> {
+        const REF: &'static XlatorVTable = &VTableFor::<T>::VTABLE;
+    }
+    Holder::<T>::REF
+}
+
+/// Constructor entry used by [`export_translators!`](crate::export_translators): dispatches by
+/// type name over the listed types.
+#[doc(hidden)]
+pub fn new_by_name(
+    type_name: RStr<'_>,
+    args: InitArgs,
+    ctors: &[(&str, fn(InitArgs) -> Result<Subvol, String>)],
+) -> RResult<Subvol, RString> {
+    match ctors.iter().find(|(n, _)| *n == type_name.as_str()) {
+        Some((_, ctor)) => {
+            match std::panic::catch_unwind(AssertUnwindSafe(|| ctor(args))) {
+                Ok(r) => r.map_err(RString::from).into(),
+                Err(p) => RResult::RErr(format!("init panicked: {}", panic_message(&p)).into()),
+            }
+        }
+        None => RResult::RErr(format!("this library has no type {:?}", type_name.as_str()).into()),
+    }
+}
+
+/// Installs, in this library's copy of `tracing`, a subscriber forwarding events to `log`.
+#[doc(hidden)]
+pub fn install_log_bridge(log: LogSink, max_level: LogLevel) {
+    let _ = tracing::subscriber::set_global_default(crate::logbridge::Bridge { log: log.log_fn, max_level });
+}
+
+#[doc(hidden)]
+pub fn types_of(infos: Vec<TypeInfo>) -> RVec<TypeInfo> {
+    infos.into()
+}
+
+/// Exports translator types from a library: builds the root module (for loading the cdylib)
+/// and registers it statically (for linking the rlib).
+///
+/// ```ignore
+/// xlator_api::export_translators!(MyTranslator, MyOtherTranslator);
+/// ```
+#[macro_export]
+macro_rules! export_translators {
+    ($($ty:ty),+ $(,)?) => {
+        #[doc(hidden)]
+        pub mod __xlfs_export {
+            use super::*;
+            use $crate::__private::*;
+
+            extern "C" fn types() -> RVec<TypeInfo> {
+                let r = ::std::panic::catch_unwind(|| {
+                    $crate::sdk::types_of(vec![$($crate::sdk::type_info::<$ty>()),+])
+                });
+                r.unwrap_or_default()
+            }
+
+            extern "C" fn new_xlator(type_name: RStr<'_>, args: InitArgs) -> RResult<Subvol, RString> {
+                $crate::sdk::new_by_name(type_name, args, &[
+                    $((<$ty as $crate::Translator>::TYPE, $crate::sdk::instantiate::<$ty>)),+
+                ])
+            }
+
+            extern "C" fn install_log_bridge(log: LogSink, max_level: LogLevel) {
+                let _ = ::std::panic::catch_unwind(|| $crate::sdk::install_log_bridge(log, max_level));
+            }
+
+            /// The root module (built once).
+            pub fn module() -> XlatorModuleRef {
+                static M: ::std::sync::OnceLock<XlatorModuleRef> = ::std::sync::OnceLock::new();
+                *M.get_or_init(|| XlatorModule { types, install_log_bridge, new_xlator }.leak_into_prefix())
+            }
+
+            #[unsafe(export_name = concat!("xlfs_xlator_module_", env!("CARGO_CRATE_NAME")))]
+            pub static XLFS_LIB_HEADER: LibHeader = {
+                extern "C" fn erased() -> RootModuleResult {
+                    __call_root_module_loader(module)
+                }
+                // SAFETY: `erased` returns the module built by `module()`, of type XlatorModuleRef.
+                unsafe { LibHeader::from_constructor::<XlatorModuleRef>(erased, CheckTypeLayout::Yes) }
+            };
+
+            #[unsafe(export_name = concat!("xlfs_xlator_build_id_", env!("CARGO_CRATE_NAME")))]
+            pub extern "C" fn build_id() -> *const ::std::ffi::c_char {
+                $crate::abi_internals::BUILD_ID_C.as_ptr().cast()
+            }
+
+            $crate::__private::inventory::submit! {
+                StaticModule { crate_name: env!("CARGO_CRATE_NAME"), module }
+            }
+        }
+    };
+}

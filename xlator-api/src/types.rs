@@ -1,0 +1,414 @@
+//! Value types that cross the translator boundary. All are `#[repr(C)]` + `StableAbi`.
+
+use std::fmt;
+
+use abi_stable::StableAbi;
+use abi_stable::std_types::{ROption, RString, RVec};
+
+use crate::buf::Buf;
+
+/// 128-bit identity of a file or directory, assigned at creation and kept by storage/posix.
+#[repr(C)]
+#[derive(StableAbi, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
+pub struct Gfid(pub [u8; 16]);
+
+impl Gfid {
+    /// The volume root: `00000000-0000-0000-0000-000000000001`, as in GlusterFS.
+    pub const ROOT: Gfid = Gfid([0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1]);
+    /// The null GFID ("not known yet").
+    pub const NULL: Gfid = Gfid([0; 16]);
+
+    pub fn is_null(&self) -> bool {
+        self.0 == [0; 16]
+    }
+
+    /// A fresh random (version 4) GFID.
+    pub fn random() -> Gfid {
+        let mut b = [0u8; 16];
+        fill_random(&mut b);
+        b[6] = (b[6] & 0x0f) | 0x40;
+        b[8] = (b[8] & 0x3f) | 0x80;
+        Gfid(b)
+    }
+
+    /// Parses the canonical 8-4-4-4-12 hex form.
+    pub fn parse(s: &str) -> Option<Gfid> {
+        let hex: String = s.chars().filter(|c| *c != '-').collect();
+        if hex.len() != 32 || s.len() != 36 {
+            return None;
+        }
+        let mut b = [0u8; 16];
+        for (i, byte) in b.iter_mut().enumerate() {
+            *byte = u8::from_str_radix(hex.get(i * 2..i * 2 + 2)?, 16).ok()?;
+        }
+        Some(Gfid(b))
+    }
+}
+
+fn fill_random(buf: &mut [u8]) {
+    let mut done = 0;
+    while done < buf.len() {
+        // SAFETY: getrandom writes at most `len` bytes into the valid, writable slice tail.
+        let n = unsafe {
+            libc::getrandom(buf[done..].as_mut_ptr().cast(), buf.len() - done, 0)
+        };
+        if n > 0 {
+            done += n as usize;
+        } else if std::io::Error::last_os_error().raw_os_error() != Some(libc::EINTR) {
+            // getrandom(2) cannot fail on Linux >= 3.17 with flags 0 except EINTR; stay total.
+            let t = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.as_nanos())
+                .unwrap_or(0);
+            for (i, b) in buf[done..].iter_mut().enumerate() {
+                *b = (t >> ((i % 16) * 8)) as u8 ^ (i as u8).wrapping_mul(131);
+            }
+            return;
+        }
+    }
+}
+
+impl fmt::Display for Gfid {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let b = &self.0;
+        write!(
+            f,
+            "{:02x}{:02x}{:02x}{:02x}-{:02x}{:02x}-{:02x}{:02x}-{:02x}{:02x}-{:02x}{:02x}{:02x}{:02x}{:02x}{:02x}",
+            b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13],
+            b[14], b[15]
+        )
+    }
+}
+
+impl fmt::Debug for Gfid {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(self, f)
+    }
+}
+
+/// A POSIX error number. Fops fail with exactly one of these.
+#[repr(C)]
+#[derive(StableAbi, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Errno(pub i32);
+
+macro_rules! errnos {
+    ($($name:ident),* $(,)?) => {
+        impl Errno {
+            $(pub const $name: Errno = Errno(libc::$name);)*
+            /// The symbolic name (`"ENOENT"`), or `None` for an unusual value.
+            pub fn name(self) -> Option<&'static str> {
+                match self.0 {
+                    $(libc::$name => Some(stringify!($name)),)*
+                    _ => None,
+                }
+            }
+        }
+    };
+}
+errnos!(
+    EPERM, ENOENT, EIO, ENXIO, E2BIG, EBADF, EAGAIN, ENOMEM, EACCES, EFAULT, EBUSY, EEXIST,
+    EXDEV, ENODEV, ENOTDIR, EISDIR, EINVAL, ENFILE, EMFILE, ETXTBSY, EFBIG, ENOSPC, ESPIPE,
+    EROFS, EMLINK, ERANGE, ENAMETOOLONG, ENOLCK, ENOSYS, ENOTEMPTY, ELOOP, ENODATA, ENOTSUP,
+    ENOTCONN, ETIMEDOUT, ESTALE, EDQUOT, EOVERFLOW, EDEADLK, EINTR, ECANCELED, EPROTO, EBADFD,
+    ENOTSOCK, EMSGSIZE
+);
+
+impl Errno {
+    /// The errno of an `std::io::Error`, EIO when it carries none.
+    pub fn from_io(e: &std::io::Error) -> Errno {
+        Errno(e.raw_os_error().unwrap_or(libc::EIO))
+    }
+    /// The current thread's `errno`.
+    pub fn last() -> Errno {
+        Errno::from_io(&std::io::Error::last_os_error())
+    }
+}
+
+impl From<std::io::Error> for Errno {
+    fn from(e: std::io::Error) -> Errno {
+        Errno::from_io(&e)
+    }
+}
+
+impl fmt::Debug for Errno {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.name() {
+            Some(n) => f.write_str(n),
+            None => write!(f, "Errno({})", self.0),
+        }
+    }
+}
+
+impl fmt::Display for Errno {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{:?} ({})", self, std::io::Error::from_raw_os_error(self.0))
+    }
+}
+
+impl std::error::Error for Errno {}
+
+/// The kind of a file system object.
+#[repr(u8)]
+#[derive(StableAbi, Clone, Copy, PartialEq, Eq, Hash, Debug, Default)]
+pub enum FileType {
+    #[default]
+    Regular,
+    Directory,
+    Symlink,
+    BlockDevice,
+    CharDevice,
+    Fifo,
+    Socket,
+}
+
+impl FileType {
+    /// From the `S_IFMT` bits of a mode.
+    pub fn from_mode(mode: u32) -> Option<FileType> {
+        Some(match mode & libc::S_IFMT {
+            libc::S_IFREG => FileType::Regular,
+            libc::S_IFDIR => FileType::Directory,
+            libc::S_IFLNK => FileType::Symlink,
+            libc::S_IFBLK => FileType::BlockDevice,
+            libc::S_IFCHR => FileType::CharDevice,
+            libc::S_IFIFO => FileType::Fifo,
+            libc::S_IFSOCK => FileType::Socket,
+            _ => return None,
+        })
+    }
+    /// The `S_IFMT` bits of this kind.
+    pub fn mode_bits(self) -> u32 {
+        match self {
+            FileType::Regular => libc::S_IFREG,
+            FileType::Directory => libc::S_IFDIR,
+            FileType::Symlink => libc::S_IFLNK,
+            FileType::BlockDevice => libc::S_IFBLK,
+            FileType::CharDevice => libc::S_IFCHR,
+            FileType::Fifo => libc::S_IFIFO,
+            FileType::Socket => libc::S_IFSOCK,
+        }
+    }
+}
+
+/// Seconds and nanoseconds since the epoch.
+#[repr(C)]
+#[derive(StableAbi, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Debug, Default)]
+pub struct Timespec {
+    pub sec: i64,
+    pub nsec: u32,
+}
+
+impl Timespec {
+    pub fn now() -> Timespec {
+        let d = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default();
+        Timespec { sec: d.as_secs() as i64, nsec: d.subsec_nanos() }
+    }
+}
+
+/// The full attributes of an object (GlusterFS `struct iatt`).
+#[repr(C)]
+#[derive(StableAbi, Clone, Copy, PartialEq, Eq, Debug, Default)]
+pub struct Iatt {
+    pub gfid: Gfid,
+    pub ino: u64,
+    pub dev: u64,
+    pub kind: FileType,
+    /// Permission bits including setuid/setgid/sticky (`mode & 0o7777`).
+    pub perm: u32,
+    pub nlink: u32,
+    pub uid: u32,
+    pub gid: u32,
+    pub rdev: u64,
+    pub size: u64,
+    pub blksize: u32,
+    /// 512-byte blocks allocated.
+    pub blocks: u64,
+    pub atime: Timespec,
+    pub mtime: Timespec,
+    pub ctime: Timespec,
+}
+
+impl Iatt {
+    /// `st_mode`: file type bits | permission bits.
+    pub fn mode(&self) -> u32 {
+        self.kind.mode_bits() | (self.perm & 0o7777)
+    }
+    pub fn is_dir(&self) -> bool {
+        self.kind == FileType::Directory
+    }
+}
+
+/// An entry fop's target: a name inside a parent directory.
+#[repr(C)]
+#[derive(StableAbi, Clone, PartialEq, Eq, Hash, Debug, Default)]
+pub struct Loc {
+    pub parent: Gfid,
+    pub name: RString,
+}
+
+impl Loc {
+    pub fn new(parent: Gfid, name: impl Into<RString>) -> Loc {
+        Loc { parent, name: name.into() }
+    }
+}
+
+/// Host-allocated id of an open file or directory; unique per graph instance.
+#[repr(C)]
+#[derive(StableAbi, Clone, Copy, PartialEq, Eq, Hash, Debug, Default, PartialOrd, Ord)]
+pub struct FdId(pub u64);
+
+impl FdId {
+    /// An anonymous fd: the fop names the object by GFID only, with no prior `open`
+    /// (NFS and self-heal use these). Translators that keep per-fd state open on demand.
+    pub const ANONYMOUS: FdId = FdId(0);
+}
+
+/// An open file or directory as fops see it.
+#[repr(C)]
+#[derive(StableAbi, Clone, Copy, PartialEq, Eq, Hash, Debug, Default)]
+pub struct Fd {
+    pub id: FdId,
+    pub gfid: Gfid,
+    /// The `open(2)` flags the fd was opened with (`O_ACCMODE`, `O_APPEND`, `O_SYNC`...).
+    pub flags: i32,
+}
+
+impl Fd {
+    pub fn anonymous(gfid: Gfid, flags: i32) -> Fd {
+        Fd { id: FdId::ANONYMOUS, gfid, flags }
+    }
+    pub fn is_anonymous(&self) -> bool {
+        self.id == FdId::ANONYMOUS
+    }
+}
+
+/// Reply of entry fops: the object found or made.
+#[repr(C)]
+#[derive(StableAbi, Clone, Copy, PartialEq, Eq, Debug, Default)]
+pub struct Entry {
+    pub attr: Iatt,
+}
+
+/// How a time is set by `setattr`.
+#[repr(C, u8)]
+#[derive(StableAbi, Clone, Copy, PartialEq, Eq, Debug, Default)]
+pub enum TimeSet {
+    #[default]
+    Omit,
+    Now,
+    At(Timespec),
+}
+
+/// What `setattr` changes; `None`/`Omit` fields are left alone.
+#[repr(C)]
+#[derive(StableAbi, Clone, Copy, PartialEq, Eq, Debug, Default)]
+pub struct SetAttr {
+    pub perm: ROption<u32>,
+    pub uid: ROption<u32>,
+    pub gid: ROption<u32>,
+    /// Truncate or extend to this size.
+    pub size: ROption<u64>,
+    pub atime: TimeSet,
+    pub mtime: TimeSet,
+}
+
+/// One directory entry with its attributes.
+#[repr(C)]
+#[derive(StableAbi, Clone, PartialEq, Eq, Debug)]
+pub struct DirEntry {
+    pub name: RString,
+    /// Opaque cookie: pass it as the offset of the next `readdirp` to continue after this entry.
+    pub next_offset: u64,
+    pub attr: Iatt,
+}
+
+/// File system statistics (`statvfs`).
+#[repr(C)]
+#[derive(StableAbi, Clone, Copy, PartialEq, Eq, Debug, Default)]
+pub struct Statfs {
+    pub bsize: u64,
+    pub frsize: u64,
+    pub blocks: u64,
+    pub bfree: u64,
+    pub bavail: u64,
+    pub files: u64,
+    pub ffree: u64,
+    pub favail: u64,
+    pub namemax: u64,
+}
+
+/// `lseek` whence for hole-aware seeking.
+#[repr(u8)]
+#[derive(StableAbi, Clone, Copy, PartialEq, Eq, Debug)]
+pub enum SeekWhat {
+    Data,
+    Hole,
+}
+
+/// Owner of POSIX locks (FUSE's lock_owner, NFS's owner).
+#[repr(C)]
+#[derive(StableAbi, Clone, Copy, PartialEq, Eq, Hash, Debug, Default, PartialOrd, Ord)]
+pub struct LkOwner(pub u64);
+
+/// Kind of a byte-range lock.
+#[repr(u8)]
+#[derive(StableAbi, Clone, Copy, PartialEq, Eq, Hash, Debug)]
+pub enum LockKind {
+    Read,
+    Write,
+    Unlock,
+}
+
+/// `fcntl` lock commands.
+#[repr(u8)]
+#[derive(StableAbi, Clone, Copy, PartialEq, Eq, Hash, Debug)]
+pub enum LkCmd {
+    /// F_GETLK: report a conflicting lock or `Unlock`.
+    Get,
+    /// F_SETLK: take or release without waiting (EAGAIN on conflict).
+    Set,
+    /// F_SETLKW: wait for conflicting locks to go away.
+    SetWait,
+}
+
+/// A byte-range lock; `len == 0` means "to end of file".
+#[repr(C)]
+#[derive(StableAbi, Clone, Copy, PartialEq, Eq, Hash, Debug)]
+pub struct Flock {
+    pub kind: LockKind,
+    pub start: u64,
+    pub len: u64,
+    pub pid: u32,
+    pub owner: LkOwner,
+}
+
+/// Internal entry-lock type (cluster translators serialise namespace changes with these).
+#[repr(u8)]
+#[derive(StableAbi, Clone, Copy, PartialEq, Eq, Hash, Debug)]
+pub enum EntrylkCmd {
+    Lock,
+    LockNonBlocking,
+    Unlock,
+}
+
+/// `xattrop` operations, applied atomically per key to big-endian counter arrays.
+#[repr(u8)]
+#[derive(StableAbi, Clone, Copy, PartialEq, Eq, Hash, Debug)]
+pub enum XattropOp {
+    /// Add each 32-bit big-endian lane of the value to the stored lanes.
+    AddArray32,
+    /// Same with 64-bit lanes.
+    AddArray64,
+}
+
+/// One extended attribute.
+#[repr(C)]
+#[derive(StableAbi, Clone, PartialEq, Eq, Debug)]
+pub struct Xattr {
+    pub name: RString,
+    pub value: Buf,
+}
+
+/// Reply of `getxattr`-style fops with several values.
+pub type Xattrs = RVec<Xattr>;

@@ -1,0 +1,1 @@
+//! debug/io-stats: per-fop call, error, byte and latency counters

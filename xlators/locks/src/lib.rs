@@ -1,0 +1,1 @@
+//! features/locks: POSIX byte-range locks and internal inode/entry locks

@@ -1,0 +1,1 @@
+//! storage/posix: the brick backend on a local directory

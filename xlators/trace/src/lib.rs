@@ -1,0 +1,1 @@
+//! debug/trace: logs every fop with its arguments and reply
