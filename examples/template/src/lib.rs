@@ -1,1 +1,31 @@
-//! A copy-me translator with no overrides: a valid pass-through layer
+//! `example/template`: a translator with no overrides. Every fop passes to its child unchanged,
+//! so it is a valid no-op layer. Copy this crate to start a new translator: rename it, change
+//! `TYPE`, declare options in `options!`, and add `async fn`s for the fops you change.
+
+use xlator_api::{Init, Subvol, Translator};
+
+xlator_api::options! {
+    /// Options of `example/template` (none yet; add fields here, each with a doc comment).
+    pub struct TemplateOptions {}
+}
+
+/// The translator's state: its children, plus whatever it needs.
+pub struct Template {
+    children: Vec<Subvol>,
+}
+
+impl Translator for Template {
+    const TYPE: &'static str = "example/template";
+    const DOC: &'static str = "A pass-through layer with no overrides; copy it to start a translator.";
+    type Options = TemplateOptions;
+
+    fn init(init: Init<TemplateOptions>) -> Result<Self, String> {
+        Ok(Template { children: init.children })
+    }
+
+    fn children(&self) -> &[Subvol] {
+        &self.children
+    }
+}
+
+xlator_api::export_translators!(Template);

@@ -1,0 +1,62 @@
+//! Per-hop fop spans: when `xlfs::fop` tracing is enabled at TRACE level while a graph is
+//! built, each translator is wrapped so that every fop through it runs inside a span naming
+//! the translator and the fop. When it is off, graphs are built without wrappers and cost
+//! nothing.
+
+use tracing::Instrument as _;
+use xlator_api::{Ctx, Errno, Init, InitArgs, Subvol, Translator};
+#[allow(unused_imports)]
+use xlator_api::*;
+
+/// Whether spans per hop are wanted now.
+pub fn enabled() -> bool {
+    tracing::enabled!(target: "xlfs::fop", tracing::Level::TRACE)
+}
+
+/// Wraps `inner` in a span-emitting pass-through with the same name.
+pub fn wrap(inner: Subvol) -> Subvol {
+    let name = inner.name().to_owned();
+    let args = InitArgs {
+        name: name.as_str().into(),
+        options: xlator_api::Options::new(),
+        children: vec![inner.clone()].into(),
+        services: crate::services::host_services(),
+    };
+    xlator_api::sdk::instantiate::<Hop>(args).unwrap_or(inner)
+}
+
+/// The wrapper translator.
+pub struct Hop {
+    name: String,
+    children: Vec<Subvol>,
+}
+
+macro_rules! gen_hop {
+    ($( $(#[doc = $doc:expr])* $name:ident $Variant:ident ( $($arg:ident : $ty:ty),* ) -> $ret:ty ; )*) => {
+        impl Translator for Hop {
+            const TYPE: &'static str = "core/hop";
+            type Options = ();
+            fn init(init: Init<()>) -> Result<Self, String> {
+                Ok(Hop { name: init.name, children: init.children })
+            }
+            fn children(&self) -> &[Subvol] {
+                &self.children
+            }
+            fn notify(&self, event: xlator_api::Event) {
+                self.children[0].notify(event)
+            }
+            $(
+                async fn $name(&self, cx: &Ctx $(, $arg: $ty)*) -> Result<$ret, Errno> {
+                    let span = tracing::trace_span!(target: "xlfs::fop", "fop",
+                        xl = %self.name, fop = stringify!($name), req = cx.request_id());
+                    let r = self.children[0].$name(cx $(, $arg)*).instrument(span.clone()).await;
+                    if let Err(e) = &r {
+                        span.in_scope(|| tracing::trace!(target: "xlfs::fop", error = ?e, "failed"));
+                    }
+                    r
+                }
+            )*
+        }
+    };
+}
+xlator_api::for_each_fop!(gen_hop);

@@ -1,0 +1,1 @@
+//! Whole graphs in-process.

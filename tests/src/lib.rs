@@ -1,0 +1,28 @@
+//! Helpers shared by the integration tests.
+
+use std::path::PathBuf;
+
+/// The directory holding this test binary (`target/<profile>/deps`), where cargo puts the
+/// `.so` files of cdylib dev-dependencies.
+pub fn deps_dir() -> PathBuf {
+    let exe = std::env::current_exe().expect("current_exe");
+    exe.parent().expect("exe dir").to_path_buf()
+}
+
+/// `target/<profile>`, where `cargo build --workspace` puts the translator `.so` files.
+pub fn profile_dir() -> PathBuf {
+    let d = deps_dir();
+    if d.ends_with("deps") { d.parent().expect("profile dir").to_path_buf() } else { d }
+}
+
+/// A library file next to the test binary, or a clear panic saying how to build it.
+pub fn plugin(crate_name: &str) -> PathBuf {
+    let file = format!("lib{}.so", crate_name.replace('-', "_"));
+    for dir in [deps_dir(), profile_dir()] {
+        let p = dir.join(&file);
+        if p.is_file() {
+            return p;
+        }
+    }
+    panic!("{file} not found next to the test binary; run `cargo build --workspace` first")
+}
