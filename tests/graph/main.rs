@@ -1,1 +1,178 @@
-//! Whole graphs in-process.
+//! Whole graphs in-process: init order, events, reconfigure, graph switch with fops in flight,
+//! dumps, per-hop spans.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use xlator_api::{Ctx, DumpFormat, Errno, Gfid, Loc};
+use xlfs_core::graph::Graph;
+use xlfs_core::registry::Registry;
+use xlfs_core::volfile::Volfile;
+use xlfs_core::volume::{Reload, Volume};
+use xlfs_integration_tests::probe::{gate, journal_lines};
+
+fn registry() -> Arc<Registry> {
+    Arc::new(Registry::with_search_path(Registry::default_search_path(), true))
+}
+
+fn vf(text: &str) -> Volfile {
+    Volfile::parse(text, "test.vol").unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// leaf-a and leaf-b under a parent under a top, all probes labelled with `p`.
+fn diamond(p: &str, tag: &str, fixed: u32) -> Volfile {
+    vf(&format!(
+        r#"(
+        volumes: [
+            (name: "a", type: "test/probe", options: {{ "label": "{p}a" }}),
+            (name: "b", type: "test/probe", options: {{ "label": "{p}b" }}),
+            (name: "mid", type: "test/probe", options: {{ "label": "{p}mid", "tag": "{tag}", "fixed": "{fixed}" }},
+             subvolumes: ["a", "b"]),
+            (name: "top", type: "test/probe", options: {{ "label": "{p}top" }}, subvolumes: ["mid"]),
+        ],
+    )"#
+    ))
+}
+
+#[test]
+fn children_init_before_parents_and_child_up_flows_to_each_parent() {
+    let g = Graph::build(diamond("g1-", "x", 1), &registry()).expect("builds");
+    let lines = journal_lines("g1-");
+    let pos = |s: &str| lines.iter().position(|l| l == s).unwrap_or_else(|| panic!("{s} missing in {lines:?}"));
+    assert!(pos("g1-a init children=0") < pos("g1-mid init children=2"));
+    assert!(pos("g1-b init children=0") < pos("g1-mid init children=2"));
+    assert!(pos("g1-mid init children=2") < pos("g1-top init children=1"));
+    pos("g1-mid event ChildUp 0");
+    pos("g1-mid event ChildUp 1");
+    pos("g1-top event ChildUp 0");
+    assert!(!lines.iter().any(|l| l.starts_with("g1-a event")), "leaves have no children: {lines:?}");
+    assert_eq!(g.top().name(), "top");
+    drop(g);
+    let lines = journal_lines("g1-");
+    for v in ["a", "b", "mid", "top"] {
+        pos_in(&lines, &format!("g1-{v} dropped"));
+    }
+}
+
+fn pos_in(lines: &[String], s: &str) -> usize {
+    lines.iter().position(|l| l == s).unwrap_or_else(|| panic!("{s} missing in {lines:?}"))
+}
+
+#[test]
+fn reconfigurable_option_changes_in_place_and_others_switch_graphs() {
+    let vol = Volume::new(diamond("g2-", "one", 1), registry()).expect("builds");
+    let first = vol.graph().id();
+    assert_eq!(vol.reload(diamond("g2-", "one", 1)).expect("same"), Reload::Unchanged);
+    assert_eq!(
+        vol.reload(diamond("g2-", "two", 1)).expect("reconfigures"),
+        Reload::Reconfigured(vec!["mid".into()])
+    );
+    assert_eq!(vol.graph().id(), first, "same graph after reconfigure");
+    pos_in(&journal_lines("g2-"), "g2-mid reconfigure tag=two");
+    // `fixed` is not reconfigurable: a new graph.
+    let r = vol.reload(diamond("g2-", "two", 2)).expect("switches");
+    assert!(matches!(r, Reload::Switched { old_graph, .. } if old_graph == first), "{r:?}");
+    assert_ne!(vol.graph().id(), first);
+    // An invalid volfile leaves the current graph in place.
+    let cur = vol.graph().id();
+    assert!(vol.reload(diamond("g2-", "two", 200)).is_err());
+    assert_eq!(vol.graph().id(), cur);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn graph_switch_lets_inflight_fops_finish_and_drops_the_old_graph_after_them() {
+    let vol = Arc::new(Volume::new(diamond("g3-", "x", 1), registry()).expect("builds"));
+    let old_id = vol.graph().id();
+    // A fop enters the old graph and parks in `top`.
+    let v = vol.clone();
+    let inflight = tokio::spawn(async move {
+        let graph = v.graph();
+        graph.top().lookup(&Ctx::root(), Loc::new(Gfid::ROOT, "wait")).await
+    });
+    while !journal_lines("g3-top lookup waiting").iter().any(|_| true) {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    // Switch (non-reconfigurable change) while it is in flight.
+    let r = vol.reload(diamond("g3-", "x", 5)).expect("switch");
+    assert!(matches!(r, Reload::Switched { .. }));
+    assert_ne!(vol.graph().id(), old_id);
+    let lines = journal_lines("g3-");
+    pos_in(&lines, "g3-top event GraphSwitch 0");
+    // The old graph is still alive: its top is serving the parked call.
+    let drops = lines.iter().filter(|l| l.ends_with("dropped")).count();
+    assert_eq!(drops, 0, "old graph dropped with a fop in flight: {lines:?}");
+    // New fops go to the new graph and are not blocked by the parked one.
+    let r = vol.graph().top().lookup(&Ctx::root(), Loc::new(Gfid::ROOT, "nothing")).await;
+    assert_eq!(r, Err(Errno::ENOENT));
+    // Release the parked call: it completes on the old graph, which then drops.
+    gate("g3-top").notify_one();
+    assert!(inflight.await.expect("join").is_ok());
+    let lines = journal_lines("g3-");
+    let drops = lines.iter().filter(|l| l.ends_with("dropped")).count();
+    assert_eq!(drops, 4, "each old translator dropped exactly once: {lines:?}");
+}
+
+#[test]
+fn dump_collects_every_translator_top_down_as_text_and_json() {
+    let g = Graph::build(diamond("g4-", "x", 1), &registry()).expect("builds");
+    let text = g.dump(DumpFormat::Text);
+    let top = text.find("[top (test/probe)]").expect("top section");
+    let a = text.find("[a (test/probe)]").expect("leaf section");
+    assert!(top < a, "{text}");
+    let json = g.dump(DumpFormat::Json);
+    assert!(json.starts_with("{\"top\":{\"lookups\":0}"), "{json}");
+    assert!(json.contains("\"a\":{\"lookups\":0}"), "{json}");
+}
+
+mod spans {
+    use std::sync::{Arc, Mutex};
+
+    use tracing::field::{Field, Visit};
+    use tracing::span::{Attributes, Id};
+    use tracing_subscriber::layer::{Context, SubscriberExt};
+    use tracing_subscriber::Layer;
+
+    use super::*;
+
+    #[derive(Clone, Default)]
+    struct Spans(Arc<Mutex<Vec<String>>>);
+
+    struct Fields(String);
+    impl Visit for Fields {
+        fn record_debug(&mut self, f: &Field, v: &dyn std::fmt::Debug) {
+            self.0.push_str(&format!("{}={:?} ", f.name(), v));
+        }
+    }
+
+    impl<S: tracing::Subscriber> Layer<S> for Spans {
+        fn on_new_span(&self, attrs: &Attributes<'_>, _: &Id, _: Context<'_, S>) {
+            let mut f = Fields(String::new());
+            attrs.record(&mut f);
+            self.0.lock().expect("spans").push(f.0.trim().replace('"', ""));
+        }
+    }
+
+    #[test]
+    fn every_hop_gets_a_span_when_fop_tracing_is_on_and_none_when_off() {
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("rt");
+        let run = |filter: &str| -> Vec<String> {
+            let spans = Spans::default();
+            let sub = tracing_subscriber::registry()
+                .with(spans.clone().with_filter(tracing_subscriber::EnvFilter::new(filter)));
+            tracing::subscriber::with_default(sub, || {
+                let g = Graph::build(diamond("g5-", "x", 1), &registry()).expect("builds");
+                let cx = Ctx::builder(0, 0).request_id(77).build();
+                rt.block_on(g.top().lookup(&cx, Loc::new(Gfid::ROOT, "f"))).ok();
+            });
+            let v = spans.0.lock().expect("spans").clone();
+            v
+        };
+        let on = run("xlfs::fop=trace");
+        assert_eq!(
+            on,
+            vec!["xl=top fop=lookup req=77", "xl=mid fop=lookup req=77", "xl=a fop=lookup req=77"],
+            "one span per translator the lookup passed through"
+        );
+        assert!(run("info").is_empty());
+    }
+}

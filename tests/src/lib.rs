@@ -26,3 +26,5 @@ pub fn plugin(crate_name: &str) -> PathBuf {
     }
     panic!("{file} not found next to the test binary; run `cargo build --workspace` first")
 }
+
+pub mod probe;
