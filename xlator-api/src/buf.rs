@@ -132,6 +132,40 @@ impl From<&str> for Buf {
     }
 }
 
+/// Serialized as a byte string. (The wire moves read/write payloads outside the serializer;
+/// this is for small values such as xattrs.)
+impl serde::Serialize for Buf {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_bytes(self.as_slice())
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for Buf {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Buf, D::Error> {
+        struct V;
+        impl<'de> serde::de::Visitor<'de> for V {
+            type Value = Buf;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("bytes")
+            }
+            fn visit_bytes<E: serde::de::Error>(self, v: &[u8]) -> Result<Buf, E> {
+                Ok(Buf::copy_from_slice(v))
+            }
+            fn visit_byte_buf<E: serde::de::Error>(self, v: Vec<u8>) -> Result<Buf, E> {
+                Ok(Buf::from_vec(v))
+            }
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut a: A) -> Result<Buf, A::Error> {
+                let mut v = Vec::with_capacity(a.size_hint().unwrap_or(0).min(4096));
+                while let Some(b) = a.next_element::<u8>()? {
+                    v.push(b);
+                }
+                Ok(Buf::from_vec(v))
+            }
+        }
+        d.deserialize_bytes(V)
+    }
+}
+
 impl PartialEq for Buf {
     fn eq(&self, other: &Buf) -> bool {
         self.as_slice() == other.as_slice()

@@ -103,7 +103,7 @@ macro_rules! gen_fop_enum {
     ($( $(#[doc = $doc:expr])* $name:ident $Variant:ident ( $($arg:ident : $ty:ty),* ) -> $ret:ty ; )*) => {
         /// Names every fop; used by tracing, io-stats, the mocks and the wire.
         #[repr(u8)]
-        #[derive(::abi_stable::StableAbi, Clone, Copy, PartialEq, Eq, Hash, Debug, PartialOrd, Ord)]
+        #[derive(::abi_stable::StableAbi, ::serde::Serialize, ::serde::Deserialize, Clone, Copy, PartialEq, Eq, Hash, Debug, PartialOrd, Ord)]
         pub enum Fop {
             $( $(#[doc = $doc])* $Variant, )*
         }

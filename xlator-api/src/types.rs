@@ -9,7 +9,7 @@ use crate::buf::Buf;
 
 /// 128-bit identity of a file or directory, assigned at creation and kept by storage/posix.
 #[repr(C)]
-#[derive(StableAbi, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
+#[derive(StableAbi, serde::Serialize, serde::Deserialize, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
 pub struct Gfid(pub [u8; 16]);
 
 impl Gfid {
@@ -88,7 +88,7 @@ impl fmt::Debug for Gfid {
 
 /// A POSIX error number. Fops fail with exactly one of these.
 #[repr(C)]
-#[derive(StableAbi, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(StableAbi, serde::Serialize, serde::Deserialize, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Errno(pub i32);
 
 macro_rules! errnos {
@@ -149,7 +149,7 @@ impl std::error::Error for Errno {}
 
 /// The kind of a file system object.
 #[repr(u8)]
-#[derive(StableAbi, Clone, Copy, PartialEq, Eq, Hash, Debug, Default)]
+#[derive(StableAbi, serde::Serialize, serde::Deserialize, Clone, Copy, PartialEq, Eq, Hash, Debug, Default)]
 pub enum FileType {
     #[default]
     Regular,
@@ -191,7 +191,7 @@ impl FileType {
 
 /// Seconds and nanoseconds since the epoch.
 #[repr(C)]
-#[derive(StableAbi, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Debug, Default)]
+#[derive(StableAbi, serde::Serialize, serde::Deserialize, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Debug, Default)]
 pub struct Timespec {
     pub sec: i64,
     pub nsec: u32,
@@ -208,7 +208,7 @@ impl Timespec {
 
 /// The full attributes of an object (GlusterFS `struct iatt`).
 #[repr(C)]
-#[derive(StableAbi, Clone, Copy, PartialEq, Eq, Debug, Default)]
+#[derive(StableAbi, serde::Serialize, serde::Deserialize, Clone, Copy, PartialEq, Eq, Debug, Default)]
 pub struct Iatt {
     pub gfid: Gfid,
     pub ino: u64,
@@ -241,7 +241,7 @@ impl Iatt {
 
 /// An entry fop's target: a name inside a parent directory.
 #[repr(C)]
-#[derive(StableAbi, Clone, PartialEq, Eq, Hash, Debug, Default)]
+#[derive(StableAbi, serde::Serialize, serde::Deserialize, Clone, PartialEq, Eq, Hash, Debug, Default)]
 pub struct Loc {
     pub parent: Gfid,
     pub name: RString,
@@ -255,7 +255,7 @@ impl Loc {
 
 /// Host-allocated id of an open file or directory; unique per graph instance.
 #[repr(C)]
-#[derive(StableAbi, Clone, Copy, PartialEq, Eq, Hash, Debug, Default, PartialOrd, Ord)]
+#[derive(StableAbi, serde::Serialize, serde::Deserialize, Clone, Copy, PartialEq, Eq, Hash, Debug, Default, PartialOrd, Ord)]
 pub struct FdId(pub u64);
 
 impl FdId {
@@ -266,7 +266,7 @@ impl FdId {
 
 /// An open file or directory as fops see it.
 #[repr(C)]
-#[derive(StableAbi, Clone, Copy, PartialEq, Eq, Hash, Debug, Default)]
+#[derive(StableAbi, serde::Serialize, serde::Deserialize, Clone, Copy, PartialEq, Eq, Hash, Debug, Default)]
 pub struct Fd {
     pub id: FdId,
     pub gfid: Gfid,
@@ -285,14 +285,14 @@ impl Fd {
 
 /// Reply of entry fops: the object found or made.
 #[repr(C)]
-#[derive(StableAbi, Clone, Copy, PartialEq, Eq, Debug, Default)]
+#[derive(StableAbi, serde::Serialize, serde::Deserialize, Clone, Copy, PartialEq, Eq, Debug, Default)]
 pub struct Entry {
     pub attr: Iatt,
 }
 
 /// How a time is set by `setattr`.
 #[repr(C, u8)]
-#[derive(StableAbi, Clone, Copy, PartialEq, Eq, Debug, Default)]
+#[derive(StableAbi, serde::Serialize, serde::Deserialize, Clone, Copy, PartialEq, Eq, Debug, Default)]
 pub enum TimeSet {
     #[default]
     Omit,
@@ -302,7 +302,7 @@ pub enum TimeSet {
 
 /// What `setattr` changes; `None`/`Omit` fields are left alone.
 #[repr(C)]
-#[derive(StableAbi, Clone, Copy, PartialEq, Eq, Debug, Default)]
+#[derive(StableAbi, serde::Serialize, serde::Deserialize, Clone, Copy, PartialEq, Eq, Debug, Default)]
 pub struct SetAttr {
     pub perm: ROption<u32>,
     pub uid: ROption<u32>,
@@ -315,7 +315,7 @@ pub struct SetAttr {
 
 /// One directory entry with its attributes.
 #[repr(C)]
-#[derive(StableAbi, Clone, PartialEq, Eq, Debug)]
+#[derive(StableAbi, serde::Serialize, serde::Deserialize, Clone, PartialEq, Eq, Debug)]
 pub struct DirEntry {
     pub name: RString,
     /// Opaque cookie: pass it as the offset of the next `readdirp` to continue after this entry.
@@ -325,7 +325,7 @@ pub struct DirEntry {
 
 /// File system statistics (`statvfs`).
 #[repr(C)]
-#[derive(StableAbi, Clone, Copy, PartialEq, Eq, Debug, Default)]
+#[derive(StableAbi, serde::Serialize, serde::Deserialize, Clone, Copy, PartialEq, Eq, Debug, Default)]
 pub struct Statfs {
     pub bsize: u64,
     pub frsize: u64,
@@ -340,7 +340,7 @@ pub struct Statfs {
 
 /// `lseek` whence for hole-aware seeking.
 #[repr(u8)]
-#[derive(StableAbi, Clone, Copy, PartialEq, Eq, Debug)]
+#[derive(StableAbi, serde::Serialize, serde::Deserialize, Clone, Copy, PartialEq, Eq, Debug)]
 pub enum SeekWhat {
     Data,
     Hole,
@@ -348,12 +348,12 @@ pub enum SeekWhat {
 
 /// Owner of POSIX locks (FUSE's lock_owner, NFS's owner).
 #[repr(C)]
-#[derive(StableAbi, Clone, Copy, PartialEq, Eq, Hash, Debug, Default, PartialOrd, Ord)]
+#[derive(StableAbi, serde::Serialize, serde::Deserialize, Clone, Copy, PartialEq, Eq, Hash, Debug, Default, PartialOrd, Ord)]
 pub struct LkOwner(pub u64);
 
 /// Kind of a byte-range lock.
 #[repr(u8)]
-#[derive(StableAbi, Clone, Copy, PartialEq, Eq, Hash, Debug)]
+#[derive(StableAbi, serde::Serialize, serde::Deserialize, Clone, Copy, PartialEq, Eq, Hash, Debug)]
 pub enum LockKind {
     Read,
     Write,
@@ -362,7 +362,7 @@ pub enum LockKind {
 
 /// `fcntl` lock commands.
 #[repr(u8)]
-#[derive(StableAbi, Clone, Copy, PartialEq, Eq, Hash, Debug)]
+#[derive(StableAbi, serde::Serialize, serde::Deserialize, Clone, Copy, PartialEq, Eq, Hash, Debug)]
 pub enum LkCmd {
     /// F_GETLK: report a conflicting lock or `Unlock`.
     Get,
@@ -374,7 +374,7 @@ pub enum LkCmd {
 
 /// A byte-range lock; `len == 0` means "to end of file".
 #[repr(C)]
-#[derive(StableAbi, Clone, Copy, PartialEq, Eq, Hash, Debug)]
+#[derive(StableAbi, serde::Serialize, serde::Deserialize, Clone, Copy, PartialEq, Eq, Hash, Debug)]
 pub struct Flock {
     pub kind: LockKind,
     pub start: u64,
@@ -385,7 +385,7 @@ pub struct Flock {
 
 /// Internal entry-lock type (cluster translators serialise namespace changes with these).
 #[repr(u8)]
-#[derive(StableAbi, Clone, Copy, PartialEq, Eq, Hash, Debug)]
+#[derive(StableAbi, serde::Serialize, serde::Deserialize, Clone, Copy, PartialEq, Eq, Hash, Debug)]
 pub enum EntrylkCmd {
     Lock,
     LockNonBlocking,
@@ -394,7 +394,7 @@ pub enum EntrylkCmd {
 
 /// `xattrop` operations, applied atomically per key to big-endian counter arrays.
 #[repr(u8)]
-#[derive(StableAbi, Clone, Copy, PartialEq, Eq, Hash, Debug)]
+#[derive(StableAbi, serde::Serialize, serde::Deserialize, Clone, Copy, PartialEq, Eq, Hash, Debug)]
 pub enum XattropOp {
     /// Add each 32-bit big-endian lane of the value to the stored lanes.
     AddArray32,
@@ -404,7 +404,7 @@ pub enum XattropOp {
 
 /// One extended attribute.
 #[repr(C)]
-#[derive(StableAbi, Clone, PartialEq, Eq, Debug)]
+#[derive(StableAbi, serde::Serialize, serde::Deserialize, Clone, PartialEq, Eq, Debug)]
 pub struct Xattr {
     pub name: RString,
     pub value: Buf,
