@@ -71,6 +71,7 @@ impl TypeLookup for FakeTypes {
 }
 
 /// Parses and validates.
+#[allow(clippy::result_large_err)]
 fn check(text: &str) -> Result<Volfile, VolfileError> {
     let vf = Volfile::parse(text, "test.ron")?;
     validate(&vf, &FakeTypes)?;
@@ -106,7 +107,7 @@ const CASES: &[(&str, &str, &str, &str)] = &[
     (
         "(volumes: [(name: \"a\" type: \"storage/posix\")])",
         "Syntax",
-        "1:22",
+        "1:23",
         "Expected comma",
     ),
     (
@@ -130,14 +131,14 @@ const CASES: &[(&str, &str, &str, &str)] = &[
     (
         "(volumes: [\n  (name: \"a, type: \"storage/posix\"),\n])",
         "Syntax",
-        "2:32",
+        "2:34",
         "string is never closed",
     ),
     (
         "(volumes: [\n  (name: \"a\", type: \"storage/posix\"),\n",
         "Syntax",
-        "2:3",
-        "never closed",
+        "1:11",
+        "this `[` is never closed (is the file cut short?)",
     ),
     (
         "(volumes: [\n  (name: \"a\", type: \"storage/posix\"],\n)",
@@ -146,7 +147,7 @@ const CASES: &[(&str, &str, &str, &str)] = &[
         "does not close the `(` opened at 2:3",
     ),
     (
-        "(volumes: [ /* (name: \"a\", type: \"storage/posix\"), */\n",
+        "(volumes: [ /* (name: \"a\", type: \"storage/posix\"), \n])",
         "Syntax",
         "1:13",
         "comment is never closed",
@@ -160,7 +161,7 @@ const CASES: &[(&str, &str, &str, &str)] = &[
     (
         "(volumes: [(name: \"a\", type: \"storage/posix\")]) x",
         "Syntax",
-        "1:50",
+        "1:49",
         "trailing characters",
     ),
     (
@@ -172,14 +173,38 @@ const CASES: &[(&str, &str, &str, &str)] = &[
     (
         "(volumes: [(name: \"a\", type: \"t\", options: { \"k\": [\"x\"] })])",
         "Syntax",
-        "1:52",
+        "1:51",
         "an option value",
     ),
     (
         "(volumes: [(name: \"a\", type: \"t\", subvolumes: \"b\")])",
         "Syntax",
-        "1:48",
+        "1:47",
         "Expected opening `[`",
+    ),
+    (
+        "(volumes: [(name: \"a\", type: \"t\", options: { \"k\": on })])",
+        "Syntax",
+        "1:54",
+        "Expected an option value in quotes, like \"1MB\" or \"on\"",
+    ),
+    (
+        "(volumes: [(name: \"a\", name: \"b\", type: \"t\")])",
+        "Syntax",
+        "1:24",
+        "duplicate field named `name`",
+    ),
+    (
+        "Volfil(volumes: [])",
+        "Syntax",
+        "1:1",
+        "Expected struct `Volfile` but found `Volfil`",
+    ),
+    (
+        "(volumes: [(name: \"a\", type: \"t\")]))",
+        "Syntax",
+        "1:36",
+        "unexpected `)`: nothing is open here",
     ),
     // ---- structure
     ("(volumes: [])", "Empty", "1:11", "declares no volumes"),
@@ -199,14 +224,14 @@ const CASES: &[(&str, &str, &str, &str)] = &[
     (
         "(volumes: [(name: \"a\", type: \"storage/posix\", options: { \"\": \"x\" })])",
         "BadName",
-        "1:57",
+        "1:58",
         "option key",
     ),
     (
         "(volumes: [\n  (name: \"a\", type: \"storage/posix\"),\n  (name: \"a\", type: \"storage/posix\"),\n])",
         "DuplicateVolume",
-        "3:11",
-        "volume `a` is declared twice (first at 2:11)",
+        "3:10",
+        "volume `a` is declared twice (first at 2:10)",
     ),
     (
         "(volumes: [\n  (name: \"posix\", type: \"storage/posix\", options: {\n    \"directory\": \"/a\",\n    \"directory\": \"/b\",\n  }),\n])",
@@ -217,7 +242,7 @@ const CASES: &[(&str, &str, &str, &str)] = &[
     (
         "(volumes: [\n  (name: \"a\", type: \"storage/posix\"),\n  (name: \"d\", type: \"cluster/distribute\", subvolumes: [\"a\", \"a\"]),\n])",
         "DuplicateSubvolume",
-        "3:64",
+        "3:61",
         "lists subvolume `a` twice",
     ),
     (
@@ -250,41 +275,47 @@ const CASES: &[(&str, &str, &str, &str)] = &[
         "2:56",
         "cycle: a -> a",
     ),
+    (
+        "(volumes: [(name: \"..\", type: \"storage/posix\")])",
+        "BadName",
+        "1:19",
+        "must start with a letter",
+    ),
     // ---- against the translator types
     (
         "(volumes: [\n  (name: \"posix\", type: \"storage/posx\"),\n])",
         "UnknownType",
-        "2:11",
+        "2:10",
         "unknown type `storage/posx`; did you mean `storage/posix`? (no translator `storage/posx`; searched: /usr/lib/xlfs/xlators; ./target/debug)",
     ),
     (
         "(volumes: [\n  (name: \"x\", type: \"features/quota\"),\n])",
         "UnknownType",
-        "2:11",
+        "2:10",
         "unknown type `features/quota` (no translator",
     ),
     (
         "(volumes: [\n  POSIX\n  (name: \"wb\", type: \"performance/write-behind\", subvolumes: [\"posix\"],\n   options: { \"window-sise\": \"1MB\" }),\n])",
         "UnknownOption",
-        "4:16",
+        "4:15",
         "volume `wb` (performance/write-behind) has no option `window-sise`; did you mean `window-size`?",
     ),
     (
         "(volumes: [\n  POSIX\n  (name: \"wb\", type: \"performance/write-behind\", subvolumes: [\"posix\"],\n   options: { \"cache\": \"1MB\" }),\n])",
         "UnknownOption",
-        "4:16",
+        "4:15",
         "its options are: window-size, flush-behind",
     ),
     (
         "(volumes: [\n  POSIX\n  (name: \"wb\", type: \"performance/write-behind\", subvolumes: [\"posix\"],\n   options: { \"window-size\": \"1K\" }),\n])",
         "InvalidOption",
-        "4:16",
+        "4:15",
         "option `window-size` of volume `wb`: \"1K\" is below the minimum 4096 bytes; expected a size such as 64KiB or 1MB, from 4KiB to 1GiB",
     ),
     (
         "(volumes: [\n  POSIX\n  (name: \"wb\", type: \"performance/write-behind\", subvolumes: [\"posix\"],\n   options: { \"flush-behind\": \"maybe\" }),\n])",
         "InvalidOption",
-        "4:16",
+        "4:15",
         "\"maybe\" is not a boolean (use on/off); expected on or off",
     ),
     (
@@ -296,31 +327,31 @@ const CASES: &[(&str, &str, &str, &str)] = &[
     (
         "(volumes: [\n  POSIX\n  (name: \"d\", type: \"cluster/distribute\", subvolumes: [\"posix\"],\n   options: { \"lookup-unhashed\": \"sometimes\" }),\n])",
         "InvalidOption",
-        "4:16",
+        "4:15",
         "expected one of: on, off, auto",
     ),
     (
         "(volumes: [\n  (name: \"posix\", type: \"storage/posix\"),\n])",
         "MissingOption",
-        "2:11",
+        "2:10",
         "volume `posix` (storage/posix) needs option `directory` (an absolute path); add `\"directory\": \"...\"`",
     ),
     (
         "(volumes: [\n  POSIX\n  (name: \"p2\", type: \"storage/posix\", options: { \"directory\": \"/e\" }),\n  (name: \"wb\", type: \"performance/write-behind\", subvolumes: [\"posix\", \"p2\"]),\n])",
         "ChildCount",
-        "4:11",
+        "4:10",
         "volume `wb` (performance/write-behind) has 2 subvolumes but performance/write-behind takes exactly 1",
     ),
     (
         "(volumes: [\n  POSIX\n  (name: \"p2\", type: \"storage/posix\", options: { \"directory\": \"/e\" }, subvolumes: [\"posix\"]),\n])",
         "ChildCount",
-        "3:11",
+        "3:10",
         "has 1 subvolume but storage/posix takes none (it is a leaf)",
     ),
     (
         "(volumes: [\n  (name: \"d\", type: \"cluster/distribute\"),\n])",
         "ChildCount",
-        "2:11",
+        "2:10",
         "takes at least 1",
     ),
 ];
@@ -404,7 +435,7 @@ fn comments_trailing_commas_and_top_selection() {
         Some(Pos { line: 6, col: 16 })
     );
     assert_eq!(vf.get("dht").map(|v| v.pos), Some(Pos { line: 9, col: 19 }));
-    assert_eq!(wb.options[1].pos, Pos { line: 14, col: 47 });
+    assert_eq!(wb.options[1].pos, Pos { line: 14, col: 43 });
 
     // without `top`, the last volume is the top
     let text = GOOD.replace("top: \"wb\",", "");

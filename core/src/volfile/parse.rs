@@ -66,7 +66,7 @@ impl<'de> Deserialize<'de> for OptionText {
         impl Visitor<'_> for Text {
             type Value = OptionText;
             fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str("an option value: a string such as \"1MB\", a number or a boolean")
+                f.write_str("an option value in quotes, like \"1MB\" or \"on\"")
             }
             fn visit_str<E: de::Error>(self, v: &str) -> Result<OptionText, E> {
                 Ok(OptionText(v.to_owned()))
@@ -176,6 +176,9 @@ fn name_problem(name: &str) -> Option<String> {
     }
     if name.len() > 255 {
         return Some("it is longer than 255 bytes".to_owned());
+    }
+    if !name.starts_with(|c: char| c.is_ascii_alphanumeric() || c == '_') {
+        return Some("it must start with a letter, a digit or `_`".to_owned());
     }
     name.chars()
         .find(|c| !(c.is_ascii_alphanumeric() || "-_.".contains(*c)))

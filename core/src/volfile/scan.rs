@@ -317,7 +317,12 @@ pub(crate) fn check(text: &str) -> Result<bool, LexError> {
 /// The start of the first token at or after `pos`: ron's errors often start at the
 /// whitespace before the offending token. `pos` itself if no token follows.
 pub(crate) fn next_token_at(text: &str, pos: Pos) -> Pos {
-    let mut cur = Cursor { text, off: 0, line: 1, col: 1 };
+    let mut cur = Cursor {
+        text,
+        off: 0,
+        line: 1,
+        col: 1,
+    };
     while cur.pos() < pos && cur.bump().is_some() {}
     loop {
         match (cur.peek(), cur.peek_at(1)) {
@@ -564,13 +569,13 @@ Volfile(
 
     #[test]
     fn lexical_errors_point_at_the_cause() {
-        let e = check("(volumes: [(name: \"a, type: \"t\")])").unwrap_err();
+        let e = check("(volumes: [(name: \"a, type: \"t\")])").expect_err("lexical error");
         assert_eq!(e.pos, p(1, 31));
-        let e = check("(volumes: [(name: \"a\")]").unwrap_err();
+        let e = check("(volumes: [(name: \"a\")]").expect_err("lexical error");
         assert_eq!((e.pos, e.message.contains("never closed")), (p(1, 1), true));
-        let e = check("(volumes: [(name: \"a\"])").unwrap_err();
+        let e = check("(volumes: [(name: \"a\"])").expect_err("lexical error");
         assert_eq!(e.pos, p(1, 22));
-        let e = check("( /* x").unwrap_err();
+        let e = check("( /* x").expect_err("lexical error");
         assert_eq!(e.pos, p(1, 3));
         assert_eq!(check(" // nothing\n /* */ "), Ok(true));
     }
