@@ -176,3 +176,62 @@ mod spans {
         assert!(run("info").is_empty());
     }
 }
+
+mod conformance_over_plugins {
+    use super::*;
+    use xlfs_testkit::{Caps, conformance};
+
+    /// The issue-2 bar: the POSIX conformance suite on an in-memory graph with pass-through
+    /// translators loaded from real `.so` files stacked on the leaf.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn conformance_passes_through_three_so_translators_on_the_memory_leaf() {
+        let reg = registry();
+        for t in ["example/template", "features/read-only", "debug/trace"] {
+            let r = reg.resolve(t).unwrap_or_else(|e| panic!("{e}"));
+            let lib = r.library.unwrap_or_else(|| panic!("{t} is built in; this test needs the .so"));
+            assert!(lib.extension().is_some_and(|e| e == "so"), "{}", lib.display());
+        }
+        let g = Graph::build(
+            vf(r#"(
+                volumes: [
+                    (name: "mem", type: "storage/memory"),
+                    (name: "tmpl", type: "example/template", subvolumes: ["mem"]),
+                    (name: "ro", type: "features/read-only", options: { "read-only": "off" },
+                     subvolumes: ["tmpl"]),
+                    (name: "trace", type: "debug/trace", subvolumes: ["ro"]),
+                ],
+            )"#),
+            &reg,
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+        let report = conformance::run(g.top(), Caps::all()).await;
+        println!("{report}");
+        report.assert_all_passed();
+        assert!(report.passed() >= 70, "{report}");
+    }
+
+    /// And the read-only layer really acts when switched on at run time (reconfigure through
+    /// the .so's vtable).
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn read_only_from_so_reconfigures_on_a_live_volume() {
+        let text = |ro: &str| {
+            vf(&format!(
+                r#"( volumes: [
+                    (name: "mem", type: "storage/memory"),
+                    (name: "ro", type: "features/read-only", options: {{ "read-only": "{ro}" }},
+                     subvolumes: ["mem"]),
+                ] )"#
+            ))
+        };
+        let vol = Volume::new(text("off"), registry()).expect("builds");
+        let cx = Ctx::root();
+        let mk = |name: &'static str| {
+            let g = vol.graph();
+            async move { g.top().mkdir(&Ctx::root(), Loc::new(Gfid::ROOT, name), 0o755, 0).await }
+        };
+        assert!(mk("d1").await.is_ok());
+        assert_eq!(vol.reload(text("on")).expect("reload"), Reload::Reconfigured(vec!["ro".into()]));
+        assert_eq!(mk("d2").await.map(|_| ()), Err(Errno::EROFS));
+        assert!(vol.graph().top().lookup(&cx, Loc::new(Gfid::ROOT, "d1")).await.is_ok());
+    }
+}

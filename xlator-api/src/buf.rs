@@ -176,12 +176,8 @@ impl Eq for Buf {}
 
 impl fmt::Debug for Buf {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let s = self.as_slice();
-        if s.len() <= 32 {
-            write!(f, "Buf({:?})", String::from_utf8_lossy(s))
-        } else {
-            write!(f, "Buf({} bytes)", s.len())
-        }
+        // Only the length: payloads must never end up in logs.
+        write!(f, "Buf({} bytes)", self.len)
     }
 }
 

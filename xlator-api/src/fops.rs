@@ -23,7 +23,7 @@ macro_rules! for_each_fop {
             /// Permission check with `R_OK|W_OK|X_OK` bits.
             access Access (gfid: $crate::Gfid, mask: u32) -> ();
             /// Target of a symbolic link.
-            readlink Readlink (gfid: $crate::Gfid) -> ::abi_stable::std_types::RString;
+            readlink Readlink (gfid: $crate::Gfid) -> $crate::abi_stable::std_types::RString;
             /// Makes a device, FIFO or socket (`mode` includes the type bits).
             mknod Mknod (loc: $crate::Loc, mode: u32, rdev: u64, umask: u32) -> $crate::Entry;
             /// Makes a directory.
@@ -33,7 +33,7 @@ macro_rules! for_each_fop {
             /// Removes an empty directory.
             rmdir Rmdir (loc: $crate::Loc) -> ();
             /// Makes a symbolic link to `target`.
-            symlink Symlink (loc: $crate::Loc, target: ::abi_stable::std_types::RString) -> $crate::Entry;
+            symlink Symlink (loc: $crate::Loc, target: $crate::abi_stable::std_types::RString) -> $crate::Entry;
             /// Renames `old` to `new` (replacing it per POSIX); `flags` are renameat2 flags.
             rename Rename (old: $crate::Loc, new: $crate::Loc, flags: u32) -> ();
             /// Makes a hard link `new` to the object `gfid`.
@@ -60,23 +60,23 @@ macro_rules! for_each_fop {
             releasedir Releasedir (fd: $crate::Fd) -> ();
             /// Directory entries with attributes, starting after cookie `offset` (0: start),
             /// at most about `size` bytes' worth.
-            readdirp Readdirp (fd: $crate::Fd, offset: u64, size: u32) -> ::abi_stable::std_types::RVec<$crate::DirEntry>;
+            readdirp Readdirp (fd: $crate::Fd, offset: u64, size: u32) -> $crate::abi_stable::std_types::RVec<$crate::DirEntry>;
             /// File system statistics of the volume holding `gfid`.
             statfs Statfs (gfid: $crate::Gfid) -> $crate::Statfs;
             /// Sets extended attributes (`flags`: XATTR_CREATE/XATTR_REPLACE).
             setxattr Setxattr (gfid: $crate::Gfid, xattr: $crate::Xattr, flags: i32) -> ();
             /// One extended attribute's value.
-            getxattr Getxattr (gfid: $crate::Gfid, name: ::abi_stable::std_types::RString) -> $crate::Buf;
+            getxattr Getxattr (gfid: $crate::Gfid, name: $crate::abi_stable::std_types::RString) -> $crate::Buf;
             /// Names of all extended attributes.
-            listxattr Listxattr (gfid: $crate::Gfid) -> ::abi_stable::std_types::RVec<::abi_stable::std_types::RString>;
+            listxattr Listxattr (gfid: $crate::Gfid) -> $crate::abi_stable::std_types::RVec<$crate::abi_stable::std_types::RString>;
             /// Removes one extended attribute.
-            removexattr Removexattr (gfid: $crate::Gfid, name: ::abi_stable::std_types::RString) -> ();
+            removexattr Removexattr (gfid: $crate::Gfid, name: $crate::abi_stable::std_types::RString) -> ();
             /// `setxattr` through an fd.
             fsetxattr Fsetxattr (fd: $crate::Fd, xattr: $crate::Xattr, flags: i32) -> ();
             /// `getxattr` through an fd.
-            fgetxattr Fgetxattr (fd: $crate::Fd, name: ::abi_stable::std_types::RString) -> $crate::Buf;
+            fgetxattr Fgetxattr (fd: $crate::Fd, name: $crate::abi_stable::std_types::RString) -> $crate::Buf;
             /// `removexattr` through an fd.
-            fremovexattr Fremovexattr (fd: $crate::Fd, name: ::abi_stable::std_types::RString) -> ();
+            fremovexattr Fremovexattr (fd: $crate::Fd, name: $crate::abi_stable::std_types::RString) -> ();
             /// Preallocates (`mode`: FALLOC_FL_* bits, including KEEP_SIZE).
             fallocate Fallocate (fd: $crate::Fd, mode: i32, offset: u64, len: u64) -> ();
             /// Punches a hole (deallocates, keeps size).
@@ -88,9 +88,9 @@ macro_rules! for_each_fop {
             /// POSIX byte-range lock (fcntl F_GETLK/F_SETLK/F_SETLKW).
             lk Lk (fd: $crate::Fd, cmd: $crate::LkCmd, lock: $crate::Flock) -> $crate::Flock;
             /// Internal inode lock in `domain`, for cluster translators.
-            inodelk Inodelk (domain: ::abi_stable::std_types::RString, gfid: $crate::Gfid, cmd: $crate::LkCmd, lock: $crate::Flock) -> ();
+            inodelk Inodelk (domain: $crate::abi_stable::std_types::RString, gfid: $crate::Gfid, cmd: $crate::LkCmd, lock: $crate::Flock) -> ();
             /// Internal entry lock on `loc` (empty name: the whole directory) in `domain`.
-            entrylk Entrylk (domain: ::abi_stable::std_types::RString, loc: $crate::Loc, cmd: $crate::EntrylkCmd) -> ();
+            entrylk Entrylk (domain: $crate::abi_stable::std_types::RString, loc: $crate::Loc, cmd: $crate::EntrylkCmd) -> ();
             /// Atomically applies `op` to each named xattr; returns the new values.
             xattrop Xattrop (gfid: $crate::Gfid, op: $crate::XattropOp, xattrs: $crate::Xattrs) -> $crate::Xattrs;
             /// `xattrop` through an fd.

@@ -263,13 +263,17 @@ fn vtable_of<T: Translator>() -> &'static XlatorVTable {
     Holder::<T>::REF
 }
 
+/// A constructor of one translator type, by name.
+#[doc(hidden)]
+pub type Ctor = (&'static str, fn(InitArgs) -> Result<Subvol, String>);
+
 /// Constructor entry used by [`export_translators!`](crate::export_translators): dispatches by
 /// type name over the listed types.
 #[doc(hidden)]
 pub fn new_by_name(
     type_name: RStr<'_>,
     args: InitArgs,
-    ctors: &[(&str, fn(InitArgs) -> Result<Subvol, String>)],
+    ctors: &[Ctor],
 ) -> RResult<Subvol, RString> {
     match ctors.iter().find(|(n, _)| *n == type_name.as_str()) {
         Some((_, ctor)) => {

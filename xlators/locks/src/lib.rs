@@ -1,1 +1,10 @@
-//! features/locks: POSIX byte-range locks and internal inode/entry locks
+#![doc = include_str!("../README.md")]
+
+mod entry;
+mod range;
+mod table;
+mod xlator;
+
+pub use xlator::Locks;
+
+xlator_api::export_translators!(Locks);

@@ -1,1 +1,30 @@
-//! storage/posix: the brick backend on a local directory
+#![doc = include_str!("../README.md")]
+//!
+//! ```
+//! use xlator_api::XlatorOptions;
+//! let schema = xlfs_posix::PosixOptions::schema();
+//! assert_eq!(schema[0].key.as_str(), "directory");
+//! assert!(schema[0].is_required());
+//! ```
+
+mod brick;
+mod creds;
+mod data;
+mod dir;
+mod entry;
+mod fdtable;
+mod gfid;
+mod handle;
+mod iatt;
+mod inode;
+mod options;
+mod sys;
+mod xattr;
+mod xlator;
+
+pub use gfid::{GfidReq, ino_of};
+pub use handle::META_DIR;
+pub use options::{GfidXattrMode, PosixOptions};
+pub use xlator::Posix;
+
+xlator_api::export_translators!(Posix);

@@ -1,0 +1,91 @@
+//! The state shared by an io-stats instance and its periodic dumper: the counters, the
+//! reconfigurable switches, and rendering of dumps.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Mutex, PoisonError};
+use std::time::Instant;
+
+use xlator_api::{DumpFormat, Errno, Fop};
+
+use crate::options::{IoStatsOptions, PeriodicDump};
+use crate::report::{self, Header};
+use crate::stats::{Io, Stats, StatsSnapshot};
+
+/// Translator type name.
+pub const TYPE: &str = "debug/io-stats";
+
+pub struct Meter {
+    name: String,
+    stats: Stats,
+    latency: AtomicBool,
+    count_hits: AtomicBool,
+    /// Read once per dump interval, never on the fop path.
+    periodic: Mutex<PeriodicDump>,
+    /// Whether a periodic dump task is alive (at most one is).
+    pub(crate) dumper_running: AtomicBool,
+}
+
+impl Meter {
+    pub fn new(name: String, o: &IoStatsOptions) -> Result<Meter, String> {
+        Ok(Meter {
+            name,
+            stats: Stats::new(),
+            latency: AtomicBool::new(o.latency_measurement),
+            count_hits: AtomicBool::new(o.count_fop_hits),
+            periodic: Mutex::new(PeriodicDump::from_options(o)?),
+            dumper_running: AtomicBool::new(false),
+        })
+    }
+
+    /// Applies (reconfigured) options; nothing changes if they are invalid.
+    pub fn apply(&self, o: &IoStatsOptions) -> Result<(), String> {
+        let periodic = PeriodicDump::from_options(o)?;
+        self.latency.store(o.latency_measurement, Ordering::Relaxed);
+        self.count_hits.store(o.count_fop_hits, Ordering::Relaxed);
+        *self.periodic.lock().unwrap_or_else(PoisonError::into_inner) = periodic;
+        Ok(())
+    }
+
+    pub fn periodic(&self) -> PeriodicDump {
+        self.periodic
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    /// Called before a fop goes down: the start time, if latency is measured.
+    #[inline]
+    pub fn start(&self) -> Option<Instant> {
+        self.latency.load(Ordering::Relaxed).then(Instant::now)
+    }
+
+    /// Called when the reply comes back up.
+    #[inline]
+    pub fn finish(&self, fop: Fop, start: Option<Instant>, outcome: Result<Io, Errno>) {
+        if let Some(t) = start {
+            self.stats.time(fop, t.elapsed());
+        }
+        if self.count_hits.load(Ordering::Relaxed) {
+            self.stats.count(fop, outcome);
+        }
+    }
+
+    pub fn snapshot(&self) -> StatsSnapshot {
+        self.stats.snapshot()
+    }
+
+    /// The statedump in `format`.
+    pub fn dump(&self, format: DumpFormat) -> String {
+        let header = Header {
+            xlator: &self.name,
+            type_name: TYPE,
+            count_fop_hits: self.count_hits.load(Ordering::Relaxed),
+            latency_measurement: self.latency.load(Ordering::Relaxed),
+        };
+        let snap = self.stats.snapshot();
+        match format {
+            DumpFormat::Text => report::text(&header, &snap),
+            DumpFormat::Json => report::json(&header, &snap),
+        }
+    }
+}

@@ -1,0 +1,182 @@
+//! The features/locks translator: answers `lk`, `inodelk` and `entrylk` itself, drops an
+//! owner's POSIX locks on `flush` and an fd's on `release`; every other fop passes through.
+
+use std::sync::Arc;
+
+use xlator_api::abi_stable::std_types::RString;
+use xlator_api::{
+    Ctx, DumpFormat, EntrylkCmd, Errno, Fd, FdId, Flock, Gfid, Init, LkCmd, Loc, LockKind, Subvol,
+    Translator,
+};
+
+use crate::range::{Held, Kind, Range};
+use crate::table::{LockTable, Space};
+
+pub struct Locks {
+    children: Vec<Subvol>,
+    table: Arc<LockTable>,
+}
+
+/// The lock a POSIX request describes (`None`: an unlock).
+fn request(fd: FdId, lock: &Flock) -> Result<(Option<Kind>, Held), Errno> {
+    let range = Range::from_start_len(lock.start, lock.len).ok_or(Errno::EINVAL)?;
+    let kind = match lock.kind {
+        LockKind::Read => Some(Kind::Read),
+        LockKind::Write => Some(Kind::Write),
+        LockKind::Unlock => None,
+    };
+    let held = Held {
+        kind: kind.unwrap_or(Kind::Read),
+        range,
+        owner: lock.owner,
+        fd,
+        pid: lock.pid,
+    };
+    Ok((kind, held))
+}
+
+fn to_flock(h: &Held) -> Flock {
+    Flock {
+        kind: if h.kind == Kind::Write {
+            LockKind::Write
+        } else {
+            LockKind::Read
+        },
+        start: h.range.start,
+        len: h.range.len(),
+        pid: h.pid,
+        owner: h.owner,
+    }
+}
+
+/// POSIX: a read lock needs an fd open for reading, a write lock one open for writing.
+fn check_mode(fd: &Fd, kind: Kind) -> Result<(), Errno> {
+    let acc = fd.flags & libc::O_ACCMODE;
+    let ok = match kind {
+        Kind::Read => acc == libc::O_RDONLY || acc == libc::O_RDWR,
+        Kind::Write => acc == libc::O_WRONLY || acc == libc::O_RDWR,
+    };
+    if ok { Ok(()) } else { Err(Errno::EBADF) }
+}
+
+impl Locks {
+    async fn range_op(
+        &self,
+        g: Gfid,
+        s: Space,
+        cmd: LkCmd,
+        kind: Option<Kind>,
+        req: Held,
+    ) -> Result<Option<Held>, Errno> {
+        match (cmd, kind) {
+            (LkCmd::Get, None) => Err(Errno::EINVAL),
+            (LkCmd::Get, Some(_)) => Ok(self.table.test(g, &s, &req)),
+            (LkCmd::Set | LkCmd::SetWait, None) => {
+                self.table.unlock(g, &s, req.owner, req.range);
+                Ok(None)
+            }
+            (LkCmd::Set, Some(_)) => self.table.try_lock(g, &s, req).map(|_| None),
+            (LkCmd::SetWait, Some(_)) => self.table.lock_wait(g, &s, req).await.map(|_| None),
+        }
+    }
+}
+
+impl Translator for Locks {
+    const TYPE: &'static str = "features/locks";
+    const DOC: &'static str = "POSIX byte-range locks (lk) for applications, and the internal \
+        inodelk/entrylk locks cluster translators take on bricks.";
+    type Options = ();
+
+    fn init(init: Init<()>) -> Result<Self, String> {
+        Ok(Locks {
+            children: init.children,
+            table: Arc::new(LockTable::default()),
+        })
+    }
+
+    fn children(&self) -> &[Subvol] {
+        &self.children
+    }
+
+    fn dump(&self, format: DumpFormat) -> String {
+        let (inodes, held, waiting) = self.table.counts();
+        match format {
+            DumpFormat::Json => {
+                format!(r#"{{"inodes":{inodes},"held":{held},"waiting":{waiting}}}"#)
+            }
+            DumpFormat::Text => {
+                format!("features/locks inodes={inodes} held={held} waiting={waiting}")
+            }
+        }
+    }
+
+    async fn lk(&self, _cx: &Ctx, fd: Fd, cmd: LkCmd, lock: Flock) -> Result<Flock, Errno> {
+        let (kind, req) = request(fd.id, &lock)?;
+        if let (Some(k), LkCmd::Set | LkCmd::SetWait) = (kind, cmd) {
+            check_mode(&fd, k)?;
+        }
+        match self.range_op(fd.gfid, Space::Posix, cmd, kind, req).await? {
+            Some(conflict) => Ok(to_flock(&conflict)),
+            None => Ok(Flock {
+                kind: LockKind::Unlock,
+                ..lock
+            }),
+        }
+    }
+
+    async fn inodelk(
+        &self,
+        _cx: &Ctx,
+        domain: RString,
+        gfid: Gfid,
+        cmd: LkCmd,
+        lock: Flock,
+    ) -> Result<(), Errno> {
+        let (kind, req) = request(FdId::ANONYMOUS, &lock)?;
+        match self
+            .range_op(gfid, Space::Domain(domain.into()), cmd, kind, req)
+            .await?
+        {
+            Some(_) => Err(Errno::EAGAIN),
+            None => Ok(()),
+        }
+    }
+
+    async fn entrylk(
+        &self,
+        cx: &Ctx,
+        domain: RString,
+        loc: Loc,
+        cmd: EntrylkCmd,
+    ) -> Result<(), Errno> {
+        let name = (!loc.name.is_empty()).then_some(loc.name.as_str());
+        let owner = cx.lk_owner();
+        match cmd {
+            EntrylkCmd::Lock => {
+                self.table
+                    .entry_wait(loc.parent, &domain, name, owner)
+                    .await
+            }
+            EntrylkCmd::LockNonBlocking => {
+                if self.table.entry_try(loc.parent, &domain, name, owner) {
+                    Ok(())
+                } else {
+                    Err(Errno::EAGAIN)
+                }
+            }
+            EntrylkCmd::Unlock => self.table.entry_unlock(loc.parent, &domain, name, owner),
+        }
+    }
+
+    async fn flush(&self, cx: &Ctx, fd: Fd) -> Result<(), Errno> {
+        self.table.release_owner(fd.gfid, cx.lk_owner());
+        self.children[0].flush(cx, fd).await
+    }
+
+    async fn release(&self, cx: &Ctx, fd: Fd) -> Result<(), Errno> {
+        if !fd.is_anonymous() {
+            self.table.release_fd(fd.gfid, fd.id);
+        }
+        self.children[0].release(cx, fd).await
+    }
+}

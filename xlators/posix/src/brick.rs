@@ -1,0 +1,280 @@
+//! The brick: handle directory, fd table and the helpers every fop family shares. Methods of
+//! [`Brick`] run on the blocking pool, already under the caller's credentials.
+
+use std::ffi::CString;
+use std::os::fd::{AsFd, BorrowedFd};
+use std::path::Path;
+use std::sync::{Mutex, MutexGuard};
+
+use xlator_api::{Errno, Gfid, Iatt};
+
+use crate::creds::{self, Caller};
+use crate::fdtable::FdTable;
+use crate::gfid::{self, GfidXattr};
+use crate::handle::{Handles, META_DIR};
+use crate::iatt;
+use crate::options::GfidXattrMode;
+use crate::sys::{self, XTarget};
+
+const STRIPES: usize = 64;
+
+pub struct Brick {
+    pub h: Handles,
+    pub fds: FdTable,
+    /// The brick runs as root: switch fs credentials per job, trusted.* is available.
+    pub root_mode: bool,
+    /// The process's own supplementary groups, restored after each job.
+    pub base_groups: Vec<u32>,
+    /// Per-GFID serialisation of read-modify-write bookkeeping (xattrop, last-link checks).
+    stripes: Vec<Mutex<()>>,
+}
+
+/// What an entry fop may do with a name at the brick root.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum NameUse {
+    Lookup,
+    Modify,
+}
+
+impl Brick {
+    /// Opens the brick directory, refusing one that is missing, not a directory, or on a file
+    /// system without xattrs.
+    pub fn mount(dir: &Path, mode: GfidXattrMode) -> Result<Brick, String> {
+        let md = std::fs::metadata(dir).map_err(|e| {
+            format!(
+                "brick directory {dir:?} is not usable: {e} (create it before starting the brick)"
+            )
+        })?;
+        if !md.is_dir() {
+            return Err(format!("brick directory {dir:?} is not a directory"));
+        }
+        if !Path::new("/proc/self/fd").is_dir() {
+            return Err(
+                "storage/posix needs /proc mounted (it opens objects through /proc/self/fd)".into(),
+            );
+        }
+        let root_mode = sys::geteuid() == 0;
+        let dirp = sys::cstr(
+            dir.to_str()
+                .ok_or_else(|| format!("brick path {dir:?} is not UTF-8"))?,
+        )
+        .map_err(|e| e.to_string())?;
+        let gx = choose_xattr(&dirp, mode, root_mode)?;
+        let h = Handles::open(dir, gx)?;
+        Ok(Brick {
+            h,
+            fds: FdTable::default(),
+            root_mode,
+            base_groups: sys::get_groups(),
+            stripes: (0..STRIPES).map(|_| Mutex::new(())).collect(),
+        })
+    }
+
+    pub fn gx(&self) -> GfidXattr {
+        self.h.gx
+    }
+
+    /// Serialises bookkeeping on one GFID.
+    pub fn stripe(&self, g: Gfid) -> MutexGuard<'_, ()> {
+        self.stripes[stripe_of(g)]
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Locks the stripes of two GFIDs (once when they share one), in index order.
+    pub fn stripe_pair(&self, a: Gfid, b: Option<Gfid>) -> Vec<MutexGuard<'_, ()>> {
+        let mut idx = vec![stripe_of(a)];
+        idx.extend(b.map(stripe_of));
+        idx.sort_unstable();
+        idx.dedup();
+        idx.into_iter()
+            .map(|i| self.stripes[i].lock().unwrap_or_else(|p| p.into_inner()))
+            .collect()
+    }
+
+    /// Recreates the handle of `(dir, name)` (GFID `g`) if it is missing: a crash between
+    /// the GFID xattr and the handle link, or a handle removed by hand.
+    pub fn heal_handle(
+        &self,
+        g: Gfid,
+        dir_gfid: Gfid,
+        dir: BorrowedFd<'_>,
+        name: &str,
+        st: &libc::stat,
+    ) {
+        if self.h.exists(g) {
+            return;
+        }
+        let r = creds::as_root(|| {
+            if st.st_mode & libc::S_IFMT == libc::S_IFDIR {
+                self.h.new_dir_link(g, dir_gfid, name)
+            } else {
+                self.h.link_object(g, dir, name)
+            }
+        });
+        match r {
+            Ok(()) => tracing::info!(target: "xlfs::posix", "recreated the missing handle of {g}"),
+            Err(e) => {
+                tracing::warn!(target: "xlfs::posix", "cannot recreate the handle of {g}: {e:?}")
+            }
+        }
+    }
+
+    /// Validates an entry name and returns it as a C string. At the brick root `..` means the
+    /// root itself and the hidden `.xlfs` is invisible (lookup: ENOENT) and untouchable (EPERM).
+    pub fn entry_name(&self, parent: Gfid, name: &str, usage: NameUse) -> Result<CString, Errno> {
+        if name.is_empty() || name.contains('/') {
+            return Err(Errno::EINVAL);
+        }
+        if parent == Gfid::ROOT {
+            if name == META_DIR {
+                return Err(if usage == NameUse::Lookup {
+                    Errno::ENOENT
+                } else {
+                    Errno::EPERM
+                });
+            }
+            if name == ".." {
+                return Ok(c".".to_owned());
+            }
+        }
+        sys::cstr(name)
+    }
+
+    /// The GFID of `(dir, name)`, assigning one (and its handle) to an object that has none,
+    /// e.g. data that was on the brick before it became one.
+    pub fn child_gfid(
+        &self,
+        dir_gfid: Gfid,
+        dir: BorrowedFd<'_>,
+        name: &str,
+        st: &libc::stat,
+    ) -> Result<Gfid, Errno> {
+        creds::as_root(|| {
+            let p = sys::proc_child(dir, name)?;
+            if let Some(g) = self.gx().read(XTarget::NoFollow(&p))? {
+                return Ok(g);
+            }
+            if name == "." || name == ".." {
+                return Err(Errno::EIO);
+            }
+            let g = Gfid::random();
+            match self.gx().write(XTarget::NoFollow(&p), g, true) {
+                Ok(()) => {}
+                Err(Errno::EEXIST) => {
+                    return self.gx().read(XTarget::NoFollow(&p))?.ok_or(Errno::EIO);
+                }
+                Err(e) => return Err(e),
+            }
+            if st.st_mode & libc::S_IFMT == libc::S_IFDIR {
+                self.h.new_dir_link(g, dir_gfid, name)?;
+            } else {
+                self.h.link_object(g, dir, name)?;
+            }
+            tracing::debug!(target: "xlfs::posix", "assigned gfid {g} to {name:?} in {dir_gfid}");
+            Ok(g)
+        })
+    }
+
+    /// Lstat + GFID of `(dir, name)` as an [`Iatt`].
+    pub fn child_iatt(
+        &self,
+        dir_gfid: Gfid,
+        dir: BorrowedFd<'_>,
+        name: &str,
+    ) -> Result<Iatt, Errno> {
+        let st = sys::fstatat(dir, &sys::cstr(name)?, libc::AT_SYMLINK_NOFOLLOW)?;
+        let g = self.child_gfid(dir_gfid, dir, name, &st)?;
+        Ok(iatt::from_stat(&st, g))
+    }
+
+    /// Gives a freshly made `(dir, name)` its GFID and handle; on failure removes it again.
+    pub fn adopt_new(
+        &self,
+        caller: &Caller,
+        dir_gfid: Gfid,
+        dir: BorrowedFd<'_>,
+        name: &str,
+        req: Option<Gfid>,
+    ) -> Result<Iatt, Errno> {
+        let cname = sys::cstr(name)?;
+        let st = sys::fstatat(dir, &cname, libc::AT_SYMLINK_NOFOLLOW)?;
+        let is_dir = st.st_mode & libc::S_IFMT == libc::S_IFDIR;
+        let g = req.filter(|g| !g.is_null()).unwrap_or_else(Gfid::random);
+        let r = creds::as_root(|| {
+            if g == Gfid::ROOT || self.h.exists(g) {
+                return Err(Errno::EEXIST);
+            }
+            let p = sys::proc_child(dir, name)?;
+            self.gx().write(XTarget::NoFollow(&p), g, false)?;
+            if is_dir {
+                self.h.new_dir_link(g, dir_gfid, name)
+            } else {
+                self.h.link_object(g, dir, name)
+            }
+        });
+        if let Err(e) = r {
+            let flags = if is_dir { libc::AT_REMOVEDIR } else { 0 };
+            let _ = creds::as_root(|| sys::unlinkat(dir, &cname, flags));
+            tracing::warn!(target: "xlfs::posix", "cannot give {name:?} (uid {}) gfid {g}: {e:?}", caller.uid);
+            return Err(e);
+        }
+        let st = sys::fstatat(dir, &cname, libc::AT_SYMLINK_NOFOLLOW)?;
+        Ok(iatt::from_stat(&st, g))
+    }
+
+    /// Attributes of the object behind an `O_PATH` or open fd.
+    pub fn fd_iatt(&self, fd: BorrowedFd<'_>, g: Gfid) -> Result<Iatt, Errno> {
+        Ok(iatt::from_stat(&sys::fstat(fd)?, g))
+    }
+
+    pub fn root_fd(&self) -> BorrowedFd<'_> {
+        self.h.root().as_fd()
+    }
+}
+
+fn stripe_of(g: Gfid) -> usize {
+    usize::from(g.0[15]) % STRIPES
+}
+
+/// Picks the GFID xattr: an existing brick keeps the one its root already carries.
+fn choose_xattr(dir: &CString, mode: GfidXattrMode, root_mode: bool) -> Result<GfidXattr, String> {
+    let t = XTarget::Follow(dir);
+    let candidates: Vec<&'static std::ffi::CStr> = match mode {
+        GfidXattrMode::Trusted => vec![gfid::TRUSTED],
+        GfidXattrMode::User => vec![gfid::USER],
+        GfidXattrMode::Auto if root_mode => vec![gfid::TRUSTED, gfid::USER],
+        GfidXattrMode::Auto => vec![gfid::USER],
+    };
+    for name in &candidates {
+        let gx = GfidXattr(name);
+        match gx.read(t) {
+            Ok(Some(g)) if g == Gfid::ROOT => return Ok(gx),
+            Ok(Some(g)) => {
+                return Err(format!(
+                    "brick directory {dir:?} has root gfid {g} in {name:?}, expected {}",
+                    Gfid::ROOT
+                ));
+            }
+            _ => {}
+        }
+    }
+    let mut last = Errno::ENOTSUP;
+    for name in candidates {
+        let gx = GfidXattr(name);
+        match gx.write(t, Gfid::ROOT, false) {
+            Ok(()) => return Ok(gx),
+            Err(e) => last = e,
+        }
+    }
+    if last == Errno::ENOTSUP {
+        Err(format!(
+            "the file system of brick directory {dir:?} does not support extended attributes; \
+             use ext4, xfs or btrfs (xattrs enabled)"
+        ))
+    } else {
+        Err(format!(
+            "cannot store the gfid xattr on brick directory {dir:?}: {last}"
+        ))
+    }
+}

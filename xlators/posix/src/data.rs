@@ -1,0 +1,266 @@
+//! Opening files and moving their bytes: open, readv/writev (pread/pwritev2), fsync, fallocate,
+//! discard, zerofill and hole-aware seek. Anonymous fds open the object by GFID for the one
+//! call.
+
+use std::ffi::CStr;
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::sync::Arc;
+
+use xlator_api::{Buf, Errno, Fd, FdId, Gfid, SeekWhat};
+
+use crate::brick::Brick;
+use crate::creds;
+use crate::fdtable::OpenFile;
+use crate::sys;
+
+/// Logical block size assumed for O_DIRECT alignment.
+const DIO_ALIGN: usize = 4096;
+
+/// Flags an `open` may pass to the kernel (creation flags are the entry fops' business).
+fn open_flags(flags: i32) -> i32 {
+    flags & !(libc::O_CREAT | libc::O_EXCL | libc::O_NOCTTY | libc::O_PATH)
+}
+
+/// Opens `path` (relative to `dir`), retrying without O_DIRECT when the file system refuses
+/// it. Returns the fd and the flags actually in effect.
+pub fn open_direct_fallback(
+    dir: Option<BorrowedFd<'_>>,
+    path: &CStr,
+    flags: i32,
+    mode: u32,
+) -> Result<(OwnedFd, i32), Errno> {
+    match sys::openat(dir, path, flags, mode) {
+        Err(Errno::EINVAL) if flags & libc::O_DIRECT != 0 => {
+            let f = flags & !libc::O_DIRECT;
+            sys::openat(dir, path, f, mode).map(|fd| (fd, f))
+        }
+        r => r.map(|fd| (fd, flags)),
+    }
+}
+
+impl Brick {
+    /// Opens the object `g` under the caller's credentials (permission checked on the object
+    /// alone, as for an open by handle).
+    pub fn open_gfid(&self, g: Gfid, flags: i32) -> Result<OpenFile, Errno> {
+        let obj = self.h.resolve(g)?;
+        let st = sys::fstat(obj.as_fd())?;
+        let is_dir = match st.st_mode & libc::S_IFMT {
+            libc::S_IFREG => false,
+            libc::S_IFDIR => true,
+            libc::S_IFLNK => return Err(Errno::ELOOP),
+            // Devices and FIFOs are opened by the client kernel, never on the brick.
+            _ => return Err(Errno::ENXIO),
+        };
+        if is_dir && flags & libc::O_ACCMODE != libc::O_RDONLY {
+            return Err(Errno::EISDIR);
+        }
+        let f = open_flags(flags) | if is_dir { libc::O_DIRECTORY } else { 0 };
+        let (fd, f) = open_direct_fallback(None, &sys::proc_path(obj.as_fd()), f, 0)?;
+        Ok(OpenFile::new(fd, g, f, is_dir))
+    }
+
+    pub fn open(&self, fd: &Fd) -> Result<(), Errno> {
+        let f = self.open_gfid(fd.gfid, fd.flags)?;
+        self.fds.insert(fd.id, f)
+    }
+
+    /// The open file of `fd`; for an anonymous fd, the object opened now with `access`
+    /// (plus the fd's O_APPEND/O_SYNC/O_DSYNC/O_DIRECT).
+    pub fn file_for(&self, fd: &Fd, access: i32) -> Result<Arc<OpenFile>, Errno> {
+        if fd.id != FdId::ANONYMOUS {
+            return self.fds.get(fd.id);
+        }
+        let keep = fd.flags & (libc::O_APPEND | libc::O_SYNC | libc::O_DSYNC | libc::O_DIRECT);
+        let obj = self.h.resolve(fd.gfid)?;
+        let st = sys::fstat(obj.as_fd())?;
+        let access = if st.st_mode & libc::S_IFMT == libc::S_IFDIR {
+            libc::O_RDONLY
+        } else {
+            access
+        };
+        Ok(Arc::new(self.open_gfid(fd.gfid, access | keep)?))
+    }
+
+    pub fn release(&self, fd: &Fd) -> Result<(), Errno> {
+        self.fds.remove(fd.id);
+        Ok(())
+    }
+
+    pub fn flush(&self, fd: &Fd) -> Result<(), Errno> {
+        if fd.id != FdId::ANONYMOUS {
+            self.fds.get(fd.id)?;
+        }
+        Ok(())
+    }
+
+    pub fn readv(&self, fd: &Fd, offset: u64, size: u32) -> Result<Buf, Errno> {
+        let f = self.file_for(fd, libc::O_RDONLY)?;
+        if f.is_dir {
+            return Err(Errno::EISDIR);
+        }
+        let size = size as usize;
+        if f.direct() {
+            match read_aligned(f.as_fd(), offset, size) {
+                Err(Errno::EINVAL) => {}
+                r => return r,
+            }
+            return read_all(buffered(&f)?, offset, size);
+        }
+        read_all(f.as_fd(), offset, size)
+    }
+
+    pub fn writev(&self, fd: &Fd, offset: u64, data: &Buf, flags: i32) -> Result<u64, Errno> {
+        let f = self.file_for(fd, libc::O_WRONLY)?;
+        if f.is_dir {
+            return Err(Errno::EISDIR);
+        }
+        let mut rwf = 0;
+        if flags & libc::O_APPEND != 0 {
+            rwf |= libc::RWF_APPEND;
+        }
+        if flags & libc::O_SYNC == libc::O_SYNC {
+            rwf |= libc::RWF_SYNC;
+        } else if flags & libc::O_DSYNC != 0 {
+            rwf |= libc::RWF_DSYNC;
+        }
+        if f.direct() {
+            let aligned =
+                data.len().is_multiple_of(DIO_ALIGN) && offset.is_multiple_of(DIO_ALIGN as u64);
+            if aligned {
+                let (mut v, start) = aligned_vec(data.len());
+                v[start..start + data.len()].copy_from_slice(data);
+                match write_all(f.as_fd(), &v[start..start + data.len()], offset, rwf) {
+                    Err(Errno::EINVAL) => {}
+                    r => return r,
+                }
+            }
+            // Keep O_DIRECT's durability promise on the buffered path.
+            let rwf = if rwf & libc::RWF_SYNC == 0 {
+                rwf | libc::RWF_DSYNC
+            } else {
+                rwf
+            };
+            return write_all(buffered(&f)?, data, offset, rwf);
+        }
+        write_all(f.as_fd(), data, offset, rwf)
+    }
+
+    pub fn fsync(&self, fd: &Fd, datasync: bool) -> Result<(), Errno> {
+        let f = self.file_for(fd, libc::O_RDONLY)?;
+        sys::fsync(f.as_fd(), datasync)
+    }
+
+    pub fn fallocate(&self, fd: &Fd, mode: i32, offset: u64, len: u64) -> Result<(), Errno> {
+        let f = self.file_for(fd, libc::O_WRONLY)?;
+        sys::fallocate(f.as_fd(), mode, offset, len)
+    }
+
+    pub fn discard(&self, fd: &Fd, offset: u64, len: u64) -> Result<(), Errno> {
+        let f = self.file_for(fd, libc::O_WRONLY)?;
+        sys::fallocate(
+            f.as_fd(),
+            libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE,
+            offset,
+            len,
+        )
+    }
+
+    /// Zeroes `[offset, offset + len)` (extending the file like a write would).
+    pub fn zerofill(&self, fd: &Fd, offset: u64, len: u64) -> Result<(), Errno> {
+        let f = self.file_for(fd, libc::O_WRONLY)?;
+        match sys::fallocate(f.as_fd(), libc::FALLOC_FL_ZERO_RANGE, offset, len) {
+            Err(Errno::ENOTSUP | Errno::ENOSYS) => {}
+            r => return r,
+        }
+        let chunk = vec![0u8; 1 << 20];
+        let mut done = 0u64;
+        while done < len {
+            let n = (len - done).min(chunk.len() as u64) as usize;
+            write_all(f.as_fd(), &chunk[..n], offset + done, 0)?;
+            done += n as u64;
+        }
+        Ok(())
+    }
+
+    pub fn seek(&self, fd: &Fd, offset: u64, what: SeekWhat) -> Result<u64, Errno> {
+        let f = self.file_for(fd, libc::O_RDONLY)?;
+        let whence = match what {
+            SeekWhat::Data => libc::SEEK_DATA,
+            SeekWhat::Hole => libc::SEEK_HOLE,
+        };
+        sys::lseek(f.as_fd(), offset, whence)
+    }
+}
+
+/// The buffered twin of an O_DIRECT file (opened once, as root: the open was authorised).
+fn buffered(f: &OpenFile) -> Result<BorrowedFd<'_>, Errno> {
+    if let Some(fd) = f.buffered.get() {
+        return Ok(fd.as_fd());
+    }
+    let flags = f.flags & !(libc::O_DIRECT | libc::O_TRUNC | libc::O_CREAT | libc::O_EXCL);
+    let fd = creds::as_root(|| sys::openat(None, &sys::proc_path(f.as_fd()), flags, 0))?;
+    let _ = f.buffered.set(fd);
+    f.buffered.get().map(|fd| fd.as_fd()).ok_or(Errno::EIO)
+}
+
+/// A zeroed vector with a `DIO_ALIGN`-aligned window of `len` bytes starting at the index
+/// returned.
+fn aligned_vec(len: usize) -> (Vec<u8>, usize) {
+    let v = vec![0u8; len + DIO_ALIGN];
+    let start = v.as_ptr().align_offset(DIO_ALIGN).min(DIO_ALIGN);
+    (v, start)
+}
+
+fn read_aligned(fd: BorrowedFd<'_>, offset: u64, size: usize) -> Result<Buf, Errno> {
+    if !offset.is_multiple_of(DIO_ALIGN as u64) {
+        return Err(Errno::EINVAL);
+    }
+    let rounded = size.div_ceil(DIO_ALIGN) * DIO_ALIGN;
+    let (mut v, start) = aligned_vec(rounded);
+    let mut got = 0;
+    while got < size {
+        let n = sys::pread(
+            fd,
+            &mut v[start + got..start + rounded],
+            offset + got as u64,
+        )?;
+        if n == 0 {
+            break;
+        }
+        got += n;
+        if !got.is_multiple_of(DIO_ALIGN) {
+            break; // short read: end of file
+        }
+    }
+    Ok(Buf::from_vec(v).slice(start..start + got.min(size)))
+}
+
+fn read_all(fd: BorrowedFd<'_>, offset: u64, size: usize) -> Result<Buf, Errno> {
+    let mut v = vec![0u8; size];
+    let mut got = 0;
+    while got < size {
+        let n = sys::pread(fd, &mut v[got..], offset + got as u64)?;
+        if n == 0 {
+            break;
+        }
+        got += n;
+    }
+    v.truncate(got);
+    Ok(Buf::from_vec(v))
+}
+
+fn write_all(fd: BorrowedFd<'_>, data: &[u8], offset: u64, rwf: i32) -> Result<u64, Errno> {
+    let mut done = 0;
+    while done < data.len() {
+        let n = sys::pwrite2(fd, &data[done..], offset + done as u64, rwf)?;
+        if n == 0 {
+            return if done == 0 {
+                Err(Errno::ENOSPC)
+            } else {
+                Ok(done as u64)
+            };
+        }
+        done += n;
+    }
+    Ok(done as u64)
+}

@@ -1,0 +1,235 @@
+//! Entry fops: names inside a parent directory resolved through the parent's handle, with the
+//! `*at` syscalls run under the caller's credentials.
+
+use std::os::fd::AsFd;
+
+use xlator_api::{Entry, Errno, Fd, FileType, Gfid, Loc};
+
+use crate::brick::{Brick, NameUse};
+use crate::creds::{self, Caller};
+use crate::fdtable::OpenFile;
+use crate::sys;
+
+fn is_dir(st: &libc::stat) -> bool {
+    st.st_mode & libc::S_IFMT == libc::S_IFDIR
+}
+
+impl Brick {
+    pub fn lookup(&self, loc: &Loc) -> Result<Entry, Errno> {
+        let name = self.entry_name(loc.parent, &loc.name, NameUse::Lookup)?;
+        let pfd = self.h.resolve_dir(loc.parent)?;
+        let st = sys::fstatat(pfd.as_fd(), &name, libc::AT_SYMLINK_NOFOLLOW)?;
+        let n = name.to_str().map_err(|_| Errno::EINVAL)?;
+        let g = if loc.parent == Gfid::ROOT && n == "." {
+            Gfid::ROOT
+        } else {
+            let g = self.child_gfid(loc.parent, pfd.as_fd(), n, &st)?;
+            if n != "." && n != ".." {
+                self.heal_handle(g, loc.parent, pfd.as_fd(), n, &st);
+            }
+            g
+        };
+        Ok(Entry {
+            attr: crate::iatt::from_stat(&st, g),
+        })
+    }
+
+    pub fn mkdir(
+        &self,
+        c: &Caller,
+        req: Option<Gfid>,
+        loc: &Loc,
+        mode: u32,
+        umask: u32,
+    ) -> Result<Entry, Errno> {
+        let name = self.entry_name(loc.parent, &loc.name, NameUse::Modify)?;
+        let pfd = self.h.resolve_dir(loc.parent)?;
+        sys::mkdirat(pfd.as_fd(), &name, mode & !umask & 0o7777)?;
+        Ok(Entry {
+            attr: self.adopt_new(c, loc.parent, pfd.as_fd(), &loc.name, req)?,
+        })
+    }
+
+    pub fn mknod(
+        &self,
+        c: &Caller,
+        req: Option<Gfid>,
+        loc: &Loc,
+        mode: u32,
+        rdev: u64,
+        umask: u32,
+    ) -> Result<Entry, Errno> {
+        let name = self.entry_name(loc.parent, &loc.name, NameUse::Modify)?;
+        match FileType::from_mode(mode) {
+            Some(FileType::Directory | FileType::Symlink) | None => return Err(Errno::EINVAL),
+            Some(_) => {}
+        }
+        let pfd = self.h.resolve_dir(loc.parent)?;
+        let m = (mode & libc::S_IFMT) | (mode & !umask & 0o7777);
+        sys::mknodat(pfd.as_fd(), &name, m, rdev)?;
+        Ok(Entry {
+            attr: self.adopt_new(c, loc.parent, pfd.as_fd(), &loc.name, req)?,
+        })
+    }
+
+    pub fn symlink(
+        &self,
+        c: &Caller,
+        req: Option<Gfid>,
+        loc: &Loc,
+        target: &str,
+    ) -> Result<Entry, Errno> {
+        let name = self.entry_name(loc.parent, &loc.name, NameUse::Modify)?;
+        let pfd = self.h.resolve_dir(loc.parent)?;
+        sys::symlinkat(&sys::cstr(target)?, pfd.as_fd(), &name)?;
+        Ok(Entry {
+            attr: self.adopt_new(c, loc.parent, pfd.as_fd(), &loc.name, req)?,
+        })
+    }
+
+    /// Creates (or, without O_EXCL, opens an existing) regular file and registers `fd`.
+    pub fn create(
+        &self,
+        c: &Caller,
+        req: Option<Gfid>,
+        loc: &Loc,
+        fd: &Fd,
+        mode: u32,
+        umask: u32,
+    ) -> Result<Entry, Errno> {
+        let name = self.entry_name(loc.parent, &loc.name, NameUse::Modify)?;
+        let pfd = self.h.resolve_dir(loc.parent)?;
+        let perm = mode & !umask & 0o7777;
+        let base = fd.flags & !(libc::O_CREAT | libc::O_EXCL | libc::O_NOCTTY | libc::O_PATH);
+        for _ in 0..8 {
+            match crate::data::open_direct_fallback(
+                Some(pfd.as_fd()),
+                &name,
+                base | libc::O_CREAT | libc::O_EXCL,
+                perm,
+            ) {
+                Ok((file, flags)) => {
+                    let attr = self.adopt_new(c, loc.parent, pfd.as_fd(), &loc.name, req)?;
+                    self.fds
+                        .insert(fd.id, OpenFile::new(file, attr.gfid, flags, false))?;
+                    return Ok(Entry { attr });
+                }
+                Err(Errno::EEXIST) if fd.flags & libc::O_EXCL == 0 => {}
+                Err(e) => return Err(e),
+            }
+            match crate::data::open_direct_fallback(
+                Some(pfd.as_fd()),
+                &name,
+                base | libc::O_NOFOLLOW,
+                0,
+            ) {
+                Ok((file, flags)) => {
+                    let st = sys::fstat(file.as_fd())?;
+                    if is_dir(&st) {
+                        return Err(Errno::EISDIR);
+                    }
+                    let g = self.child_gfid(loc.parent, pfd.as_fd(), &loc.name, &st)?;
+                    self.fds
+                        .insert(fd.id, OpenFile::new(file, g, flags, false))?;
+                    return Ok(Entry {
+                        attr: crate::iatt::from_stat(&st, g),
+                    });
+                }
+                Err(Errno::ENOENT) => continue, // removed in between: try creating again
+                Err(e) => return Err(e),
+            }
+        }
+        Err(Errno::EAGAIN)
+    }
+
+    pub fn unlink(&self, loc: &Loc) -> Result<(), Errno> {
+        let name = self.entry_name(loc.parent, &loc.name, NameUse::Modify)?;
+        let pfd = self.h.resolve_dir(loc.parent)?;
+        let st = sys::fstatat(pfd.as_fd(), &name, libc::AT_SYMLINK_NOFOLLOW)?;
+        if is_dir(&st) {
+            return Err(Errno::EISDIR);
+        }
+        let g = self.child_gfid(loc.parent, pfd.as_fd(), &loc.name, &st)?;
+        let _g = self.stripe(g);
+        sys::unlinkat(pfd.as_fd(), &name, 0)?;
+        creds::as_root(|| self.h.drop_if_last(g, st.st_ino))
+    }
+
+    pub fn rmdir(&self, loc: &Loc) -> Result<(), Errno> {
+        let name = self.entry_name(loc.parent, &loc.name, NameUse::Modify)?;
+        if name.as_bytes() == b"." {
+            return Err(Errno::EINVAL);
+        }
+        let pfd = self.h.resolve_dir(loc.parent)?;
+        let st = sys::fstatat(pfd.as_fd(), &name, libc::AT_SYMLINK_NOFOLLOW)?;
+        if !is_dir(&st) {
+            return Err(Errno::ENOTDIR);
+        }
+        let g = creds::as_root(|| {
+            let p = sys::proc_child(pfd.as_fd(), &loc.name)?;
+            self.gx().read(sys::XTarget::NoFollow(&p))
+        })?;
+        sys::unlinkat(pfd.as_fd(), &name, libc::AT_REMOVEDIR)?;
+        if let Some(g) = g {
+            creds::as_root(|| self.h.remove(g))?;
+        }
+        Ok(())
+    }
+
+    pub fn link(&self, gfid: Gfid, new: &Loc) -> Result<Entry, Errno> {
+        let name = self.entry_name(new.parent, &new.name, NameUse::Modify)?;
+        let obj = self.h.resolve(gfid)?;
+        let npfd = self.h.resolve_dir(new.parent)?;
+        let _g = self.stripe(gfid);
+        if is_dir(&sys::fstat(obj.as_fd())?) {
+            return Err(Errno::EPERM);
+        }
+        let src = sys::proc_path(obj.as_fd());
+        sys::linkat(None, &src, npfd.as_fd(), &name, libc::AT_SYMLINK_FOLLOW)?;
+        Ok(Entry {
+            attr: self.fd_iatt(obj.as_fd(), gfid)?,
+        })
+    }
+
+    pub fn rename(&self, old: &Loc, new: &Loc, flags: u32) -> Result<(), Errno> {
+        let oname = self.entry_name(old.parent, &old.name, NameUse::Modify)?;
+        let nname = self.entry_name(new.parent, &new.name, NameUse::Modify)?;
+        let opfd = self.h.resolve_dir(old.parent)?;
+        let npfd = self.h.resolve_dir(new.parent)?;
+        let sst = sys::fstatat(opfd.as_fd(), &oname, libc::AT_SYMLINK_NOFOLLOW)?;
+        let sg = self.child_gfid(old.parent, opfd.as_fd(), &old.name, &sst)?;
+        let dst = match sys::fstatat(npfd.as_fd(), &nname, libc::AT_SYMLINK_NOFOLLOW) {
+            Ok(st) => Some((
+                st,
+                self.child_gfid(new.parent, npfd.as_fd(), &new.name, &st)?,
+            )),
+            Err(Errno::ENOENT) => None,
+            Err(e) => return Err(e),
+        };
+        let guards = self.stripe_pair(sg, dst.as_ref().map(|(_, g)| *g));
+        sys::renameat2(opfd.as_fd(), &oname, npfd.as_fd(), &nname, flags)?;
+        creds::as_root(|| -> Result<(), Errno> {
+            if is_dir(&sst) {
+                self.h.set_dir_link(sg, new.parent, &new.name)?;
+            }
+            let Some((dst_st, dg)) = dst else {
+                return Ok(());
+            };
+            if dst_st.st_ino == sst.st_ino && dst_st.st_dev == sst.st_dev {
+                return Ok(());
+            }
+            if flags & libc::RENAME_EXCHANGE != 0 {
+                if is_dir(&dst_st) {
+                    self.h.set_dir_link(dg, old.parent, &old.name)?;
+                }
+            } else if is_dir(&dst_st) {
+                self.h.remove(dg)?;
+            } else {
+                self.h.drop_if_last(dg, dst_st.st_ino)?;
+            }
+            Ok(())
+        })?;
+        drop(guards);
+        Ok(())
+    }
+}

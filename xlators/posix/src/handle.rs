@@ -1,0 +1,294 @@
+//! The handle directory `<brick>/.xlfs/handles/ab/cd/<gfid>` maps a GFID to its object so any
+//! object opens without a path:
+//! - files, symlinks and special files: a hard link to the object;
+//! - directories: a symlink `../../<p0>/<p1>/<parent-gfid>/<name>` through the parent's handle
+//!   (as GlusterFS), so renaming a directory rewrites only its own handle;
+//! - the root (`Gfid::ROOT`) is the brick directory itself (its handle is `../../../..`).
+//!
+//! Directory handles are resolved in user space, one component per level (the kernel's limit
+//! of 40 nested symlinks would break deep trees), and the resulting `O_PATH` fds are cached:
+//! an fd follows its directory through renames, so the cache stays right.
+
+use std::collections::HashMap;
+use std::ffi::CString;
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use xlator_api::{Errno, Gfid};
+
+use crate::gfid::GfidXattr;
+use crate::sys::{self, XTarget};
+
+/// Name of the hidden brick directory at the brick root.
+pub const META_DIR: &str = ".xlfs";
+/// Error for a GFID this brick does not (or no longer) know.
+pub const STALE: Errno = Errno::ESTALE;
+/// Most directory cache entries kept before the cache is emptied.
+const DIR_CACHE_MAX: usize = 4096;
+/// Deepest chain of directory handles followed before giving up with ELOOP.
+const MAX_DEPTH: usize = 1024;
+
+/// An `O_PATH` fd on an object, shared.
+pub type ObjFd = Arc<OwnedFd>;
+
+pub struct Handles {
+    brick: PathBuf,
+    root: ObjFd,
+    hdir: OwnedFd,
+    hdir_path: PathBuf,
+    pub gx: GfidXattr,
+    dirs: Mutex<HashMap<Gfid, ObjFd>>,
+}
+
+/// `ab/cd/<gfid>` relative to the handle directory.
+pub fn rel(g: Gfid) -> String {
+    format!("{:02x}/{:02x}/{}", g.0[0], g.0[1], g)
+}
+
+fn c(s: &str) -> Result<CString, Errno> {
+    sys::cstr(s)
+}
+
+impl Handles {
+    /// Opens (creating the handle directory if needed) the brick at `brick`.
+    pub fn open(brick: &Path, gx: GfidXattr) -> Result<Handles, String> {
+        let bp = brick
+            .to_str()
+            .ok_or_else(|| format!("brick path {brick:?} is not UTF-8"))?;
+        let root = sys::openat(
+            None,
+            &c(bp).map_err(|e| e.to_string())?,
+            libc::O_PATH | libc::O_DIRECTORY,
+            0,
+        )
+        .map_err(|e| format!("cannot open brick directory {brick:?}: {e}"))?;
+        for d in [META_DIR.to_owned(), format!("{META_DIR}/handles")] {
+            match sys::mkdirat(root.as_fd(), &c(&d).map_err(|e| e.to_string())?, 0o700) {
+                Ok(()) | Err(Errno::EEXIST) => {}
+                Err(e) => return Err(format!("cannot create {:?}: {e}", brick.join(&d))),
+            }
+        }
+        let hdir_path = brick.join(META_DIR).join("handles");
+        let hp = c(&format!("{bp}/{META_DIR}/handles")).map_err(|e| e.to_string())?;
+        let hdir = sys::openat(None, &hp, libc::O_PATH | libc::O_DIRECTORY, 0)
+            .map_err(|e| format!("cannot open {hdir_path:?}: {e}"))?;
+        let h = Handles {
+            brick: brick.to_owned(),
+            root: Arc::new(root),
+            hdir,
+            hdir_path,
+            gx,
+            dirs: Mutex::new(HashMap::new()),
+        };
+        // The root's handle, so the kernel can follow directory handle chains too (debugging).
+        match h
+            .make_parents(Gfid::ROOT)
+            .and_then(|_| sys::symlinkat(c"../../../..", h.hdir.as_fd(), &c(&rel(Gfid::ROOT))?))
+        {
+            Ok(()) | Err(Errno::EEXIST) => {}
+            Err(e) => {
+                return Err(format!(
+                    "cannot create the root handle in {:?}: {e}",
+                    h.hdir_path
+                ));
+            }
+        }
+        Ok(h)
+    }
+
+    pub fn brick(&self) -> &Path {
+        &self.brick
+    }
+
+    pub fn root(&self) -> &ObjFd {
+        &self.root
+    }
+
+    /// An `O_PATH` fd on the object `g` (any type). Unknown GFID: ESTALE.
+    /// Resolution runs as root: the handle directory is private to the brick, and opening by
+    /// GFID skips the search permission of the object's ancestors (as an NFS handle does).
+    pub fn resolve(&self, g: Gfid) -> Result<ObjFd, Errno> {
+        crate::creds::as_root(|| self.resolve_depth(g, 0))
+    }
+
+    /// An `O_PATH` fd on the directory `g`; ENOTDIR when `g` is something else.
+    pub fn resolve_dir(&self, g: Gfid) -> Result<ObjFd, Errno> {
+        let fd = self.resolve(g)?;
+        let st = sys::fstat(fd.as_fd())?;
+        if st.st_mode & libc::S_IFMT != libc::S_IFDIR {
+            return Err(Errno::ENOTDIR);
+        }
+        Ok(fd)
+    }
+
+    fn resolve_depth(&self, g: Gfid, depth: usize) -> Result<ObjFd, Errno> {
+        if g == Gfid::ROOT {
+            return Ok(self.root.clone());
+        }
+        if g.is_null() {
+            return Err(Errno::EINVAL);
+        }
+        if depth > MAX_DEPTH {
+            return Err(Errno::ELOOP);
+        }
+        if let Some(fd) = self.cached(g) {
+            return Ok(fd);
+        }
+        let r = c(&rel(g))?;
+        let fd = match sys::openat(
+            Some(self.hdir.as_fd()),
+            &r,
+            libc::O_PATH | libc::O_NOFOLLOW,
+            0,
+        ) {
+            Ok(fd) => fd,
+            Err(Errno::ENOENT) => return Err(STALE),
+            Err(e) => return Err(e),
+        };
+        let st = sys::fstat(fd.as_fd())?;
+        if st.st_mode & libc::S_IFMT != libc::S_IFLNK {
+            return Ok(Arc::new(fd));
+        }
+        // A symlink is either the object itself (hard link to a user symlink, carrying the
+        // GFID xattr) or a directory handle (no xattr).
+        let p = sys::proc_path(fd.as_fd());
+        if self.gx.read(XTarget::Follow(&p))? == Some(g) {
+            return Ok(Arc::new(fd));
+        }
+        let target = sys::readlinkat(fd.as_fd(), c"")?;
+        let (pg, name) = parse_dir_link(&target).ok_or(Errno::EIO)?;
+        let pfd = self.resolve_depth(pg, depth + 1)?;
+        let dfd = match sys::openat(
+            Some(pfd.as_fd()),
+            &c(&name)?,
+            libc::O_PATH | libc::O_NOFOLLOW | libc::O_DIRECTORY,
+            0,
+        ) {
+            Ok(fd) => fd,
+            Err(Errno::ENOENT | Errno::ENOTDIR | Errno::ELOOP) => return Err(STALE),
+            Err(e) => return Err(e),
+        };
+        let dp = sys::proc_path(dfd.as_fd());
+        if self.gx.read(XTarget::Follow(&dp))? != Some(g) {
+            return Err(STALE);
+        }
+        let dfd = Arc::new(dfd);
+        self.cache(g, dfd.clone());
+        Ok(dfd)
+    }
+
+    fn cached(&self, g: Gfid) -> Option<ObjFd> {
+        self.dirs.lock().ok()?.get(&g).cloned()
+    }
+
+    fn cache(&self, g: Gfid, fd: ObjFd) {
+        if let Ok(mut m) = self.dirs.lock() {
+            if m.len() >= DIR_CACHE_MAX {
+                m.clear();
+            }
+            m.insert(g, fd);
+        }
+    }
+
+    /// Forgets the cached fd of a removed directory.
+    pub fn forget_dir(&self, g: Gfid) {
+        if let Ok(mut m) = self.dirs.lock() {
+            m.remove(&g);
+        }
+    }
+
+    fn make_parents(&self, g: Gfid) -> Result<(), Errno> {
+        let a = format!("{:02x}", g.0[0]);
+        for d in [a.clone(), format!("{a}/{:02x}", g.0[1])] {
+            match sys::mkdirat(self.hdir.as_fd(), &c(&d)?, 0o700) {
+                Ok(()) | Err(Errno::EEXIST) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(())
+    }
+
+    /// Hard-links the non-directory `(dir, name)` as the handle of `g`. EEXIST when `g`
+    /// already names an object.
+    pub fn link_object(&self, g: Gfid, dir: BorrowedFd<'_>, name: &str) -> Result<(), Errno> {
+        self.make_parents(g)?;
+        let src = sys::proc_child(dir, name)?;
+        sys::linkat(None, &src, self.hdir.as_fd(), &c(&rel(g))?, 0)
+    }
+
+    /// Points the handle of directory `g` at `(parent, name)`, replacing it atomically.
+    pub fn set_dir_link(&self, g: Gfid, parent: Gfid, name: &str) -> Result<(), Errno> {
+        self.make_parents(g)?;
+        let target = c(&format!("../../{}/{name}", rel(parent)))?;
+        let r = rel(g);
+        let tmp = c(&format!("{r}.tmp"))?;
+        let _ = sys::unlinkat(self.hdir.as_fd(), &tmp, 0);
+        sys::symlinkat(&target, self.hdir.as_fd(), &tmp)?;
+        sys::renameat2(self.hdir.as_fd(), &tmp, self.hdir.as_fd(), &c(&r)?, 0)
+    }
+
+    /// Creates the handle of a new directory; EEXIST when `g` is already taken.
+    pub fn new_dir_link(&self, g: Gfid, parent: Gfid, name: &str) -> Result<(), Errno> {
+        self.make_parents(g)?;
+        let target = c(&format!("../../{}/{name}", rel(parent)))?;
+        sys::symlinkat(&target, self.hdir.as_fd(), &c(&rel(g))?)
+    }
+
+    /// Removes the handle of `g` (missing is fine).
+    pub fn remove(&self, g: Gfid) -> Result<(), Errno> {
+        self.forget_dir(g);
+        match sys::unlinkat(self.hdir.as_fd(), &c(&rel(g))?, 0) {
+            Ok(()) | Err(Errno::ENOENT) => Ok(()),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Removes the handle of the non-directory `g` if it is that object's last link
+    /// (`ino` guards against a GFID reused for another inode).
+    pub fn drop_if_last(&self, g: Gfid, ino: u64) -> Result<(), Errno> {
+        let r = c(&rel(g))?;
+        match sys::fstatat(self.hdir.as_fd(), &r, libc::AT_SYMLINK_NOFOLLOW) {
+            Ok(st) if st.st_ino == ino && st.st_nlink <= 1 => self.remove(g),
+            Ok(_) | Err(Errno::ENOENT) => Ok(()),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Whether the handle of `g` exists.
+    pub fn exists(&self, g: Gfid) -> bool {
+        g == Gfid::ROOT
+            || c(&rel(g))
+                .and_then(|r| sys::fstatat(self.hdir.as_fd(), &r, libc::AT_SYMLINK_NOFOLLOW))
+                .is_ok()
+    }
+}
+
+/// Parses a directory handle `../../ab/cd/<parent-gfid>/<name>`.
+fn parse_dir_link(t: &[u8]) -> Option<(Gfid, String)> {
+    let s = std::str::from_utf8(t).ok()?;
+    let rest = s.strip_prefix("../../")?;
+    let mut it = rest.splitn(4, '/');
+    let (_a, _b, g, name) = (it.next()?, it.next()?, it.next()?, it.next()?);
+    if name.is_empty() || name.contains('/') {
+        return None;
+    }
+    Some((Gfid::parse(g)?, name.to_owned()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dir_link_round_trips() {
+        let g = Gfid::random();
+        let t = format!("../../{}/some name", rel(g));
+        assert_eq!(
+            parse_dir_link(t.as_bytes()),
+            Some((g, "some name".to_owned()))
+        );
+        assert_eq!(parse_dir_link(b"../../../.."), None);
+        assert_eq!(parse_dir_link(b"/etc/passwd"), None);
+    }
+}

@@ -1,0 +1,289 @@
+//! The storage/posix translator: every fop runs as one job on the host's blocking pool, under
+//! the caller's credentials, and delegates to the concern modules.
+
+use std::future::Future;
+use std::sync::Arc;
+
+use xlator_api::abi_stable::std_types::{RString, RVec};
+use xlator_api::{
+    Buf, Ctx, DirEntry, DumpFormat, Entry, EntrylkCmd, Errno, Fd, Flock, Gfid, HostServices, Iatt,
+    Init, LkCmd, Loc, SeekWhat, SetAttr, Statfs, Subvol, Translator, Xattr, XattropOp, Xattrs,
+};
+
+use crate::brick::Brick;
+use crate::creds::{self, Caller};
+use crate::gfid::GfidReq;
+use crate::options::PosixOptions;
+
+/// A brick on a local directory.
+pub struct Posix {
+    brick: Arc<Brick>,
+    services: HostServices,
+}
+
+impl Posix {
+    /// Runs `f` on the blocking pool as the caller of `cx`.
+    fn run<R, F>(&self, cx: &Ctx, f: F) -> impl Future<Output = Result<R, Errno>> + Send + use<R, F>
+    where
+        R: Send + 'static,
+        F: FnOnce(&Brick, &Caller) -> Result<R, Errno> + Send + 'static,
+    {
+        let brick = self.brick.clone();
+        let caller = Caller::from_ctx(cx);
+        let services = self.services;
+        async move {
+            services
+                .spawn_blocking(move || {
+                    let _g = creds::enter(&caller, brick.root_mode, &brick.base_groups);
+                    f(&brick, &caller)
+                })
+                .await?
+        }
+    }
+}
+
+fn gfid_req(cx: &Ctx) -> Option<Gfid> {
+    cx.ext::<GfidReq>().map(|r| r.0)
+}
+
+impl Translator for Posix {
+    const TYPE: &'static str = "storage/posix";
+    const DOC: &'static str = "A brick on a local directory: objects at their real paths, GFIDs \
+        in xattrs, a .xlfs/handles directory to open any object by GFID.";
+    const MIN_CHILDREN: u32 = 0;
+    const MAX_CHILDREN: u32 = 0;
+    type Options = PosixOptions;
+
+    fn init(init: Init<PosixOptions>) -> Result<Self, String> {
+        let brick = Brick::mount(&init.options.directory, init.options.gfid_xattr)
+            .map_err(|e| format!("{}: {e}", init.name))?;
+        Ok(Posix {
+            brick: Arc::new(brick),
+            services: init.services,
+        })
+    }
+
+    fn children(&self) -> &[Subvol] {
+        &[]
+    }
+
+    fn dump(&self, _format: DumpFormat) -> String {
+        format!(
+            "storage/posix directory={:?} gfid-xattr={:?} open-fds={}",
+            self.brick.h.brick(),
+            self.brick.gx().name(),
+            self.brick.fds.len()
+        )
+    }
+
+    async fn lookup(&self, cx: &Ctx, loc: Loc) -> Result<Entry, Errno> {
+        self.run(cx, move |b, _| b.lookup(&loc)).await
+    }
+    async fn stat(&self, cx: &Ctx, gfid: Gfid) -> Result<Iatt, Errno> {
+        self.run(cx, move |b, _| b.stat(gfid)).await
+    }
+    async fn fstat(&self, cx: &Ctx, fd: Fd) -> Result<Iatt, Errno> {
+        self.run(cx, move |b, _| b.fstat(&fd)).await
+    }
+    async fn setattr(&self, cx: &Ctx, gfid: Gfid, attr: SetAttr) -> Result<Iatt, Errno> {
+        self.run(cx, move |b, _| b.setattr(gfid, &attr)).await
+    }
+    async fn fsetattr(&self, cx: &Ctx, fd: Fd, attr: SetAttr) -> Result<Iatt, Errno> {
+        self.run(cx, move |b, _| b.fsetattr(&fd, &attr)).await
+    }
+    async fn access(&self, cx: &Ctx, gfid: Gfid, mask: u32) -> Result<(), Errno> {
+        self.run(cx, move |b, _| b.access(gfid, mask)).await
+    }
+    async fn readlink(&self, cx: &Ctx, gfid: Gfid) -> Result<RString, Errno> {
+        self.run(cx, move |b, _| b.readlink(gfid)).await
+    }
+    async fn mknod(
+        &self,
+        cx: &Ctx,
+        loc: Loc,
+        mode: u32,
+        rdev: u64,
+        umask: u32,
+    ) -> Result<Entry, Errno> {
+        let req = gfid_req(cx);
+        self.run(cx, move |b, c| b.mknod(c, req, &loc, mode, rdev, umask))
+            .await
+    }
+    async fn mkdir(&self, cx: &Ctx, loc: Loc, mode: u32, umask: u32) -> Result<Entry, Errno> {
+        let req = gfid_req(cx);
+        self.run(cx, move |b, c| b.mkdir(c, req, &loc, mode, umask))
+            .await
+    }
+    async fn unlink(&self, cx: &Ctx, loc: Loc) -> Result<(), Errno> {
+        self.run(cx, move |b, _| b.unlink(&loc)).await
+    }
+    async fn rmdir(&self, cx: &Ctx, loc: Loc) -> Result<(), Errno> {
+        self.run(cx, move |b, _| b.rmdir(&loc)).await
+    }
+    async fn symlink(&self, cx: &Ctx, loc: Loc, target: RString) -> Result<Entry, Errno> {
+        let req = gfid_req(cx);
+        self.run(cx, move |b, c| b.symlink(c, req, &loc, &target))
+            .await
+    }
+    async fn rename(&self, cx: &Ctx, old: Loc, new: Loc, flags: u32) -> Result<(), Errno> {
+        self.run(cx, move |b, _| b.rename(&old, &new, flags)).await
+    }
+    async fn link(&self, cx: &Ctx, gfid: Gfid, new: Loc) -> Result<Entry, Errno> {
+        self.run(cx, move |b, _| b.link(gfid, &new)).await
+    }
+    async fn create(
+        &self,
+        cx: &Ctx,
+        loc: Loc,
+        fd: Fd,
+        mode: u32,
+        umask: u32,
+    ) -> Result<Entry, Errno> {
+        let req = gfid_req(cx);
+        self.run(cx, move |b, c| b.create(c, req, &loc, &fd, mode, umask))
+            .await
+    }
+    async fn open(&self, cx: &Ctx, fd: Fd) -> Result<(), Errno> {
+        self.run(cx, move |b, _| b.open(&fd)).await
+    }
+    async fn opendir(&self, cx: &Ctx, fd: Fd) -> Result<(), Errno> {
+        self.run(cx, move |b, _| b.opendir(&fd)).await
+    }
+    async fn readv(&self, cx: &Ctx, fd: Fd, offset: u64, size: u32) -> Result<Buf, Errno> {
+        self.run(cx, move |b, _| b.readv(&fd, offset, size)).await
+    }
+    async fn writev(
+        &self,
+        cx: &Ctx,
+        fd: Fd,
+        offset: u64,
+        data: Buf,
+        flags: i32,
+    ) -> Result<u64, Errno> {
+        self.run(cx, move |b, _| b.writev(&fd, offset, &data, flags))
+            .await
+    }
+    async fn flush(&self, cx: &Ctx, fd: Fd) -> Result<(), Errno> {
+        self.run(cx, move |b, _| b.flush(&fd)).await
+    }
+    async fn fsync(&self, cx: &Ctx, fd: Fd, datasync: bool) -> Result<(), Errno> {
+        self.run(cx, move |b, _| b.fsync(&fd, datasync)).await
+    }
+    async fn fsyncdir(&self, cx: &Ctx, fd: Fd, datasync: bool) -> Result<(), Errno> {
+        self.run(cx, move |b, _| b.fsync(&fd, datasync)).await
+    }
+    async fn release(&self, cx: &Ctx, fd: Fd) -> Result<(), Errno> {
+        // Closing can block (final flush of a file on some file systems): off the async threads.
+        self.run(cx, move |b, _| b.release(&fd)).await
+    }
+    async fn releasedir(&self, cx: &Ctx, fd: Fd) -> Result<(), Errno> {
+        self.run(cx, move |b, _| b.release(&fd)).await
+    }
+    async fn readdirp(
+        &self,
+        cx: &Ctx,
+        fd: Fd,
+        offset: u64,
+        size: u32,
+    ) -> Result<RVec<DirEntry>, Errno> {
+        self.run(cx, move |b, _| b.readdirp(&fd, offset, size))
+            .await
+    }
+    async fn statfs(&self, cx: &Ctx, gfid: Gfid) -> Result<Statfs, Errno> {
+        self.run(cx, move |b, _| b.statfs(gfid)).await
+    }
+    async fn setxattr(&self, cx: &Ctx, gfid: Gfid, xattr: Xattr, flags: i32) -> Result<(), Errno> {
+        self.run(cx, move |b, c| b.setxattr(c, None, gfid, &xattr, flags))
+            .await
+    }
+    async fn getxattr(&self, cx: &Ctx, gfid: Gfid, name: RString) -> Result<Buf, Errno> {
+        self.run(cx, move |b, c| b.getxattr(c, None, gfid, &name))
+            .await
+    }
+    async fn listxattr(&self, cx: &Ctx, gfid: Gfid) -> Result<RVec<RString>, Errno> {
+        self.run(cx, move |b, c| b.listxattr(c, gfid)).await
+    }
+    async fn removexattr(&self, cx: &Ctx, gfid: Gfid, name: RString) -> Result<(), Errno> {
+        self.run(cx, move |b, c| b.removexattr(c, None, gfid, &name))
+            .await
+    }
+    async fn fsetxattr(&self, cx: &Ctx, fd: Fd, xattr: Xattr, flags: i32) -> Result<(), Errno> {
+        self.run(cx, move |b, c| {
+            b.setxattr(c, Some(&fd), fd.gfid, &xattr, flags)
+        })
+        .await
+    }
+    async fn fgetxattr(&self, cx: &Ctx, fd: Fd, name: RString) -> Result<Buf, Errno> {
+        self.run(cx, move |b, c| b.getxattr(c, Some(&fd), fd.gfid, &name))
+            .await
+    }
+    async fn fremovexattr(&self, cx: &Ctx, fd: Fd, name: RString) -> Result<(), Errno> {
+        self.run(cx, move |b, c| b.removexattr(c, Some(&fd), fd.gfid, &name))
+            .await
+    }
+    async fn fallocate(
+        &self,
+        cx: &Ctx,
+        fd: Fd,
+        mode: i32,
+        offset: u64,
+        len: u64,
+    ) -> Result<(), Errno> {
+        self.run(cx, move |b, _| b.fallocate(&fd, mode, offset, len))
+            .await
+    }
+    async fn discard(&self, cx: &Ctx, fd: Fd, offset: u64, len: u64) -> Result<(), Errno> {
+        self.run(cx, move |b, _| b.discard(&fd, offset, len)).await
+    }
+    async fn zerofill(&self, cx: &Ctx, fd: Fd, offset: u64, len: u64) -> Result<(), Errno> {
+        self.run(cx, move |b, _| b.zerofill(&fd, offset, len)).await
+    }
+    async fn seek(&self, cx: &Ctx, fd: Fd, offset: u64, what: SeekWhat) -> Result<u64, Errno> {
+        self.run(cx, move |b, _| b.seek(&fd, offset, what)).await
+    }
+    /// Byte-range locks belong to features/locks above.
+    async fn lk(&self, _cx: &Ctx, _fd: Fd, _cmd: LkCmd, _lock: Flock) -> Result<Flock, Errno> {
+        Err(Errno::ENOSYS)
+    }
+    async fn inodelk(
+        &self,
+        _cx: &Ctx,
+        _d: RString,
+        _g: Gfid,
+        _c: LkCmd,
+        _l: Flock,
+    ) -> Result<(), Errno> {
+        Err(Errno::ENOSYS)
+    }
+    async fn entrylk(
+        &self,
+        _cx: &Ctx,
+        _d: RString,
+        _loc: Loc,
+        _c: EntrylkCmd,
+    ) -> Result<(), Errno> {
+        Err(Errno::ENOSYS)
+    }
+    async fn xattrop(
+        &self,
+        cx: &Ctx,
+        gfid: Gfid,
+        op: XattropOp,
+        xattrs: Xattrs,
+    ) -> Result<Xattrs, Errno> {
+        self.run(cx, move |b, c| b.xattrop(c, None, gfid, op, &xattrs))
+            .await
+    }
+    async fn fxattrop(
+        &self,
+        cx: &Ctx,
+        fd: Fd,
+        op: XattropOp,
+        xattrs: Xattrs,
+    ) -> Result<Xattrs, Errno> {
+        self.run(cx, move |b, c| {
+            b.xattrop(c, Some(&fd), fd.gfid, op, &xattrs)
+        })
+        .await
+    }
+}

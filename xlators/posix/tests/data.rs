@@ -1,0 +1,238 @@
+//! Data fops: open, readv/writev, anonymous fds, O_APPEND, O_DIRECT, fsync, fallocate,
+//! discard + SEEK_HOLE, zerofill, truncate.
+
+mod common;
+
+use common::*;
+use xlator_api::abi_stable::std_types::ROption;
+use xlator_api::{Buf, Errno, Fd, Gfid, SeekWhat, SetAttr};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn write_read_short_read_at_eof() {
+    let (_d, top) = new_brick();
+    let cx = root();
+    let e = mkfile(&top, &cx, Gfid::ROOT, "f", b"").await;
+    let f = fd(e.attr.gfid, libc::O_RDWR);
+    top.open(&cx, f).await.expect("open");
+    let data: Vec<u8> = (0..200_000u32).map(|i| (i % 251) as u8).collect();
+    assert_eq!(
+        top.writev(&cx, f, 10, Buf::from_vec(data.clone()), 0)
+            .await
+            .expect("write"),
+        200_000
+    );
+    let r = top.readv(&cx, f, 10, 200_000).await.expect("read");
+    assert_eq!(&*r, &data[..]);
+    let r = top.readv(&cx, f, 199_000, 4096).await.expect("short read");
+    assert_eq!(r.len(), 200_010 - 199_000);
+    assert_eq!(
+        top.readv(&cx, f, 1 << 30, 10)
+            .await
+            .expect("past eof")
+            .len(),
+        0
+    );
+    assert_eq!(
+        top.readv(&cx, f, 0, 10).await.expect("hole").as_slice(),
+        &[0u8; 10]
+    );
+    let st = top.fstat(&cx, f).await.expect("fstat");
+    assert_eq!(st.size, 200_010);
+    assert!(st.blocks > 0);
+    top.fsync(&cx, f, false).await.expect("fsync");
+    top.fsync(&cx, f, true).await.expect("fdatasync");
+    top.flush(&cx, f).await.expect("flush");
+    top.release(&cx, f).await.expect("release");
+    assert_eq!(top.readv(&cx, f, 0, 1).await.err(), Some(Errno::EBADF));
+    // Reading a write-only fd fails the way the kernel says.
+    let w = fd(e.attr.gfid, libc::O_WRONLY);
+    top.open(&cx, w).await.expect("open wo");
+    assert_eq!(top.readv(&cx, w, 0, 1).await.err(), Some(Errno::EBADF));
+    let ro = fd(e.attr.gfid, libc::O_RDONLY);
+    top.open(&cx, ro).await.expect("open ro");
+    assert_eq!(
+        top.writev(&cx, ro, 0, "x".into(), 0).await.err(),
+        Some(Errno::EBADF)
+    );
+    // O_TRUNC on open.
+    let t = fd(e.attr.gfid, libc::O_WRONLY | libc::O_TRUNC);
+    top.open(&cx, t).await.expect("open trunc");
+    assert_eq!(top.stat(&cx, e.attr.gfid).await.expect("stat").size, 0);
+    // A directory opens read-only only.
+    let d = mkdir(&top, &cx, Gfid::ROOT, "d").await;
+    assert_eq!(
+        top.open(&cx, fd(d.attr.gfid, libc::O_RDWR)).await.err(),
+        Some(Errno::EISDIR)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn anonymous_fd_io() {
+    let (_d, top) = new_brick();
+    let cx = root();
+    let e = mkfile(&top, &cx, Gfid::ROOT, "f", b"0123456789").await;
+    let anon = Fd::anonymous(e.attr.gfid, libc::O_RDWR);
+    assert_eq!(
+        top.writev(&cx, anon, 2, "ab".into(), 0)
+            .await
+            .expect("anon write"),
+        2
+    );
+    assert_eq!(
+        top.readv(&cx, anon, 0, 100)
+            .await
+            .expect("anon read")
+            .as_slice(),
+        b"01ab456789"
+    );
+    assert_eq!(top.fstat(&cx, anon).await.expect("anon fstat").size, 10);
+    top.fsync(&cx, anon, false).await.expect("anon fsync");
+    let a = SetAttr {
+        size: ROption::RSome(4),
+        ..SetAttr::default()
+    };
+    assert_eq!(
+        top.fsetattr(&cx, anon, a)
+            .await
+            .expect("anon ftruncate")
+            .size,
+        4
+    );
+    let stale = Fd::anonymous(Gfid::random(), libc::O_RDONLY);
+    assert_eq!(top.readv(&cx, stale, 0, 1).await.err(), Some(Errno::ESTALE));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn append_goes_to_eof() {
+    let (_d, top) = new_brick();
+    let cx = root();
+    let e = mkfile(&top, &cx, Gfid::ROOT, "log", b"start").await;
+    let f = fd(e.attr.gfid, libc::O_WRONLY | libc::O_APPEND);
+    top.open(&cx, f).await.expect("open append");
+    top.writev(&cx, f, 0, "-one".into(), 0)
+        .await
+        .expect("append");
+    top.writev(&cx, f, 1, "-two".into(), 0)
+        .await
+        .expect("append");
+    // Per-write O_APPEND on a plain fd.
+    let g = fd(e.attr.gfid, libc::O_WRONLY);
+    top.open(&cx, g).await.expect("open");
+    top.writev(&cx, g, 0, "-three".into(), libc::O_APPEND)
+        .await
+        .expect("append flag");
+    let anon = Fd::anonymous(e.attr.gfid, libc::O_RDONLY);
+    assert_eq!(
+        top.readv(&cx, anon, 0, 100).await.expect("read").as_slice(),
+        b"start-one-two-three"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn direct_and_sync_io() {
+    let (_d, top) = new_brick();
+    let cx = root();
+    let f = fd(Gfid::NULL, libc::O_RDWR | libc::O_DIRECT | libc::O_SYNC);
+    let e = top
+        .create(&cx, loc(Gfid::ROOT, "direct"), f, 0o644, 0)
+        .await
+        .expect("create direct");
+    let f = Fd {
+        gfid: e.attr.gfid,
+        ..f
+    };
+    let block: Vec<u8> = (0..8192u32).map(|i| i as u8).collect();
+    top.writev(&cx, f, 0, Buf::from_vec(block.clone()), 0)
+        .await
+        .expect("aligned write");
+    top.writev(&cx, f, 8192, "unaligned tail".into(), 0)
+        .await
+        .expect("unaligned write");
+    let r = top.readv(&cx, f, 0, 8192).await.expect("aligned read");
+    assert_eq!(&*r, &block[..]);
+    let r = top.readv(&cx, f, 8190, 100).await.expect("unaligned read");
+    assert_eq!(&r[2..], b"unaligned tail");
+    let s = fd(e.attr.gfid, libc::O_WRONLY | libc::O_DSYNC);
+    top.open(&cx, s).await.expect("open dsync");
+    top.writev(&cx, s, 0, "sync".into(), libc::O_SYNC)
+        .await
+        .expect("sync write");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn punch_hole_seek_zerofill_fallocate() {
+    let (_d, top) = new_brick();
+    let cx = root();
+    let e = mkfile(&top, &cx, Gfid::ROOT, "sparse", b"").await;
+    let f = fd(e.attr.gfid, libc::O_RDWR);
+    top.open(&cx, f).await.expect("open");
+    let mb = 1 << 20;
+    top.writev(&cx, f, 0, Buf::from_vec(vec![7u8; 3 * mb]), 0)
+        .await
+        .expect("write");
+    top.discard(&cx, f, mb as u64, mb as u64)
+        .await
+        .expect("punch");
+    assert_eq!(top.fstat(&cx, f).await.expect("fstat").size, 3 * mb as u64);
+    assert_eq!(
+        top.seek(&cx, f, 0, SeekWhat::Hole).await.expect("hole"),
+        mb as u64
+    );
+    assert_eq!(
+        top.seek(&cx, f, mb as u64, SeekWhat::Data)
+            .await
+            .expect("data"),
+        2 * mb as u64
+    );
+    assert_eq!(
+        top.readv(&cx, f, mb as u64, 16)
+            .await
+            .expect("read hole")
+            .as_slice(),
+        &[0u8; 16]
+    );
+    assert_eq!(
+        top.seek(&cx, f, 10 * mb as u64, SeekWhat::Data).await.err(),
+        Some(Errno::ENXIO)
+    );
+    top.zerofill(&cx, f, 10, 20).await.expect("zerofill");
+    let r = top.readv(&cx, f, 0, 40).await.expect("read");
+    assert_eq!(&r[..10], &[7u8; 10]);
+    assert_eq!(&r[10..30], &[0u8; 20]);
+    assert_eq!(&r[30..], &[7u8; 10]);
+    top.zerofill(&cx, f, 3 * mb as u64, 100)
+        .await
+        .expect("zerofill extends");
+    assert_eq!(
+        top.fstat(&cx, f).await.expect("fstat").size,
+        3 * mb as u64 + 100
+    );
+    top.fallocate(&cx, f, libc::FALLOC_FL_KEEP_SIZE, 0, 8 * mb as u64)
+        .await
+        .expect("prealloc");
+    let st = top.fstat(&cx, f).await.expect("fstat");
+    assert_eq!(st.size, 3 * mb as u64 + 100);
+    assert!(st.blocks * 512 >= 8 * mb as u64);
+    top.fallocate(&cx, f, 0, 0, 9 * mb as u64)
+        .await
+        .expect("extend");
+    assert_eq!(top.fstat(&cx, f).await.expect("fstat").size, 9 * mb as u64);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unlinked_open_file_stays_readable() {
+    let (_d, top) = new_brick();
+    let cx = root();
+    let e = mkfile(&top, &cx, Gfid::ROOT, "tmp", b"keep me").await;
+    let f = fd(e.attr.gfid, libc::O_RDONLY);
+    top.open(&cx, f).await.expect("open");
+    top.unlink(&cx, loc(Gfid::ROOT, "tmp"))
+        .await
+        .expect("unlink");
+    assert_eq!(
+        top.readv(&cx, f, 0, 100).await.expect("read").as_slice(),
+        b"keep me"
+    );
+    assert_eq!(top.fstat(&cx, f).await.expect("fstat").nlink, 0);
+    top.release(&cx, f).await.expect("release");
+}

@@ -1,0 +1,560 @@
+//! Entry fops: lookup, mkdir, create, mknod, symlink, link, unlink, rmdir, rename, readdirp.
+
+mod common;
+
+use common::*;
+use xlator_api::{Errno, FileType, Gfid};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn create_lookup_and_stable_ino() {
+    let (_d, top) = new_brick();
+    let cx = root();
+    let e = mkfile(&top, &cx, Gfid::ROOT, "a", b"hello").await;
+    assert!(!e.attr.gfid.is_null());
+    assert_eq!(e.attr.kind, FileType::Regular);
+    assert_eq!(e.attr.perm, 0o644);
+    assert_eq!(e.attr.nlink, 1);
+    let l = top.lookup(&cx, loc(Gfid::ROOT, "a")).await.expect("lookup");
+    assert_eq!(l.attr.gfid, e.attr.gfid);
+    assert_eq!(l.attr.size, 5);
+    assert_eq!(l.attr.ino, xlfs_posix::ino_of(e.attr.gfid));
+    let s = top.stat(&cx, e.attr.gfid).await.expect("stat");
+    assert_eq!(s.ino, l.attr.ino);
+    let r = top.stat(&cx, Gfid::ROOT).await.expect("stat root");
+    assert!(r.is_dir() && r.ino == 1 && r.gfid == Gfid::ROOT);
+    assert_eq!(
+        top.lookup(&cx, loc(Gfid::ROOT, "nope")).await.err(),
+        Some(Errno::ENOENT)
+    );
+    assert_eq!(
+        top.stat(&cx, Gfid::random()).await.err(),
+        Some(Errno::ESTALE)
+    );
+    assert_eq!(
+        top.lookup(&cx, loc(Gfid::ROOT, "a/b")).await.err(),
+        Some(Errno::EINVAL)
+    );
+    assert_eq!(
+        top.lookup(&cx, loc(e.attr.gfid, "x")).await.err(),
+        Some(Errno::ENOTDIR)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn create_excl_and_existing() {
+    let (_d, top) = new_brick();
+    let cx = root();
+    let e = mkfile(&top, &cx, Gfid::ROOT, "f", b"data").await;
+    let excl = fd(Gfid::NULL, libc::O_RDWR | libc::O_EXCL);
+    let r = top.create(&cx, loc(Gfid::ROOT, "f"), excl, 0o600, 0).await;
+    assert_eq!(r.err(), Some(Errno::EEXIST));
+    // Without O_EXCL the existing file is opened (and truncated with O_TRUNC).
+    let t = fd(Gfid::NULL, libc::O_RDWR | libc::O_TRUNC);
+    let e2 = top
+        .create(&cx, loc(Gfid::ROOT, "f"), t, 0o600, 0)
+        .await
+        .expect("create existing");
+    assert_eq!(e2.attr.gfid, e.attr.gfid);
+    assert_eq!(e2.attr.size, 0);
+    top.release(&cx, t).await.expect("release");
+    // mode and umask
+    let m = fd(Gfid::NULL, libc::O_WRONLY);
+    let e3 = top
+        .create(&cx, loc(Gfid::ROOT, "m"), m, 0o777, 0o027)
+        .await
+        .expect("create");
+    assert_eq!(e3.attr.perm, 0o750);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mkdir_rmdir_and_nested_resolution() {
+    let (_d, top) = new_brick();
+    let cx = root();
+    let a = mkdir(&top, &cx, Gfid::ROOT, "a").await;
+    assert!(a.attr.is_dir());
+    let d = top
+        .mkdir(&cx, loc(Gfid::ROOT, "u"), 0o777, 0o022)
+        .await
+        .expect("mkdir");
+    assert_eq!(d.attr.perm, 0o755);
+    assert_eq!(
+        top.mkdir(&cx, loc(Gfid::ROOT, "a"), 0o755, 0).await.err(),
+        Some(Errno::EEXIST)
+    );
+    let mut parent = a.attr.gfid;
+    for i in 0..60 {
+        parent = mkdir(&top, &cx, parent, &format!("d{i}")).await.attr.gfid;
+    }
+    // 60 levels deep: beyond the kernel's 40 nested symlinks, resolved in user space.
+    let f = mkfile(&top, &cx, parent, "leaf", b"x").await;
+    assert_eq!(top.stat(&cx, f.attr.gfid).await.expect("stat").size, 1);
+    assert!(top.stat(&cx, parent).await.expect("stat dir").is_dir());
+    mkfile(&top, &cx, a.attr.gfid, "f", b"").await;
+    assert_eq!(
+        top.rmdir(&cx, loc(Gfid::ROOT, "a")).await.err(),
+        Some(Errno::ENOTEMPTY)
+    );
+    assert_eq!(
+        top.rmdir(&cx, loc(a.attr.gfid, "f")).await.err(),
+        Some(Errno::ENOTDIR)
+    );
+    top.rmdir(&cx, loc(Gfid::ROOT, "u")).await.expect("rmdir");
+    assert_eq!(top.stat(&cx, d.attr.gfid).await.err(), Some(Errno::ESTALE));
+    assert_eq!(
+        top.unlink(&cx, loc(Gfid::ROOT, "a")).await.err(),
+        Some(Errno::EISDIR)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn symlink_readlink_mknod() {
+    let (_d, top) = new_brick();
+    let cx = root();
+    let s = top
+        .symlink(&cx, loc(Gfid::ROOT, "s"), "../target".into())
+        .await
+        .expect("symlink");
+    assert_eq!(s.attr.kind, FileType::Symlink);
+    assert_eq!(
+        top.readlink(&cx, s.attr.gfid)
+            .await
+            .expect("readlink")
+            .as_str(),
+        "../target"
+    );
+    assert_eq!(
+        top.stat(&cx, s.attr.gfid).await.expect("stat").kind,
+        FileType::Symlink
+    );
+    let f = mkfile(&top, &cx, Gfid::ROOT, "f", b"").await;
+    assert_eq!(
+        top.readlink(&cx, f.attr.gfid).await.err(),
+        Some(Errno::EINVAL)
+    );
+    let fifo = top
+        .mknod(&cx, loc(Gfid::ROOT, "p"), libc::S_IFIFO | 0o640, 0, 0)
+        .await
+        .expect("fifo");
+    assert_eq!(fifo.attr.kind, FileType::Fifo);
+    assert_eq!(fifo.attr.perm, 0o640);
+    let sock = top
+        .mknod(&cx, loc(Gfid::ROOT, "sock"), libc::S_IFSOCK | 0o600, 0, 0)
+        .await
+        .expect("sock");
+    assert_eq!(sock.attr.kind, FileType::Socket);
+    let dev = libc::makedev(1, 3);
+    let chr = top
+        .mknod(&cx, loc(Gfid::ROOT, "null"), libc::S_IFCHR | 0o666, dev, 0)
+        .await
+        .expect("chr");
+    assert_eq!((chr.attr.kind, chr.attr.rdev), (FileType::CharDevice, dev));
+    // Opening a device on the brick is refused: clients open special files locally.
+    let o = top.open(&cx, fd(chr.attr.gfid, libc::O_RDONLY)).await;
+    assert_eq!(o.err(), Some(Errno::ENXIO));
+    let r = top
+        .mknod(&cx, loc(Gfid::ROOT, "d"), libc::S_IFDIR | 0o755, 0, 0)
+        .await;
+    assert_eq!(r.err(), Some(Errno::EINVAL));
+    // Special files and symlinks keep their gfid through lookup.
+    let l = top.lookup(&cx, loc(Gfid::ROOT, "p")).await.expect("lookup");
+    assert_eq!(l.attr.gfid, fifo.attr.gfid);
+    let l = top.lookup(&cx, loc(Gfid::ROOT, "s")).await.expect("lookup");
+    assert_eq!(l.attr.gfid, s.attr.gfid);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hard_links_share_gfid_and_handle_lives_until_last_link() {
+    let (d, top) = new_brick();
+    let cx = root();
+    let f = mkfile(&top, &cx, Gfid::ROOT, "f", b"abc").await;
+    let sub = mkdir(&top, &cx, Gfid::ROOT, "sub").await;
+    let l = top
+        .link(&cx, f.attr.gfid, loc(sub.attr.gfid, "g"))
+        .await
+        .expect("link");
+    assert_eq!(l.attr.gfid, f.attr.gfid);
+    assert_eq!(l.attr.nlink, 2);
+    let lk = top
+        .lookup(&cx, loc(sub.attr.gfid, "g"))
+        .await
+        .expect("lookup");
+    assert_eq!(lk.attr.gfid, f.attr.gfid);
+    assert_eq!(
+        top.link(&cx, f.attr.gfid, loc(Gfid::ROOT, "sub"))
+            .await
+            .err(),
+        Some(Errno::EEXIST)
+    );
+    assert_eq!(
+        top.link(&cx, sub.attr.gfid, loc(Gfid::ROOT, "dl"))
+            .await
+            .err(),
+        Some(Errno::EPERM)
+    );
+    top.unlink(&cx, loc(Gfid::ROOT, "f")).await.expect("unlink");
+    assert_eq!(
+        top.stat(&cx, f.attr.gfid).await.expect("still there").nlink,
+        1
+    );
+    top.unlink(&cx, loc(sub.attr.gfid, "g"))
+        .await
+        .expect("unlink");
+    assert_eq!(top.stat(&cx, f.attr.gfid).await.err(), Some(Errno::ESTALE));
+    let handle = d
+        .path()
+        .join(".xlfs/handles")
+        .join(format!("{:02x}", f.attr.gfid.0[0]))
+        .join(format!("{:02x}", f.attr.gfid.0[1]))
+        .join(f.attr.gfid.to_string());
+    assert!(!handle.exists());
+    assert_eq!(
+        top.unlink(&cx, loc(Gfid::ROOT, "f")).await.err(),
+        Some(Errno::ENOENT)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rename_files_and_dirs() {
+    let (_d, top) = new_brick();
+    let cx = root();
+    let a = mkdir(&top, &cx, Gfid::ROOT, "a").await;
+    let b = mkdir(&top, &cx, Gfid::ROOT, "b").await;
+    let f = mkfile(&top, &cx, a.attr.gfid, "f", b"one").await;
+    let g = mkfile(&top, &cx, b.attr.gfid, "g", b"two").await;
+    // Over an existing file, across directories: the target's handle goes away.
+    top.rename(&cx, loc(a.attr.gfid, "f"), loc(b.attr.gfid, "g"), 0)
+        .await
+        .expect("rename");
+    assert_eq!(
+        top.lookup(&cx, loc(b.attr.gfid, "g"))
+            .await
+            .expect("lookup")
+            .attr
+            .gfid,
+        f.attr.gfid
+    );
+    assert_eq!(top.stat(&cx, g.attr.gfid).await.err(), Some(Errno::ESTALE));
+    assert_eq!(
+        top.lookup(&cx, loc(a.attr.gfid, "f")).await.err(),
+        Some(Errno::ENOENT)
+    );
+    // A directory moved into another: children stay reachable by gfid.
+    let inner = mkdir(&top, &cx, a.attr.gfid, "inner").await;
+    let leaf = mkfile(&top, &cx, inner.attr.gfid, "leaf", b"L").await;
+    top.rename(&cx, loc(Gfid::ROOT, "a"), loc(b.attr.gfid, "a2"), 0)
+        .await
+        .expect("rename dir");
+    assert_eq!(top.stat(&cx, leaf.attr.gfid).await.expect("stat").size, 1);
+    let n = top
+        .lookup(&cx, loc(inner.attr.gfid, "leaf"))
+        .await
+        .expect("lookup via moved dir");
+    assert_eq!(n.attr.gfid, leaf.attr.gfid);
+    // Over an empty directory; over a non-empty one fails.
+    let e = mkdir(&top, &cx, Gfid::ROOT, "empty").await;
+    top.rename(&cx, loc(b.attr.gfid, "a2"), loc(Gfid::ROOT, "empty"), 0)
+        .await
+        .expect("over empty dir");
+    assert_eq!(top.stat(&cx, e.attr.gfid).await.err(), Some(Errno::ESTALE));
+    assert_eq!(
+        top.lookup(&cx, loc(Gfid::ROOT, "empty"))
+            .await
+            .expect("lookup")
+            .attr
+            .gfid,
+        a.attr.gfid
+    );
+    let r = top
+        .rename(&cx, loc(Gfid::ROOT, "b"), loc(Gfid::ROOT, "empty"), 0)
+        .await;
+    assert!(matches!(
+        r.err(),
+        Some(Errno::ENOTEMPTY) | Some(Errno::EEXIST)
+    ));
+    // Dir over file and file over dir.
+    mkfile(&top, &cx, Gfid::ROOT, "file", b"").await;
+    assert_eq!(
+        top.rename(&cx, loc(Gfid::ROOT, "b"), loc(Gfid::ROOT, "file"), 0)
+            .await
+            .err(),
+        Some(Errno::ENOTDIR)
+    );
+    assert_eq!(
+        top.rename(&cx, loc(Gfid::ROOT, "file"), loc(Gfid::ROOT, "b"), 0)
+            .await
+            .err(),
+        Some(Errno::EISDIR)
+    );
+    // RENAME_NOREPLACE and RENAME_EXCHANGE of two directories.
+    let r = top
+        .rename(
+            &cx,
+            loc(Gfid::ROOT, "file"),
+            loc(Gfid::ROOT, "b"),
+            libc::RENAME_NOREPLACE,
+        )
+        .await;
+    assert_eq!(r.err(), Some(Errno::EEXIST));
+    let x = mkdir(&top, &cx, Gfid::ROOT, "x").await;
+    top.rename(
+        &cx,
+        loc(Gfid::ROOT, "x"),
+        loc(Gfid::ROOT, "b"),
+        libc::RENAME_EXCHANGE,
+    )
+    .await
+    .expect("exchange");
+    let xi = mkfile(&top, &cx, x.attr.gfid, "in-x", b"").await;
+    assert_eq!(
+        top.lookup(&cx, loc(Gfid::ROOT, "b"))
+            .await
+            .expect("b")
+            .attr
+            .gfid,
+        x.attr.gfid
+    );
+    assert_eq!(
+        top.stat(&cx, xi.attr.gfid).await.expect("stat").kind,
+        FileType::Regular
+    );
+    assert_eq!(names(&top, &cx, b.attr.gfid).await, vec!["g"]);
+    // Renaming a hard link over another link of the same file is a no-op.
+    top.link(&cx, f.attr.gfid, loc(Gfid::ROOT, "h"))
+        .await
+        .expect("link");
+    top.rename(&cx, loc(Gfid::ROOT, "h"), loc(b.attr.gfid, "g"), 0)
+        .await
+        .expect("same inode");
+    assert_eq!(top.stat(&cx, f.attr.gfid).await.expect("stat").nlink, 2);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn meta_dir_is_hidden_and_protected() {
+    let (_d, top) = new_brick();
+    let cx = root();
+    mkfile(&top, &cx, Gfid::ROOT, "visible", b"").await;
+    assert_eq!(names(&top, &cx, Gfid::ROOT).await, vec!["visible"]);
+    assert_eq!(
+        top.lookup(&cx, loc(Gfid::ROOT, ".xlfs")).await.err(),
+        Some(Errno::ENOENT)
+    );
+    assert_eq!(
+        top.mkdir(&cx, loc(Gfid::ROOT, ".xlfs"), 0o755, 0)
+            .await
+            .err(),
+        Some(Errno::EPERM)
+    );
+    assert_eq!(
+        top.rmdir(&cx, loc(Gfid::ROOT, ".xlfs")).await.err(),
+        Some(Errno::EPERM)
+    );
+    let r = top
+        .rename(&cx, loc(Gfid::ROOT, "visible"), loc(Gfid::ROOT, ".xlfs"), 0)
+        .await;
+    assert_eq!(r.err(), Some(Errno::EPERM));
+    // `..` at the root is the root; `.` anywhere is the directory itself.
+    assert_eq!(
+        top.lookup(&cx, loc(Gfid::ROOT, ".."))
+            .await
+            .expect("..")
+            .attr
+            .gfid,
+        Gfid::ROOT
+    );
+    let a = mkdir(&top, &cx, Gfid::ROOT, "a").await;
+    assert_eq!(
+        top.lookup(&cx, loc(a.attr.gfid, ".."))
+            .await
+            .expect("..")
+            .attr
+            .gfid,
+        Gfid::ROOT
+    );
+    assert_eq!(
+        top.lookup(&cx, loc(a.attr.gfid, "."))
+            .await
+            .expect(".")
+            .attr
+            .gfid,
+        a.attr.gfid
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn readdirp_pages_with_stable_cookies() {
+    let (_d, top) = new_brick();
+    let cx = root();
+    let dir = mkdir(&top, &cx, Gfid::ROOT, "d").await;
+    let mut want = Vec::new();
+    for i in 0..300 {
+        let n = format!("file-{i:03}");
+        mkfile(&top, &cx, dir.attr.gfid, &n, b"").await;
+        want.push(n);
+    }
+    want.sort();
+    // Small pages: many calls, each resuming after the last cookie.
+    let f = fd(dir.attr.gfid, libc::O_RDONLY);
+    top.opendir(&cx, f).await.expect("opendir");
+    let (mut got, mut off, mut calls) = (Vec::new(), 0, 0);
+    loop {
+        let batch = top.readdirp(&cx, f, off, 1000).await.expect("readdirp");
+        if batch.is_empty() {
+            break;
+        }
+        calls += 1;
+        for e in batch.iter() {
+            assert!(!e.attr.gfid.is_null());
+            assert_eq!(e.attr.kind, FileType::Regular);
+            got.push(e.name.to_string());
+            off = e.next_offset;
+        }
+    }
+    assert!(calls > 10, "pages were not small: {calls}");
+    got.sort();
+    assert_eq!(got, want);
+    // Re-reading from a saved cookie gives the same continuation.
+    let first = top.readdirp(&cx, f, 0, 2000).await.expect("first");
+    let cookie = first[2].next_offset;
+    let a = top.readdirp(&cx, f, cookie, 2000).await.expect("a");
+    let b = top.readdirp(&cx, f, cookie, 2000).await.expect("b");
+    assert_eq!(a[0].name, b[0].name);
+    assert_eq!(a[0].name, first[3].name);
+    top.releasedir(&cx, f).await.expect("releasedir");
+    // Anonymous directory fd.
+    let anon = xlator_api::Fd::anonymous(dir.attr.gfid, libc::O_RDONLY);
+    assert!(
+        !top.readdirp(&cx, anon, 0, 4096)
+            .await
+            .expect("anon readdirp")
+            .is_empty()
+    );
+    let file = top
+        .lookup(&cx, loc(dir.attr.gfid, "file-000"))
+        .await
+        .expect("lookup")
+        .attr
+        .gfid;
+    assert_eq!(
+        top.opendir(&cx, fd(file, libc::O_RDONLY)).await.err(),
+        Some(Errno::ENOTDIR)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn gfids_survive_restart_and_preexisting_data_gets_gfids() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    std::fs::create_dir(dir.path().join("old")).expect("mkdir");
+    std::fs::write(dir.path().join("old/data"), b"legacy").expect("write");
+    let cx = root();
+    let (f, d, legacy) = {
+        let top = brick_at(dir.path());
+        let d = mkdir(&top, &cx, Gfid::ROOT, "dir").await;
+        let f = mkfile(&top, &cx, d.attr.gfid, "file", b"abc").await;
+        let old = top
+            .lookup(&cx, loc(Gfid::ROOT, "old"))
+            .await
+            .expect("old dir");
+        let legacy = top
+            .lookup(&cx, loc(old.attr.gfid, "data"))
+            .await
+            .expect("legacy");
+        (f.attr.gfid, d.attr.gfid, legacy.attr.gfid)
+    };
+    let top = brick_at(dir.path());
+    assert_eq!(
+        top.lookup(&cx, loc(Gfid::ROOT, "dir"))
+            .await
+            .expect("dir")
+            .attr
+            .gfid,
+        d
+    );
+    assert_eq!(
+        top.lookup(&cx, loc(d, "file"))
+            .await
+            .expect("file")
+            .attr
+            .gfid,
+        f
+    );
+    assert_eq!(top.stat(&cx, f).await.expect("stat by gfid").size, 3);
+    assert_eq!(top.stat(&cx, legacy).await.expect("legacy by gfid").size, 6);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn requested_gfid_is_used() {
+    let (_d, top) = new_brick();
+    let want = Gfid::random();
+    let cx = xlator_api::Ctx::builder(0, 0)
+        .ext(&xlfs_posix::GfidReq(want))
+        .build();
+    let e = top
+        .mkdir(&cx, loc(Gfid::ROOT, "d"), 0o755, 0)
+        .await
+        .expect("mkdir");
+    assert_eq!(e.attr.gfid, want);
+    // The same gfid cannot name a second object; the half-made entry is rolled back.
+    let r = top.mkdir(&cx, loc(Gfid::ROOT, "e"), 0o755, 0).await;
+    assert_eq!(r.err(), Some(Errno::EEXIST));
+    assert_eq!(
+        top.lookup(&root(), loc(Gfid::ROOT, "e")).await.err(),
+        Some(Errno::ENOENT)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn init_refuses_bad_directories() {
+    let e = try_brick(std::path::Path::new("/nonexistent/brick"), &[]).expect_err("refused");
+    assert!(e.contains("not usable"), "{e}");
+    let f = tempfile::NamedTempFile::new().expect("file");
+    let e = try_brick(f.path(), &[]).expect_err("refused");
+    assert!(e.contains("not a directory"), "{e}");
+    if std::path::Path::new("/dev/shm").is_dir() {
+        // Whatever /dev/shm supports, the answer is a clean Ok or a clear message.
+        let d = tempfile::tempdir_in("/dev/shm").expect("shm dir");
+        if let Err(e) = try_brick(d.path(), &[]) {
+            assert!(
+                e.contains("extended attributes") || e.contains("gfid"),
+                "{e}"
+            );
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lookup_recreates_a_missing_handle() {
+    let (d, top) = new_brick();
+    let cx = root();
+    let dir = mkdir(&top, &cx, Gfid::ROOT, "dir").await.attr.gfid;
+    let f = mkfile(&top, &cx, dir, "f", b"x").await.attr.gfid;
+    let handle = |g: Gfid| {
+        d.path()
+            .join(".xlfs/handles")
+            .join(format!("{:02x}/{:02x}", g.0[0], g.0[1]))
+            .join(g.to_string())
+    };
+    std::fs::remove_file(handle(f)).expect("remove file handle");
+    assert_eq!(top.stat(&cx, f).await.err(), Some(Errno::ESTALE));
+    assert_eq!(
+        top.lookup(&cx, loc(dir, "f"))
+            .await
+            .expect("lookup")
+            .attr
+            .gfid,
+        f
+    );
+    assert_eq!(top.stat(&cx, f).await.expect("healed").size, 1);
+    // A fresh brick instance has no cached directory fds: the dir handle must heal too.
+    std::fs::remove_file(handle(dir)).expect("remove dir handle");
+    let top = brick_at(d.path());
+    assert_eq!(top.stat(&cx, dir).await.err(), Some(Errno::ESTALE));
+    assert_eq!(
+        top.lookup(&cx, loc(Gfid::ROOT, "dir"))
+            .await
+            .expect("lookup")
+            .attr
+            .gfid,
+        dir
+    );
+    assert!(top.stat(&cx, dir).await.expect("healed").is_dir());
+}
