@@ -3,13 +3,15 @@
 //! delivered once the graph stands.
 
 use std::collections::BTreeMap;
+use std::ffi::c_void;
+use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use xlator_api::{DumpFormat, Event, EventKind, InitArgs, Options, Subvol, TypeInfo};
+use xlator_api::{DumpFormat, Event, EventKind, EventSink, InitArgs, Options, Subvol, TypeInfo};
 
 use crate::hop;
 use crate::registry::{Registry, ResolveError};
-use crate::services::host_services;
+use crate::services::host_services_with;
 use crate::volfile::{self, Volfile, VolfileError};
 
 /// Why a graph could not be built.
@@ -28,6 +30,42 @@ pub enum GraphError {
     Init { origin: String, volume: String, type_name: String, reason: String },
 }
 
+/// Where a translator's up-calls go: each parent, with the child index it holds it under.
+/// Leaked (a few words per translator per graph build) so a late up-call from a background
+/// task of a dropped graph never touches freed memory; emptied when its graph drops, which
+/// breaks the parent -> child -> parent reference cycle.
+struct UpLinks {
+    parents: Mutex<Vec<(Subvol, u32)>>,
+}
+
+unsafe extern "C" fn deliver_up(target: *const c_void, kind: EventKind) {
+    // SAFETY: `target` is a leaked `UpLinks` (see `UpLinks::sink`).
+    let links = unsafe { &*target.cast::<UpLinks>() };
+    let parents: Vec<(Subvol, u32)> = match links.parents.lock() {
+        Ok(p) => p.clone(),
+        Err(p) => p.into_inner().clone(),
+    };
+    for (parent, child) in parents {
+        parent.notify(Event { kind, child });
+    }
+}
+
+impl UpLinks {
+    fn leak() -> &'static UpLinks {
+        Box::leak(Box::new(UpLinks { parents: Mutex::new(Vec::new()) }))
+    }
+    fn sink(&'static self) -> EventSink {
+        // SAFETY: `self` is 'static and `deliver_up` only reads it under its mutex.
+        unsafe { EventSink::new((self as *const UpLinks).cast(), deliver_up) }
+    }
+    fn set(&self, parents: Vec<(Subvol, u32)>) {
+        match self.parents.lock() {
+            Ok(mut p) => *p = parents,
+            Err(p) => *p.into_inner() = parents,
+        }
+    }
+}
+
 /// One translator instance in a graph.
 pub struct Node {
     /// What parents and hosts call (may be wrapped by a per-hop span layer).
@@ -37,6 +75,7 @@ pub struct Node {
     pub info: TypeInfo,
     pub options: Options,
     pub children: Vec<String>,
+    up: &'static UpLinks,
 }
 
 static NEXT_GRAPH_ID: AtomicU64 = AtomicU64::new(1);
@@ -66,11 +105,12 @@ impl Graph {
                 .iter()
                 .filter_map(|c| nodes.get(c).map(|n| n.subvol.clone()))
                 .collect();
+            let up = UpLinks::leak();
             let args = InitArgs {
                 name: decl.name.as_str().into(),
                 options: options.clone(),
                 children: children.into_iter().collect(),
-                services: host_services(),
+                services: host_services_with(up.sink()),
             };
             let built = (resolved.module.new_xlator())(decl.type_name.as_str().into(), args)
                 .into_result()
@@ -91,6 +131,7 @@ impl Graph {
                     info: resolved.info,
                     options,
                     children: decl.subvolumes.clone(),
+                    up,
                 },
             );
         }
@@ -108,10 +149,26 @@ impl Graph {
         };
         let graph =
             Graph { id: NEXT_GRAPH_ID.fetch_add(1, Ordering::Relaxed), volfile, nodes, top };
-        // Every child initialised successfully: tell each parent, in child order.
+        // Wire up-calls: each child learns its parents and its index under each.
+        let mut parents_of: BTreeMap<&str, Vec<(Subvol, u32)>> = BTreeMap::new();
         for node in graph.nodes.values() {
-            for i in 0..node.children.len() {
-                node.subvol.notify(Event { kind: EventKind::ChildUp, child: i as u32 });
+            for (i, child) in node.children.iter().enumerate() {
+                parents_of.entry(child).or_default().push((node.subvol.clone(), i as u32));
+            }
+        }
+        for (name, parents) in parents_of {
+            if let Some(n) = graph.nodes.get(name) {
+                n.up.set(parents);
+            }
+        }
+        // Every child initialised successfully: tell each parent, in child order, unless the
+        // child announces its own readiness (network clients, quorum-based cluster layers).
+        for node in graph.nodes.values() {
+            for (i, child) in node.children.iter().enumerate() {
+                let announces = graph.nodes.get(child).is_some_and(|c| c.info.announces_child_up);
+                if !announces {
+                    node.subvol.notify(Event { kind: EventKind::ChildUp, child: i as u32 });
+                }
             }
         }
         Ok(graph)
@@ -179,6 +236,16 @@ impl Graph {
                     .collect();
                 format!("{{{}}}", parts.join(","))
             }
+        }
+    }
+}
+
+impl Drop for Graph {
+    fn drop(&mut self) {
+        // Break parent <-> child cycles so every translator of this graph can drop once the
+        // last in-flight fop lets go of it.
+        for node in self.nodes.values() {
+            node.up.set(Vec::new());
         }
     }
 }

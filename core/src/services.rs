@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use abi_stable::std_types::RString;
 use async_ffi::{FfiFuture, FutureExt as _};
 use tokio::runtime::Handle;
-use xlator_api::{BlockingJob, HostServices, LogLevel, LogSink};
+use xlator_api::{BlockingJob, EventSink, HostServices, LogLevel, LogSink};
 
 static FALLBACK: OnceLock<Handle> = OnceLock::new();
 static START: OnceLock<Instant> = OnceLock::new();
@@ -62,8 +62,13 @@ pub extern "C" fn log(level: LogLevel, target: RString, msg: RString) {
     }
 }
 
-/// The services object handed to every translator.
+/// The services object for a translator outside any graph (its events go nowhere).
 pub fn host_services() -> HostServices {
+    host_services_with(EventSink::none())
+}
+
+/// The services object handed to a translator in a graph, with its channel to its parents.
+pub fn host_services_with(events: EventSink) -> HostServices {
     START.get_or_init(Instant::now);
     HostServices {
         spawn_fn: spawn,
@@ -71,6 +76,7 @@ pub fn host_services() -> HostServices {
         spawn_blocking_fn: spawn_blocking,
         now_ns_fn: now_ns,
         log_fn: log,
+        events,
     }
 }
 

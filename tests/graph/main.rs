@@ -235,3 +235,38 @@ mod conformance_over_plugins {
         assert!(vol.graph().top().lookup(&cx, Loc::new(Gfid::ROOT, "d1")).await.is_ok());
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn translators_raise_child_up_and_down_to_every_parent() {
+    let g = Graph::build(
+        vf(r#"( volumes: [
+            (name: "net", type: "test/announcer"),
+            (name: "other", type: "test/probe", options: { "label": "g6-other" }),
+            (name: "p1", type: "test/probe", options: { "label": "g6-p1" }, subvolumes: ["other", "net"]),
+            (name: "p2", type: "test/probe", options: { "label": "g6-p2" }, subvolumes: ["net"]),
+            (name: "top", type: "test/probe", options: { "label": "g6-top" }, subvolumes: ["p1", "p2"]),
+        ] )"#),
+        &registry(),
+    )
+    .expect("builds");
+    let lines = journal_lines("g6-");
+    pos_in(&lines, "g6-p1 event ChildUp 0");
+    assert!(!lines.contains(&"g6-p1 event ChildUp 1".to_owned()), "core must not announce net: {lines:?}");
+    assert!(!lines.iter().any(|l| l.starts_with("g6-p2 event")), "{lines:?}");
+    let net = g.get("net").expect("net").clone();
+    net.lookup(&Ctx::root(), Loc::new(Gfid::ROOT, "up")).await.expect("up");
+    let lines = journal_lines("g6-");
+    pos_in(&lines, "g6-p1 event ChildUp 1");
+    pos_in(&lines, "g6-p2 event ChildUp 0");
+    net.lookup(&Ctx::root(), Loc::new(Gfid::ROOT, "down")).await.expect("down");
+    let lines = journal_lines("g6-");
+    pos_in(&lines, "g6-p1 event ChildDown 1");
+    pos_in(&lines, "g6-p2 event ChildDown 0");
+    // Dropping the graph frees the parents even though `net` (held here) can still call up.
+    drop(g);
+    let lines = journal_lines("g6-");
+    for p in ["g6-p1 dropped", "g6-p2 dropped", "g6-top dropped"] {
+        pos_in(&lines, p);
+    }
+    net.lookup(&Ctx::root(), Loc::new(Gfid::ROOT, "down")).await.expect("late up-call is harmless");
+}

@@ -119,4 +119,33 @@ impl Drop for Probe {
     }
 }
 
-xlator_api::export_translators!(Probe);
+
+/// `test/announcer`: a leaf that raises its own ChildUp/ChildDown (like a network client):
+/// `lookup("up")` / `lookup("down")` raise them, and it keeps its services for a late call.
+pub struct Announcer {
+    services: xlator_api::HostServices,
+}
+
+impl Translator for Announcer {
+    const TYPE: &'static str = "test/announcer";
+    const MIN_CHILDREN: u32 = 0;
+    const MAX_CHILDREN: u32 = 0;
+    const ANNOUNCES_CHILD_UP: bool = true;
+    type Options = ();
+    fn init(init: Init<()>) -> Result<Self, String> {
+        Ok(Announcer { services: init.services })
+    }
+    fn children(&self) -> &[Subvol] {
+        &[]
+    }
+    async fn lookup(&self, _cx: &Ctx, loc: Loc) -> Result<Entry, Errno> {
+        match loc.name.as_str() {
+            "up" => self.services.notify_parents(xlator_api::EventKind::ChildUp),
+            "down" => self.services.notify_parents(xlator_api::EventKind::ChildDown),
+            _ => return Err(Errno::ENOENT),
+        }
+        Ok(Entry::default())
+    }
+}
+
+xlator_api::export_translators!(Probe, Announcer);

@@ -242,6 +242,8 @@ pub struct TypeInfo {
     pub min_children: u32,
     /// `u32::MAX`: no upper bound.
     pub max_children: u32,
+    /// Raises its own `ChildUp` (see `Translator::ANNOUNCES_CHILD_UP`).
+    pub announces_child_up: bool,
 }
 
 /// The root module of a translator library.

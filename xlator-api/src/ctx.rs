@@ -123,6 +123,22 @@ impl CtxBuilder {
     }
 }
 
+/// Asks the leaf to give the object created by `create`/`mkdir`/`mknod`/`symlink` this GFID
+/// (GlusterFS's `gfid-req`): replicas and distribute use it so an object has the same GFID on
+/// every brick.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub struct GfidReq(pub crate::types::Gfid);
+
+impl CtxExtension for GfidReq {
+    const KEY: &'static str = "xlfs/gfid-req";
+    fn encode(&self) -> Vec<u8> {
+        self.0.0.to_vec()
+    }
+    fn decode(bytes: &[u8]) -> Option<Self> {
+        Some(GfidReq(crate::types::Gfid(bytes.try_into().ok()?)))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -43,14 +43,14 @@ pub use abi::{
     XlatorVTable, static_modules,
 };
 pub use buf::Buf;
-pub use ctx::{Ctx, CtxBuilder, CtxExtension};
+pub use ctx::{Ctx, CtxBuilder, CtxExtension, GfidReq};
 pub use fops::Fop;
 pub use options::{
     FromOption, OptionKind, OptionKv, OptionSpec, Options, XlatorOptions, parse_bool,
     parse_duration, parse_size,
 };
 pub use sdk::{Init, Translator, panic_message};
-pub use services::{BlockingJob, HostServices, LogFn, LogLevel, LogSink};
+pub use services::{BlockingJob, EventSink, HostServices, LogFn, LogLevel, LogSink};
 pub use types::*;
 
 /// Re-exports of the ABI crates, so translator crates need only `xlator-api`.

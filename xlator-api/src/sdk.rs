@@ -51,6 +51,10 @@ macro_rules! gen_translator_trait {
             const MIN_CHILDREN: u32 = 1;
             /// Most children (`u32::MAX`: unbounded).
             const MAX_CHILDREN: u32 = 1;
+            /// Whether this translator raises its own `ChildUp` through
+            /// [`HostServices::notify_parents`] (a network client, a cluster translator that
+            /// needs quorum). Otherwise the core tells its parents it is up once it is built.
+            const ANNOUNCES_CHILD_UP: bool = false;
 
             /// The typed options (see [`options!`](crate::options)); `()` for none.
             type Options: XlatorOptions;
@@ -231,6 +235,7 @@ pub fn type_info<T: Translator>() -> TypeInfo {
         options: T::Options::schema().into_iter().collect(),
         min_children: T::MIN_CHILDREN,
         max_children: T::MAX_CHILDREN,
+        announces_child_up: T::ANNOUNCES_CHILD_UP,
     }
 }
 
@@ -298,7 +303,8 @@ pub fn types_of(infos: Vec<TypeInfo>) -> RVec<TypeInfo> {
 }
 
 /// Exports translator types from a library: builds the root module (for loading the cdylib)
-/// and registers it statically (for linking the rlib).
+/// and registers it statically (for linking the rlib). Call it once per crate, listing every
+/// type the crate provides.
 ///
 /// ```ignore
 /// xlator_api::export_translators!(MyTranslator, MyOtherTranslator);

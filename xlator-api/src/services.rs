@@ -13,6 +13,7 @@ use abi_stable::std_types::RString;
 use async_ffi::{FfiFuture, FutureExt as _};
 use futures::FutureExt as _;
 
+use crate::abi::EventKind;
 use crate::types::Errno;
 
 /// Severity of a bridged log line (tracing's levels, most severe first).
@@ -95,6 +96,48 @@ impl Drop for BlockingJob {
     }
 }
 
+/// A translator's channel to its parents: events it raises (a connection came up or went
+/// down) reach every parent's `notify` with the index under which that parent holds it.
+/// `Copy`; the host keeps the target alive for the life of the process.
+#[repr(C)]
+#[derive(StableAbi, Clone, Copy)]
+pub struct EventSink {
+    target: *const c_void,
+    notify_fn: Option<unsafe extern "C" fn(target: *const c_void, kind: EventKind)>,
+}
+
+// SAFETY: the host guarantees `target` is a 'static, thread-safe object (core leaks it).
+unsafe impl Send for EventSink {}
+// SAFETY: as above.
+unsafe impl Sync for EventSink {}
+
+impl EventSink {
+    /// A sink that goes nowhere (a translator used outside a graph).
+    pub const fn none() -> EventSink {
+        EventSink { target: std::ptr::null(), notify_fn: None }
+    }
+
+    /// Used by hosts.
+    ///
+    /// # Safety
+    /// `target` must stay valid for the rest of the process and `f` must accept it from any
+    /// thread.
+    pub unsafe fn new(
+        target: *const c_void,
+        f: unsafe extern "C" fn(*const c_void, EventKind),
+    ) -> EventSink {
+        EventSink { target, notify_fn: Some(f) }
+    }
+
+    /// Tells every parent.
+    pub fn notify_parents(&self, kind: EventKind) {
+        if let Some(f) = self.notify_fn {
+            // SAFETY: per `EventSink::new`'s contract.
+            unsafe { f(self.target, kind) }
+        }
+    }
+}
+
 /// The services object. `Copy`: it is a table of host functions.
 #[repr(C)]
 #[derive(StableAbi, Clone, Copy)]
@@ -109,6 +152,8 @@ pub struct HostServices {
     pub now_ns_fn: extern "C" fn() -> u64,
     /// Emits a log line through the host's tracing subscriber.
     pub log_fn: extern "C" fn(LogLevel, RString, RString),
+    /// This instance's channel to its parents.
+    pub events: EventSink,
 }
 
 impl HostServices {
@@ -141,6 +186,11 @@ impl HostServices {
             let _ = tx.send(f());
         }));
         async move { rx.await.map_err(|_| Errno::EIO) }
+    }
+
+    /// Raises `kind` (`ChildUp`/`ChildDown`) to every parent of this translator.
+    pub fn notify_parents(&self, kind: EventKind) {
+        self.events.notify_parents(kind)
     }
 
     /// Monotonic time since an arbitrary start.

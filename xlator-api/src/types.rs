@@ -412,3 +412,10 @@ pub struct Xattr {
 
 /// Reply of `getxattr`-style fops with several values.
 pub type Xattrs = RVec<Xattr>;
+
+impl Default for Flock {
+    /// An unlock of the whole file by owner 0.
+    fn default() -> Flock {
+        Flock { kind: LockKind::Unlock, start: 0, len: 0, pid: 0, owner: LkOwner(0) }
+    }
+}

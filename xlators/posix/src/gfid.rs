@@ -4,7 +4,7 @@
 
 use std::ffi::CStr;
 
-use xlator_api::{CtxExtension, Errno, Gfid};
+use xlator_api::{Errno, Gfid};
 
 use crate::sys::{self, XTarget};
 
@@ -58,25 +58,14 @@ pub fn ino_of(g: Gfid) -> u64 {
     u64::from_be_bytes(b)
 }
 
-/// A GFID requested by the caller for the object a `create`/`mkdir`/`mknod`/`symlink` makes
-/// (GlusterFS's `gfid-req`): replicas and distribute subvolumes must give an object the same
-/// identity on every brick. Without it the brick picks a random GFID.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct GfidReq(pub Gfid);
-
-impl CtxExtension for GfidReq {
-    const KEY: &'static str = "xlfs/gfid-req";
-    fn encode(&self) -> Vec<u8> {
-        self.0.0.to_vec()
-    }
-    fn decode(bytes: &[u8]) -> Option<Self> {
-        Some(GfidReq(Gfid(bytes.try_into().ok()?)))
-    }
-}
+/// Re-exported: the GFID a caller requests for a new object (lives in xlator-api so cluster
+/// translators need not depend on posix).
+pub use xlator_api::GfidReq;
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use xlator_api::CtxExtension;
 
     #[test]
     fn root_ino_is_one_and_internal_names() {
