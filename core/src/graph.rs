@@ -33,17 +33,29 @@ pub enum GraphError {
 /// Where a translator's up-calls go: each parent, with the child index it holds it under.
 /// Leaked (a few words per translator per graph build) so a late up-call from a background
 /// task of a dropped graph never touches freed memory; emptied when its graph drops, which
-/// breaks the parent -> child -> parent reference cycle.
+/// breaks the parent -> child -> parent reference cycle. An up-call raised while the graph is
+/// still being built (a fast connection) is kept and delivered once the parents are wired.
 struct UpLinks {
-    parents: Mutex<Vec<(Subvol, u32)>>,
+    state: Mutex<UpState>,
+}
+
+#[derive(Default)]
+struct UpState {
+    parents: Vec<(Subvol, u32)>,
+    wired: bool,
+    pending: Option<EventKind>,
 }
 
 unsafe extern "C" fn deliver_up(target: *const c_void, kind: EventKind) {
     // SAFETY: `target` is a leaked `UpLinks` (see `UpLinks::sink`).
     let links = unsafe { &*target.cast::<UpLinks>() };
-    let parents: Vec<(Subvol, u32)> = match links.parents.lock() {
-        Ok(p) => p.clone(),
-        Err(p) => p.into_inner().clone(),
+    let parents = {
+        let mut st = links.lock();
+        if !st.wired {
+            st.pending = Some(kind);
+            return;
+        }
+        st.parents.clone()
     };
     for (parent, child) in parents {
         parent.notify(Event { kind, child });
@@ -52,17 +64,25 @@ unsafe extern "C" fn deliver_up(target: *const c_void, kind: EventKind) {
 
 impl UpLinks {
     fn leak() -> &'static UpLinks {
-        Box::leak(Box::new(UpLinks { parents: Mutex::new(Vec::new()) }))
+        Box::leak(Box::new(UpLinks { state: Mutex::new(UpState::default()) }))
+    }
+    fn lock(&self) -> std::sync::MutexGuard<'_, UpState> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
     fn sink(&'static self) -> EventSink {
         // SAFETY: `self` is 'static and `deliver_up` only reads it under its mutex.
         unsafe { EventSink::new((self as *const UpLinks).cast(), deliver_up) }
     }
-    fn set(&self, parents: Vec<(Subvol, u32)>) {
-        match self.parents.lock() {
-            Ok(mut p) => *p = parents,
-            Err(p) => *p.into_inner() = parents,
-        }
+    /// Wires the parents; returns an up-call raised before, to be delivered now.
+    fn wire(&self, parents: Vec<(Subvol, u32)>) -> Option<(EventKind, Vec<(Subvol, u32)>)> {
+        let mut st = self.lock();
+        st.parents = parents;
+        st.wired = true;
+        st.pending.take().map(|k| (k, st.parents.clone()))
+    }
+    fn unwire(&self) {
+        let mut st = self.lock();
+        st.parents.clear();
     }
 }
 
@@ -156,9 +176,11 @@ impl Graph {
                 parents_of.entry(child).or_default().push((node.subvol.clone(), i as u32));
             }
         }
-        for (name, parents) in parents_of {
-            if let Some(n) = graph.nodes.get(name) {
-                n.up.set(parents);
+        let mut early = Vec::new();
+        for (name, node) in &graph.nodes {
+            let parents = parents_of.remove(name.as_str()).unwrap_or_default();
+            if let Some(e) = node.up.wire(parents) {
+                early.push(e);
             }
         }
         // Every child initialised successfully: tell each parent, in child order, unless the
@@ -169,6 +191,11 @@ impl Graph {
                 if !announces {
                     node.subvol.notify(Event { kind: EventKind::ChildUp, child: i as u32 });
                 }
+            }
+        }
+        for (kind, parents) in early {
+            for (parent, child) in parents {
+                parent.notify(Event { kind, child });
             }
         }
         Ok(graph)
@@ -245,7 +272,7 @@ impl Drop for Graph {
         // Break parent <-> child cycles so every translator of this graph can drop once the
         // last in-flight fop lets go of it.
         for node in self.nodes.values() {
-            node.up.set(Vec::new());
+            node.up.unwire();
         }
     }
 }

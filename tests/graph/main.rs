@@ -270,3 +270,17 @@ async fn translators_raise_child_up_and_down_to_every_parent() {
     }
     net.lookup(&Ctx::root(), Loc::new(Gfid::ROOT, "down")).await.expect("late up-call is harmless");
 }
+
+#[test]
+fn an_up_call_raised_during_the_build_is_delivered_once_parents_are_wired() {
+    let _g = Graph::build(
+        vf(r#"( volumes: [
+            (name: "early", type: "test/announcer"),
+            (name: "p", type: "test/probe", options: { "label": "g7-p" }, subvolumes: ["early"]),
+        ] )"#),
+        &registry(),
+    )
+    .expect("builds");
+    let lines = journal_lines("g7-");
+    assert_eq!(lines.iter().filter(|l| *l == "g7-p event ChildUp 0").count(), 1, "{lines:?}");
+}

@@ -122,6 +122,7 @@ impl Drop for Probe {
 
 /// `test/announcer`: a leaf that raises its own ChildUp/ChildDown (like a network client):
 /// `lookup("up")` / `lookup("down")` raise them, and it keeps its services for a late call.
+/// An instance named `early` raises ChildUp from inside `init`.
 pub struct Announcer {
     services: xlator_api::HostServices,
 }
@@ -133,6 +134,10 @@ impl Translator for Announcer {
     const ANNOUNCES_CHILD_UP: bool = true;
     type Options = ();
     fn init(init: Init<()>) -> Result<Self, String> {
+        if init.name == "early" {
+            // Like a connection that completes while the graph is still being built.
+            init.services.notify_parents(xlator_api::EventKind::ChildUp);
+        }
         Ok(Announcer { services: init.services })
     }
     fn children(&self) -> &[Subvol] {

@@ -1,0 +1,212 @@
+//! xlfsd: the xlfs brick server. Loads a server volfile (or generates the default one for a
+//! brick directory) and serves it through protocol/server until SIGINT or SIGTERM.
+//!
+//! ```text
+//! xlfsd --brick /data/brick1 --port 24010 --volume-name vol0
+//! xlfsd --volfile /etc/xlfs/brick1.vol --log-level debug
+//! ```
+
+mod volfile;
+
+use std::io::Write as _;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use clap::Parser;
+use xlfs_core::graph::GraphError;
+use xlfs_core::registry::Registry;
+use xlfs_core::volfile::{Volfile, VolfileError};
+use xlfs_core::volume::Volume;
+
+// Linked for their translator types (registered statically through `inventory`).
+use xlfs_io_stats as _;
+use xlfs_locks as _;
+use xlfs_posix as _;
+use xlfs_protocol as _;
+
+/// The xlfs brick server.
+#[derive(Parser, Debug)]
+#[command(name = "xlfsd", version, about)]
+#[command(group(clap::ArgGroup::new("source").required(true).args(["volfile", "brick"])))]
+struct Args {
+    /// Server volfile to serve (RON). Its top (or some volume) must be a protocol/server.
+    #[arg(long, value_name = "FILE", conflicts_with = "brick")]
+    volfile: Option<PathBuf>,
+    /// Brick directory to serve with the default stack (protocol/server, debug/io-stats,
+    /// features/locks, storage/posix).
+    #[arg(long, value_name = "DIR")]
+    brick: Option<PathBuf>,
+    /// TCP port for --brick; 0 picks a free one (printed at startup).
+    #[arg(long, default_value_t = 0, requires = "brick")]
+    port: u16,
+    /// Address to listen on for --brick.
+    #[arg(long, default_value = "127.0.0.1", requires = "brick")]
+    host: String,
+    /// Volume name clients give as remote-subvolume, for --brick.
+    #[arg(long, default_value = "brick", requires = "brick")]
+    volume_name: String,
+    /// Client addresses allowed for --brick: `*`, addresses and networks, comma-separated.
+    #[arg(long, default_value = "*", requires = "brick")]
+    auth_allow: String,
+    /// Shared secret clients must present, for --brick (also from $XLFSD_SECRET).
+    #[arg(long, env = "XLFSD_SECRET", hide_env_values = true, requires = "brick")]
+    secret: Option<String>,
+    /// Print the generated volfile and exit (with --brick).
+    #[arg(long, requires = "brick")]
+    print_volfile: bool,
+    /// Print only the bound port on stdout (one line per protocol/server), for scripts.
+    #[arg(long)]
+    print_port: bool,
+    /// Log filter: error, warn, info, debug, trace, or a tracing directive list.
+    #[arg(long, default_value = "info", env = "XLFSD_LOG")]
+    log_level: String,
+}
+
+#[derive(thiserror::Error, Debug)]
+enum Error {
+    #[error("cannot read volfile {path}: {source}")]
+    Read {
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("brick directory {0} is not usable: {1}")]
+    Brick(String, std::io::Error),
+    // Boxed: both carry every name the user needs (~170 bytes).
+    #[error(transparent)]
+    Volfile(Box<VolfileError>),
+    #[error(transparent)]
+    Graph(Box<GraphError>),
+    #[error("{0}: no protocol/server volume, so nothing would be served; add one on top")]
+    NoServer(String),
+    #[error("cannot start: {0}")]
+    Runtime(std::io::Error),
+}
+
+impl From<VolfileError> for Error {
+    fn from(e: VolfileError) -> Error {
+        Error::Volfile(Box::new(e))
+    }
+}
+
+impl From<GraphError> for Error {
+    fn from(e: GraphError) -> Error {
+        Error::Graph(Box::new(e))
+    }
+}
+
+fn load(args: &Args) -> Result<(String, String), Error> {
+    if let Some(path) = &args.volfile {
+        let origin = path.display().to_string();
+        let text = std::fs::read_to_string(path).map_err(|source| Error::Read {
+            path: origin.clone(),
+            source,
+        })?;
+        return Ok((text, origin));
+    }
+    let dir = args.brick.as_deref().unwrap_or(std::path::Path::new("."));
+    let dir = dir
+        .canonicalize()
+        .map_err(|e| Error::Brick(dir.display().to_string(), e))?;
+    let dir = dir.display().to_string();
+    let text = volfile::generate(&volfile::BrickSpec {
+        volume_name: &args.volume_name,
+        directory: &dir,
+        host: &args.host,
+        port: args.port,
+        auth_allow: &args.auth_allow,
+        secret: args.secret.as_deref(),
+    });
+    Ok((text, format!("<generated for brick {dir}>")))
+}
+
+async fn wait_for_signal() -> Result<&'static str, Error> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut term = signal(SignalKind::terminate()).map_err(Error::Runtime)?;
+    let mut int = signal(SignalKind::interrupt()).map_err(Error::Runtime)?;
+    Ok(tokio::select! {
+        _ = term.recv() => "SIGTERM",
+        _ = int.recv() => "SIGINT",
+    })
+}
+
+async fn serve(args: Args) -> Result<(), Error> {
+    let (text, origin) = load(&args)?;
+    let volfile = Volfile::parse(&text, &origin)?;
+    let volume = Volume::new(volfile, Arc::new(Registry::new()))?;
+    let graph = volume.graph();
+    let servers: Vec<_> = graph
+        .nodes()
+        .filter(|(_, n)| n.info.name.as_str() == xlfs_protocol::server::TYPE)
+        .map(|(name, n)| {
+            (
+                name.to_owned(),
+                xlfs_protocol::server::listen_addr(&n.control),
+            )
+        })
+        .collect();
+    if servers.is_empty() {
+        return Err(Error::NoServer(origin));
+    }
+    {
+        let mut out = std::io::stdout().lock();
+        for (name, addr) in &servers {
+            let addr = addr.map(|a| a.to_string()).unwrap_or_else(|| "?".into());
+            let _ = if args.print_port {
+                writeln!(out, "{}", addr.rsplit(':').next().unwrap_or("?"))
+            } else {
+                writeln!(out, "xlfsd: {name} listening on {addr}")
+            };
+        }
+        let _ = out.flush();
+    }
+    let sig = wait_for_signal().await?;
+    tracing::info!("{sig}: shutting down");
+    // Dropping the graph stops the listeners and closes every client connection (the
+    // servers release the clients' fds and locks on the way out).
+    drop(graph);
+    drop(volume);
+    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    Ok(())
+}
+
+fn main() -> ExitCode {
+    let args = Args::parse();
+    let filter = tracing_subscriber::EnvFilter::try_new(&args.log_level)
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .init();
+    if args.print_volfile {
+        match load(&args) {
+            Ok((text, _)) => {
+                print!("{text}");
+                return ExitCode::SUCCESS;
+            }
+            Err(e) => {
+                eprintln!("xlfsd: {e}");
+                return ExitCode::FAILURE;
+            }
+        }
+    }
+    let rt = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("xlfsd: {}", Error::Runtime(e));
+            return ExitCode::FAILURE;
+        }
+    };
+    xlfs_core::services::set_fallback_runtime(rt.handle().clone());
+    match rt.block_on(serve(args)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("xlfsd: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}

@@ -1,0 +1,129 @@
+//! xlfsd as a process: serve a brick directory, talk to it through protocol/client, kill -9
+//! it and restart it, stop it with SIGTERM.
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use xlator_api::{Buf, Ctx, Errno, Fd, FdId, Gfid, InitArgs, Loc, Options, Subvol, XlatorOptions};
+use xlfs_protocol::Client;
+
+fn start(dir: &std::path::Path, port: u16) -> (Child, u16) {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_xlfsd"))
+        .args([
+            "--brick",
+            &dir.display().to_string(),
+            "--port",
+            &port.to_string(),
+        ])
+        .args([
+            "--volume-name",
+            "vol0",
+            "--print-port",
+            "--log-level",
+            "warn",
+        ])
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("spawn xlfsd");
+    let out = child.stdout.take().expect("stdout");
+    let mut line = String::new();
+    BufReader::new(out).read_line(&mut line).expect("read port");
+    let port = line
+        .trim()
+        .parse()
+        .unwrap_or_else(|_| panic!("port line {line:?}"));
+    (child, port)
+}
+
+fn client(port: u16) -> Subvol {
+    let mut o = Options::new();
+    for spec in <<Client as xlator_api::Translator>::Options as XlatorOptions>::schema() {
+        o.set(&spec.key, &spec.default);
+    }
+    o.set("remote-host", &format!("127.0.0.1:{port}"));
+    o.set("remote-subvolume", "vol0");
+    o.set("ping-timeout", "2s");
+    let args = InitArgs {
+        name: "vol0-client".into(),
+        options: o,
+        children: Vec::new().into(),
+        services: xlfs_core::services::host_services(),
+    };
+    xlator_api::sdk::instantiate::<Client>(args).expect("client")
+}
+
+async fn wait_up(top: &Subvol) {
+    for _ in 0..500 {
+        match top.stat(&Ctx::root(), Gfid::ROOT).await {
+            Ok(_) => return,
+            Err(Errno::ENOTCONN) => tokio::time::sleep(Duration::from_millis(10)).await,
+            Err(e) => panic!("stat: {e}"),
+        }
+    }
+    panic!("xlfsd never answered");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serves_survives_kill_and_restart_and_stops_on_sigterm() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (mut brick, port) = start(dir.path(), 0);
+    let top = client(port);
+    wait_up(&top).await;
+    let c = Ctx::root();
+    let fd = Fd {
+        id: FdId(1),
+        gfid: Gfid::NULL,
+        flags: libc::O_RDWR,
+    };
+    let e = top
+        .create(&c, Loc::new(Gfid::ROOT, "f"), fd, 0o644, 0)
+        .await
+        .expect("create");
+    let fd = Fd {
+        gfid: e.attr.gfid,
+        ..fd
+    };
+    let data = Buf::from_vec(vec![0x5a; 1 << 20]);
+    top.writev(&c, fd, 0, data.clone(), 0).await.expect("write");
+    assert_eq!(top.readv(&c, fd, 0, 1 << 20).await.expect("read"), data);
+    assert_eq!(
+        std::fs::metadata(dir.path().join("f"))
+            .expect("on disk")
+            .len(),
+        1 << 20
+    );
+
+    // kill -9: errors, not a hang.
+    brick.kill().expect("kill");
+    brick.wait().expect("reap");
+    let t0 = Instant::now();
+    let mut r = top.stat(&c, Gfid::ROOT).await;
+    while r.is_ok() && t0.elapsed() < Duration::from_secs(3) {
+        r = top.stat(&c, Gfid::ROOT).await;
+    }
+    assert_eq!(r, Err(Errno::ENOTCONN));
+    assert!(
+        t0.elapsed() < Duration::from_secs(3),
+        "took {:?}",
+        t0.elapsed()
+    );
+
+    // Restart on the same port: the same client works again, its fd re-opened.
+    let (mut brick, port2) = start(dir.path(), port);
+    assert_eq!(port2, port);
+    wait_up(&top).await;
+    assert_eq!(
+        top.readv(&c, fd, 0, 1 << 20)
+            .await
+            .expect("read after restart"),
+        data
+    );
+
+    // SIGTERM: clean exit.
+    // SAFETY: kill(2) on the pid of a child we own and have not reaped.
+    let rc = unsafe { libc::kill(brick.id() as i32, libc::SIGTERM) };
+    assert_eq!(rc, 0);
+    let status = brick.wait().expect("wait");
+    assert!(status.success(), "{status:?}");
+}

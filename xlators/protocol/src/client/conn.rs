@@ -1,0 +1,427 @@
+//! One client connection: handshake, a writer task coalescing frames, a reader task matching
+//! replies to calls by id (in any order), and a pinger declaring the brick dead when nothing
+//! arrives for the ping timeout.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::{Duration, Instant};
+
+use tokio::net::TcpStream;
+use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
+use tokio::sync::{mpsc, oneshot, watch};
+use xlator_api::{Ctx, Errno};
+
+use super::options::Target;
+use crate::wire::{
+    self, ClientMsg, FrameReader, HANDSHAKE_MAX_FRAME, Hello, MAGIC, OutFrame, PROTOCOL_VERSION,
+    ReplyBody, Request, SCHEMA, ServerMsg, Welcome, WireCtx, WireError,
+};
+
+/// Why a connection attempt failed.
+#[derive(thiserror::Error, Debug)]
+pub enum ConnectError {
+    #[error("cannot connect to brick {addr}: {source}")]
+    Connect {
+        addr: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("brick {addr} refused the connection: {reason}")]
+    Refused { addr: String, reason: String },
+    #[error("brick {addr}: handshake failed: {source}")]
+    Protocol {
+        addr: String,
+        #[source]
+        source: WireError,
+    },
+    #[error("brick {addr}: handshake failed: {what}")]
+    Unexpected { addr: String, what: String },
+    #[error("brick {addr}: no answer to the handshake within {timeout:?}")]
+    Timeout { addr: String, timeout: Duration },
+}
+
+/// Timeouts a live connection reads on every use (reconfigurable).
+pub struct Timeouts {
+    ping_ms: AtomicU64,
+    frame_ms: AtomicU64,
+}
+
+impl Timeouts {
+    pub fn new(ping: Duration, frame: Duration) -> Timeouts {
+        let t = Timeouts {
+            ping_ms: AtomicU64::new(0),
+            frame_ms: AtomicU64::new(0),
+        };
+        t.set(ping, frame);
+        t
+    }
+    pub fn set(&self, ping: Duration, frame: Duration) {
+        self.ping_ms
+            .store(ping.as_millis() as u64, Ordering::Relaxed);
+        self.frame_ms
+            .store(frame.as_millis() as u64, Ordering::Relaxed);
+    }
+    pub fn ping(&self) -> Duration {
+        Duration::from_millis(self.ping_ms.load(Ordering::Relaxed))
+    }
+    pub fn frame(&self) -> Duration {
+        Duration::from_millis(self.frame_ms.load(Ordering::Relaxed))
+    }
+}
+
+/// A handshaken socket, ready for [`Conn::start`].
+pub struct Handshaken {
+    pub reader: FrameReader<OwnedReadHalf>,
+    pub writer: OwnedWriteHalf,
+    pub welcome: Welcome,
+}
+
+/// Connects to `target` and handshakes, all within `timeout`.
+pub async fn handshake(
+    target: &Target,
+    client_id: &str,
+    timeout: Duration,
+) -> Result<Handshaken, ConnectError> {
+    let addr = target.addr();
+    match tokio::time::timeout(timeout, handshake_inner(target, client_id, timeout, &addr)).await {
+        Ok(r) => r,
+        Err(_) => Err(ConnectError::Timeout { addr, timeout }),
+    }
+}
+
+async fn handshake_inner(
+    target: &Target,
+    client_id: &str,
+    timeout: Duration,
+    addr: &str,
+) -> Result<Handshaken, ConnectError> {
+    let addr = addr.to_owned();
+    let sock = TcpStream::connect((target.host.as_str(), target.port))
+        .await
+        .map_err(|source| ConnectError::Connect {
+            addr: addr.clone(),
+            source,
+        })?;
+    let _ = sock.set_nodelay(true);
+    let (r, mut writer) = sock.into_split();
+    let mut reader = FrameReader::new(r, HANDSHAKE_MAX_FRAME);
+    let hello = Hello {
+        magic: MAGIC,
+        version: PROTOCOL_VERSION,
+        schema: SCHEMA,
+        volume: target.volume.clone(),
+        client: client_id.to_owned(),
+        secret: target.secret.clone(),
+        max_frame: u32::try_from(target.max_frame).unwrap_or(u32::MAX),
+    };
+    let proto = |source| ConnectError::Protocol {
+        addr: addr.clone(),
+        source,
+    };
+    let frame =
+        wire::encode(&ClientMsg::Hello(hello), Vec::new(), HANDSHAKE_MAX_FRAME).map_err(proto)?;
+    wire::write_frames(&mut writer, std::slice::from_ref(&frame))
+        .await
+        .map_err(|e| proto(WireError::Io(e)))?;
+    let Some(body) = reader.next(timeout).await.map_err(proto)? else {
+        return Err(ConnectError::Unexpected {
+            addr,
+            what: "the server closed the connection without answering".into(),
+        });
+    };
+    match wire::decode::<ServerMsg>(body).map_err(proto)?.0 {
+        ServerMsg::Welcome(welcome) => {
+            reader.set_max(target.max_frame);
+            Ok(Handshaken {
+                reader,
+                writer,
+                welcome,
+            })
+        }
+        ServerMsg::Refused(reason) => Err(ConnectError::Refused { addr, reason }),
+        ServerMsg::Pong(_) | ServerMsg::Reply(_) => Err(ConnectError::Unexpected {
+            addr,
+            what: "the server answered the hello with something other than a welcome".into(),
+        }),
+    }
+}
+
+type Waiter = oneshot::Sender<Result<ReplyBody, Errno>>;
+
+struct Pending {
+    closed: bool,
+    waiters: HashMap<u64, Waiter>,
+}
+
+/// A live (or just failed) connection.
+pub struct Conn {
+    /// Counts connections of one client: fds opened on an older generation are stale.
+    pub generation: u64,
+    pub peer: String,
+    /// Largest frame the server accepts.
+    send_max: usize,
+    tx: mpsc::Sender<OutFrame>,
+    pending: Mutex<Pending>,
+    next_id: AtomicU64,
+    epoch: Instant,
+    last_rx_ms: AtomicU64,
+    closed: watch::Sender<Option<String>>,
+    timeouts: Arc<Timeouts>,
+}
+
+/// Longest interval between two pings.
+const PING_MAX_INTERVAL: Duration = Duration::from_secs(10);
+/// Bound of the queue to the writer task; senders wait when it is full.
+const WRITE_QUEUE: usize = 1024;
+/// Frames and bytes the writer gathers into one vectored write.
+const COALESCE_FRAMES: usize = 256;
+const COALESCE_BYTES: usize = 4 << 20;
+
+impl Conn {
+    /// Starts the tasks of a handshaken connection.
+    pub fn start(
+        generation: u64,
+        hs: Handshaken,
+        target: &Target,
+        timeouts: Arc<Timeouts>,
+    ) -> Arc<Conn> {
+        let (tx, rx) = mpsc::channel(WRITE_QUEUE);
+        let (closed, _) = watch::channel(None);
+        let conn = Arc::new(Conn {
+            generation,
+            peer: target.addr(),
+            send_max: (hs.welcome.max_frame as usize).min(target.max_frame),
+            tx,
+            pending: Mutex::new(Pending {
+                closed: false,
+                waiters: HashMap::new(),
+            }),
+            next_id: AtomicU64::new(1),
+            epoch: Instant::now(),
+            last_rx_ms: AtomicU64::new(0),
+            closed,
+            timeouts,
+        });
+        tokio::spawn(write_loop(conn.clone(), hs.writer, rx));
+        tokio::spawn(read_loop(conn.clone(), hs.reader));
+        tokio::spawn(ping_loop(conn.clone()));
+        conn
+    }
+
+    fn pending(&self) -> MutexGuard<'_, Pending> {
+        self.pending.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Calls in flight.
+    pub fn inflight(&self) -> usize {
+        self.pending().waiters.len()
+    }
+
+    /// Whether the connection has failed.
+    pub fn is_closed(&self) -> bool {
+        self.closed.borrow().is_some()
+    }
+
+    /// Resolves with the reason once the connection has failed.
+    pub async fn closed(&self) -> String {
+        let mut rx = self.closed.subscribe();
+        match rx.wait_for(Option::is_some).await {
+            Ok(r) => r.clone().unwrap_or_default(),
+            Err(_) => "connection dropped".into(),
+        }
+    }
+
+    /// Fails the connection: every call in flight gets ENOTCONN, the tasks stop and the
+    /// socket closes. Idempotent; the first reason wins.
+    pub fn fail(&self, reason: String) {
+        let waiters = {
+            let mut p = self.pending();
+            if p.closed {
+                return;
+            }
+            p.closed = true;
+            std::mem::take(&mut p.waiters)
+        };
+        // Dropping a waiter wakes its call with ENOTCONN.
+        drop(waiters);
+        self.closed.send_replace(Some(reason));
+    }
+
+    fn touch(&self) {
+        self.last_rx_ms
+            .store(self.epoch.elapsed().as_millis() as u64, Ordering::Relaxed);
+    }
+
+    fn silent_for(&self) -> Duration {
+        let last = Duration::from_millis(self.last_rx_ms.load(Ordering::Relaxed));
+        self.epoch.elapsed().saturating_sub(last)
+    }
+
+    /// Sends `req` and waits for its reply (ENOTCONN if the connection fails first,
+    /// ETIMEDOUT after the frame timeout).
+    pub async fn call(&self, cx: &Ctx, req: Request) -> Result<ReplyBody, Errno> {
+        let fop = req.fop();
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let frame =
+            wire::encode_call(id, WireCtx::from_ctx(cx), req, self.send_max).map_err(|e| {
+                tracing::debug!("{}: {fop} not sent: {e}", self.peer);
+                Errno::EINVAL
+            })?;
+        let (tx, rx) = oneshot::channel();
+        {
+            let mut p = self.pending();
+            if p.closed {
+                return Err(Errno::ENOTCONN);
+            }
+            p.waiters.insert(id, tx);
+        }
+        let _guard = PendingGuard { conn: self, id };
+        let exchange = async {
+            self.tx.send(frame).await.map_err(|_| Errno::ENOTCONN)?;
+            rx.await.map_err(|_| Errno::ENOTCONN)?
+        };
+        let limit = self.timeouts.frame();
+        let body = if limit.is_zero() {
+            exchange.await?
+        } else {
+            match tokio::time::timeout(limit, exchange).await {
+                Ok(r) => r?,
+                Err(_) => {
+                    tracing::warn!(
+                        "{}: {fop} (call {id}) got no reply within {limit:?} (frame-timeout); \
+                         failing it with ETIMEDOUT",
+                        self.peer
+                    );
+                    return Err(Errno::ETIMEDOUT);
+                }
+            }
+        };
+        if body.fop() != fop {
+            tracing::warn!(
+                "{}: reply to {fop} (call {id}) is for {}",
+                self.peer,
+                body.fop()
+            );
+            return Err(Errno::EPROTO);
+        }
+        Ok(body)
+    }
+}
+
+/// Removes a call's waiter when the call ends in any way (reply, error, cancellation).
+struct PendingGuard<'a> {
+    conn: &'a Conn,
+    id: u64,
+}
+
+impl Drop for PendingGuard<'_> {
+    fn drop(&mut self) {
+        self.conn.pending().waiters.remove(&self.id);
+    }
+}
+
+async fn write_loop(conn: Arc<Conn>, mut w: OwnedWriteHalf, mut rx: mpsc::Receiver<OutFrame>) {
+    let mut closed = conn.closed.subscribe();
+    let mut batch: Vec<OutFrame> = Vec::new();
+    loop {
+        let first = tokio::select! {
+            f = rx.recv() => f,
+            _ = closed.wait_for(Option::is_some) => None,
+        };
+        let Some(first) = first else { break };
+        let mut bytes = first.len();
+        batch.push(first);
+        while batch.len() < COALESCE_FRAMES && bytes < COALESCE_BYTES {
+            match rx.try_recv() {
+                Ok(f) => {
+                    bytes += f.len();
+                    batch.push(f);
+                }
+                Err(_) => break,
+            }
+        }
+        let r = tokio::select! {
+            r = wire::write_frames(&mut w, &batch) => r,
+            _ = closed.wait_for(Option::is_some) => break,
+        };
+        batch.clear();
+        if let Err(e) = r {
+            conn.fail(format!("write to brick failed: {e}"));
+            break;
+        }
+    }
+}
+
+async fn read_loop(conn: Arc<Conn>, mut reader: FrameReader<OwnedReadHalf>) {
+    let mut closed = conn.closed.subscribe();
+    conn.touch();
+    loop {
+        let body_timeout = conn.timeouts.ping();
+        let next = tokio::select! {
+            r = reader.next(body_timeout) => r,
+            _ = closed.wait_for(Option::is_some) => return,
+        };
+        let body = match next {
+            Ok(Some(b)) => b,
+            Ok(None) => return conn.fail("the brick closed the connection".into()),
+            Err(e) => return conn.fail(format!("read from brick failed: {e}")),
+        };
+        conn.touch();
+        let (msg, mut payloads) = match wire::decode::<ServerMsg>(body) {
+            Ok(m) => m,
+            Err(e) => return conn.fail(format!("bad frame from brick: {e}")),
+        };
+        match msg {
+            ServerMsg::Reply(r) => {
+                let result = match r.result {
+                    Ok(mut body) => match body.restore_payload(&mut payloads) {
+                        Ok(()) => Ok(body),
+                        Err(e) => return conn.fail(format!("bad reply from brick: {e}")),
+                    },
+                    Err(e) => Err(e),
+                };
+                let waiter = conn.pending().waiters.remove(&r.id);
+                match waiter {
+                    Some(w) => {
+                        let _ = w.send(result);
+                    }
+                    None => tracing::debug!("{}: late reply to call {} dropped", conn.peer, r.id),
+                }
+            }
+            ServerMsg::Pong(_) => {}
+            ServerMsg::Welcome(_) | ServerMsg::Refused(_) => {
+                return conn.fail("brick sent a handshake message mid-connection".into());
+            }
+        }
+    }
+}
+
+async fn ping_loop(conn: Arc<Conn>) {
+    let mut closed = conn.closed.subscribe();
+    let mut seq = 0u64;
+    loop {
+        let ping_timeout = conn.timeouts.ping();
+        // At least every 10 s: servers drop clients silent for their client-idle-timeout.
+        let tick = (ping_timeout / 4).clamp(Duration::from_millis(25), PING_MAX_INTERVAL);
+        tokio::select! {
+            _ = tokio::time::sleep(tick) => {}
+            _ = closed.wait_for(Option::is_some) => return,
+        }
+        let silent = conn.silent_for();
+        if silent > ping_timeout {
+            return conn.fail(format!(
+                "brick {} sent nothing for {silent:?} (ping-timeout {ping_timeout:?})",
+                conn.peer
+            ));
+        }
+        seq += 1;
+        match wire::encode(&ClientMsg::Ping(seq), Vec::new(), HANDSHAKE_MAX_FRAME) {
+            // A full queue means traffic is flowing; the silence check still applies.
+            Ok(f) => {
+                let _ = conn.tx.try_send(f);
+            }
+            Err(e) => tracing::debug!("ping not encoded: {e}"),
+        }
+    }
+}

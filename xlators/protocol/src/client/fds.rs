@@ -1,0 +1,140 @@
+//! The client's table of open fds, and their re-open after a reconnect.
+//!
+//! The server forgets a client's fds when its connection drops (it releases them, which also
+//! drops the POSIX locks taken through them). After a reconnect, the first fop on an fd opened
+//! over an older connection re-opens it transparently by GFID with its original flags (minus
+//! `O_CREAT|O_EXCL|O_TRUNC`), as GlusterFS does. An fd through which a POSIX lock was taken is
+//! not re-opened: it fails with EBADF, so the application learns that its lock is gone instead
+//! of writing unprotected (GlusterFS's `strict-locks`). A re-open that fails (the file was
+//! removed meanwhile) also gives EBADF.
+
+use std::collections::HashMap;
+use std::sync::{Mutex, MutexGuard, PoisonError};
+
+use xlator_api::{Ctx, Errno, Fd, FdId, Gfid};
+
+use super::conn::Conn;
+use crate::wire::Request;
+
+#[derive(Clone, Copy, Debug)]
+struct OpenFd {
+    gfid: Gfid,
+    flags: i32,
+    dir: bool,
+    /// Connection generation the fd is open on.
+    generation: u64,
+    /// A POSIX lock was taken through it.
+    locked: bool,
+}
+
+#[derive(Default)]
+pub struct FdTable {
+    map: Mutex<HashMap<FdId, OpenFd>>,
+    reopen: tokio::sync::Mutex<()>,
+}
+
+impl FdTable {
+    fn map(&self) -> MutexGuard<'_, HashMap<FdId, OpenFd>> {
+        self.map.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    pub fn len(&self) -> usize {
+        self.map().len()
+    }
+
+    pub fn opened(&self, fd: Fd, gfid: Gfid, dir: bool, generation: u64) {
+        if fd.is_anonymous() {
+            return;
+        }
+        let o = OpenFd {
+            gfid,
+            flags: fd.flags,
+            dir,
+            generation,
+            locked: false,
+        };
+        self.map().insert(fd.id, o);
+    }
+
+    /// Forgets `id`; returns the generation it was open on.
+    pub fn closed(&self, id: FdId) -> Option<u64> {
+        self.map().remove(&id).map(|o| o.generation)
+    }
+
+    pub fn mark_locked(&self, id: FdId) {
+        if let Some(o) = self.map().get_mut(&id) {
+            o.locked = true;
+        }
+    }
+
+    /// Makes every fd named by `req` valid on `conn`, re-opening stale ones.
+    pub async fn revalidate(&self, conn: &Conn, req: &mut Request) -> Result<(), Errno> {
+        let mut stale = Vec::new();
+        {
+            let map = self.map();
+            req.visit_fds(&mut |fd| {
+                match map.get(&fd.id) {
+                    Some(o) if !fd.is_anonymous() && o.generation != conn.generation => {
+                        if o.locked {
+                            return Err(Errno::EBADF);
+                        }
+                        stale.push(fd.id);
+                    }
+                    _ => {}
+                }
+                Ok(())
+            })?;
+        }
+        if stale.is_empty() {
+            return Ok(());
+        }
+        let _one_at_a_time = self.reopen.lock().await;
+        for id in stale {
+            let Some(o) = self.map().get(&id).copied() else {
+                return Err(Errno::EBADF);
+            };
+            if o.generation == conn.generation {
+                continue;
+            }
+            if o.locked {
+                return Err(Errno::EBADF);
+            }
+            let flags = o.flags & !(libc::O_CREAT | libc::O_EXCL | libc::O_TRUNC);
+            let fd = Fd {
+                id,
+                gfid: o.gfid,
+                flags,
+            };
+            let req = if o.dir {
+                Request::Opendir { fd }
+            } else {
+                Request::Open { fd }
+            };
+            match conn.call(&Ctx::root(), req).await {
+                Ok(_) => {
+                    if let Some(o) = self.map().get_mut(&id) {
+                        o.generation = conn.generation;
+                    }
+                    tracing::debug!(
+                        "{}: re-opened fd {} (gfid {}) after reconnect",
+                        conn.peer,
+                        id.0,
+                        o.gfid
+                    );
+                }
+                Err(Errno::ENOTCONN) => return Err(Errno::ENOTCONN),
+                Err(e) => {
+                    tracing::warn!(
+                        "{}: fd {} (gfid {}) could not be re-opened after reconnect: {e:?}; \
+                         it fails with EBADF",
+                        conn.peer,
+                        id.0,
+                        o.gfid
+                    );
+                    return Err(Errno::EBADF);
+                }
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,131 @@
+//! Options of protocol/client.
+
+use std::time::Duration;
+
+xlator_api::options! {
+    /// Options of a protocol/client instance (one per brick).
+    pub struct ClientOptions {
+        /// Host name or address of the brick server, or `host:port`.
+        pub remote_host: String = OptionSpec::string("remote-host", "127.0.0.1"),
+        /// TCP port of the brick server; 0 takes it from `remote-host` (`host:port`).
+        pub remote_port: u32 = OptionSpec::int("remote-port", "0").range(0, 65535),
+        /// The volume to attach to on the server: its `volume-name`, or the name of the
+        /// translator directly below protocol/server. Required.
+        pub remote_subvolume: String = OptionSpec::string("remote-subvolume", ""),
+        /// A brick that sends nothing (not even a ping reply) for this long is declared down:
+        /// the connection is closed, calls in flight fail with ENOTCONN and reconnection
+        /// starts. Also bounds connect + handshake, and how long the first fops wait for the
+        /// first connection attempt.
+        pub ping_timeout: Duration = OptionSpec::duration("ping-timeout", "10s")
+            .range(100, 1_013_000)
+            .reconfigurable(),
+        /// A single call that gets no reply for this long fails with ETIMEDOUT while the
+        /// connection stays up (0: never). Keep it above the longest blocking lock wait.
+        pub frame_timeout: Duration = OptionSpec::duration("frame-timeout", "1800s")
+            .range(0, 86_400_000)
+            .reconfigurable(),
+        /// Shared secret the server requires (its `secret` option); empty: none.
+        pub secret: String = OptionSpec::string("secret", ""),
+        /// Largest read or write payload; frames are at most this plus 64 KiB. Larger
+        /// `readv`/`writev` calls fail with EINVAL.
+        pub max_write: u64 = OptionSpec::size("max-write", "1MiB").range(65_536, 67_108_864),
+    }
+}
+
+/// Where to connect, from the options.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Target {
+    pub host: String,
+    pub port: u16,
+    pub volume: String,
+    pub secret: Option<String>,
+    pub max_frame: usize,
+}
+
+impl Target {
+    pub fn from_options(o: &ClientOptions) -> Result<Target, String> {
+        let (host, port) = match (o.remote_host.rsplit_once(':'), o.remote_port) {
+            // An IPv6 literal without a port ("::1") must not be split.
+            (Some((h, p)), 0) if !h.contains(':') || h.ends_with(']') => {
+                let port = p.parse::<u16>().map_err(|_| {
+                    format!(
+                        "remote-host {:?}: {p:?} is not a port number",
+                        o.remote_host
+                    )
+                })?;
+                (
+                    h.trim_start_matches('[').trim_end_matches(']').to_owned(),
+                    port,
+                )
+            }
+            (_, 0) => {
+                return Err(format!(
+                    "no port for brick {:?}: set remote-port or write remote-host as host:port",
+                    o.remote_host
+                ));
+            }
+            (_, p) => (o.remote_host.clone(), p as u16),
+        };
+        if o.remote_subvolume.trim().is_empty() {
+            return Err(
+                "remote-subvolume is required: the volume name the brick serves \
+                        (xlfsd --volume-name, or the name of the server's child volume)"
+                    .into(),
+            );
+        }
+        Ok(Target {
+            host,
+            port,
+            volume: o.remote_subvolume.clone(),
+            secret: (!o.secret.is_empty()).then(|| o.secret.clone()),
+            max_frame: o.max_write as usize + crate::wire::HEADER_ROOM,
+        })
+    }
+
+    /// `host:port` for messages.
+    pub fn addr(&self) -> String {
+        if self.host.contains(':') {
+            format!("[{}]:{}", self.host, self.port)
+        } else {
+            format!("{}:{}", self.host, self.port)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn opts(host: &str, port: u32, vol: &str) -> ClientOptions {
+        ClientOptions {
+            remote_host: host.into(),
+            remote_port: port,
+            remote_subvolume: vol.into(),
+            ping_timeout: Duration::from_secs(10),
+            frame_timeout: Duration::from_secs(1800),
+            secret: String::new(),
+            max_write: 1 << 20,
+        }
+    }
+
+    #[test]
+    fn host_port_forms() {
+        let t = Target::from_options(&opts("h:24010", 0, "v")).expect("ok");
+        assert_eq!((t.host.as_str(), t.port), ("h", 24010));
+        let t = Target::from_options(&opts("10.0.0.1", 5, "v")).expect("ok");
+        assert_eq!((t.host.as_str(), t.port), ("10.0.0.1", 5));
+        let t = Target::from_options(&opts("[::1]:7", 0, "v")).expect("ok");
+        assert_eq!(
+            (t.host.as_str(), t.port, t.addr()),
+            ("::1", 7, "[::1]:7".to_owned())
+        );
+        assert!(
+            Target::from_options(&opts("h", 0, "v"))
+                .expect_err("must fail")
+                .contains("no port")
+        );
+        assert!(Target::from_options(&opts("h:x", 0, "v")).is_err());
+        let e = Target::from_options(&opts("h", 1, " ")).expect_err("must fail");
+        assert!(e.contains("remote-subvolume"));
+    }
+}

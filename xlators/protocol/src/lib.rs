@@ -1,0 +1,10 @@
+#![doc = include_str!("../README.md")]
+
+pub mod client;
+pub mod server;
+pub mod wire;
+
+pub use client::Client;
+pub use server::Server;
+
+xlator_api::export_translators!(Client, Server);

@@ -1,0 +1,246 @@
+//! One client connection on the server: handshake (address, version, fop table, secret,
+//! volume), then a reader that validates every frame and spawns each request as its own task
+//! (bounded by `max-inflight-per-connection`), and a writer coalescing the replies. Any bad
+//! input closes this connection only, with one log line.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use tokio::net::TcpStream;
+use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
+use tokio::sync::{Semaphore, mpsc, watch};
+use xlator_api::Errno;
+
+use super::Shared;
+use super::session::Session;
+use crate::wire::{
+    self, ClientMsg, FrameReader, HANDSHAKE_MAX_FRAME, Hello, OutFrame, ServerMsg, WireError,
+};
+
+/// Serves one accepted socket until it closes.
+pub async fn serve(shared: Arc<Shared>, sock: TcpStream, peer: SocketAddr) {
+    let _ = sock.set_nodelay(true);
+    let (r, mut w) = sock.into_split();
+    let mut reader = FrameReader::new(r, HANDSHAKE_MAX_FRAME);
+    let hello = match tokio::time::timeout(
+        shared.handshake_timeout,
+        read_hello(&mut reader, &shared),
+    )
+    .await
+    {
+        Ok(Ok(h)) => h,
+        Ok(Err(e)) => {
+            shared.dropped.fetch_add(1, Ordering::Relaxed);
+            tracing::warn!(
+                "{}: dropping connection from {peer} before handshake: {e}",
+                shared.name
+            );
+            return;
+        }
+        Err(_) => {
+            shared.dropped.fetch_add(1, Ordering::Relaxed);
+            tracing::warn!(
+                "{}: dropping connection from {peer}: no handshake within {:?}",
+                shared.name,
+                shared.handshake_timeout
+            );
+            return;
+        }
+    };
+    let welcome = match shared.admit(&hello, peer) {
+        Ok(w) => w,
+        Err(reason) => {
+            shared.refused.fetch_add(1, Ordering::Relaxed);
+            tracing::warn!(
+                "{}: refused client {:?} from {peer}: {reason}",
+                shared.name,
+                hello.client
+            );
+            if let Ok(f) =
+                wire::encode(&ServerMsg::Refused(reason), Vec::new(), HANDSHAKE_MAX_FRAME)
+            {
+                let _ = wire::write_frames(&mut w, std::slice::from_ref(&f)).await;
+            }
+            let _ = tokio::io::AsyncWriteExt::shutdown(&mut w).await;
+            return;
+        }
+    };
+    let peer_max = (hello.max_frame as usize).min(shared.max_frame);
+    match wire::encode(
+        &ServerMsg::Welcome(welcome),
+        Vec::new(),
+        HANDSHAKE_MAX_FRAME,
+    ) {
+        Ok(f) => {
+            if let Err(e) = wire::write_frames(&mut w, std::slice::from_ref(&f)).await {
+                tracing::debug!("{}: {peer} went away during handshake: {e}", shared.name);
+                return;
+            }
+        }
+        Err(e) => {
+            tracing::error!("{}: cannot encode welcome: {e}", shared.name);
+            return;
+        }
+    }
+    reader.set_max(shared.max_frame);
+    shared.connections.fetch_add(1, Ordering::Relaxed);
+    tracing::info!(
+        "{}: client {:?} connected from {peer}",
+        shared.name,
+        hello.client
+    );
+
+    let session = Arc::new(Session::new(shared.child.clone(), shared.next_fd.clone()));
+    shared.register(&session);
+    let (tx, rx) = mpsc::channel::<OutFrame>(1024);
+    let (closing, closing_rx) = watch::channel(false);
+    let writer = tokio::spawn(write_loop(w, rx, closing_rx));
+    let inflight = Arc::new(Semaphore::new(shared.max_inflight));
+
+    let outcome = read_loop(&shared, &mut reader, &session, &tx, &inflight, peer_max).await;
+    match &outcome {
+        Ok(why) => {
+            tracing::info!("{}: client {:?} ({peer}) {why}", shared.name, hello.client);
+        }
+        Err(e) => {
+            shared.dropped.fetch_add(1, Ordering::Relaxed);
+            tracing::warn!(
+                "{}: dropping connection of client {:?} ({peer}): {e}",
+                shared.name,
+                hello.client
+            );
+        }
+    }
+    // Close the socket now; replies still being computed are discarded.
+    closing.send_replace(true);
+    drop(tx);
+    drop(reader);
+    let _ = writer.await;
+    // Requests still running finish on their own; those that open an fd or take a lock
+    // after this point give it back at once (the session is closed).
+    let released = session.close().await;
+    shared.unregister(&session);
+    shared.connections.fetch_sub(1, Ordering::Relaxed);
+    if released > 0 {
+        tracing::info!(
+            "{}: released {released} fds (and their locks) of client {:?}",
+            shared.name,
+            hello.client
+        );
+    }
+}
+
+async fn read_hello(
+    reader: &mut FrameReader<OwnedReadHalf>,
+    shared: &Shared,
+) -> Result<Hello, WireError> {
+    let Some(body) = reader.next(shared.frame_receive_timeout).await? else {
+        return Err(WireError::Truncated);
+    };
+    match wire::decode::<ClientMsg>(body)?.0 {
+        ClientMsg::Hello(h) => Ok(h),
+        _ => Err(WireError::Io(std::io::Error::other(
+            "first frame is not a hello",
+        ))),
+    }
+}
+
+/// Reads requests until the client leaves (`Ok(why)`), sends bad input (`Err`), or the
+/// server stops.
+async fn read_loop(
+    shared: &Arc<Shared>,
+    reader: &mut FrameReader<OwnedReadHalf>,
+    session: &Arc<Session>,
+    tx: &mpsc::Sender<OutFrame>,
+    inflight: &Arc<Semaphore>,
+    peer_max: usize,
+) -> Result<&'static str, WireError> {
+    let mut stop = shared.stop.clone();
+    loop {
+        let idle = shared.client_idle_timeout;
+        let next = tokio::select! {
+            r = tokio::time::timeout(idle, reader.next(shared.frame_receive_timeout)) => match r {
+                Ok(r) => r,
+                Err(_) => return Ok("was silent for the client-idle-timeout; disconnected"),
+            },
+            _ = stop.wait_for(|s| *s) => return Ok("disconnected: server shutting down"),
+        };
+        let Some(body) = next? else {
+            return Ok("disconnected");
+        };
+        match wire::decode::<ClientMsg>(body)? {
+            (ClientMsg::Call(mut call), mut payloads) => {
+                call.req.restore_payload(&mut payloads)?;
+                // Back-pressure: at the limit, stop reading from this client.
+                let permit = tokio::select! {
+                    p = inflight.clone().acquire_owned() => p,
+                    _ = stop.wait_for(|s| *s) => return Ok("disconnected: server shutting down"),
+                };
+                let Ok(permit) = permit else {
+                    return Ok("disconnected");
+                };
+                let (session, tx) = (session.clone(), tx.clone());
+                tokio::spawn(async move {
+                    let cx = call.ctx.to_ctx();
+                    let fop = call.req.fop();
+                    let result = session.execute(&cx, call.req).await;
+                    let frame = wire::encode_reply(call.id, result, peer_max).or_else(|e| {
+                        tracing::warn!("reply to {fop} (call {}) not sendable: {e}", call.id);
+                        wire::encode_reply(call.id, Err(Errno::EOVERFLOW), peer_max)
+                    });
+                    if let Ok(f) = frame {
+                        let _ = tx.send(f).await;
+                    }
+                    drop(permit);
+                });
+            }
+            (ClientMsg::Ping(seq), _) => {
+                if let Ok(f) = wire::encode(&ServerMsg::Pong(seq), Vec::new(), peer_max)
+                    && tx.send(f).await.is_err()
+                {
+                    return Ok("disconnected");
+                }
+            }
+            (ClientMsg::Hello(_), _) => {
+                return Err(WireError::Io(std::io::Error::other(
+                    "second hello on a connection",
+                )));
+            }
+        }
+    }
+}
+
+async fn write_loop(
+    mut w: OwnedWriteHalf,
+    mut rx: mpsc::Receiver<OutFrame>,
+    mut closing: watch::Receiver<bool>,
+) {
+    let mut batch: Vec<OutFrame> = Vec::new();
+    loop {
+        let first = tokio::select! {
+            f = rx.recv() => f,
+            _ = closing.wait_for(|c| *c) => None,
+        };
+        let Some(first) = first else { break };
+        let mut bytes = first.len();
+        batch.push(first);
+        while batch.len() < 256 && bytes < (4 << 20) {
+            match rx.try_recv() {
+                Ok(f) => {
+                    bytes += f.len();
+                    batch.push(f);
+                }
+                Err(_) => break,
+            }
+        }
+        let r = tokio::select! {
+            r = wire::write_frames(&mut w, &batch) => r,
+            _ = closing.wait_for(|c| *c) => break,
+        };
+        batch.clear();
+        if r.is_err() {
+            break;
+        }
+    }
+}

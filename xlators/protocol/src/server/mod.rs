@@ -1,0 +1,347 @@
+//! `protocol/server`: the top of a brick graph. It listens on TCP, admits clients at handshake
+//! (address allow-list, protocol version, fop table, secret, volume name) and runs their fops on
+//! its one child, each request as its own task. Fops sent to the translator itself (in-process)
+//! pass through to the child.
+
+mod auth;
+mod conn;
+mod options;
+mod session;
+
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError, RwLock};
+use std::time::Duration;
+
+use tokio::sync::watch;
+use xlator_api::{Ctx, DumpFormat, Errno, Init, Subvol, Translator};
+
+pub use auth::AllowList;
+pub use options::ServerOptions;
+
+use crate::wire::{self, HEADER_ROOM, Hello, MAGIC, PROTOCOL_VERSION, ReplyBody, Request, Welcome};
+use session::Session;
+
+/// The translator type name.
+pub const TYPE: &str = "protocol/server";
+
+/// Access policy (reconfigurable).
+struct Policy {
+    allow: AllowList,
+    secret: String,
+}
+
+/// State shared by the accept loop and every connection.
+struct Shared {
+    name: String,
+    id: String,
+    child: Subvol,
+    volume_names: Vec<String>,
+    policy: RwLock<Policy>,
+    max_frame: usize,
+    max_inflight: usize,
+    handshake_timeout: Duration,
+    frame_receive_timeout: Duration,
+    client_idle_timeout: Duration,
+    /// Server-side fd ids, unique in the brick graph across all clients.
+    next_fd: Arc<AtomicU64>,
+    stop: watch::Receiver<bool>,
+    sessions: Mutex<Vec<Arc<Session>>>,
+    connections: AtomicU64,
+    accepted: AtomicU64,
+    refused: AtomicU64,
+    dropped: AtomicU64,
+}
+
+impl Shared {
+    /// Admits or refuses a client. The address is checked first, so a client from a refused
+    /// address learns nothing else about the brick.
+    fn admit(&self, hello: &Hello, peer: SocketAddr) -> Result<Welcome, String> {
+        let policy = self.policy.read().unwrap_or_else(PoisonError::into_inner);
+        if hello.magic != MAGIC {
+            return Err("not an xlfs client (bad magic)".into());
+        }
+        if !policy.allow.allows(peer.ip()) {
+            return Err(format!(
+                "address {} is not allowed by brick {:?}: add it to the brick's auth-allow",
+                peer.ip(),
+                self.name
+            ));
+        }
+        if hello.version != PROTOCOL_VERSION {
+            return Err(format!(
+                "client speaks protocol version {}, this brick speaks {PROTOCOL_VERSION}: run \
+                 the same xlfs release on clients and bricks",
+                hello.version
+            ));
+        }
+        if hello.schema != wire::SCHEMA {
+            return Err(format!(
+                "client and brick were built from different fop tables (client {:016x}, brick \
+                 {:016x}): run the same xlfs release on clients and bricks",
+                hello.schema,
+                wire::SCHEMA
+            ));
+        }
+        if !auth::secret_matches(&policy.secret, hello.secret.as_deref()) {
+            return Err(match (&hello.secret, policy.secret.is_empty()) {
+                (None, false) => "this brick requires a secret: set the client's `secret` option \
+                                  to the brick's"
+                    .into(),
+                (Some(_), true) => "the client sent a secret but this brick has none: remove the \
+                                    client's `secret` option or set the brick's"
+                    .into(),
+                _ => "wrong secret: the client's `secret` option does not match the brick's".into(),
+            });
+        }
+        if !self.volume_names.contains(&hello.volume) {
+            return Err(format!(
+                "volume {:?} is not served here; this brick serves {}: fix the client's \
+                 remote-subvolume",
+                hello.volume,
+                self.volume_names
+                    .iter()
+                    .map(|v| format!("{v:?}"))
+                    .collect::<Vec<_>>()
+                    .join(" or ")
+            ));
+        }
+        Ok(Welcome {
+            volume: hello.volume.clone(),
+            server: self.id.clone(),
+            max_frame: u32::try_from(self.max_frame).unwrap_or(u32::MAX),
+        })
+    }
+
+    fn register(&self, s: &Arc<Session>) {
+        self.sessions
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push(s.clone());
+    }
+
+    fn unregister(&self, s: &Arc<Session>) {
+        self.sessions
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .retain(|x| !Arc::ptr_eq(x, s));
+    }
+}
+
+/// The protocol/server translator.
+pub struct Server {
+    children: Vec<Subvol>,
+    shared: Arc<Shared>,
+    local: SocketAddr,
+    stop: watch::Sender<bool>,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        self.stop.send_replace(true);
+    }
+}
+
+async fn accept_loop(shared: Arc<Shared>, listener: std::net::TcpListener) {
+    let listener = match tokio::net::TcpListener::from_std(listener) {
+        Ok(l) => l,
+        Err(e) => {
+            tracing::error!("{}: cannot serve the listening socket: {e}", shared.name);
+            return;
+        }
+    };
+    let mut stop = shared.stop.clone();
+    loop {
+        let accepted = tokio::select! {
+            r = listener.accept() => r,
+            _ = stop.wait_for(|s| *s) => break,
+        };
+        match accepted {
+            Ok((sock, peer)) => {
+                shared.accepted.fetch_add(1, Ordering::Relaxed);
+                tokio::spawn(conn::serve(shared.clone(), sock, peer));
+            }
+            Err(e) => {
+                // EMFILE and friends: back off instead of spinning.
+                tracing::warn!("{}: accept failed: {e}", shared.name);
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        }
+    }
+}
+
+fn identity(name: &str) -> String {
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|h| h.trim().to_owned())
+        .unwrap_or_else(|_| "localhost".into());
+    format!("{host}:{}:{name}", std::process::id())
+}
+
+impl Server {
+    fn new(init: Init<ServerOptions>) -> Result<Server, String> {
+        let o = init.options;
+        let child = init
+            .children
+            .first()
+            .cloned()
+            .ok_or("protocol/server needs one child")?;
+        let allow = AllowList::parse(&o.auth_allow)?;
+        let port = u16::try_from(o.listen_port).map_err(|_| "listen-port out of range")?;
+        let listener = std::net::TcpListener::bind((o.listen_host.as_str(), port))
+            .map_err(|e| format!("cannot listen on {}:{port}: {e}", o.listen_host))?;
+        listener
+            .set_nonblocking(true)
+            .map_err(|e| format!("cannot listen: {e}"))?;
+        let local = listener
+            .local_addr()
+            .map_err(|e| format!("cannot listen: {e}"))?;
+        let mut volume_names = vec![child.name().to_owned()];
+        if !o.volume_name.is_empty() && o.volume_name != child.name() {
+            volume_names.insert(0, o.volume_name.clone());
+        }
+        let (stop, stop_rx) = watch::channel(false);
+        let shared = Arc::new(Shared {
+            id: identity(&init.name),
+            name: init.name,
+            child,
+            volume_names,
+            policy: RwLock::new(Policy {
+                allow,
+                secret: o.secret,
+            }),
+            max_frame: o.max_write as usize + HEADER_ROOM,
+            max_inflight: o.max_inflight_per_connection as usize,
+            handshake_timeout: o.handshake_timeout,
+            frame_receive_timeout: o.frame_receive_timeout,
+            client_idle_timeout: o.client_idle_timeout,
+            next_fd: Arc::new(AtomicU64::new(1)),
+            stop: stop_rx,
+            sessions: Mutex::new(Vec::new()),
+            connections: AtomicU64::new(0),
+            accepted: AtomicU64::new(0),
+            refused: AtomicU64::new(0),
+            dropped: AtomicU64::new(0),
+        });
+        tracing::info!(
+            "{}: serving volume {} on {local}",
+            shared.name,
+            shared
+                .volume_names
+                .iter()
+                .map(|v| format!("{v:?}"))
+                .collect::<Vec<_>>()
+                .join(" / ")
+        );
+        let task = accept_loop(shared.clone(), listener);
+        match tokio::runtime::Handle::try_current() {
+            Ok(h) => drop(h.spawn(task)),
+            Err(_) => init.services.spawn(task),
+        }
+        Ok(Server {
+            children: init.children,
+            shared,
+            local,
+            stop,
+        })
+    }
+
+    /// The address the server listens on (with the port picked when `listen-port` is 0).
+    pub fn local_addr(&self) -> SocketAddr {
+        self.local
+    }
+
+    fn reconfigure_options(&self, o: ServerOptions) -> Result<(), String> {
+        let allow = AllowList::parse(&o.auth_allow)?;
+        let mut p = self
+            .shared
+            .policy
+            .write()
+            .unwrap_or_else(PoisonError::into_inner);
+        *p = Policy {
+            allow,
+            secret: o.secret,
+        };
+        Ok(())
+    }
+
+    fn dump_state(&self, format: DumpFormat) -> String {
+        let s = &self.shared;
+        let open_fds: usize = s
+            .sessions
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .iter()
+            .map(|x| x.open_fds())
+            .sum();
+        let allow = s
+            .policy
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .allow
+            .as_str()
+            .to_owned();
+        let v = serde_json::json!({
+            "listen": self.local.to_string(),
+            "volume-names": s.volume_names,
+            "auth-allow": allow,
+            "connections": s.connections.load(Ordering::Relaxed),
+            "accepted": s.accepted.load(Ordering::Relaxed),
+            "refused": s.refused.load(Ordering::Relaxed),
+            "dropped": s.dropped.load(Ordering::Relaxed),
+            "open-fds": open_fds,
+        });
+        match format {
+            DumpFormat::Json => v.to_string(),
+            DumpFormat::Text => match v.as_object() {
+                Some(m) => m.iter().map(|(k, v)| format!("{k}={v}\n")).collect(),
+                None => String::new(),
+            },
+        }
+    }
+}
+
+/// The listening address of a protocol/server instance, read from its statedump (hosts use
+/// this to print the port picked for `listen-port` 0).
+pub fn listen_addr(server: &Subvol) -> Option<SocketAddr> {
+    let v: serde_json::Value = serde_json::from_str(&server.dump(DumpFormat::Json)).ok()?;
+    v.get("listen")?.as_str()?.parse().ok()
+}
+
+macro_rules! gen_dispatch {
+    ($( $(#[doc = $doc:expr])* $name:ident $Variant:ident ( $($arg:ident : $ty:ty),* ) -> $ret:ty ; )*) => {
+        /// Calls the fop `req` names on `child`.
+        async fn dispatch(child: &Subvol, cx: &Ctx, req: Request) -> Result<ReplyBody, Errno> {
+            match req {
+                $( Request::$Variant { $($arg),* } => {
+                    child.$name(cx $(, $arg)*).await.map(ReplyBody::$Variant)
+                } )*
+            }
+        }
+    };
+}
+xlator_api::for_each_fop!(gen_dispatch);
+
+impl Translator for Server {
+    const TYPE: &'static str = TYPE;
+    const DOC: &'static str = "Serves the brick graph below it to protocol/client instances over \
+        TCP, with an address allow-list and an optional shared secret.";
+    const MIN_CHILDREN: u32 = 1;
+    const MAX_CHILDREN: u32 = 1;
+    type Options = ServerOptions;
+
+    fn init(init: Init<ServerOptions>) -> Result<Self, String> {
+        Server::new(init)
+    }
+
+    fn children(&self) -> &[Subvol] {
+        &self.children
+    }
+
+    fn reconfigure(&self, options: ServerOptions) -> Result<(), String> {
+        self.reconfigure_options(options)
+    }
+
+    fn dump(&self, format: DumpFormat) -> String {
+        self.dump_state(format)
+    }
+}

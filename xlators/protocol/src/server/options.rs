@@ -1,0 +1,42 @@
+//! Options of protocol/server.
+
+use std::time::Duration;
+
+xlator_api::options! {
+    /// Options of a protocol/server instance (the top of a brick graph).
+    pub struct ServerOptions {
+        /// Address to listen on. `0.0.0.0` or `::` to accept remote clients (then set
+        /// `auth-allow`).
+        pub listen_host: String = OptionSpec::string("listen-host", "127.0.0.1"),
+        /// TCP port to listen on; 0 picks a free port (the brick host prints it).
+        pub listen_port: u32 = OptionSpec::int("listen-port", "0").range(0, 65535),
+        /// The name clients give as `remote-subvolume`. Empty: the name of the translator
+        /// below protocol/server. Either name is accepted.
+        pub volume_name: String = OptionSpec::string("volume-name", ""),
+        /// Client addresses allowed to connect: a comma-separated list of `*`, addresses
+        /// (`10.0.0.7`, `::1`) and networks (`10.0.0.0/8`, `fd00::/8`). Others are refused
+        /// at handshake with a message naming their address.
+        pub auth_allow: String = OptionSpec::string("auth-allow", "*").reconfigurable(),
+        /// Shared secret clients must present (their `secret` option); empty: none. Sent in
+        /// clear by clients: it keeps out misconfigured clients, not eavesdroppers.
+        pub secret: String = OptionSpec::string("secret", "").reconfigurable(),
+        /// Requests of one connection running at once; the server stops reading from a
+        /// connection at this limit (back-pressure), as GlusterFS's outstanding-rpc-limit.
+        pub max_inflight_per_connection: u32 =
+            OptionSpec::int("max-inflight-per-connection", "256").range(1, 65536),
+        /// Largest read or write payload; frames are at most this plus 64 KiB. Bigger
+        /// frames close the connection.
+        pub max_write: u64 = OptionSpec::size("max-write", "1MiB").range(65_536, 67_108_864),
+        /// A connection that has not completed the handshake within this time is closed.
+        pub handshake_timeout: Duration =
+            OptionSpec::duration("handshake-timeout", "10s").range(100, 600_000),
+        /// A client that sends nothing (clients ping at least every 10 s) for this long is
+        /// disconnected and its fds and locks released: it crashed or the network is gone.
+        pub client_idle_timeout: Duration =
+            OptionSpec::duration("client-idle-timeout", "60s").range(5_000, 3_600_000),
+        /// Once a frame has started, all of it must arrive within this time, else the
+        /// connection is closed (slow or stalled senders).
+        pub frame_receive_timeout: Duration =
+            OptionSpec::duration("frame-receive-timeout", "30s").range(100, 3_600_000),
+    }
+}

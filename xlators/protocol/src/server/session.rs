@@ -1,0 +1,331 @@
+//! What the server keeps per client connection: its fds (client fd ids mapped to ids the
+//! server allocates, unique in the brick graph: two clients may use the same numbers) and the
+//! locks it was granted. When the connection ends, its locks are unlocked and its fds released,
+//! as GlusterFS does for a disconnected client; fops finishing after that clean up after
+//! themselves.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+
+use abi_stable::std_types::RString;
+use xlator_api::{
+    Ctx, EntrylkCmd, Errno, Fd, FdId, Flock, Fop, Gfid, LkCmd, LkOwner, Loc, LockKind, Subvol,
+};
+
+use crate::wire::{FdRole, ReplyBody, Request, fd_role};
+
+/// A client fd as the server knows it.
+#[derive(Clone, Debug)]
+struct ServerFd {
+    fd: Fd,
+    dir: bool,
+    /// Owners that took POSIX locks through this fd.
+    owners: HashSet<LkOwner>,
+}
+
+#[derive(Default)]
+struct State {
+    closed: bool,
+    fds: HashMap<FdId, ServerFd>,
+    /// Inode locks granted: (domain, gfid, owner).
+    inodelks: HashSet<(RString, Gfid, LkOwner)>,
+    /// Entry locks granted (counted: they are re-entrant).
+    entrylks: Vec<(RString, Loc, LkOwner)>,
+}
+
+/// Lock bookkeeping to do after a fop succeeds.
+enum Grant {
+    None,
+    Posix {
+        client_fd: FdId,
+        owner: LkOwner,
+    },
+    Inode {
+        domain: RString,
+        gfid: Gfid,
+        owner: LkOwner,
+        unlock_all: bool,
+        lock: bool,
+    },
+    Entry {
+        domain: RString,
+        loc: Loc,
+        owner: LkOwner,
+        lock: bool,
+    },
+}
+
+pub struct Session {
+    child: Subvol,
+    next_fd: Arc<AtomicU64>,
+    state: Mutex<State>,
+}
+
+fn owner_ctx(owner: LkOwner) -> Ctx {
+    Ctx::builder(0, 0).lk_owner(owner).build()
+}
+
+fn unlock_all(owner: LkOwner) -> Flock {
+    Flock {
+        kind: LockKind::Unlock,
+        start: 0,
+        len: 0,
+        pid: 0,
+        owner,
+    }
+}
+
+impl Session {
+    pub fn new(child: Subvol, next_fd: Arc<AtomicU64>) -> Session {
+        Session {
+            child,
+            next_fd,
+            state: Mutex::new(State::default()),
+        }
+    }
+
+    fn state(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    pub fn open_fds(&self) -> usize {
+        self.state().fds.len()
+    }
+
+    /// Runs one request from the client on the brick graph.
+    pub async fn execute(&self, cx: &Ctx, mut req: Request) -> Result<ReplyBody, Errno> {
+        let fop = req.fop();
+        match fd_role(fop) {
+            FdRole::Opens => self.open(cx, req, fop).await,
+            FdRole::Closes => {
+                {
+                    let mut st = self.state();
+                    req.visit_fds(&mut |fd| {
+                        if !fd.is_anonymous() {
+                            fd.id = st.fds.remove(&fd.id).ok_or(Errno::EBADF)?.fd.id;
+                        }
+                        Ok(())
+                    })?;
+                }
+                super::dispatch(&self.child, cx, req).await
+            }
+            FdRole::Uses => {
+                let grant = {
+                    let st = self.state();
+                    let grant = grant_of(cx, &req);
+                    req.visit_fds(&mut |fd| {
+                        if !fd.is_anonymous() {
+                            fd.id = st.fds.get(&fd.id).ok_or(Errno::EBADF)?.fd.id;
+                        }
+                        Ok(())
+                    })?;
+                    grant
+                };
+                let r = super::dispatch(&self.child, cx, req).await;
+                if r.is_ok() {
+                    self.record(grant).await;
+                }
+                r
+            }
+        }
+    }
+
+    async fn open(&self, cx: &Ctx, mut req: Request, fop: Fop) -> Result<ReplyBody, Errno> {
+        let server_id = FdId(self.next_fd.fetch_add(1, Ordering::Relaxed));
+        let mut client_fd = None;
+        {
+            let st = self.state();
+            req.visit_fds(&mut |fd| {
+                if fd.is_anonymous() || st.fds.contains_key(&fd.id) {
+                    return Err(Errno::EBADF);
+                }
+                client_fd = Some(*fd);
+                fd.id = server_id;
+                Ok(())
+            })?;
+        }
+        let r = super::dispatch(&self.child, cx, req).await;
+        if let (Ok(body), Some(cfd)) = (&r, client_fd) {
+            let gfid = match body {
+                ReplyBody::Create(e) => e.attr.gfid,
+                _ => cfd.gfid,
+            };
+            let fd = Fd {
+                id: server_id,
+                gfid,
+                flags: cfd.flags,
+            };
+            let sfd = ServerFd {
+                fd,
+                dir: fop == Fop::Opendir,
+                owners: HashSet::new(),
+            };
+            let late = {
+                let mut st = self.state();
+                if st.closed {
+                    true
+                } else {
+                    st.fds.insert(cfd.id, sfd.clone());
+                    false
+                }
+            };
+            if late {
+                self.release(sfd).await;
+            }
+        }
+        r
+    }
+
+    async fn record(&self, grant: Grant) {
+        let late = {
+            let mut st = self.state();
+            let closed = st.closed;
+            match &grant {
+                Grant::None => return,
+                Grant::Posix { client_fd, owner } => {
+                    if let Some(s) = st.fds.get_mut(client_fd) {
+                        s.owners.insert(*owner);
+                    }
+                    return;
+                }
+                Grant::Inode {
+                    domain,
+                    gfid,
+                    owner,
+                    unlock_all,
+                    lock,
+                } => {
+                    let key = (domain.clone(), *gfid, *owner);
+                    if *lock && !closed {
+                        st.inodelks.insert(key);
+                    } else if *unlock_all {
+                        st.inodelks.remove(&key);
+                    }
+                    *lock && closed
+                }
+                Grant::Entry {
+                    domain,
+                    loc,
+                    owner,
+                    lock,
+                } => {
+                    if *lock && !closed {
+                        st.entrylks.push((domain.clone(), loc.clone(), *owner));
+                    } else if !*lock
+                        && let Some(i) = st
+                            .entrylks
+                            .iter()
+                            .position(|(d, l, o)| d == domain && l == loc && o == owner)
+                    {
+                        st.entrylks.swap_remove(i);
+                    }
+                    *lock && closed
+                }
+            }
+        };
+        // Granted after the client went away: give it back at once.
+        if late {
+            match grant {
+                Grant::Inode {
+                    domain,
+                    gfid,
+                    owner,
+                    ..
+                } => self.unlock_inode(domain, gfid, owner).await,
+                Grant::Entry {
+                    domain, loc, owner, ..
+                } => self.unlock_entry(domain, loc, owner).await,
+                _ => {}
+            }
+        }
+    }
+
+    async fn unlock_inode(&self, domain: RString, gfid: Gfid, owner: LkOwner) {
+        let cx = owner_ctx(owner);
+        let _ = self
+            .child
+            .inodelk(&cx, domain, gfid, LkCmd::Set, unlock_all(owner))
+            .await;
+    }
+
+    async fn unlock_entry(&self, domain: RString, loc: Loc, owner: LkOwner) {
+        let cx = owner_ctx(owner);
+        let _ = self
+            .child
+            .entrylk(&cx, domain, loc, EntrylkCmd::Unlock)
+            .await;
+    }
+
+    async fn release(&self, sfd: ServerFd) {
+        for owner in sfd.owners {
+            let cx = owner_ctx(owner);
+            let _ = self
+                .child
+                .lk(&cx, sfd.fd, LkCmd::Set, unlock_all(owner))
+                .await;
+        }
+        let cx = Ctx::root();
+        let _ = if sfd.dir {
+            self.child.releasedir(&cx, sfd.fd).await
+        } else {
+            self.child.release(&cx, sfd.fd).await
+        };
+    }
+
+    /// The client is gone: unlock what it holds and release its fds. Returns how many fds
+    /// were released.
+    pub async fn close(&self) -> usize {
+        let (fds, inodelks, entrylks) = {
+            let mut st = self.state();
+            st.closed = true;
+            (
+                std::mem::take(&mut st.fds),
+                std::mem::take(&mut st.inodelks),
+                std::mem::take(&mut st.entrylks),
+            )
+        };
+        for (domain, gfid, owner) in inodelks {
+            self.unlock_inode(domain, gfid, owner).await;
+        }
+        for (domain, loc, owner) in entrylks {
+            self.unlock_entry(domain, loc, owner).await;
+        }
+        let n = fds.len();
+        for sfd in fds.into_values() {
+            self.release(sfd).await;
+        }
+        n
+    }
+}
+
+/// The lock bookkeeping a request implies if it succeeds.
+fn grant_of(cx: &Ctx, req: &Request) -> Grant {
+    match req {
+        Request::Lk { fd, cmd, lock } if *cmd != LkCmd::Get && lock.kind != LockKind::Unlock => {
+            Grant::Posix {
+                client_fd: fd.id,
+                owner: lock.owner,
+            }
+        }
+        Request::Inodelk {
+            domain,
+            gfid,
+            cmd,
+            lock,
+        } if *cmd != LkCmd::Get => Grant::Inode {
+            domain: domain.clone(),
+            gfid: *gfid,
+            owner: lock.owner,
+            unlock_all: lock.kind == LockKind::Unlock && lock.start == 0 && lock.len == 0,
+            lock: lock.kind != LockKind::Unlock,
+        },
+        Request::Entrylk { domain, loc, cmd } => Grant::Entry {
+            domain: domain.clone(),
+            loc: loc.clone(),
+            owner: cx.lk_owner(),
+            lock: *cmd != EntrylkCmd::Unlock,
+        },
+        _ => Grant::None,
+    }
+}

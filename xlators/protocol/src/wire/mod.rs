@@ -1,0 +1,409 @@
+//! The wire between protocol/client and protocol/server.
+//!
+//! A frame is `u32 big-endian length | postcard header | raw payload`, the length counting the
+//! header and the payload (the default layout of `tokio_util`'s `LengthDelimitedCodec`). The
+//! header is a [`ClientMsg`] or a [`ServerMsg`]; a fop call or reply lists the lengths of the
+//! payloads appended after it (the `Buf` arguments or reply: `writev` data, `readv` bytes), so
+//! bulk data is never serialized or copied by the codec. Every frame is checked against a hard
+//! maximum size before anything is allocated, and the payload lengths must add up to exactly the
+//! bytes after the header.
+//!
+//! A connection starts with [`Hello`] (protocol version, fop table fingerprint, volume name,
+//! client identity, optional secret) answered by [`Welcome`] or by a [`ServerMsg::Refused`]
+//! message meant for the user.
+
+mod fops;
+mod frame;
+
+use serde::{Deserialize, Serialize};
+use xlator_api::{Buf, Ctx, Errno, Fop, LkOwner};
+
+pub use fops::{FdVisitor, ReplyBody, Request, SCHEMA, SCHEMA_TEXT};
+pub use frame::{FrameReader, OutFrame, write_frames};
+
+/// Version of this wire protocol; peers with different versions refuse each other.
+pub const PROTOCOL_VERSION: u32 = 1;
+/// First bytes of a [`Hello`], to tell an xlfs client from a stray connection.
+pub const MAGIC: [u8; 4] = *b"XLFS";
+/// Headroom above the largest write/read payload for headers.
+pub const HEADER_ROOM: usize = 64 << 10;
+/// Frames before the handshake completes (hello, welcome, refusal) are at most this big, so an
+/// unauthenticated peer cannot make the server allocate more.
+pub const HANDSHAKE_MAX_FRAME: usize = 64 << 10;
+/// Payloads smaller than this are copied into the header buffer (one write, one iovec);
+/// larger ones are written straight from their `Buf`.
+pub const INLINE_PAYLOAD: usize = 4 << 10;
+
+/// How a fop relates to fd lifetimes (both sides keep an fd table).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FdRole {
+    /// Makes the fd in its arguments valid (`open`, `opendir`, `create`).
+    Opens,
+    /// Ends the fd in its arguments (`release`, `releasedir`).
+    Closes,
+    /// Uses fds made by an `Opens` fop (or anonymous ones), if it has any.
+    Uses,
+}
+
+/// The [`FdRole`] of `fop`. A new fop that opens or closes fds must be added here.
+pub fn fd_role(fop: Fop) -> FdRole {
+    match fop {
+        Fop::Open | Fop::Opendir | Fop::Create => FdRole::Opens,
+        Fop::Release | Fop::Releasedir => FdRole::Closes,
+        _ => FdRole::Uses,
+    }
+}
+
+/// Why a frame could not be read or decoded. Any of these closes the connection.
+#[derive(thiserror::Error, Debug)]
+pub enum WireError {
+    #[error("frame of {len} bytes exceeds the maximum of {max} bytes")]
+    FrameTooLarge { len: u64, max: usize },
+    #[error("empty frame")]
+    EmptyFrame,
+    #[error("connection closed in the middle of a frame")]
+    Truncated,
+    #[error("frame body not received within {0:?} (slow or stalled sender)")]
+    SlowSender(std::time::Duration),
+    #[error("bad header: {0}")]
+    Header(#[from] postcard::Error),
+    #[error("payload lengths in the header add up to {declared} bytes, but {actual} follow it")]
+    PayloadMismatch { declared: u64, actual: usize },
+    #[error("a payload argument carried inline bytes")]
+    InlinePayload,
+    #[error("fewer or more payloads than the message has payload arguments")]
+    PayloadCount,
+    #[error("payload of {0} bytes does not fit a frame")]
+    PayloadTooLarge(usize),
+    #[error("i/o: {0}")]
+    Io(#[from] std::io::Error),
+}
+
+/// The caller identity carried with every call (the server rebuilds a [`Ctx`] from it).
+/// Typed `Ctx` extensions do not cross the wire (see the README).
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq, Default)]
+pub struct WireCtx {
+    pub uid: u32,
+    pub gid: u32,
+    pub groups: Vec<u32>,
+    pub pid: u32,
+    pub lk_owner: LkOwner,
+    pub request_id: u64,
+}
+
+impl WireCtx {
+    pub fn from_ctx(cx: &Ctx) -> WireCtx {
+        WireCtx {
+            uid: cx.uid(),
+            gid: cx.gid(),
+            groups: cx.groups().to_vec(),
+            pid: cx.pid(),
+            lk_owner: cx.lk_owner(),
+            request_id: cx.request_id(),
+        }
+    }
+
+    pub fn to_ctx(&self) -> Ctx {
+        Ctx::builder(self.uid, self.gid)
+            .groups(&self.groups)
+            .pid(self.pid)
+            .lk_owner(self.lk_owner)
+            .request_id(self.request_id)
+            .build()
+    }
+}
+
+/// First frame of a connection, from the client.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
+pub struct Hello {
+    pub magic: [u8; 4],
+    pub version: u32,
+    /// Fingerprint of the fop table ([`SCHEMA`]).
+    pub schema: u64,
+    /// The volume (brick) the client wants: its `remote-subvolume`.
+    pub volume: String,
+    /// Who is connecting (host, process, translator), for logs and statedumps.
+    pub client: String,
+    /// The shared secret, when the client has one. Sent in clear: it keeps out misconfigured
+    /// clients, not eavesdroppers (there is no TLS yet).
+    pub secret: Option<String>,
+    /// The largest frame the client accepts.
+    pub max_frame: u32,
+}
+
+/// The server's acceptance.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
+pub struct Welcome {
+    pub volume: String,
+    /// The server's identity (host, process, translator).
+    pub server: String,
+    /// The largest frame the server accepts.
+    pub max_frame: u32,
+}
+
+/// One fop call.
+#[derive(Serialize, Deserialize, Debug)]
+pub struct Call {
+    pub id: u64,
+    pub ctx: WireCtx,
+    /// Lengths of the payloads after the header.
+    pub payload: Vec<u32>,
+    pub req: Request,
+}
+
+/// The answer to the [`Call`] with the same id.
+#[derive(Serialize, Deserialize, Debug)]
+pub struct Reply {
+    pub id: u64,
+    pub payload: Vec<u32>,
+    pub result: Result<ReplyBody, Errno>,
+}
+
+/// Frames a client sends.
+#[derive(Serialize, Deserialize, Debug)]
+pub enum ClientMsg {
+    Hello(Hello),
+    Ping(u64),
+    Call(Call),
+}
+
+/// Frames a server sends.
+#[derive(Serialize, Deserialize, Debug)]
+pub enum ServerMsg {
+    Welcome(Welcome),
+    /// The handshake was refused; the text tells the user what to fix. The server closes the
+    /// connection after sending it.
+    Refused(String),
+    Pong(u64),
+    Reply(Reply),
+}
+
+/// Messages that may carry payloads.
+pub trait Message: Serialize + for<'de> Deserialize<'de> {
+    fn payload_lens(&self) -> &[u32];
+}
+
+impl Message for ClientMsg {
+    fn payload_lens(&self) -> &[u32] {
+        match self {
+            ClientMsg::Call(c) => &c.payload,
+            _ => &[],
+        }
+    }
+}
+
+impl Message for ServerMsg {
+    fn payload_lens(&self) -> &[u32] {
+        match self {
+            ServerMsg::Reply(r) => &r.payload,
+            _ => &[],
+        }
+    }
+}
+
+/// The payloads of a received frame, as zero-copy slices of it.
+pub struct Payloads {
+    bufs: std::vec::IntoIter<Buf>,
+}
+
+impl Payloads {
+    pub fn new(bufs: Vec<Buf>) -> Payloads {
+        Payloads {
+            bufs: bufs.into_iter(),
+        }
+    }
+
+    pub(crate) fn next_payload(&mut self) -> Result<Buf, WireError> {
+        self.bufs.next().ok_or(WireError::PayloadCount)
+    }
+
+    /// Errors if payloads are left over.
+    pub(crate) fn finish(&mut self) -> Result<(), WireError> {
+        match self.bufs.next() {
+            Some(_) => Err(WireError::PayloadCount),
+            None => Ok(()),
+        }
+    }
+}
+
+/// Encodes `msg` with `payload` appended. Fails if the frame would exceed `max_frame`.
+pub fn encode<M: Serialize>(
+    msg: &M,
+    payload: Vec<Buf>,
+    max_frame: usize,
+) -> Result<OutFrame, WireError> {
+    let head = postcard::to_extend(msg, vec![0u8; 4])?;
+    let payload_len: usize = payload.iter().map(Buf::len).sum();
+    let len = head.len() - 4 + payload_len;
+    if len > max_frame {
+        return Err(WireError::FrameTooLarge {
+            len: len as u64,
+            max: max_frame,
+        });
+    }
+    let prefix = u32::try_from(len).map_err(|_| WireError::PayloadTooLarge(len))?;
+    let mut frame = OutFrame { head, payload };
+    frame.head[..4].copy_from_slice(&prefix.to_be_bytes());
+    frame.inline_small_payloads();
+    Ok(frame)
+}
+
+/// Lengths of `bufs` for a header.
+pub fn payload_lens(bufs: &[Buf]) -> Result<Vec<u32>, WireError> {
+    bufs.iter()
+        .map(|b| u32::try_from(b.len()).map_err(|_| WireError::PayloadTooLarge(b.len())))
+        .collect()
+}
+
+/// Decodes a frame body (without its length prefix): the header, then the payloads it
+/// declares, which must cover the rest of the frame exactly.
+pub fn decode<M: Message>(frame: Buf) -> Result<(M, Payloads), WireError> {
+    if frame.is_empty() {
+        return Err(WireError::EmptyFrame);
+    }
+    let (msg, rest) = postcard::take_from_bytes::<M>(&frame)?;
+    let head_len = frame.len() - rest.len();
+    let declared = msg
+        .payload_lens()
+        .iter()
+        .map(|&l| u64::from(l))
+        .sum::<u64>();
+    if declared != rest.len() as u64 {
+        return Err(WireError::PayloadMismatch {
+            declared,
+            actual: rest.len(),
+        });
+    }
+    let mut bufs = Vec::with_capacity(msg.payload_lens().len());
+    let mut at = head_len;
+    for &l in msg.payload_lens() {
+        let end = at + l as usize;
+        bufs.push(frame.slice(at..end));
+        at = end;
+    }
+    Ok((msg, Payloads::new(bufs)))
+}
+
+/// Encodes a fop call, moving its `Buf` arguments to the payload.
+pub fn encode_call(
+    id: u64,
+    ctx: WireCtx,
+    mut req: Request,
+    max_frame: usize,
+) -> Result<OutFrame, WireError> {
+    let mut bufs = Vec::new();
+    req.take_payload(&mut bufs);
+    let payload = payload_lens(&bufs)?;
+    encode(
+        &ClientMsg::Call(Call {
+            id,
+            ctx,
+            payload,
+            req,
+        }),
+        bufs,
+        max_frame,
+    )
+}
+
+/// Encodes a fop reply, moving a `Buf` reply to the payload.
+pub fn encode_reply(
+    id: u64,
+    mut result: Result<ReplyBody, Errno>,
+    max_frame: usize,
+) -> Result<OutFrame, WireError> {
+    let mut bufs = Vec::new();
+    if let Ok(body) = &mut result {
+        body.take_payload(&mut bufs);
+    }
+    let payload = payload_lens(&bufs)?;
+    encode(
+        &ServerMsg::Reply(Reply {
+            id,
+            payload,
+            result,
+        }),
+        bufs,
+        max_frame,
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use xlator_api::{Fd, FdId, Gfid};
+
+    fn body(f: &OutFrame) -> Buf {
+        let mut v = f.head[4..].to_vec();
+        for p in &f.payload {
+            v.extend_from_slice(p);
+        }
+        Buf::from_vec(v)
+    }
+
+    #[test]
+    fn call_round_trips_with_big_payload_outside_the_header() {
+        let data = Buf::from_vec((0..200_000u32).map(|i| i as u8).collect());
+        let fd = Fd {
+            id: FdId(9),
+            gfid: Gfid::ROOT,
+            flags: 1,
+        };
+        let req = Request::Writev {
+            fd,
+            offset: 42,
+            data: data.clone(),
+            flags: 0,
+        };
+        let f = encode_call(7, WireCtx::default(), req, 1 << 20).expect("encode");
+        assert!(f.head.len() < 100, "header {} bytes", f.head.len());
+        assert!(f.payload[0].shares_storage_with(&data));
+        let len = u32::from_be_bytes([f.head[0], f.head[1], f.head[2], f.head[3]]) as usize;
+        assert_eq!(len, f.len() - 4);
+        let (msg, mut p) = decode::<ClientMsg>(body(&f)).expect("decode");
+        let ClientMsg::Call(mut call) = msg else {
+            panic!("not a call")
+        };
+        call.req.restore_payload(&mut p).expect("restore");
+        match call.req {
+            Request::Writev {
+                data: d, offset, ..
+            } => {
+                assert_eq!(offset, 42);
+                assert_eq!(d, data);
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn limits_and_mismatches_are_errors() {
+        let req = Request::Writev {
+            fd: Fd::default(),
+            offset: 0,
+            data: Buf::zeroed(10_000),
+            flags: 0,
+        };
+        assert!(matches!(
+            encode_call(1, WireCtx::default(), req, 5000),
+            Err(WireError::FrameTooLarge { .. })
+        ));
+        let f = encode_call(
+            1,
+            WireCtx::default(),
+            Request::Stat { gfid: Gfid::ROOT },
+            1 << 20,
+        )
+        .expect("encode");
+        let mut b = body(&f).to_vec();
+        b.push(0);
+        assert!(matches!(
+            decode::<ClientMsg>(Buf::from_vec(b)),
+            Err(WireError::PayloadMismatch { .. })
+        ));
+        assert!(matches!(
+            decode::<ClientMsg>(Buf::new()),
+            Err(WireError::EmptyFrame)
+        ));
+    }
+}

@@ -1,0 +1,89 @@
+//! Helpers: a protocol/server over an in-memory leaf and protocol/clients pointing at it,
+//! all in this process over 127.0.0.1.
+#![allow(dead_code)]
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use xlator_api::{Ctx, Errno, InitArgs, Options, Subvol, Translator, XlatorOptions};
+use xlfs_protocol::{Client, Server};
+
+/// Every option of `T` at its default, then `overrides`.
+pub fn options<T: Translator>(overrides: &[(&str, &str)]) -> Options {
+    let mut o = Options::new();
+    for spec in <T::Options as XlatorOptions>::schema() {
+        o.set(&spec.key, &spec.default);
+    }
+    for (k, v) in overrides {
+        o.set(k, v);
+    }
+    o
+}
+
+pub fn build<T: Translator>(
+    name: &str,
+    children: Vec<Subvol>,
+    overrides: &[(&str, &str)],
+) -> Result<Subvol, String> {
+    let args = InitArgs {
+        name: name.into(),
+        options: options::<T>(overrides),
+        children: children.into(),
+        services: xlfs_core::services::host_services(),
+    };
+    xlator_api::sdk::instantiate::<T>(args)
+}
+
+/// A protocol/server over `leaf` on 127.0.0.1 (port 0 unless given).
+pub fn server(leaf: &Subvol, overrides: &[(&str, &str)]) -> (Subvol, SocketAddr) {
+    let server = build::<Server>("server", vec![leaf.clone()], overrides).expect("server init");
+    let addr = xlfs_protocol::server::listen_addr(&server).expect("listen address");
+    (server, addr)
+}
+
+/// A protocol/server on a port that may still be held by a server being dropped.
+pub async fn server_on(leaf: &Subvol, port: u16, overrides: &[(&str, &str)]) -> Subvol {
+    let port = port.to_string();
+    let mut o: Vec<(&str, &str)> = vec![("listen-port", port.as_str())];
+    o.extend_from_slice(overrides);
+    for _ in 0..100 {
+        match build::<Server>("server", vec![leaf.clone()], &o) {
+            Ok(s) => return s,
+            Err(e) if e.contains("in use") => tokio::time::sleep(Duration::from_millis(20)).await,
+            Err(e) => panic!("{e}"),
+        }
+    }
+    panic!("port {port} stayed busy");
+}
+
+/// A protocol/client for the volume `memory` at `addr`.
+pub fn client(addr: SocketAddr, overrides: &[(&str, &str)]) -> Subvol {
+    let host = addr.to_string();
+    let mut o: Vec<(&str, &str)> = vec![
+        ("remote-host", host.as_str()),
+        ("remote-subvolume", "memory"),
+    ];
+    o.extend_from_slice(overrides);
+    build::<Client>("client", Vec::new(), &o).expect("client init")
+}
+
+/// Waits until `top` answers a stat of the root (the client connected).
+pub async fn wait_up(top: &Subvol) {
+    for _ in 0..500 {
+        match top.stat(&Ctx::root(), xlator_api::Gfid::ROOT).await {
+            Ok(_) => return,
+            Err(Errno::ENOTCONN) => tokio::time::sleep(Duration::from_millis(10)).await,
+            Err(e) => panic!("stat of root: {e}"),
+        }
+    }
+    panic!(
+        "client never connected: {}",
+        top.dump(xlator_api::DumpFormat::Text)
+    );
+}
+
+pub fn json_field(v: &Subvol, key: &str) -> serde_json::Value {
+    let dump: serde_json::Value =
+        serde_json::from_str(&v.dump(xlator_api::DumpFormat::Json)).expect("json dump");
+    dump.get(key).cloned().unwrap_or(serde_json::Value::Null)
+}

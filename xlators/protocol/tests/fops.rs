@@ -1,0 +1,384 @@
+//! Fops through protocol/client -> TCP -> protocol/server -> in-memory leaf.
+
+mod common;
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use abi_stable::std_types::RString;
+use xlator_api::{
+    Buf, Ctx, EntrylkCmd, Errno, Fd, FdId, Flock, Gfid, Init, LkCmd, LkOwner, Loc, LockKind,
+    SeekWhat, SetAttr, Subvol, Translator, Xattr, XattropOp,
+};
+use xlfs_testkit::memfs::MemLeaf;
+
+fn cx() -> Ctx {
+    Ctx::root()
+}
+
+fn fd(id: u64, gfid: Gfid, flags: i32) -> Fd {
+    Fd {
+        id: FdId(id),
+        gfid,
+        flags,
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn every_fop_family_round_trips() {
+    let leaf = MemLeaf::new();
+    let (_server, addr) = common::server(&leaf, &[]);
+    let top = common::client(addr, &[]);
+    common::wait_up(&top).await;
+    let c = cx();
+
+    // Entries.
+    let d = top
+        .mkdir(&c, Loc::new(Gfid::ROOT, "d"), 0o755, 0o022)
+        .await
+        .expect("mkdir");
+    assert!(d.attr.is_dir());
+    let dg = d.attr.gfid;
+    let f = fd(1, Gfid::NULL, libc::O_RDWR);
+    let e = top
+        .create(&c, Loc::new(dg, "f"), f, 0o644, 0o022)
+        .await
+        .expect("create");
+    let g = e.attr.gfid;
+    let f = fd(1, g, libc::O_RDWR);
+    assert_eq!(
+        top.lookup(&c, Loc::new(dg, "f"))
+            .await
+            .expect("lookup")
+            .attr
+            .gfid,
+        g
+    );
+    assert_eq!(
+        top.lookup(&c, Loc::new(dg, "nope")).await,
+        Err(Errno::ENOENT)
+    );
+
+    // Data.
+    let n = top
+        .writev(&c, f, 0, Buf::from("hello world"), 0)
+        .await
+        .expect("writev");
+    assert_eq!(n, 11);
+    assert_eq!(&*top.readv(&c, f, 6, 100).await.expect("readv"), b"world");
+    assert_eq!(top.fstat(&c, f).await.expect("fstat").size, 11);
+    top.flush(&c, f).await.expect("flush");
+    top.fsync(&c, f, true).await.expect("fsync");
+    let attr = SetAttr {
+        size: abi_stable::std_types::ROption::RSome(5),
+        ..SetAttr::default()
+    };
+    assert_eq!(top.setattr(&c, g, attr).await.expect("setattr").size, 5);
+    assert_eq!(
+        top.fsetattr(&c, f, SetAttr::default())
+            .await
+            .expect("fsetattr")
+            .size,
+        5
+    );
+    assert_eq!(top.stat(&c, g).await.expect("stat").size, 5);
+    top.access(&c, g, libc::R_OK as u32).await.expect("access");
+    top.fallocate(&c, f, 0, 0, 8192).await.expect("fallocate");
+    top.zerofill(&c, f, 0, 10).await.expect("zerofill");
+    top.discard(&c, f, 0, 4096).await.expect("discard");
+    let _ = top.seek(&c, f, 0, SeekWhat::Data).await;
+    // Anonymous fd (stateless I/O by GFID).
+    let anon = Fd::anonymous(g, libc::O_RDWR);
+    top.writev(&c, anon, 0, Buf::from("anon"), 0)
+        .await
+        .expect("anonymous writev");
+    assert_eq!(
+        &*top.readv(&c, anon, 0, 4).await.expect("anonymous readv"),
+        b"anon"
+    );
+
+    // Xattrs.
+    let x = Xattr {
+        name: "user.k".into(),
+        value: Buf::from("v"),
+    };
+    top.setxattr(&c, g, x, 0).await.expect("setxattr");
+    assert_eq!(
+        &*top
+            .getxattr(&c, g, "user.k".into())
+            .await
+            .expect("getxattr"),
+        b"v"
+    );
+    assert!(
+        top.listxattr(&c, g)
+            .await
+            .expect("listxattr")
+            .iter()
+            .any(|n| n == "user.k")
+    );
+    let x2 = Xattr {
+        name: "user.k2".into(),
+        value: Buf::from("w"),
+    };
+    top.fsetxattr(&c, f, x2, 0).await.expect("fsetxattr");
+    assert_eq!(
+        &*top
+            .fgetxattr(&c, f, "user.k2".into())
+            .await
+            .expect("fgetxattr"),
+        b"w"
+    );
+    top.fremovexattr(&c, f, "user.k2".into())
+        .await
+        .expect("fremovexattr");
+    top.removexattr(&c, g, "user.k".into())
+        .await
+        .expect("removexattr");
+    assert_eq!(
+        top.getxattr(&c, g, "user.k".into()).await,
+        Err(Errno::ENODATA)
+    );
+    let counter = Xattr {
+        name: "trusted.afr.x".into(),
+        value: Buf::from_vec(vec![0, 0, 0, 1]),
+    };
+    let xs: abi_stable::std_types::RVec<Xattr> = vec![counter].into();
+    top.xattrop(&c, g, XattropOp::AddArray32, xs.clone())
+        .await
+        .expect("xattrop");
+    let v = top
+        .fxattrop(&c, f, XattropOp::AddArray32, xs)
+        .await
+        .expect("fxattrop");
+    assert_eq!(&*v[0].value, &[0, 0, 0, 2]);
+
+    // Locks.
+    let owner = LkOwner(7);
+    let wl = Flock {
+        kind: LockKind::Write,
+        start: 0,
+        len: 10,
+        pid: 1,
+        owner,
+    };
+    top.lk(&c, f, LkCmd::Set, wl).await.expect("lk");
+    let ul = Flock {
+        kind: LockKind::Unlock,
+        ..wl
+    };
+    top.lk(&c, f, LkCmd::Set, ul).await.expect("unlock");
+    let dom: RString = "d".into();
+    top.inodelk(&c, dom.clone(), g, LkCmd::Set, wl)
+        .await
+        .expect("inodelk");
+    top.inodelk(&c, dom.clone(), g, LkCmd::Set, ul)
+        .await
+        .expect("inodelk unlock");
+    top.entrylk(&c, dom.clone(), Loc::new(dg, "f"), EntrylkCmd::Lock)
+        .await
+        .expect("entrylk");
+    top.entrylk(&c, dom, Loc::new(dg, "f"), EntrylkCmd::Unlock)
+        .await
+        .expect("entry unlock");
+
+    // Links, rename, directories.
+    top.symlink(&c, Loc::new(dg, "s"), "f".into())
+        .await
+        .expect("symlink");
+    let s = top
+        .lookup(&c, Loc::new(dg, "s"))
+        .await
+        .expect("lookup symlink")
+        .attr
+        .gfid;
+    assert_eq!(top.readlink(&c, s).await.expect("readlink").as_str(), "f");
+    top.link(&c, g, Loc::new(dg, "h")).await.expect("link");
+    top.rename(&c, Loc::new(dg, "h"), Loc::new(dg, "h2"), 0)
+        .await
+        .expect("rename");
+    top.mknod(&c, Loc::new(dg, "p"), libc::S_IFIFO | 0o644, 0, 0o022)
+        .await
+        .expect("mknod");
+    let dfd = fd(2, dg, libc::O_RDONLY);
+    top.opendir(&c, dfd).await.expect("opendir");
+    let names: Vec<String> = top
+        .readdirp(&c, dfd, 0, 65536)
+        .await
+        .expect("readdirp")
+        .iter()
+        .map(|e| e.name.to_string())
+        .collect();
+    for n in ["f", "s", "h2", "p"] {
+        assert!(names.iter().any(|x| x == n), "{n} missing from {names:?}");
+    }
+    top.fsyncdir(&c, dfd, false).await.expect("fsyncdir");
+    top.releasedir(&c, dfd).await.expect("releasedir");
+    top.release(&c, f).await.expect("release");
+    assert_eq!(
+        top.fstat(&c, f).await,
+        Err(Errno::EBADF),
+        "released fd is unknown"
+    );
+    for n in ["f", "s", "h2", "p"] {
+        top.unlink(&c, Loc::new(dg, n)).await.expect("unlink");
+    }
+    top.rmdir(&c, Loc::new(Gfid::ROOT, "d"))
+        .await
+        .expect("rmdir");
+    assert!(top.statfs(&c, Gfid::ROOT).await.expect("statfs").bsize > 0);
+    assert_eq!(top.open(&c, fd(3, g, 0)).await, Err(Errno::ESTALE));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn big_writes_and_reads_are_intact_and_oversize_is_einval() {
+    let leaf = MemLeaf::new();
+    let (_server, addr) = common::server(&leaf, &[]);
+    let top = common::client(addr, &[]);
+    common::wait_up(&top).await;
+    let c = cx();
+    let e = top
+        .create(
+            &c,
+            Loc::new(Gfid::ROOT, "big"),
+            fd(1, Gfid::NULL, libc::O_RDWR),
+            0o644,
+            0,
+        )
+        .await
+        .expect("create");
+    let f = fd(1, e.attr.gfid, libc::O_RDWR);
+    let mut seed = 0x9e37_79b9_u32;
+    let data: Vec<u8> = (0..(1 << 20))
+        .map(|_| {
+            seed ^= seed << 13;
+            seed ^= seed >> 17;
+            seed ^= seed << 5;
+            seed as u8
+        })
+        .collect();
+    for i in 0..4u64 {
+        let n = top
+            .writev(&c, f, i << 20, Buf::from_vec(data.clone()), 0)
+            .await
+            .expect("writev");
+        assert_eq!(n, 1 << 20);
+    }
+    for i in 0..4u64 {
+        let r = top.readv(&c, f, i << 20, 1 << 20).await.expect("readv");
+        assert!(r[..] == data[..], "MiB {i} differs");
+    }
+    let too_big = Buf::zeroed((1 << 20) + 1);
+    assert_eq!(top.writev(&c, f, 0, too_big, 0).await, Err(Errno::EINVAL));
+    assert_eq!(top.readv(&c, f, 0, (1 << 20) + 1).await, Err(Errno::EINVAL));
+    // The connection survived the refused calls.
+    assert_eq!(top.fstat(&c, f).await.expect("fstat").size, 4 << 20);
+}
+
+/// `access` sleeps `mask` milliseconds, then answers; everything else passes through.
+struct Delay {
+    children: Vec<Subvol>,
+}
+
+impl Translator for Delay {
+    const TYPE: &'static str = "test/delay";
+    type Options = ();
+    fn init(init: Init<()>) -> Result<Self, String> {
+        Ok(Delay {
+            children: init.children,
+        })
+    }
+    fn children(&self) -> &[Subvol] {
+        &self.children
+    }
+    async fn access(&self, _cx: &Ctx, _gfid: Gfid, mask: u32) -> Result<(), Errno> {
+        tokio::time::sleep(Duration::from_millis(u64::from(mask))).await;
+        Ok(())
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn concurrent_requests_complete_out_of_order() {
+    let leaf = MemLeaf::new();
+    let delay = common::build::<Delay>("memory", vec![leaf], &[]).expect("delay");
+    let (_server, addr) = common::server(&delay, &[]);
+    let top = common::client(addr, &[]);
+    common::wait_up(&top).await;
+    let done = Arc::new(Mutex::new(Vec::new()));
+    let start = Instant::now();
+    let mut tasks = Vec::new();
+    for i in 0..64u32 {
+        let (top, done) = (top.clone(), done.clone());
+        // Issued first, answered last.
+        let ms = (64 - i) * 8;
+        tasks.push(tokio::spawn(async move {
+            top.access(&Ctx::root(), Gfid::ROOT, ms)
+                .await
+                .expect("access");
+            done.lock().expect("lock").push(i);
+        }));
+        tokio::task::yield_now().await;
+    }
+    for t in tasks {
+        t.await.expect("task");
+    }
+    let elapsed = start.elapsed();
+    let order = done.lock().expect("lock").clone();
+    assert_eq!(order.len(), 64);
+    // All 64 were in flight together: far less than the 16.6 s they take one by one.
+    assert!(elapsed < Duration::from_millis(2000), "took {elapsed:?}");
+    // Replies came back in completion order, not request order.
+    assert!(order[0] > order[63], "completion order {order:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn two_clients_get_separate_fd_spaces() {
+    let leaf = MemLeaf::new();
+    let (_server, addr) = common::server(&leaf, &[]);
+    let a = common::client(addr, &[]);
+    let b = common::client(addr, &[]);
+    common::wait_up(&a).await;
+    common::wait_up(&b).await;
+    let c = cx();
+    let ea = a
+        .create(
+            &c,
+            Loc::new(Gfid::ROOT, "a"),
+            fd(1, Gfid::NULL, libc::O_RDWR),
+            0o644,
+            0,
+        )
+        .await
+        .expect("create a");
+    let eb = b
+        .create(
+            &c,
+            Loc::new(Gfid::ROOT, "b"),
+            fd(1, Gfid::NULL, libc::O_RDWR),
+            0o644,
+            0,
+        )
+        .await
+        .expect("create b with the same fd id");
+    let fa = fd(1, ea.attr.gfid, libc::O_RDWR);
+    let fb = fd(1, eb.attr.gfid, libc::O_RDWR);
+    a.writev(&c, fa, 0, Buf::from("AAAA"), 0)
+        .await
+        .expect("write a");
+    b.writev(&c, fb, 0, Buf::from("BB"), 0)
+        .await
+        .expect("write b");
+    assert_eq!(&*a.readv(&c, fa, 0, 10).await.expect("read a"), b"AAAA");
+    assert_eq!(&*b.readv(&c, fb, 0, 10).await.expect("read b"), b"BB");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn conformance_suite_through_the_wire() {
+    let leaf = MemLeaf::new();
+    let (_server, addr) = common::server(&leaf, &[]);
+    let top = common::client(addr, &[]);
+    common::wait_up(&top).await;
+    let report = xlfs_testkit::conformance::run(&top, xlfs_testkit::conformance::Caps::all()).await;
+    println!("{report}");
+    report.assert_all_passed();
+}
