@@ -131,7 +131,7 @@ pub fn run(calls: u64) -> Result<(), String> {
         let s8 = {
             let top = StaticPass(StaticPass(StaticPass(StaticPass(StaticPass(StaticPass(
                 StaticPass(StaticPass(StaticLeaf)),
-            )))))));
+            ))))));
             let start = Instant::now();
             for _ in 0..calls {
                 let _ = black_box(top.stat(Gfid::ROOT).await);

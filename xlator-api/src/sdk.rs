@@ -116,9 +116,15 @@ macro_rules! gen_translator_trait {
                 ) -> FfiFop<$ret> {
                     // SAFETY: `this` is a live `Arc<Instance<T>>` (vtable contract).
                     let inst = unsafe { clone_arc::<T>(this) };
-                    guard_fop(inst, Fop::$Variant, move |inst| async move {
-                        inst.xl.$name(&cx $(, $arg)*).await
-                    })
+                    async move {
+                        // The user's method is called inside the guarded future, so a panic in
+                        // its synchronous part is caught too.
+                        let r = AssertUnwindSafe(async { inst.xl.$name(&cx $(, $arg)*).await })
+                            .catch_unwind()
+                            .await;
+                        finish_fop(&inst, Fop::$Variant, r)
+                    }
+                    .into_ffi()
                 }
             )*
         }
@@ -144,30 +150,24 @@ unsafe fn clone_arc<T>(this: *const c_void) -> Arc<Instance<T>> {
     }
 }
 
-/// Runs the fop future under `catch_unwind`: a panic, in the fop's synchronous part or while
-/// polling, becomes EIO logged with the translator's name and the fop.
-fn guard_fop<T, R, F, Fut>(inst: Arc<Instance<T>>, fop: Fop, f: F) -> FfiFop<R>
-where
-    T: Translator,
-    R: Send + 'static,
-    F: FnOnce(Arc<Instance<T>>) -> Fut + Send + 'static,
-    Fut: Future<Output = Result<R, Errno>> + Send,
-{
-    async move {
-        let name = inst.clone();
-        match AssertUnwindSafe(async move { f(inst).await }).catch_unwind().await {
-            Ok(r) => RResult::from(r),
-            Err(p) => {
-                tracing::error!(
-                    target: "xlfs::panic",
-                    "translator {} ({}) panicked in {}: {}; replying EIO",
-                    name.name, T::TYPE, fop.name(), panic_message(&p)
-                );
-                RResult::RErr(Errno::EIO)
-            }
+/// The reply of a guarded fop: its result, or EIO (logged with the translator's name and the
+/// fop) if it panicked, in its synchronous part or while polling.
+fn finish_fop<T: Translator, R>(
+    inst: &Instance<T>,
+    fop: Fop,
+    r: std::thread::Result<Result<R, Errno>>,
+) -> RResult<R, Errno> {
+    match r {
+        Ok(r) => RResult::from(r),
+        Err(p) => {
+            tracing::error!(
+                target: "xlfs::panic",
+                "translator {} ({}) panicked in {}: {}; replying EIO",
+                inst.name, T::TYPE, fop.name(), panic_message(&p)
+            );
+            RResult::RErr(Errno::EIO)
         }
     }
-    .into_ffi()
 }
 
 /// The text of a panic payload.
