@@ -18,13 +18,13 @@ use crate::volfile::{self, Volfile, VolfileError};
 #[derive(thiserror::Error, Debug)]
 pub enum GraphError {
     #[error(transparent)]
-    Volfile(#[from] VolfileError),
+    Volfile(Box<VolfileError>),
     #[error("{origin}: volume {volume:?}: {source}")]
     Resolve {
         origin: String,
         volume: String,
         #[source]
-        source: ResolveError,
+        source: Box<ResolveError>,
     },
     #[error("{origin}: volume {volume:?} ({type_name}) failed to initialise: {reason}")]
     Init { origin: String, volume: String, type_name: String, reason: String },
@@ -86,6 +86,12 @@ impl UpLinks {
     }
 }
 
+impl From<VolfileError> for GraphError {
+    fn from(e: VolfileError) -> GraphError {
+        GraphError::Volfile(Box::new(e))
+    }
+}
+
 /// One translator instance in a graph.
 pub struct Node {
     /// What parents and hosts call (may be wrapped by a per-hop span layer).
@@ -117,7 +123,11 @@ impl Graph {
         let mut nodes: BTreeMap<String, Node> = BTreeMap::new();
         for decl in volfile.build_order() {
             let resolved = registry.resolve(&decl.type_name).map_err(|source| {
-                GraphError::Resolve { origin: origin.clone(), volume: decl.name.clone(), source }
+                GraphError::Resolve {
+                    origin: origin.clone(),
+                    volume: decl.name.clone(),
+                    source: Box::new(source),
+                }
             })?;
             let options = volfile::effective_options(decl, &resolved.info, &origin)?;
             let children: Vec<Subvol> = decl

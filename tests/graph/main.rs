@@ -164,8 +164,7 @@ mod spans {
                 let cx = Ctx::builder(0, 0).request_id(77).build();
                 rt.block_on(g.top().lookup(&cx, Loc::new(Gfid::ROOT, "f"))).ok();
             });
-            let v = spans.0.lock().expect("spans").clone();
-            v
+            spans.0.lock().expect("spans").clone()
         };
         let on = run("xlfs::fop=trace");
         assert_eq!(

@@ -202,6 +202,7 @@ mod tests {
         let v = vec![7u8; 4096];
         let p = v.as_ptr();
         let b = Buf::from_vec(v);
-        assert_eq!(b.into_vec().as_ptr(), p);
+        let back = b.into_vec();
+        assert_eq!(back.as_ptr(), p);
     }
 }

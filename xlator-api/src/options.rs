@@ -416,10 +416,10 @@ mod tests {
     fn check_enforces_range_and_choices() {
         let s = OptionSpec::size("window-size", "1MiB").range(4096, 1 << 30);
         assert!(s.check("1MiB").is_ok());
-        assert!(s.check("1K").unwrap_err().contains("below the minimum"));
-        assert!(s.check("2GiB").unwrap_err().contains("above the maximum"));
+        assert!(s.check("1K").expect_err("below").contains("below the minimum"));
+        assert!(s.check("2GiB").expect_err("above").contains("above the maximum"));
         let e = OptionSpec::enumeration("mode", "a", &["a", "b"]);
-        assert!(e.check("c").unwrap_err().contains("not one of: a, b"));
+        assert!(e.check("c").expect_err("choice").contains("not one of: a, b"));
         assert!(OptionSpec::path("directory", "").check("rel/dir").is_err());
         assert!(OptionSpec::path("directory", "").is_required());
     }

@@ -1,0 +1,161 @@
+//! `xlfs volume start NAME`: runs `xlfsd` for every brick of the volume on this host and
+//! waits until each listens; records pids and ports.
+
+use std::ffi::OsString;
+use std::process::Child;
+use std::time::{Duration, Instant};
+
+use xlfs_volgen::VolumeSpec;
+
+use super::{Ctx, XLFSD, generate_and_write};
+use crate::error::{CliError, Result};
+use crate::procs;
+use crate::sibling;
+use crate::state::{BrickRun, Run, VolumeDir};
+
+/// How long a brick may take to listen.
+const START_TIMEOUT: Duration = Duration::from_secs(20);
+
+#[derive(clap::Args, Debug)]
+#[command(after_help = "Example:\n  xlfs volume start gv0 && xlfs volume status gv0")]
+pub struct Args {
+    pub name: String,
+}
+
+pub fn run(ctx: &Ctx, a: Args) -> Result<u8> {
+    let (vd, spec) = ctx.state().load(&a.name)?;
+    let mut run = vd.load_run()?;
+    let started = start_bricks(&vd, &spec, &mut run)?;
+    let local = spec
+        .bricks
+        .iter()
+        .filter(|b| b.is_on(&procs::local_host_names()))
+        .count();
+    if local == 0 {
+        println!(
+            "{}: no brick of this volume is on this host; start it where its bricks are",
+            spec.name
+        );
+        return Ok(0);
+    }
+    if started.is_empty() {
+        println!("{}: already started", spec.name);
+    } else {
+        println!("started volume {}", spec.name);
+    }
+    for b in &run.bricks {
+        println!(
+            "  brick {}  {}  port {}  pid {}",
+            b.index, spec.bricks[b.index], b.port, b.pid
+        );
+    }
+    Ok(0)
+}
+
+/// Starts the local bricks that are not running; all or nothing (bricks started here are
+/// stopped again if one fails). Returns the bricks it started; `run` is saved.
+pub fn start_bricks(vd: &VolumeDir, spec: &VolumeSpec, run: &mut Run) -> Result<Vec<BrickRun>> {
+    let names = procs::local_host_names();
+    let todo: Vec<usize> = (0..spec.bricks.len())
+        .filter(|i| spec.bricks[*i].is_on(&names))
+        .filter(|i| {
+            !run.bricks
+                .iter()
+                .any(|r| r.index == *i && procs::alive(r.pid, XLFSD))
+        })
+        .collect();
+    run.bricks.retain(|r| procs::alive(r.pid, XLFSD));
+    if todo.is_empty() {
+        return Ok(Vec::new());
+    }
+    let xlfsd = sibling::find(XLFSD)?;
+    if (0..spec.bricks.len()).any(|i| !vd.brick_volfile(i).is_file()) {
+        generate_and_write(vd, spec)?;
+    }
+    std::fs::create_dir_all(vd.log_dir()).map_err(CliError::io(vd.log_dir()))?;
+    let listen = |i: usize| match (&spec.transport.listen_host, spec.bricks[i].is_local()) {
+        (Some(h), _) => h.clone(),
+        (None, true) => xlfs_volgen::LOOPBACK.to_owned(),
+        (None, false) => "0.0.0.0".to_owned(),
+    };
+    for &i in &todo {
+        let port = spec.brick_port(i);
+        if !procs::port_free(&listen(i), port) {
+            return Err(CliError::Process(format!(
+                "brick {i} ({}): port {port} is in use by another program; stop it, or recreate \
+                 the volume with another --port",
+                spec.bricks[i]
+            )));
+        }
+    }
+    let mut children: Vec<(usize, Child)> = Vec::new();
+    let mut failure = None;
+    for &i in &todo {
+        let brick = &spec.bricks[i];
+        if let Err(e) = std::fs::create_dir_all(brick.path()) {
+            failure = Some(format!(
+                "brick {i} ({brick}): cannot create the directory: {e}"
+            ));
+            break;
+        }
+        let args: Vec<OsString> = vec!["--volfile".into(), vd.brick_volfile(i).into()];
+        let log = vd.log_dir().join(format!("brick-{i}.log"));
+        match procs::spawn_detached(&xlfsd, &args, &log) {
+            Ok(child) => children.push((i, child)),
+            Err(e) => {
+                failure = Some(e.to_string());
+                break;
+            }
+        }
+    }
+    // Wait until every brick listens or one fails.
+    let deadline = Instant::now() + START_TIMEOUT;
+    let mut pending: Vec<usize> = children.iter().map(|(i, _)| *i).collect();
+    while failure.is_none() && !pending.is_empty() {
+        for (i, child) in children.iter_mut() {
+            if !pending.contains(i) {
+                continue;
+            }
+            if let Ok(Some(status)) = child.try_wait() {
+                let log = vd.log_dir().join(format!("brick-{i}.log"));
+                failure = Some(format!(
+                    "brick {i} ({}) exited ({status}) while starting:\n{}",
+                    spec.bricks[*i],
+                    procs::log_tail(&log, 8)
+                ));
+                break;
+            }
+            if procs::port_open(spec.bricks[*i].connect_host(), spec.brick_port(*i)) {
+                let idx = *i;
+                pending.retain(|p| *p != idx);
+            }
+        }
+        if Instant::now() > deadline && failure.is_none() {
+            failure = Some(format!(
+                "bricks {pending:?} did not listen within {}s; see the logs in {}",
+                START_TIMEOUT.as_secs(),
+                vd.log_dir().display()
+            ));
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    if let Some(msg) = failure {
+        for (_, mut child) in children {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        return Err(CliError::Process(msg));
+    }
+    let started: Vec<BrickRun> = children
+        .iter()
+        .map(|(i, c)| BrickRun {
+            index: *i,
+            pid: c.id(),
+            port: spec.brick_port(*i),
+        })
+        .collect();
+    run.bricks.extend(started.iter().cloned());
+    run.bricks.sort_by_key(|b| b.index);
+    vd.save_run(run)?;
+    Ok(started)
+}

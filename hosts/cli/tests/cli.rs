@@ -1,0 +1,203 @@
+//! The `xlfs` binary without processes: create/set/get/volfile/delete, exit codes, and
+//! that a rejected command writes nothing.
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+fn xlfs(state: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_xlfs"))
+        .arg("--state-dir")
+        .arg(state)
+        .args(args)
+        .env_remove("XLFS_STATE_DIR")
+        .output()
+        .expect("run xlfs")
+}
+
+fn code(o: &Output) -> i32 {
+    o.status.code().unwrap_or(-1)
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+#[test]
+fn create_set_get_volfile_delete() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let state = tmp.path().join("state");
+    let brick = tmp.path().join("b0");
+    let brick_s = brick.to_str().expect("utf-8");
+
+    let o = xlfs(
+        &state,
+        &["volume", "create", "gv0", brick_s, "--port", "41000"],
+    );
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    assert!(stdout(&o).contains("created volume gv0 (plain, 1 brick)"));
+    assert!(brick.is_dir(), "brick directory created");
+    let vol = state.join("volumes/gv0");
+    for f in ["volume.ron", "client.vol", "brick-0.vol"] {
+        assert!(vol.join(f).is_file(), "{f}");
+    }
+
+    // Exists already: exit 5, nothing changed.
+    let o = xlfs(&state, &["volume", "create", "gv0", brick_s]);
+    assert_eq!(code(&o), 5, "{}", stderr(&o));
+
+    // Options by key.
+    let o = xlfs(&state, &["volume", "set", "gv0", "ping-timeout", "5s"]);
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    assert!(stdout(&o).contains("protocol.client.ping-timeout = 5s"));
+    let client = std::fs::read_to_string(vol.join("client.vol")).expect("client volfile");
+    assert!(client.contains("\"ping-timeout\": \"5s\""), "{client}");
+
+    let before = std::fs::read_to_string(vol.join("volume.ron")).expect("spec");
+    let o = xlfs(&state, &["volume", "set", "gv0", "ping-timeot", "5s"]);
+    assert_eq!(code(&o), 3);
+    assert!(
+        stderr(&o).contains("did you mean \"ping-timeout\"?"),
+        "{}",
+        stderr(&o)
+    );
+    let o = xlfs(&state, &["volume", "set", "gv0", "ping-timeout", "1h"]);
+    assert_eq!(code(&o), 3);
+    assert!(
+        stderr(&o).contains("is above the maximum"),
+        "{}",
+        stderr(&o)
+    );
+    let o = xlfs(
+        &state,
+        &["volume", "set", "gv0", "storage.posix.directory", "/x"],
+    );
+    assert_eq!(code(&o), 3);
+    assert_eq!(
+        std::fs::read_to_string(vol.join("volume.ron")).expect("spec"),
+        before
+    );
+
+    let o = xlfs(&state, &["volume", "get", "gv0", "ping-timeout", "--json"]);
+    assert_eq!(code(&o), 0);
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("json");
+    assert_eq!(v[0]["key"], "protocol.client.ping-timeout");
+    assert_eq!(v[0]["value"], "5s");
+    assert_eq!(v[0]["default"], false);
+
+    let o = xlfs(&state, &["volfile", "gv0", "--server", "0"]);
+    assert_eq!(code(&o), 0);
+    assert!(stdout(&o).contains("\"listen-port\": \"41000\""));
+    let o = xlfs(&state, &["volfile", "gv0", "--server", "3"]);
+    assert_eq!(code(&o), 3);
+
+    let o = xlfs(&state, &["volume", "options", "--json"]);
+    assert_eq!(code(&o), 0);
+    let rows: serde_json::Value = serde_json::from_slice(&o.stdout).expect("json");
+    let keys: Vec<&str> = rows
+        .as_array()
+        .expect("array")
+        .iter()
+        .filter_map(|r| r["key"].as_str())
+        .collect();
+    assert!(keys.contains(&"protocol.client.ping-timeout"));
+    assert!(keys.contains(&"storage.posix.gfid-xattr"));
+
+    // Not started: status exits 7, stop exits 5.
+    let o = xlfs(&state, &["volume", "status", "gv0"]);
+    assert_eq!(code(&o), 7, "{}", stdout(&o));
+    let o = xlfs(&state, &["volume", "stop", "gv0"]);
+    assert_eq!(code(&o), 5);
+
+    let o = xlfs(&state, &["volume", "delete", "gv0"]);
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    assert!(!vol.exists());
+    assert!(brick.is_dir(), "brick data is kept");
+    let o = xlfs(&state, &["volume", "info", "gv0"]);
+    assert_eq!(code(&o), 4);
+}
+
+#[test]
+fn rejected_descriptions_write_nothing() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let state = tmp.path().join("state");
+    let b = |n: &str| tmp.path().join(n).to_string_lossy().into_owned();
+    let cases: Vec<(Vec<String>, &str)> = vec![
+        (
+            vec!["bad name".into(), b("x")],
+            "volume name \"bad name\" is not allowed",
+        ),
+        (vec!["v".into(), "rel/dir".into()], "the path is relative"),
+        (vec!["v".into(), b("a"), b("a")], "is given twice"),
+        (vec!["v".into(), b("a"), b("a/b")], "is inside brick"),
+        (
+            vec![
+                "v".into(),
+                b("a"),
+                b("b"),
+                b("c"),
+                "--replica".into(),
+                "2".into(),
+            ],
+            "multiple of 2",
+        ),
+        (
+            vec!["v".into(), b("a"), b("b"), "--replica".into(), "2".into()],
+            "not available in this build",
+        ),
+    ];
+    for (args, msg) in cases {
+        let mut full = vec!["volume", "create"];
+        full.extend(args.iter().map(String::as_str));
+        let o = xlfs(&state, &full);
+        assert_eq!(code(&o), 3, "{args:?}: {}", stderr(&o));
+        assert!(stderr(&o).contains(msg), "{args:?}: {}", stderr(&o));
+        assert!(!state.exists(), "{args:?} wrote state");
+        assert!(!tmp.path().join("a").exists(), "{args:?} created a brick");
+    }
+    // A brick path that is a file.
+    std::fs::write(tmp.path().join("file"), "x").expect("write");
+    let o = xlfs(&state, &["volume", "create", "v", &b("file")]);
+    assert_eq!(code(&o), 3);
+    assert!(
+        stderr(&o).contains("exists and is not a directory"),
+        "{}",
+        stderr(&o)
+    );
+    assert!(!state.exists());
+}
+
+#[test]
+fn a_second_volume_gets_its_own_ports_and_bricks() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let state = tmp.path().join("state");
+    let b = |n: &str| tmp.path().join(n).to_string_lossy().into_owned();
+    assert_eq!(
+        code(&xlfs(
+            &state,
+            &["volume", "create", "one", &b("one"), "--port", "42000"]
+        )),
+        0
+    );
+    let o = xlfs(&state, &["volume", "create", "two", &b("one/inner")]);
+    assert_eq!(code(&o), 3);
+    assert!(stderr(&o).contains("overlaps brick"), "{}", stderr(&o));
+    let o = xlfs(
+        &state,
+        &["volume", "create", "two", &b("two"), "--port", "42000"],
+    );
+    assert_eq!(code(&o), 3);
+    assert!(
+        stderr(&o).contains("overlap those of volume \"one\""),
+        "{}",
+        stderr(&o)
+    );
+    let o = xlfs(&state, &["volume", "list", "--json"]);
+    assert_eq!(
+        stdout(&o).split_whitespace().collect::<String>(),
+        "[\"one\"]"
+    );
+}

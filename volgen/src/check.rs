@@ -1,0 +1,132 @@
+//! Checks of a volume description that need no translator types: name, bricks, counts,
+//! ports, auth entries. Option overrides are checked against the schemas by
+//! [`Catalog`](crate::Catalog).
+
+use crate::error::VolgenError;
+use crate::spec::VolumeSpec;
+
+/// Longest volume name; it prefixes translator names and names a state directory.
+pub const MAX_NAME_LEN: usize = 64;
+
+impl VolumeSpec {
+    /// Rejects a description that cannot become a volume, with the first problem found:
+    /// the name, the bricks (valid, not repeated, not nested), replica/stripe vs brick
+    /// count, ports and auth entries.
+    pub fn check(&self) -> Result<(), VolgenError> {
+        check_name(&self.name)?;
+        if self.bricks.is_empty() {
+            return Err(VolgenError::NoBricks {
+                volume: self.name.clone(),
+            });
+        }
+        for (j, b) in self.bricks.iter().enumerate() {
+            for (i, a) in self.bricks[..j].iter().enumerate() {
+                if a.same_dir(b) {
+                    let brick = b.to_string();
+                    return Err(VolgenError::DuplicateBrick {
+                        brick,
+                        first: i,
+                        second: j,
+                    });
+                }
+                let (outer, inner) = if a.contains(b) {
+                    (a, b)
+                } else if b.contains(a) {
+                    (b, a)
+                } else {
+                    continue;
+                };
+                let (inner, outer) = (inner.to_string(), outer.to_string());
+                return Err(VolgenError::NestedBrick { inner, outer });
+            }
+        }
+        for (what, n) in [("replica", self.replica), ("stripe", self.stripe)] {
+            if n == 0 {
+                return Err(VolgenError::ZeroCount { what });
+            }
+        }
+        let layout = self.layout();
+        let set = layout.set_size();
+        if !self.bricks.len().is_multiple_of(set) {
+            let mut shape = Vec::new();
+            if self.stripe > 1 {
+                shape.push(format!("stripe {}", self.stripe));
+            }
+            if self.replica > 1 {
+                shape.push(format!("replica {}", self.replica));
+            }
+            return Err(VolgenError::BrickCount {
+                bricks: self.bricks.len(),
+                replica: self.replica,
+                stripe: self.stripe,
+                set,
+                layout: shape.join(" x "),
+            });
+        }
+        let base = self.transport.base_port;
+        if base == 0 || usize::from(base) + self.bricks.len() - 1 > usize::from(u16::MAX) {
+            return Err(VolgenError::PortRange {
+                base,
+                bricks: self.bricks.len(),
+            });
+        }
+        for entry in &self.auth_allow {
+            check_auth_entry(entry)?;
+        }
+        Ok(())
+    }
+}
+
+/// A volume name: letters, digits, `-` and `_`, starting with a letter or digit.
+pub fn check_name(name: &str) -> Result<(), VolgenError> {
+    let bad = |reason: &str| {
+        Err(VolgenError::BadName {
+            name: name.into(),
+            reason: reason.into(),
+        })
+    };
+    if name.is_empty() {
+        return bad("it is empty; give the volume a name such as gv0");
+    }
+    if name.len() > MAX_NAME_LEN {
+        return bad("it is longer than 64 characters");
+    }
+    if !name.starts_with(|c: char| c.is_ascii_alphanumeric()) {
+        return bad("it must start with a letter or a digit");
+    }
+    if let Some(c) = name
+        .chars()
+        .find(|c| !(c.is_ascii_alphanumeric() || "-_".contains(*c)))
+    {
+        return Err(VolgenError::BadName {
+            name: name.into(),
+            reason: format!("{c:?} is not allowed; use letters, digits, `-` and `_`"),
+        });
+    }
+    if name.eq_ignore_ascii_case("all") {
+        return bad("`all` is reserved (it means every volume)");
+    }
+    Ok(())
+}
+
+/// An allow-list entry, as protocol/server reads it: `*`, an address (`10.0.0.7`, `::1`) or
+/// a network (`10.0.0.0/8`, `fd00::/8`).
+pub fn check_auth_entry(entry: &str) -> Result<(), VolgenError> {
+    let ok = entry == "*"
+        || match entry.split_once('/') {
+            None => entry.parse::<std::net::IpAddr>().is_ok(),
+            Some((addr, len)) => match (addr.parse::<std::net::IpAddr>(), len.parse::<u8>()) {
+                (Ok(std::net::IpAddr::V4(_)), Ok(n)) => n <= 32,
+                (Ok(std::net::IpAddr::V6(_)), Ok(n)) => n <= 128,
+                _ => false,
+            },
+        };
+    if ok {
+        Ok(())
+    } else {
+        Err(VolgenError::BadAuth {
+            entry: entry.into(),
+            reason: "write `*`, an address such as 10.0.0.7 or a network such as 10.0.0.0/8".into(),
+        })
+    }
+}

@@ -1,0 +1,300 @@
+//! VolumeSpec -> one server volfile per brick and the client volfile.
+//!
+//! Server (bottom to top): `<vol>-posix` storage/posix -> `<vol>-locks` features/locks ->
+//! [`<vol>-read-only`] -> `<vol>-brick-<i>` debug/io-stats (the subvolume clients attach to)
+//! -> `<vol>-server` protocol/server.
+//!
+//! Client: `<vol>-client-<i>` protocol/client per brick -> `<vol>-replicate-<k>` per replica
+//! set -> `<vol>-stripe-<k>` per stripe -> `<vol>-dht` over the stripes -> the performance
+//! translators the build has -> `<vol>` debug/io-stats on top (named after the volume, as in
+//! GlusterFS, so mounts and dumps show it).
+
+use xlfs_core::volfile::{OptionDecl, Pos, TypeLookup, Volfile, VolumeDecl, validate};
+
+use crate::brick::Brick;
+use crate::error::VolgenError;
+use crate::keys::{Catalog, Overrides};
+use crate::spec::VolumeSpec;
+use crate::stack::{Role, Side, Slot, slot, slots_of};
+
+/// The generated volfiles of a volume.
+#[derive(Clone, Debug)]
+pub struct Generated {
+    /// One per brick, in brick order.
+    pub servers: Vec<ServerVolfile>,
+    pub client: Volfile,
+}
+
+/// The server volfile of one brick.
+#[derive(Clone, Debug)]
+pub struct ServerVolfile {
+    pub index: usize,
+    pub brick: Brick,
+    pub port: u16,
+    pub volfile: Volfile,
+}
+
+/// The name of the subvolume brick `index` exports (the client's `remote-subvolume`).
+pub fn brick_volume_name(volume: &str, index: usize) -> String {
+    format!("{volume}-brick-{index}")
+}
+
+/// Checks `spec` and generates its volfiles with the translators `types` has; every
+/// volfile is validated against `types` before it is returned.
+pub fn generate(spec: &VolumeSpec, types: &dyn TypeLookup) -> Result<Generated, VolgenError> {
+    spec.check()?;
+    let catalog = Catalog::new(types);
+    let overrides = catalog.overrides(spec)?;
+    let g = Gen {
+        spec,
+        catalog: &catalog,
+        overrides: &overrides,
+    };
+    let servers = (0..spec.bricks.len())
+        .map(|i| g.server(i))
+        .collect::<Result<Vec<_>, _>>()?;
+    let client = g.client()?;
+    for s in &servers {
+        let which = format!("server volfile of brick {} ({})", s.index, s.brick);
+        validate(&s.volfile, types).map_err(|e| VolgenError::Generated {
+            which,
+            source: Box::new(e),
+        })?;
+    }
+    validate(&client, types).map_err(|e| VolgenError::Generated {
+        which: "client volfile".into(),
+        source: Box::new(e),
+    })?;
+    Ok(Generated { servers, client })
+}
+
+struct Gen<'a> {
+    spec: &'a VolumeSpec,
+    catalog: &'a Catalog,
+    overrides: &'a Overrides,
+}
+
+/// A volfile under construction.
+#[derive(Default)]
+struct Stack {
+    volumes: Vec<VolumeDecl>,
+}
+
+impl Stack {
+    fn push(
+        &mut self,
+        name: String,
+        type_name: &str,
+        options: Vec<(&str, String)>,
+        subs: Vec<String>,
+    ) {
+        let options = options
+            .into_iter()
+            .map(|(k, v)| OptionDecl {
+                key: k.into(),
+                value: v,
+                pos: Pos::default(),
+            })
+            .collect();
+        self.volumes.push(VolumeDecl {
+            name,
+            type_name: type_name.into(),
+            options,
+            subvolumes: subs,
+            pos: Pos::default(),
+        });
+    }
+
+    fn top(&self) -> String {
+        self.volumes
+            .last()
+            .map(|v| v.name.clone())
+            .unwrap_or_default()
+    }
+
+    fn into_volfile(self, origin: String) -> Volfile {
+        Volfile {
+            origin,
+            volumes: self.volumes,
+            top: None,
+        }
+    }
+}
+
+impl Gen<'_> {
+    fn name(&self, suffix: &str) -> String {
+        format!("{}-{suffix}", self.spec.name)
+    }
+
+    /// The slot's options: generated ones, then the volume's overrides (which replace a
+    /// generated value of the same key).
+    fn options(&self, slot: &Slot, generated: Vec<(&'static str, String)>) -> Vec<(&str, String)> {
+        let mut out: Vec<(&str, String)> = generated;
+        for (key, value) in self.overrides.get(slot.key).into_iter().flatten() {
+            if key.is_empty() {
+                continue;
+            }
+            match out.iter_mut().find(|(k, _)| k == key) {
+                Some(kv) => kv.1 = value.clone(),
+                None => out.push((key.as_str(), value.clone())),
+            }
+        }
+        out
+    }
+
+    /// Whether the optional `slot` goes in: its type is known and it is not switched off.
+    fn wanted(&self, slot: &Slot) -> bool {
+        let Role::Optional { default_on } = slot.role else {
+            return true;
+        };
+        let switch = self
+            .overrides
+            .get(slot.key)
+            .and_then(|o| o.iter().find(|(k, _)| k.is_empty()))
+            .map(|(_, v)| xlator_api::parse_bool(v).unwrap_or(default_on));
+        self.catalog.has(slot) && switch.unwrap_or(default_on)
+    }
+
+    fn required(&self, key: &str, what: &str) -> Result<(&'static Slot, String), VolgenError> {
+        let s = slot(key).ok_or_else(|| VolgenError::Unavailable {
+            what: what.into(),
+            type_name: key.into(),
+            detail: "volgen has no such slot".into(),
+        })?;
+        Ok((s, self.catalog.type_for(s, what)?.to_owned()))
+    }
+
+    fn server(&self, index: usize) -> Result<ServerVolfile, VolgenError> {
+        let spec = self.spec;
+        let brick = spec.bricks[index].clone();
+        let port = spec.brick_port(index);
+        let what = "a brick";
+        let mut st = Stack::default();
+        // protocol/server goes on top; io-stats (last in the table) right below it.
+        let (top, rest): (Vec<&Slot>, Vec<&Slot>) =
+            slots_of(Side::Server).partition(|s| s.key == "protocol.server");
+        for slot in rest.into_iter().chain(top) {
+            if !self.wanted(slot) {
+                continue;
+            }
+            let type_name = self.catalog.type_for(slot, what)?;
+            let below: Vec<String> = if st.volumes.is_empty() {
+                vec![]
+            } else {
+                vec![st.top()]
+            };
+            let (name, generated) = match slot.key {
+                "storage.posix" => (self.name("posix"), vec![("directory", brick.path().into())]),
+                "debug.io-stats" => (brick_volume_name(&spec.name, index), vec![]),
+                "protocol.server" => (self.name("server"), self.server_transport(&brick, port)),
+                key => (self.name(key.rsplit('.').next().unwrap_or(key)), vec![]),
+            };
+            let options = self.options(slot, generated);
+            st.push(name, type_name, options, below);
+        }
+        let origin = format!("{} server volfile of brick {index} ({brick})", spec.name);
+        Ok(ServerVolfile {
+            index,
+            brick,
+            port,
+            volfile: st.into_volfile(origin),
+        })
+    }
+
+    fn server_transport(&self, brick: &Brick, port: u16) -> Vec<(&'static str, String)> {
+        let spec = self.spec;
+        let host = match (&spec.transport.listen_host, brick.is_local()) {
+            (Some(h), _) => h.clone(),
+            (None, true) => crate::brick::LOOPBACK.into(),
+            (None, false) => "0.0.0.0".into(),
+        };
+        let mut out = vec![("listen-host", host), ("listen-port", port.to_string())];
+        if !spec.auth_allow.is_empty() {
+            out.push(("auth-allow", spec.auth_allow.join(",")));
+        }
+        if let Some(secret) = &spec.secret {
+            out.push(("secret", secret.clone()));
+        }
+        out
+    }
+
+    fn client(&self) -> Result<Volfile, VolgenError> {
+        let spec = self.spec;
+        let layout = spec.layout();
+        let mut st = Stack::default();
+
+        let (client, client_type) = self.required("protocol.client", "a client graph")?;
+        let mut level: Vec<String> = Vec::new();
+        for (i, brick) in spec.bricks.iter().enumerate() {
+            let mut generated = vec![
+                ("remote-host", brick.connect_host().to_owned()),
+                ("remote-port", spec.brick_port(i).to_string()),
+                ("remote-subvolume", brick_volume_name(&spec.name, i)),
+            ];
+            if let Some(secret) = &spec.secret {
+                generated.push(("secret", secret.clone()));
+            }
+            let name = self.name(&format!("client-{i}"));
+            st.push(
+                name.clone(),
+                &client_type,
+                self.options(client, generated),
+                vec![],
+            );
+            level.push(name);
+        }
+
+        // Cluster layers, innermost first: replica sets, stripes, distribute.
+        let layers = [
+            (
+                "cluster.replicate",
+                "replicate",
+                "replica",
+                layout.replica as usize,
+            ),
+            ("cluster.stripe", "stripe", "stripe", layout.stripe as usize),
+            ("cluster.distribute", "dht", "", layout.distribute()),
+        ];
+        for (key, suffix, word, width) in layers {
+            if width <= 1 {
+                continue;
+            }
+            let what = match suffix {
+                "dht" => format!("a volume of {} bricks ({layout})", layout.bricks),
+                _ => format!("{word} {width}"),
+            };
+            let (slot, type_name) = self.required(key, &what)?;
+            let groups: Vec<Vec<String>> = level.chunks(width).map(<[String]>::to_vec).collect();
+            level = Vec::new();
+            for (k, children) in groups.into_iter().enumerate() {
+                // Replica sets and stripes are numbered even when there is one (GlusterFS
+                // names them so, and replication keeps per-set metadata under the name).
+                let name = match suffix {
+                    "dht" => self.name(suffix),
+                    _ => self.name(&format!("{suffix}-{k}")),
+                };
+                st.push(
+                    name.clone(),
+                    &type_name,
+                    self.options(slot, vec![]),
+                    children,
+                );
+                level.push(name);
+            }
+        }
+
+        for slot in slots_of(Side::Client).filter(|s| s.is_optional() || s.key == "debug.io-stats")
+        {
+            if !self.wanted(slot) {
+                continue;
+            }
+            let type_name = self.catalog.type_for(slot, "a client graph")?;
+            let name = match slot.key {
+                "debug.io-stats" => spec.name.clone(),
+                key => self.name(key.rsplit('.').next().unwrap_or(key)),
+            };
+            st.push(name, type_name, self.options(slot, vec![]), vec![st.top()]);
+        }
+        Ok(st.into_volfile(format!("{} client volfile", spec.name)))
+    }
+}
