@@ -1,0 +1,34 @@
+//! The POSIX conformance suite through performance/read-ahead on the in-memory leaf, alone and
+//! stacked over performance/io-cache as in a client graph.
+
+mod common;
+
+use xlfs_io_cache::IoCache;
+use xlfs_read_ahead::ReadAhead;
+use xlfs_testkit::conformance::{self, Caps};
+use xlfs_testkit::memfs::MemLeaf;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn conformance_passes_with_default_options() {
+    let top = common::build::<ReadAhead>(&[], MemLeaf::new());
+    let report = conformance::run(&top, Caps::all()).await;
+    println!("{report}");
+    report.assert_all_passed();
+    assert_eq!(report.skipped(), 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn conformance_passes_over_io_cache_with_small_pages() {
+    let ioc = common::build::<IoCache>(
+        &[
+            ("page-size", "1KiB"),
+            ("cache-size", "16KiB"),
+            ("cache-timeout", "0"),
+        ],
+        MemLeaf::new(),
+    );
+    let top = common::build::<ReadAhead>(&[("page-size", "1KiB"), ("page-count", "16")], ioc);
+    let report = conformance::run(&top, Caps::all()).await;
+    println!("{report}");
+    report.assert_all_passed();
+}
