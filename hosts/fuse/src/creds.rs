@@ -1,0 +1,72 @@
+//! Who is calling: the [`Ctx`] of a FUSE request.
+//!
+//! FUSE requests carry uid, gid and pid but no supplementary groups. Fops that create names or
+//! check permissions need them, so for those the groups are read from `/proc/<pid>/status`
+//! (on the fuser reader thread: a small blocking read, never on an async worker). They are
+//! not cached: a process may change its groups between two calls (pjdfstest does), and pids
+//! are reused.
+
+use fuser::Request;
+use xlator_api::{Ctx, LkOwner};
+
+/// How much of the caller a fop needs.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Need {
+    /// uid/gid/pid: data path (read, write, getattr, readdir, release...).
+    Basic,
+    /// Also the supplementary groups: creation, setattr, permission checks, xattrs.
+    Groups,
+}
+
+/// The context of `req`, with `lk_owner` when the request names one.
+pub fn ctx(req: &Request, need: Need, lk_owner: Option<u64>) -> Ctx {
+    let (uid, gid, pid) = (req.uid(), req.gid(), req.pid());
+    let mut b = Ctx::builder(uid, gid).pid(pid).request_id(req.unique().0);
+    // Root passes every permission check, and pid 0 is the kernel itself (writeback).
+    if need == Need::Groups
+        && uid != 0
+        && pid != 0
+        && let Some(groups) = proc_groups(pid)
+    {
+        b = b.groups(&groups);
+    }
+    if let Some(o) = lk_owner {
+        b = b.lk_owner(LkOwner(o));
+    }
+    b.build()
+}
+
+/// The supplementary groups of thread `pid`, `None` if it is gone or unreadable.
+pub fn proc_groups(pid: u32) -> Option<Vec<u32>> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    parse_groups(&status)
+}
+
+/// The `Groups:` line of a `/proc/<pid>/status` text.
+pub fn parse_groups(status: &str) -> Option<Vec<u32>> {
+    let line = status.lines().find_map(|l| l.strip_prefix("Groups:"))?;
+    Some(
+        line.split_whitespace()
+            .filter_map(|g| g.parse().ok())
+            .collect(),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_groups_line() {
+        let s = "Name:\tbash\nUid:\t1000\t1000\t1000\t1000\nGroups:\t4 24 27 1000 \nNgid:\t0\n";
+        assert_eq!(parse_groups(s), Some(vec![4, 24, 27, 1000]));
+        assert_eq!(parse_groups("Groups:\t\n"), Some(vec![]));
+        assert_eq!(parse_groups("Name:\tx\n"), None);
+    }
+
+    #[test]
+    fn reads_own_groups() {
+        let pid = std::process::id();
+        assert!(proc_groups(pid).is_some());
+    }
+}

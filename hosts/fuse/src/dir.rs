@@ -1,0 +1,173 @@
+//! Directory listings: `readdir` and `readdirplus` on top of the `readdirp` fop.
+//!
+//! Offsets the kernel sees: 1 after ".", 2 after "..", and `cookie + 2` after an entry whose
+//! `readdirp` cookie is `cookie` (translators never hand out 0: it means "from the start").
+//! So a kernel offset `o` resumes the translator at `o - 2` (0 for o <= 2).
+
+use std::time::Duration;
+
+use fuser::{Generation, INodeNo, ReplyDirectory, ReplyDirectoryPlus};
+use xlator_api::{Ctx, DirEntry, Errno, Fd};
+
+use crate::attr::{dot_attr, file_attr, file_type};
+use crate::fs::Shared;
+
+/// Kernel offset after ".".
+const AFTER_DOT: u64 = 1;
+/// Kernel offset after ".."; also the shift between translator cookies and kernel offsets.
+const AFTER_DOTDOT: u64 = 2;
+/// What one `readdirp` asks for: the kernel's readdir buffer is one page.
+const BATCH_BYTES: u32 = 4096;
+/// Batches made only of "." and ".." are skipped; bound the retries.
+const MAX_EMPTY_BATCHES: usize = 4;
+
+fn is_dot(name: &str) -> bool {
+    name == "." || name == ".."
+}
+
+/// Kernel offset of the position after `e`, `None` if it cannot be represented.
+fn kernel_offset(e: &DirEntry) -> Option<u64> {
+    e.next_offset.checked_add(AFTER_DOTDOT)
+}
+
+/// Pulls batches from `readdirp` starting at kernel offset `offset` and feeds every real entry
+/// (with its kernel offset) to `push` until it returns `false` (buffer full) or the listing
+/// ends.
+async fn for_each_entry(
+    s: &Shared,
+    cx: &Ctx,
+    fd: Fd,
+    offset: u64,
+    mut push: impl FnMut(u64, &DirEntry) -> bool,
+) -> Result<(), Errno> {
+    let graph = s.graph();
+    let mut cookie = offset.saturating_sub(AFTER_DOTDOT);
+    let mut empty = 0;
+    loop {
+        let batch = graph.top().readdirp(cx, fd, cookie, BATCH_BYTES).await?;
+        let Some(last) = batch.last() else {
+            return Ok(());
+        };
+        let next = last.next_offset;
+        let mut pushed = 0;
+        for e in batch.iter().filter(|e| !is_dot(&e.name)) {
+            let Some(off) = kernel_offset(e) else {
+                tracing::error!(
+                    cookie = e.next_offset,
+                    "readdirp cookie out of range; listing cut short"
+                );
+                return Ok(());
+            };
+            if !push(off, e) {
+                return Ok(());
+            }
+            pushed += 1;
+        }
+        if next == cookie {
+            // A translator that does not advance would loop forever.
+            tracing::error!(cookie, "readdirp returned a cookie that does not advance");
+            return Ok(());
+        }
+        cookie = next;
+        if pushed == 0 {
+            empty += 1;
+            if empty >= MAX_EMPTY_BATCHES {
+                return Ok(());
+            }
+        } else {
+            // The kernel asks again for the rest; one batch per request keeps latency low.
+            return Ok(());
+        }
+    }
+}
+
+/// Plain readdir: names, kinds and inode numbers.
+pub async fn readdir(
+    s: &Shared,
+    cx: Ctx,
+    dir: INodeNo,
+    fd: Fd,
+    offset: u64,
+    mut reply: ReplyDirectory,
+) {
+    use fuser::FileType::Directory;
+    if offset < AFTER_DOT && reply.add(dir, AFTER_DOT, Directory, ".") {
+        return reply.ok();
+    }
+    if offset < AFTER_DOTDOT && reply.add(dir, AFTER_DOTDOT, Directory, "..") {
+        return reply.ok();
+    }
+    let r = for_each_entry(s, &cx, fd, offset, |off, e| {
+        let node = s.inodes.peek_id(&e.attr.gfid);
+        !reply.add(node, off, file_type(e.attr.kind), e.name.as_str())
+    })
+    .await;
+    match r {
+        Ok(()) => reply.ok(),
+        Err(e) => reply.error(crate::attr::errno(e)),
+    }
+}
+
+/// Readdirplus: every entry with its attributes; each one returned (but "." and "..") gives
+/// the kernel a lookup reference.
+pub async fn readdirplus(
+    s: &Shared,
+    cx: Ctx,
+    dir: INodeNo,
+    fd: Fd,
+    offset: u64,
+    mut reply: ReplyDirectoryPlus,
+) {
+    let ttl: Duration = s.opts.entry_timeout.min(s.opts.attr_timeout);
+    let generation = Generation(0);
+    // The kernel does not link "." and "..": their attributes only give d_ino and d_type.
+    if offset < AFTER_DOT
+        && reply.add(
+            dir,
+            AFTER_DOT,
+            ".",
+            &Duration::ZERO,
+            &dot_attr(dir),
+            generation,
+        )
+    {
+        return reply.ok();
+    }
+    if offset < AFTER_DOTDOT
+        && reply.add(
+            dir,
+            AFTER_DOTDOT,
+            "..",
+            &Duration::ZERO,
+            &dot_attr(dir),
+            generation,
+        )
+    {
+        return reply.ok();
+    }
+    let r = for_each_entry(s, &cx, fd, offset, |off, e| {
+        if e.attr.gfid.is_null() {
+            tracing::warn!(name = %e.name, "readdirp entry without a GFID skipped");
+            return true;
+        }
+        let node = s.inodes.remember(e.attr.gfid);
+        let full = reply.add(
+            node,
+            off,
+            e.name.as_str(),
+            &ttl,
+            &file_attr(node, &e.attr),
+            generation,
+        );
+        if full {
+            // Not sent: give the reference back.
+            s.inodes.forget(node, 1);
+        }
+        !full
+    })
+    .await;
+    match r {
+        Ok(()) => reply.ok(),
+        Err(e) => reply.error(crate::attr::errno(e)),
+    }
+}

@@ -1,0 +1,1010 @@
+//! The `fuser::Filesystem` shim: each request is decoded on the fuser thread, then its fop
+//! runs on the tokio runtime and the task replies (fuser's reply objects are `Send`), so many
+//! requests are in flight at once. The graph (`Arc`) is held for the life of each fop.
+
+use std::ffi::OsStr;
+use std::future::Future;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime};
+
+use fuser::{
+    AccessFlags, BsdFileFlags, CopyFileRangeFlags, FileAttr, FileHandle, Filesystem, FopenFlags,
+    Generation, INodeNo, InitFlags, KernelConfig, LockOwner, OpenFlags, RenameFlags, ReplyAttr,
+    ReplyCreate, ReplyData, ReplyDirectory, ReplyDirectoryPlus, ReplyEmpty, ReplyEntry, ReplyLock,
+    ReplyLseek, ReplyOpen, ReplyStatfs, ReplyWrite, ReplyXattr, Request, TimeOrNow, WriteFlags,
+};
+use tokio::runtime::Handle;
+use xlator_api::abi_stable::std_types::{RString, RVec};
+use xlator_api::{Buf, Ctx, Entry, Errno, Fd, Gfid, Iatt, LkCmd, Loc, SeekWhat, SetAttr, Xattr};
+use xlfs_core::graph::Graph;
+use xlfs_core::volume::Volume;
+
+use crate::attr::{errno, file_attr, flock, lock_reply, time_set};
+use crate::capcache::{CAPABILITY_XATTR, CapCache};
+use crate::creds::{Need, ctx};
+use crate::dir;
+use crate::fds::FdTable;
+use crate::inodes::InodeTable;
+use crate::options::FsOptions;
+
+/// Largest readahead to ask for; the kernel offers 128 KiB here and we take what it offers.
+const MAX_READAHEAD: u32 = 1 << 20;
+/// Background requests (readahead, writeback) the kernel keeps in flight; GlusterFS uses 64/48.
+const MAX_BACKGROUND: u16 = 64;
+const CONGESTION_THRESHOLD: u16 = 48;
+
+/// State shared by the shim and its tasks.
+pub struct Shared {
+    volume: Arc<Volume>,
+    pub inodes: InodeTable,
+    pub fds: FdTable,
+    pub opts: FsOptions,
+    caps: CapCache,
+    rt: Handle,
+}
+
+impl Shared {
+    pub fn new(volume: Arc<Volume>, opts: FsOptions, rt: Handle) -> Arc<Shared> {
+        let caps = CapCache::new(opts.attr_timeout);
+        Arc::new(Shared {
+            volume,
+            inodes: InodeTable::new(),
+            fds: FdTable::new(),
+            opts,
+            caps,
+            rt,
+        })
+    }
+
+    /// The current graph; hold it for the life of a fop.
+    pub fn graph(&self) -> Arc<Graph> {
+        self.volume.graph()
+    }
+
+    /// Registers the kernel's reference on the object of an entry reply and builds the
+    /// attributes to send. Fails with EIO for a reply without a GFID (a translator bug).
+    fn entry_attr(&self, a: &Iatt) -> Result<FileAttr, fuser::Errno> {
+        if a.gfid.is_null() {
+            tracing::error!("entry reply without a GFID");
+            return Err(fuser::Errno::EIO);
+        }
+        let node = self.inodes.remember(a.gfid);
+        Ok(file_attr(node, a))
+    }
+
+    fn reply_entry(&self, reply: ReplyEntry, r: Result<Entry, Errno>) {
+        match r.map_err(errno).and_then(|e| self.entry_attr(&e.attr)) {
+            Ok(attr) => reply.entry_with_ttls(
+                &self.opts.attr_timeout,
+                &self.opts.entry_timeout,
+                &attr,
+                Generation(0),
+            ),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn reply_attr(&self, node: INodeNo, reply: ReplyAttr, r: Result<Iatt, Errno>) {
+        match r {
+            Ok(a) => reply.attr(&self.opts.attr_timeout, &file_attr(node, &a)),
+            Err(e) => reply.error(errno(e)),
+        }
+    }
+
+    /// Flags for an open reply.
+    fn fopen_flags(&self) -> FopenFlags {
+        if self.opts.direct_io {
+            FopenFlags::FOPEN_DIRECT_IO
+        } else {
+            // The page cache survives reopen; FUSE_AUTO_INVAL_DATA drops it when the size or
+            // mtime the graph reports changes.
+            FopenFlags::FOPEN_KEEP_CACHE
+        }
+    }
+
+    /// The host's own statedump section.
+    pub fn dump(&self) -> String {
+        format!(
+            "[fuse]\nknown inodes: {}\nopen fds: {}\n",
+            self.inodes.len(),
+            self.fds.len()
+        )
+    }
+
+    /// Releases every fd the kernel did not (lazy unmount, connection abort).
+    pub async fn release_all(&self) {
+        let graph = self.graph();
+        let cx = Ctx::root();
+        for fd in self.fds.drain() {
+            let r = if is_dir_flags(fd.flags) {
+                graph.top().releasedir(&cx, fd).await
+            } else {
+                graph.top().release(&cx, fd).await
+            };
+            if let Err(e) = r {
+                tracing::debug!(fd = fd.id.0, error = ?e, "release at shutdown failed");
+            }
+        }
+    }
+}
+
+/// Open flags as the graph should see them. With the writeback cache the kernel reads pages
+/// through write-only fds and does O_APPEND itself (as libfuse's examples do).
+fn graph_open_flags(writeback_cache: bool, flags: i32) -> i32 {
+    let mut f = flags;
+    if writeback_cache {
+        if f & libc::O_ACCMODE == libc::O_WRONLY {
+            f = (f & !libc::O_ACCMODE) | libc::O_RDWR;
+        }
+        f &= !libc::O_APPEND;
+    }
+    f
+}
+
+/// Whether a fop by GFID failed because the object has no name left (unlinked while open).
+fn gone(e: Errno) -> bool {
+    e == Errno::ESTALE || e == Errno::ENOENT
+}
+
+/// Directory fds are opened with O_DIRECTORY by the host, so shutdown knows which release to
+/// send.
+fn is_dir_flags(flags: i32) -> bool {
+    flags & libc::O_DIRECTORY != 0
+}
+
+/// The filesystem object handed to fuser.
+pub struct XlfsFs {
+    s: Arc<Shared>,
+}
+
+impl XlfsFs {
+    pub fn new(s: Arc<Shared>) -> XlfsFs {
+        XlfsFs { s }
+    }
+
+    /// Runs `f` on the runtime; `f` owns the reply and must send it.
+    fn spawn<F, Fut>(&self, f: F)
+    where
+        F: FnOnce(Arc<Shared>) -> Fut,
+        Fut: Future<Output = ()> + Send + 'static,
+    {
+        let fut = f(self.s.clone());
+        self.s.rt.spawn(fut);
+    }
+
+    fn gfid(&self, node: INodeNo) -> Result<Gfid, fuser::Errno> {
+        // An id the kernel still uses but we forgot cannot happen with correct counting.
+        self.s.inodes.gfid(node).ok_or(fuser::Errno::ESTALE)
+    }
+
+    fn fd(&self, fh: FileHandle) -> Result<Fd, fuser::Errno> {
+        self.s.fds.get(fh).ok_or(fuser::Errno::EBADF)
+    }
+
+    fn loc(&self, parent: INodeNo, name: &OsStr) -> Result<Loc, fuser::Errno> {
+        Ok(Loc::new(self.gfid(parent)?, name_str(name)?))
+    }
+}
+
+/// Names cross the fop boundary as UTF-8 strings.
+fn name_str(name: &OsStr) -> Result<RString, fuser::Errno> {
+    name.to_str().map(RString::from).ok_or(fuser::Errno::EILSEQ)
+}
+
+/// Returns from the enclosing fn with `reply.error(e)` on `Err`.
+macro_rules! tri {
+    ($reply:ident, $e:expr) => {
+        match $e {
+            Ok(v) => v,
+            Err(e) => return $reply.error(e),
+        }
+    };
+}
+
+impl Filesystem for XlfsFs {
+    fn init(&mut self, _req: &Request, config: &mut KernelConfig) -> std::io::Result<()> {
+        let o = &self.s.opts;
+        let mut want = vec![
+            ("PARALLEL_DIROPS", InitFlags::FUSE_PARALLEL_DIROPS),
+            ("AUTO_INVAL_DATA", InitFlags::FUSE_AUTO_INVAL_DATA),
+            ("ASYNC_DIO", InitFlags::FUSE_ASYNC_DIO),
+            ("CACHE_SYMLINKS", InitFlags::FUSE_CACHE_SYMLINKS),
+        ];
+        if o.writeback_cache {
+            want.push(("WRITEBACK_CACHE", InitFlags::FUSE_WRITEBACK_CACHE));
+        }
+        if o.direct_io {
+            // Shared mmap of direct-io files goes through the page cache instead of failing.
+            want.push(("DIRECT_IO_ALLOW_MMAP", InitFlags::FUSE_DIRECT_IO_ALLOW_MMAP));
+        }
+        if o.readdirplus {
+            want.push((
+                "READDIRPLUS",
+                InitFlags::FUSE_DO_READDIRPLUS | InitFlags::FUSE_READDIRPLUS_AUTO,
+            ));
+        }
+        if o.posix_locks {
+            want.push(("POSIX_LOCKS", InitFlags::FUSE_POSIX_LOCKS));
+        }
+        for (name, flags) in want {
+            if let Err(missing) = config.add_capabilities(flags) {
+                tracing::warn!(
+                    capability = name,
+                    ?missing,
+                    "the kernel does not offer this FUSE capability"
+                );
+            }
+        }
+        if let Err(max) = config.set_max_write(o.max_write) {
+            let _ = config.set_max_write(max);
+        }
+        if let Err(max) = config.set_max_readahead(MAX_READAHEAD) {
+            let _ = config.set_max_readahead(max);
+        }
+        let _ = config.set_max_background(MAX_BACKGROUND);
+        let _ = config.set_congestion_threshold(CONGESTION_THRESHOLD);
+        tracing::debug!(abi = %config.kernel_abi(), "FUSE session initialised");
+        Ok(())
+    }
+
+    fn lookup(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
+        let loc = tri!(reply, self.loc(parent, name));
+        let cx = ctx(req, Need::Groups, None);
+        self.spawn(|s| async move {
+            let r = s.graph().top().lookup(&cx, loc).await;
+            if r == Err(Errno::ENOENT) && !s.opts.negative_timeout.is_zero() {
+                // Node id 0: the kernel caches "no such name" for the entry timeout.
+                let mut none = crate::attr::dot_attr(INodeNo(0));
+                none.kind = fuser::FileType::RegularFile;
+                return reply.entry_with_ttls(
+                    &Duration::ZERO,
+                    &s.opts.negative_timeout,
+                    &none,
+                    Generation(0),
+                );
+            }
+            s.reply_entry(reply, r);
+        });
+    }
+
+    fn forget(&self, _req: &Request, ino: INodeNo, nlookup: u64) {
+        self.s.inodes.forget(ino, nlookup);
+    }
+
+    fn getattr(&self, req: &Request, ino: INodeNo, fh: Option<FileHandle>, reply: ReplyAttr) {
+        let gfid = tri!(reply, self.gfid(ino));
+        let fd = fh.and_then(|fh| self.s.fds.get(fh));
+        let cx = ctx(req, Need::Basic, None);
+        self.spawn(|s| async move {
+            let graph = s.graph();
+            let top = graph.top();
+            let r = match fd {
+                Some(fd) => top.fstat(&cx, fd).await,
+                None => match top.stat(&cx, gfid).await {
+                    // fstat(2) of an unlinked open file arrives without its fh.
+                    Err(e) if gone(e) => match s.fds.find_open(&gfid) {
+                        Some(fd) => top.fstat(&cx, fd).await,
+                        None => Err(e),
+                    },
+                    r => r,
+                },
+            };
+            s.reply_attr(ino, reply, r);
+        });
+    }
+
+    fn setattr(
+        &self,
+        req: &Request,
+        ino: INodeNo,
+        mode: Option<u32>,
+        uid: Option<u32>,
+        gid: Option<u32>,
+        size: Option<u64>,
+        atime: Option<TimeOrNow>,
+        mtime: Option<TimeOrNow>,
+        _ctime: Option<SystemTime>,
+        fh: Option<FileHandle>,
+        _crtime: Option<SystemTime>,
+        _chgtime: Option<SystemTime>,
+        _bkuptime: Option<SystemTime>,
+        _flags: Option<BsdFileFlags>,
+        reply: ReplyAttr,
+    ) {
+        let gfid = tri!(reply, self.gfid(ino));
+        let fd = fh.and_then(|fh| self.s.fds.get(fh));
+        let attr = SetAttr {
+            perm: mode.map(|m| m & 0o7777).into(),
+            uid: uid.into(),
+            gid: gid.into(),
+            size: size.into(),
+            atime: time_set(atime),
+            mtime: time_set(mtime),
+        };
+        let cx = ctx(req, Need::Groups, None);
+        self.spawn(|s| async move {
+            let graph = s.graph();
+            let top = graph.top();
+            // Only ctime (writeback cache) or nothing we keep: report the attributes.
+            let r = match (attr == SetAttr::default(), fd) {
+                (true, Some(fd)) => top.fstat(&cx, fd).await,
+                (true, None) => top.stat(&cx, gfid).await,
+                (false, Some(fd)) => top.fsetattr(&cx, fd, attr).await,
+                (false, None) => match top.setattr(&cx, gfid, attr).await {
+                    // fchmod/fchown/futimens of an unlinked open file arrive without its fh.
+                    Err(e) if gone(e) => match s.fds.find_open(&gfid) {
+                        Some(fd) => top.fsetattr(&cx, fd, attr).await,
+                        None => Err(e),
+                    },
+                    r => r,
+                },
+            };
+            s.reply_attr(ino, reply, r);
+        });
+    }
+
+    fn readlink(&self, req: &Request, ino: INodeNo, reply: ReplyData) {
+        let gfid = tri!(reply, self.gfid(ino));
+        let cx = ctx(req, Need::Basic, None);
+        self.spawn(|s| async move {
+            match s.graph().top().readlink(&cx, gfid).await {
+                Ok(target) => reply.data(target.as_bytes()),
+                Err(e) => reply.error(errno(e)),
+            }
+        });
+    }
+
+    fn mknod(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        mode: u32,
+        umask: u32,
+        rdev: u32,
+        reply: ReplyEntry,
+    ) {
+        let loc = tri!(reply, self.loc(parent, name));
+        let cx = ctx(req, Need::Groups, None);
+        self.spawn(|s| async move {
+            // The kernel's 32-bit dev encoding equals glibc's dev_t for majors < 4096.
+            let r = s
+                .graph()
+                .top()
+                .mknod(&cx, loc, mode, u64::from(rdev), umask)
+                .await;
+            s.reply_entry(reply, r);
+        });
+    }
+
+    fn mkdir(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        mode: u32,
+        umask: u32,
+        reply: ReplyEntry,
+    ) {
+        let loc = tri!(reply, self.loc(parent, name));
+        let cx = ctx(req, Need::Groups, None);
+        self.spawn(|s| async move {
+            let r = s.graph().top().mkdir(&cx, loc, mode, umask).await;
+            s.reply_entry(reply, r);
+        });
+    }
+
+    fn unlink(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        let loc = tri!(reply, self.loc(parent, name));
+        let cx = ctx(req, Need::Groups, None);
+        self.spawn(|s| async move {
+            // The kernel invalidates the victim's cached attributes (nlink, ctime) itself.
+            reply_empty(reply, s.graph().top().unlink(&cx, loc).await);
+        });
+    }
+
+    fn rmdir(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        let loc = tri!(reply, self.loc(parent, name));
+        let cx = ctx(req, Need::Groups, None);
+        self.spawn(|s| async move {
+            reply_empty(reply, s.graph().top().rmdir(&cx, loc).await);
+        });
+    }
+
+    fn symlink(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        link_name: &OsStr,
+        target: &Path,
+        reply: ReplyEntry,
+    ) {
+        let loc = tri!(reply, self.loc(parent, link_name));
+        let target = tri!(reply, name_str(target.as_os_str()));
+        let cx = ctx(req, Need::Groups, None);
+        self.spawn(|s| async move {
+            let r = s.graph().top().symlink(&cx, loc, target).await;
+            s.reply_entry(reply, r);
+        });
+    }
+
+    fn rename(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        newparent: INodeNo,
+        newname: &OsStr,
+        flags: RenameFlags,
+        reply: ReplyEmpty,
+    ) {
+        let old = tri!(reply, self.loc(parent, name));
+        let new = tri!(reply, self.loc(newparent, newname));
+        let cx = ctx(req, Need::Groups, None);
+        self.spawn(|s| async move {
+            reply_empty(
+                reply,
+                s.graph().top().rename(&cx, old, new, flags.bits()).await,
+            );
+        });
+    }
+
+    fn link(
+        &self,
+        req: &Request,
+        ino: INodeNo,
+        newparent: INodeNo,
+        newname: &OsStr,
+        reply: ReplyEntry,
+    ) {
+        let gfid = tri!(reply, self.gfid(ino));
+        let new = tri!(reply, self.loc(newparent, newname));
+        let cx = ctx(req, Need::Groups, None);
+        self.spawn(|s| async move {
+            // The reply carries the new nlink, so the kernel's attributes are fresh.
+            let r = s.graph().top().link(&cx, gfid, new).await;
+            s.reply_entry(reply, r);
+        });
+    }
+
+    fn open(&self, req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
+        let gfid = tri!(reply, self.gfid(ino));
+        let fd = self
+            .s
+            .fds
+            .allocate(gfid, graph_open_flags(self.s.opts.writeback_cache, flags.0));
+        let cx = ctx(req, Need::Groups, None);
+        self.spawn(|s| async move {
+            match s.graph().top().open(&cx, fd).await {
+                Ok(()) => {
+                    let fh = s.fds.insert(fd);
+                    reply.opened(fh, s.fopen_flags());
+                }
+                Err(e) => reply.error(errno(e)),
+            }
+        });
+    }
+
+    fn create(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        mode: u32,
+        umask: u32,
+        flags: i32,
+        reply: ReplyCreate,
+    ) {
+        let loc = tri!(reply, self.loc(parent, name));
+        let fd = self.s.fds.allocate(
+            Gfid::NULL,
+            graph_open_flags(self.s.opts.writeback_cache, flags),
+        );
+        let cx = ctx(req, Need::Groups, None);
+        self.spawn(|s| async move {
+            let r = s.graph().top().create(&cx, loc, fd, mode, umask).await;
+            let e = match r {
+                Ok(e) => e,
+                Err(e) => return reply.error(errno(e)),
+            };
+            let attr = match s.entry_attr(&e.attr) {
+                Ok(a) => a,
+                Err(err) => {
+                    // Opened in the graph but not by the kernel: close it there.
+                    let _ = s
+                        .graph()
+                        .top()
+                        .release(
+                            &cx,
+                            Fd {
+                                gfid: e.attr.gfid,
+                                ..fd
+                            },
+                        )
+                        .await;
+                    return reply.error(err);
+                }
+            };
+            let fh = s.fds.insert(Fd {
+                gfid: e.attr.gfid,
+                ..fd
+            });
+            let ttl = s.opts.entry_timeout.min(s.opts.attr_timeout);
+            reply.created(&ttl, &attr, Generation(0), fh, s.fopen_flags());
+        });
+    }
+
+    fn read(
+        &self,
+        req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        offset: u64,
+        size: u32,
+        _flags: OpenFlags,
+        lock_owner: Option<LockOwner>,
+        reply: ReplyData,
+    ) {
+        let fd = tri!(reply, self.fd(fh));
+        let cx = ctx(req, Need::Basic, lock_owner.map(|o| o.0));
+        self.spawn(|s| async move {
+            match s.graph().top().readv(&cx, fd, offset, size).await {
+                Ok(buf) => reply.data(&buf),
+                Err(e) => reply.error(errno(e)),
+            }
+        });
+    }
+
+    fn write(
+        &self,
+        req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        offset: u64,
+        data: &[u8],
+        _write_flags: WriteFlags,
+        flags: OpenFlags,
+        lock_owner: Option<LockOwner>,
+        reply: ReplyWrite,
+    ) {
+        let fd = tri!(reply, self.fd(fh));
+        // The one copy of the payload: out of fuser's request buffer into a shared Buf.
+        let buf = Buf::copy_from_slice(data);
+        let flags = graph_open_flags(self.s.opts.writeback_cache, flags.0);
+        let cx = ctx(req, Need::Basic, lock_owner.map(|o| o.0));
+        self.spawn(|s| async move {
+            match s.graph().top().writev(&cx, fd, offset, buf, flags).await {
+                Ok(n) => reply.written(u32::try_from(n).unwrap_or(u32::MAX)),
+                Err(e) => reply.error(errno(e)),
+            }
+        });
+    }
+
+    fn flush(
+        &self,
+        req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        lock_owner: LockOwner,
+        reply: ReplyEmpty,
+    ) {
+        let fd = tri!(reply, self.fd(fh));
+        let cx = ctx(req, Need::Basic, Some(lock_owner.0));
+        self.spawn(|s| async move {
+            reply_empty(reply, s.graph().top().flush(&cx, fd).await);
+        });
+    }
+
+    fn release(
+        &self,
+        req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        _flags: OpenFlags,
+        lock_owner: Option<LockOwner>,
+        flush: bool,
+        reply: ReplyEmpty,
+    ) {
+        let fd = tri!(reply, self.s.fds.remove(fh).ok_or(fuser::Errno::EBADF));
+        let cx = ctx(req, Need::Basic, lock_owner.map(|o| o.0));
+        self.spawn(|s| async move {
+            let graph = s.graph();
+            if flush {
+                // FUSE_RELEASE_FLUSH: the kernel skipped FLUSH for this close.
+                let _ = graph.top().flush(&cx, fd).await;
+            }
+            reply_empty(reply, graph.top().release(&cx, fd).await);
+        });
+    }
+
+    fn fsync(
+        &self,
+        req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        datasync: bool,
+        reply: ReplyEmpty,
+    ) {
+        let fd = tri!(reply, self.fd(fh));
+        let cx = ctx(req, Need::Basic, None);
+        self.spawn(|s| async move {
+            reply_empty(reply, s.graph().top().fsync(&cx, fd, datasync).await);
+        });
+    }
+
+    fn opendir(&self, req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
+        let gfid = tri!(reply, self.gfid(ino));
+        let fd = self.s.fds.allocate(gfid, flags.0 | libc::O_DIRECTORY);
+        let cx = ctx(req, Need::Groups, None);
+        self.spawn(|s| async move {
+            match s.graph().top().opendir(&cx, fd).await {
+                Ok(()) => {
+                    let fh = s.fds.insert(fd);
+                    reply.opened(fh, FopenFlags::empty());
+                }
+                Err(e) => reply.error(errno(e)),
+            }
+        });
+    }
+
+    fn readdir(
+        &self,
+        req: &Request,
+        ino: INodeNo,
+        fh: FileHandle,
+        offset: u64,
+        reply: ReplyDirectory,
+    ) {
+        let fd = tri!(reply, self.fd(fh));
+        let cx = ctx(req, Need::Basic, None);
+        self.spawn(|s| async move { dir::readdir(&s, cx, ino, fd, offset, reply).await });
+    }
+
+    fn readdirplus(
+        &self,
+        req: &Request,
+        ino: INodeNo,
+        fh: FileHandle,
+        offset: u64,
+        reply: ReplyDirectoryPlus,
+    ) {
+        let fd = tri!(reply, self.fd(fh));
+        let cx = ctx(req, Need::Basic, None);
+        self.spawn(|s| async move { dir::readdirplus(&s, cx, ino, fd, offset, reply).await });
+    }
+
+    fn releasedir(
+        &self,
+        req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        _flags: OpenFlags,
+        reply: ReplyEmpty,
+    ) {
+        let fd = tri!(reply, self.s.fds.remove(fh).ok_or(fuser::Errno::EBADF));
+        let cx = ctx(req, Need::Basic, None);
+        self.spawn(|s| async move {
+            reply_empty(reply, s.graph().top().releasedir(&cx, fd).await);
+        });
+    }
+
+    fn fsyncdir(
+        &self,
+        req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        datasync: bool,
+        reply: ReplyEmpty,
+    ) {
+        let fd = tri!(reply, self.fd(fh));
+        let cx = ctx(req, Need::Basic, None);
+        self.spawn(|s| async move {
+            reply_empty(reply, s.graph().top().fsyncdir(&cx, fd, datasync).await);
+        });
+    }
+
+    fn statfs(&self, req: &Request, ino: INodeNo, reply: ReplyStatfs) {
+        let gfid = self.gfid(ino).unwrap_or(Gfid::ROOT);
+        let cx = ctx(req, Need::Basic, None);
+        self.spawn(|s| async move {
+            match s.graph().top().statfs(&cx, gfid).await {
+                Ok(st) => reply.statfs(
+                    st.blocks,
+                    st.bfree,
+                    st.bavail,
+                    st.files,
+                    st.ffree,
+                    u32::try_from(st.bsize).unwrap_or(4096),
+                    u32::try_from(st.namemax).unwrap_or(255),
+                    u32::try_from(st.frsize).unwrap_or(4096),
+                ),
+                Err(e) => reply.error(errno(e)),
+            }
+        });
+    }
+
+    fn setxattr(
+        &self,
+        req: &Request,
+        ino: INodeNo,
+        name: &OsStr,
+        value: &[u8],
+        flags: i32,
+        position: u32,
+        reply: ReplyEmpty,
+    ) {
+        if position != 0 {
+            // macOS resource forks only.
+            return reply.error(fuser::Errno::EINVAL);
+        }
+        let gfid = tri!(reply, self.gfid(ino));
+        let xattr = Xattr {
+            name: tri!(reply, name_str(name)),
+            value: Buf::copy_from_slice(value),
+        };
+        self.s.caps.invalidate(&gfid);
+        let cx = ctx(req, Need::Groups, None);
+        self.spawn(|s| async move {
+            reply_empty(
+                reply,
+                s.graph().top().setxattr(&cx, gfid, xattr, flags).await,
+            );
+        });
+    }
+
+    fn getxattr(&self, req: &Request, ino: INodeNo, name: &OsStr, size: u32, reply: ReplyXattr) {
+        let gfid = tri!(reply, self.gfid(ino));
+        let name = tri!(reply, name_str(name));
+        let is_cap = name.as_str() == CAPABILITY_XATTR;
+        if is_cap && self.s.caps.known_none(&gfid, Instant::now()) {
+            return reply.error(fuser::Errno::ENODATA);
+        }
+        let cx = ctx(req, Need::Groups, None);
+        self.spawn(|s| async move {
+            match s.graph().top().getxattr(&cx, gfid, name).await {
+                Ok(v) => reply_xattr(reply, size, &v),
+                Err(e) => {
+                    if is_cap && e == Errno::ENODATA {
+                        s.caps.set_none(gfid, Instant::now());
+                    }
+                    reply.error(errno(e))
+                }
+            }
+        });
+    }
+
+    fn listxattr(&self, req: &Request, ino: INodeNo, size: u32, reply: ReplyXattr) {
+        let gfid = tri!(reply, self.gfid(ino));
+        let cx = ctx(req, Need::Groups, None);
+        self.spawn(|s| async move {
+            match s.graph().top().listxattr(&cx, gfid).await {
+                Ok(names) => reply_xattr(reply, size, &xattr_list(&names)),
+                Err(e) => reply.error(errno(e)),
+            }
+        });
+    }
+
+    fn removexattr(&self, req: &Request, ino: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        let gfid = tri!(reply, self.gfid(ino));
+        let name = tri!(reply, name_str(name));
+        self.s.caps.invalidate(&gfid);
+        let cx = ctx(req, Need::Groups, None);
+        self.spawn(|s| async move {
+            reply_empty(reply, s.graph().top().removexattr(&cx, gfid, name).await);
+        });
+    }
+
+    fn access(&self, req: &Request, ino: INodeNo, mask: AccessFlags, reply: ReplyEmpty) {
+        let gfid = tri!(reply, self.gfid(ino));
+        let cx = ctx(req, Need::Groups, None);
+        let mask = mask.bits() as u32;
+        self.spawn(|s| async move {
+            reply_empty(reply, s.graph().top().access(&cx, gfid, mask).await);
+        });
+    }
+
+    fn getlk(
+        &self,
+        req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        lock_owner: LockOwner,
+        start: u64,
+        end: u64,
+        typ: i32,
+        pid: u32,
+        reply: ReplyLock,
+    ) {
+        let fd = tri!(reply, self.fd(fh));
+        let lock = tri!(
+            reply,
+            flock(start, end, typ, pid, lock_owner.0).ok_or(fuser::Errno::EINVAL)
+        );
+        let cx = ctx(req, Need::Basic, Some(lock_owner.0));
+        self.spawn(|s| async move {
+            match s.graph().top().lk(&cx, fd, LkCmd::Get, lock).await {
+                Ok(l) => {
+                    let (start, end, typ, pid) = lock_reply(&l);
+                    reply.locked(start, end, typ, pid);
+                }
+                Err(e) => reply.error(errno(e)),
+            }
+        });
+    }
+
+    fn setlk(
+        &self,
+        req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        lock_owner: LockOwner,
+        start: u64,
+        end: u64,
+        typ: i32,
+        pid: u32,
+        sleep: bool,
+        reply: ReplyEmpty,
+    ) {
+        let fd = tri!(reply, self.fd(fh));
+        let lock = tri!(
+            reply,
+            flock(start, end, typ, pid, lock_owner.0).ok_or(fuser::Errno::EINVAL)
+        );
+        let cmd = if sleep { LkCmd::SetWait } else { LkCmd::Set };
+        let cx = ctx(req, Need::Basic, Some(lock_owner.0));
+        // A waiting lock parks in its task, never on the fuser thread.
+        self.spawn(|s| async move {
+            reply_empty(
+                reply,
+                s.graph().top().lk(&cx, fd, cmd, lock).await.map(drop),
+            );
+        });
+    }
+
+    fn fallocate(
+        &self,
+        req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        offset: u64,
+        length: u64,
+        mode: i32,
+        reply: ReplyEmpty,
+    ) {
+        let fd = tri!(reply, self.fd(fh));
+        let cx = ctx(req, Need::Basic, None);
+        self.spawn(|s| async move {
+            let graph = s.graph();
+            let top = graph.top();
+            let r = if mode & libc::FALLOC_FL_PUNCH_HOLE != 0 {
+                top.discard(&cx, fd, offset, length).await
+            } else if mode & libc::FALLOC_FL_ZERO_RANGE != 0 {
+                top.zerofill(&cx, fd, offset, length).await
+            } else {
+                top.fallocate(&cx, fd, mode, offset, length).await
+            };
+            reply_empty(reply, r);
+        });
+    }
+
+    fn copy_file_range(
+        &self,
+        _req: &Request,
+        _ino_in: INodeNo,
+        _fh_in: FileHandle,
+        _offset_in: u64,
+        _ino_out: INodeNo,
+        _fh_out: FileHandle,
+        _offset_out: u64,
+        _len: u64,
+        _flags: CopyFileRangeFlags,
+        reply: ReplyWrite,
+    ) {
+        // No fop for it: ENOSYS makes the kernel stop asking and copy through read/write.
+        reply.error(fuser::Errno::ENOSYS);
+    }
+
+    fn lseek(
+        &self,
+        req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        offset: i64,
+        whence: i32,
+        reply: ReplyLseek,
+    ) {
+        // The kernel handles SEEK_SET/CUR/END itself; only hole-aware seeks come here.
+        let what = match whence {
+            libc::SEEK_DATA => SeekWhat::Data,
+            libc::SEEK_HOLE => SeekWhat::Hole,
+            _ => return reply.error(fuser::Errno::EINVAL),
+        };
+        let offset = tri!(
+            reply,
+            u64::try_from(offset).map_err(|_| fuser::Errno::ENXIO)
+        );
+        let fd = tri!(reply, self.fd(fh));
+        let cx = ctx(req, Need::Basic, None);
+        self.spawn(|s| async move {
+            match s.graph().top().seek(&cx, fd, offset, what).await {
+                Ok(off) => match i64::try_from(off) {
+                    Ok(off) => reply.offset(off),
+                    Err(_) => reply.error(fuser::Errno::EOVERFLOW),
+                },
+                Err(e) => reply.error(errno(e)),
+            }
+        });
+    }
+}
+
+fn reply_empty(reply: ReplyEmpty, r: Result<(), Errno>) {
+    match r {
+        Ok(()) => reply.ok(),
+        Err(e) => reply.error(errno(e)),
+    }
+}
+
+/// getxattr/listxattr size protocol: size 0 asks for the length; a buffer too small is ERANGE.
+fn reply_xattr(reply: ReplyXattr, size: u32, value: &[u8]) {
+    match xattr_answer(size, value.len()) {
+        XattrAnswer::Size(n) => reply.size(n),
+        XattrAnswer::Data => reply.data(value),
+        XattrAnswer::Range => reply.error(fuser::Errno::ERANGE),
+    }
+}
+
+#[derive(Debug, PartialEq, Eq)]
+enum XattrAnswer {
+    Size(u32),
+    Data,
+    Range,
+}
+
+fn xattr_answer(size: u32, len: usize) -> XattrAnswer {
+    match u32::try_from(len) {
+        Err(_) => XattrAnswer::Range,
+        Ok(n) if size == 0 => XattrAnswer::Size(n),
+        Ok(n) if n > size => XattrAnswer::Range,
+        Ok(_) => XattrAnswer::Data,
+    }
+}
+
+/// listxattr's wire form: every name NUL-terminated.
+fn xattr_list(names: &RVec<RString>) -> Vec<u8> {
+    let mut out = Vec::with_capacity(names.iter().map(|n| n.len() + 1).sum());
+    for n in names {
+        out.extend_from_slice(n.as_bytes());
+        out.push(0);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn xattr_size_protocol() {
+        assert_eq!(xattr_answer(0, 10), XattrAnswer::Size(10));
+        assert_eq!(xattr_answer(0, 0), XattrAnswer::Size(0));
+        assert_eq!(xattr_answer(10, 10), XattrAnswer::Data);
+        assert_eq!(xattr_answer(64, 10), XattrAnswer::Data);
+        assert_eq!(xattr_answer(9, 10), XattrAnswer::Range);
+    }
+
+    #[test]
+    fn xattr_names_are_nul_terminated() {
+        let names: RVec<RString> = vec![RString::from("user.a"), RString::from("user.bc")].into();
+        assert_eq!(xattr_list(&names), b"user.a\0user.bc\0");
+        assert!(xattr_list(&RVec::new()).is_empty());
+    }
+
+    #[test]
+    fn writeback_cache_widens_write_only_opens() {
+        let wa = libc::O_WRONLY | libc::O_APPEND;
+        assert_eq!(graph_open_flags(false, wa), wa);
+        assert_eq!(graph_open_flags(true, wa), libc::O_RDWR);
+        assert_eq!(graph_open_flags(true, libc::O_RDONLY), libc::O_RDONLY);
+    }
+}

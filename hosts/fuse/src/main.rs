@@ -1,0 +1,271 @@
+//! `xlfs-mount`: mounts an xlfs volume through FUSE (fuser's pure-Rust mount, no libfuse).
+//!
+//! ```text
+//! xlfs-mount --local /srv/vol /mnt/vol          # storage/posix + features/locks + io-stats
+//! xlfs-mount --volfile client.vol /mnt/vol      # any graph
+//! ```
+//!
+//! Runs in the foreground; SIGINT/SIGTERM unmount and exit 0; SIGHUP reloads the volfile.
+
+mod attr;
+mod capcache;
+mod creds;
+mod dir;
+mod fds;
+mod fs;
+mod inodes;
+mod mount;
+mod options;
+mod source;
+
+use std::io::Write as _;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+use clap::Parser;
+use tokio::signal::unix::{SignalKind, signal};
+use xlator_api::DumpFormat;
+use xlfs_core::registry::Registry;
+use xlfs_core::volume::{Reload, Volume};
+// Linked in for their built-in translator types (registered through `inventory`).
+use xlfs_io_stats as _;
+use xlfs_locks as _;
+use xlfs_posix as _;
+
+use crate::fs::{Shared, XlfsFs};
+use crate::mount::{MountConfig, MountError};
+use crate::options::Cli;
+use crate::source::{Source, SourceError};
+
+/// How long to wait for the FUSE loops to end after unmounting before exiting anyway (the
+/// kernel aborts the connection when the process exits).
+const SESSION_END_GRACE: Duration = Duration::from_secs(5);
+
+#[derive(thiserror::Error, Debug)]
+enum Error {
+    #[error(transparent)]
+    Source(#[from] SourceError),
+    #[error(transparent)]
+    Graph(Box<xlfs_core::graph::GraphError>),
+    #[error(transparent)]
+    Mount(#[from] MountError),
+    #[error("{what}: {source}")]
+    Io {
+        what: &'static str,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("invalid --log-level {0:?}: {1}")]
+    LogLevel(String, String),
+}
+
+impl From<xlfs_core::graph::GraphError> for Error {
+    fn from(e: xlfs_core::graph::GraphError) -> Error {
+        Error::Graph(Box::new(e))
+    }
+}
+
+fn io_err(what: &'static str) -> impl FnOnce(std::io::Error) -> Error {
+    move |source| Error::Io { what, source }
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    if let Err(e) = init_logging(&cli.log_level) {
+        eprintln!("xlfs-mount: {e}");
+        return ExitCode::from(2);
+    }
+    match run(cli) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("xlfs-mount: error: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn init_logging(level: &str) -> Result<(), Error> {
+    use tracing_subscriber::EnvFilter;
+    let filter = match std::env::var("RUST_LOG") {
+        Ok(v) if !v.is_empty() => EnvFilter::try_new(&v),
+        _ => EnvFilter::try_new(level),
+    }
+    .map_err(|e| Error::LogLevel(level.to_string(), e.to_string()))?;
+    use std::io::IsTerminal as _;
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal())
+        .init();
+    Ok(())
+}
+
+fn run(cli: Cli) -> Result<(), Error> {
+    let source = match (&cli.volfile, &cli.local) {
+        (Some(f), _) => Source::File(f.clone()),
+        (None, Some(d)) => Source::Local(d.clone()),
+        // clap's required group guarantees one of them.
+        (None, None) => Source::Local(PathBuf::from(".")),
+    };
+    let mountpoint = mount::preflight(&cli.mountpoint, cli.force_unmount_stale)?;
+
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .thread_name("xlfs-worker")
+        .build()
+        .map_err(io_err("cannot start the async runtime"))?;
+    xlfs_core::services::set_fallback_runtime(rt.handle().clone());
+    let volfile = source.load()?;
+    let origin = volfile.origin.clone();
+    let volume = {
+        // Translators may spawn from `init`: build the graph inside the runtime.
+        let _guard = rt.enter();
+        Arc::new(Volume::new(volfile, Arc::new(Registry::new()))?)
+    };
+    let top = volume.graph().top().name().to_string();
+
+    let is_root = effective_uid() == 0;
+    let cfg = MountConfig {
+        fsname: cli.fsname.clone().unwrap_or_else(|| format!("xlfs:{top}")),
+        allow_other: cli.allow_other(is_root),
+        default_permissions: !cli.no_default_permissions,
+        threads: usize::from(cli.threads),
+    };
+    let shared = Shared::new(volume.clone(), cli.fs_options(), rt.handle().clone());
+    rt.block_on(serve(
+        &cli,
+        source,
+        volume,
+        shared,
+        &mountpoint,
+        &cfg,
+        &origin,
+        &top,
+    ))
+}
+
+/// The effective uid, from /proc (keeps `unsafe` out of this module).
+fn effective_uid() -> u32 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("Uid:"))
+                .and_then(|l| l.split_whitespace().nth(1))
+                .and_then(|u| u.parse().ok())
+        })
+        .unwrap_or(u32::MAX)
+}
+
+/// How the session ended.
+enum End {
+    Signal(&'static str),
+    External,
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn serve(
+    cli: &Cli,
+    source: Source,
+    volume: Arc<Volume>,
+    shared: Arc<Shared>,
+    mountpoint: &std::path::Path,
+    cfg: &MountConfig,
+    origin: &str,
+    top: &str,
+) -> Result<(), Error> {
+    // Signals first, so one arriving right after the mount line is printed is handled.
+    let mut term = signal(SignalKind::terminate()).map_err(io_err("cannot watch SIGTERM"))?;
+    let mut int = signal(SignalKind::interrupt()).map_err(io_err("cannot watch SIGINT"))?;
+    let mut hup = signal(SignalKind::hangup()).map_err(io_err("cannot watch SIGHUP"))?;
+
+    let mut session = mount::mount(XlfsFs::new(shared.clone()), mountpoint, cfg)?;
+    let mut unmounter = session.unmount_callable();
+    let (tx, mut done) = tokio::sync::oneshot::channel();
+    // If this fails the session is dropped, which unmounts.
+    std::thread::Builder::new()
+        .name("fuser-session".into())
+        .spawn(move || {
+            let _ = tx.send(session.run());
+        })
+        .map_err(io_err("cannot start the FUSE session thread"))?;
+
+    println!(
+        "xlfs-mount: mounted volume {top:?} ({origin}) at {} [pid {}]",
+        mountpoint.display(),
+        std::process::id()
+    );
+    let _ = std::io::stdout().flush();
+
+    let end = loop {
+        tokio::select! {
+            r = &mut done => {
+                if let Ok(Err(e)) = r {
+                    tracing::error!(error = %e, "FUSE session failed");
+                }
+                break End::External;
+            }
+            _ = term.recv() => break End::Signal("SIGTERM"),
+            _ = int.recv() => break End::Signal("SIGINT"),
+            _ = hup.recv() => reload(&source, &volume),
+        }
+    };
+
+    match end {
+        End::External => {
+            tracing::info!(path = %mountpoint.display(), "unmounted from outside; exiting");
+        }
+        End::Signal(sig) => {
+            tracing::info!(signal = sig, path = %mountpoint.display(), "unmounting");
+            let mp = mountpoint.to_path_buf();
+            let r =
+                tokio::task::spawn_blocking(move || mount::unmount(&mp, || unmounter.unmount()))
+                    .await
+                    .map_err(|e| Error::Io {
+                        what: "unmount task failed",
+                        source: std::io::Error::other(e),
+                    })?;
+            let lazy = r.map_err(io_err("unmount failed"))?;
+            if !lazy {
+                match tokio::time::timeout(SESSION_END_GRACE, &mut done).await {
+                    Ok(Ok(Err(e))) => {
+                        tracing::warn!(error = %e, "FUSE session ended with an error")
+                    }
+                    Ok(_) => {}
+                    Err(_) => tracing::warn!("FUSE loops did not stop in time; exiting anyway"),
+                }
+            }
+        }
+    }
+    let host_dump = shared.dump();
+    shared.release_all().await;
+    println!("xlfs-mount: unmounted {}", mountpoint.display());
+    if cli.dump_on_exit {
+        println!("{host_dump}{}", volume.graph().dump(DumpFormat::Text));
+    }
+    let _ = std::io::stdout().flush();
+    Ok(())
+}
+
+/// SIGHUP: re-read the volfile and apply it.
+fn reload(source: &Source, volume: &Volume) {
+    let vf = match source.load() {
+        Ok(vf) => vf,
+        Err(e) => return tracing::error!(error = %e, "reload: volfile not applied"),
+    };
+    match volume.reload(vf) {
+        Ok(Reload::Unchanged) => tracing::info!("reload: volfile unchanged"),
+        Ok(Reload::Reconfigured(v)) => {
+            tracing::info!(volumes = ?v, "reload: options changed in place")
+        }
+        Ok(Reload::Switched {
+            old_graph,
+            new_graph,
+        }) => {
+            tracing::info!(old_graph, new_graph, "reload: switched to a new graph")
+        }
+        Err(e) => tracing::error!(error = %e, "reload: volfile not applied"),
+    }
+}

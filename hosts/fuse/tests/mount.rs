@@ -1,0 +1,621 @@
+//! Real FUSE mounts of the built `xlfs-mount` binary: file operations through the kernel,
+//! clean unmount on SIGTERM, stale-mount detection and the mount-point error messages.
+//!
+//! Needs /dev/fuse and root (CI runs as root). Without /dev/fuse the mount tests print why
+//! they are skipped; they never pass silently.
+
+use std::ffi::CString;
+use std::fs::{self, File, OpenOptions};
+use std::io::{Read, Seek, SeekFrom, Write};
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::{FileExt, MetadataExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Output, Stdio};
+use std::time::{Duration, Instant};
+
+const BIN: &str = env!("CARGO_BIN_EXE_xlfs-mount");
+const MOUNT_TIMEOUT: Duration = Duration::from_secs(30);
+const EXIT_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// `Some(reason)` when real mounts cannot run here.
+fn skip_reason() -> Option<String> {
+    if !Path::new("/dev/fuse").exists() {
+        return Some("/dev/fuse is missing (load the fuse module: `modprobe fuse`)".into());
+    }
+    None
+}
+
+macro_rules! require_fuse {
+    () => {
+        if let Some(reason) = skip_reason() {
+            eprintln!("SKIPPED {}: {reason}", module_path!());
+            println!("SKIPPED: {reason}");
+            return;
+        }
+    };
+}
+
+/// Whether `path` is a mount point now.
+fn is_mounted(path: &Path) -> bool {
+    let info = fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
+    let want = path.as_os_str().as_bytes();
+    info.lines().any(|l| {
+        l.split(' ')
+            .nth(4)
+            .map(|mp| unescape(mp) == want)
+            .unwrap_or(false)
+    })
+}
+
+fn unescape(s: &str) -> Vec<u8> {
+    let b = s.as_bytes();
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'\\' && i + 3 < b.len() {
+            let v = (b[i + 1] - b'0') * 64 + (b[i + 2] - b'0') * 8 + (b[i + 3] - b'0');
+            out.push(v);
+            i += 4;
+        } else {
+            out.push(b[i]);
+            i += 1;
+        }
+    }
+    out
+}
+
+/// A running `xlfs-mount`. Dropping it kills the process and lazily unmounts, so a failing
+/// test never leaves a mount behind.
+struct Mounted {
+    child: Option<Child>,
+    mountpoint: PathBuf,
+    log: PathBuf,
+}
+
+impl Mounted {
+    /// Starts `xlfs-mount --local <vol> <mnt> <extra...>` and waits for the mount.
+    fn start(vol: &Path, mnt: &Path, extra: &[&str]) -> Mounted {
+        let log = vol.with_extension("log");
+        let err = File::create(&log).expect("log file");
+        let child = Command::new(BIN)
+            .arg("--local")
+            .arg(vol)
+            .arg(mnt)
+            .args(extra)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(err)
+            .spawn()
+            .expect("spawn xlfs-mount");
+        let mut m = Mounted {
+            child: Some(child),
+            mountpoint: mnt.to_path_buf(),
+            log,
+        };
+        let start = Instant::now();
+        // Mounted and answering (a stale mount on the same path is listed but fails stat).
+        while !(is_mounted(mnt) && fs::metadata(mnt).is_ok()) {
+            if let Some(status) = m.child_mut().try_wait().expect("try_wait") {
+                panic!(
+                    "xlfs-mount exited before mounting ({status}):\n{}",
+                    m.log_text()
+                );
+            }
+            assert!(
+                start.elapsed() < MOUNT_TIMEOUT,
+                "no mount after {MOUNT_TIMEOUT:?}:\n{}",
+                m.log_text()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        m
+    }
+
+    fn child_mut(&mut self) -> &mut Child {
+        self.child.as_mut().expect("child running")
+    }
+
+    fn pid(&self) -> i32 {
+        self.child.as_ref().expect("child running").id() as i32
+    }
+
+    fn log_text(&self) -> String {
+        fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    fn signal(&self, sig: i32) {
+        // SAFETY: kill(2) with the pid of a child we own and have not reaped yet.
+        let r = unsafe { libc::kill(self.pid(), sig) };
+        assert_eq!(r, 0, "kill: {}", std::io::Error::last_os_error());
+    }
+
+    /// Waits for the process to exit; returns its status and stdout.
+    fn wait(&mut self) -> (ExitStatus, String) {
+        let mut child = self.child.take().expect("child running");
+        let start = Instant::now();
+        loop {
+            if let Some(status) = child.try_wait().expect("try_wait") {
+                let mut out = String::new();
+                if let Some(mut o) = child.stdout.take() {
+                    let _ = o.read_to_string(&mut out);
+                }
+                return (status, out);
+            }
+            if start.elapsed() > EXIT_TIMEOUT {
+                let _ = child.kill();
+                let _ = child.wait();
+                panic!(
+                    "xlfs-mount did not exit within {EXIT_TIMEOUT:?}:\n{}",
+                    self.log_text()
+                );
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+impl Drop for Mounted {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+        if is_mounted(&self.mountpoint) {
+            let _ = Command::new("umount")
+                .arg("-l")
+                .arg(&self.mountpoint)
+                .status();
+        }
+    }
+}
+
+fn tempdir() -> tempfile::TempDir {
+    tempfile::Builder::new()
+        .prefix("xlfs-mount-test")
+        .tempdir()
+        .expect("tempdir")
+}
+
+/// A small deterministic generator for test data.
+fn pattern(len: usize, seed: u64) -> Vec<u8> {
+    let mut x = seed | 1;
+    (0..len)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x as u8
+        })
+        .collect()
+}
+
+fn fnv1a(data: &[u8]) -> u64 {
+    data.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+        (h ^ u64::from(*b)).wrapping_mul(0x100_0000_01b3)
+    })
+}
+
+fn cstr(p: &Path) -> CString {
+    CString::new(p.as_os_str().as_bytes()).expect("no NUL")
+}
+
+fn xattr_set(p: &Path, name: &str, value: &[u8]) -> std::io::Result<()> {
+    let (p, n) = (cstr(p), CString::new(name).expect("name"));
+    // SAFETY: valid C strings and a value slice that outlive the call.
+    let r = unsafe {
+        libc::setxattr(
+            p.as_ptr(),
+            n.as_ptr(),
+            value.as_ptr().cast(),
+            value.len(),
+            0,
+        )
+    };
+    if r == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
+    }
+}
+
+/// getxattr(2) with a buffer of `size` bytes (0: ask for the length).
+fn xattr_get(p: &Path, name: &str, size: usize) -> std::io::Result<(usize, Vec<u8>)> {
+    let (p, n) = (cstr(p), CString::new(name).expect("name"));
+    let mut buf = vec![0u8; size];
+    // SAFETY: `buf` has `size` writable bytes; the strings are valid.
+    let r = unsafe { libc::getxattr(p.as_ptr(), n.as_ptr(), buf.as_mut_ptr().cast(), size) };
+    if r < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    buf.truncate(if size == 0 { 0 } else { r as usize });
+    Ok((r as usize, buf))
+}
+
+fn xattr_list(p: &Path) -> std::io::Result<Vec<String>> {
+    let p = cstr(p);
+    let mut buf = vec![0u8; 4096];
+    // SAFETY: `buf` has 4096 writable bytes; the path is valid.
+    let r = unsafe { libc::listxattr(p.as_ptr(), buf.as_mut_ptr().cast(), buf.len()) };
+    if r < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    buf.truncate(r as usize);
+    Ok(buf
+        .split(|b| *b == 0)
+        .filter(|s| !s.is_empty())
+        .map(|s| String::from_utf8_lossy(s).into_owned())
+        .collect())
+}
+
+fn xattr_remove(p: &Path, name: &str) -> std::io::Result<()> {
+    let (p, n) = (cstr(p), CString::new(name).expect("name"));
+    // SAFETY: valid C strings.
+    let r = unsafe { libc::removexattr(p.as_ptr(), n.as_ptr()) };
+    if r == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
+    }
+}
+
+/// fcntl(2) byte-range lock command on `f` for `[start, start + len)`.
+fn fcntl_lock(f: &File, cmd: i32, typ: i32, start: i64, len: i64) -> std::io::Result<libc::flock> {
+    use std::os::fd::AsRawFd;
+    // SAFETY: a zeroed flock is a valid value; the fields used are set below.
+    let mut fl: libc::flock = unsafe { std::mem::zeroed() };
+    fl.l_type = typ as i16;
+    fl.l_whence = libc::SEEK_SET as i16;
+    fl.l_start = start;
+    fl.l_len = len;
+    // SAFETY: `f` is an open descriptor and `fl` a valid flock for the lock commands.
+    let r = unsafe { libc::fcntl(f.as_raw_fd(), cmd, &mut fl) };
+    if r == 0 {
+        Ok(fl)
+    } else {
+        Err(std::io::Error::last_os_error())
+    }
+}
+
+/// Byte-range locks reach features/locks: open file description locks (owner = the open
+/// file) conflict between two opens in this process.
+fn locks(m: &Path) {
+    let p = m.join("locked");
+    fs::write(&p, b"0123456789").expect("create");
+    let f1 = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(&p)
+        .expect("open 1");
+    let f2 = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(&p)
+        .expect("open 2");
+    fcntl_lock(&f1, libc::F_OFD_SETLK, libc::F_WRLCK, 0, 5).expect("lock [0,5) on f1");
+    let e = fcntl_lock(&f2, libc::F_OFD_SETLK, libc::F_WRLCK, 2, 2).expect_err("conflict");
+    assert!(
+        matches!(e.raw_os_error(), Some(libc::EAGAIN) | Some(libc::EACCES)),
+        "conflicting lock: {e}"
+    );
+    let got = fcntl_lock(&f2, libc::F_OFD_GETLK, libc::F_WRLCK, 0, 0).expect("getlk");
+    assert_eq!(
+        i32::from(got.l_type),
+        libc::F_WRLCK,
+        "getlk reports the holder"
+    );
+    assert_eq!((got.l_start, got.l_len), (0, 5));
+    fcntl_lock(&f2, libc::F_OFD_SETLK, libc::F_WRLCK, 5, 5).expect("disjoint range");
+    fcntl_lock(&f1, libc::F_OFD_SETLK, libc::F_UNLCK, 0, 5).expect("unlock");
+    fcntl_lock(&f2, libc::F_OFD_SETLKW, libc::F_WRLCK, 0, 5).expect("lock after unlock");
+    drop((f1, f2));
+    fs::remove_file(&p).expect("unlink");
+}
+
+fn file_ops(m: &Path) {
+    // Create, write, read back.
+    let a = m.join("a.txt");
+    fs::write(&a, b"hello xlfs\n").expect("write a");
+    assert_eq!(fs::read(&a).expect("read a"), b"hello xlfs\n");
+    let md = fs::metadata(&a).expect("stat a");
+    assert!(md.is_file());
+    assert_eq!(md.len(), 11);
+
+    // Positional writes and a sparse extension.
+    let f = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(&a)
+        .expect("open rw");
+    f.write_all_at(b"HELLO", 0).expect("pwrite");
+    f.write_all_at(b"end", 100).expect("pwrite past eof");
+    drop(f);
+    let data = fs::read(&a).expect("read a");
+    assert_eq!(data.len(), 103);
+    assert_eq!(&data[..11], b"HELLO xlfs\n");
+    assert!(data[11..100].iter().all(|b| *b == 0));
+    assert_eq!(&data[100..], b"end");
+
+    // Rename.
+    let b = m.join("b.txt");
+    fs::rename(&a, &b).expect("rename");
+    assert!(!a.exists());
+    assert_eq!(fs::read(&b).expect("read b").len(), 103);
+
+    // Hard link: same inode number, nlink 2, same contents.
+    let c = m.join("c.txt");
+    fs::hard_link(&b, &c).expect("link");
+    let (mb, mc) = (
+        fs::metadata(&b).expect("stat b"),
+        fs::metadata(&c).expect("stat c"),
+    );
+    assert_eq!(mb.ino(), mc.ino(), "hard links share the inode number");
+    assert_eq!(mc.nlink(), 2);
+    fs::write(&c, b"via link").expect("write via link");
+    assert_eq!(fs::read(&b).expect("read b"), b"via link");
+
+    // Symlink.
+    let s = m.join("s");
+    std::os::unix::fs::symlink("b.txt", &s).expect("symlink");
+    assert_eq!(fs::read_link(&s).expect("readlink"), PathBuf::from("b.txt"));
+    assert!(
+        fs::symlink_metadata(&s)
+            .expect("lstat")
+            .file_type()
+            .is_symlink()
+    );
+    assert_eq!(fs::read(&s).expect("read through symlink"), b"via link");
+
+    // Directories and listings.
+    let d = m.join("dir");
+    fs::create_dir(&d).expect("mkdir");
+    fs::set_permissions(&d, fs::Permissions::from_mode(0o750)).expect("chmod");
+    assert_eq!(
+        fs::metadata(&d).expect("stat dir").permissions().mode() & 0o7777,
+        0o750
+    );
+    let mut want: Vec<String> = (0..150).map(|i| format!("file-{i:03}")).collect();
+    for n in &want {
+        fs::write(d.join(n), n.as_bytes()).expect("create in dir");
+    }
+    fs::create_dir(d.join("sub")).expect("mkdir sub");
+    want.push("sub".into());
+    want.sort();
+    let mut got: Vec<String> = fs::read_dir(&d)
+        .expect("readdir")
+        .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+        .collect();
+    got.sort();
+    assert_eq!(got, want);
+    let sub = fs::read_dir(&d)
+        .expect("readdir")
+        .map(|e| e.expect("entry"))
+        .find(|e| e.file_name() == "sub")
+        .expect("sub listed");
+    assert!(sub.file_type().expect("d_type").is_dir());
+    assert_eq!(fs::read(d.join("file-042")).expect("read"), b"file-042");
+    assert!(
+        fs::remove_dir(&d).is_err(),
+        "rmdir of a non-empty directory must fail"
+    );
+
+    // Unlink and rmdir.
+    fs::remove_file(&c).expect("unlink");
+    assert!(!c.exists());
+    assert_eq!(fs::metadata(&b).expect("stat b").nlink(), 1);
+    for n in &want {
+        if n == "sub" {
+            fs::remove_dir(d.join(n)).expect("rmdir sub");
+        } else {
+            fs::remove_file(d.join(n)).expect("unlink in dir");
+        }
+    }
+    fs::remove_dir(&d).expect("rmdir");
+    assert!(!d.exists());
+    assert_eq!(
+        fs::metadata(m.join("nope")).map_err(|e| e.kind()).err(),
+        Some(std::io::ErrorKind::NotFound)
+    );
+
+    // Extended attributes, with the size-0 probe and ERANGE.
+    xattr_set(&b, "user.color", b"blue").expect("setxattr");
+    assert_eq!(xattr_get(&b, "user.color", 0).expect("probe").0, 4);
+    assert_eq!(
+        xattr_get(&b, "user.color", 64).expect("getxattr").1,
+        b"blue"
+    );
+    let e = xattr_get(&b, "user.color", 2).expect_err("small buffer");
+    assert_eq!(e.raw_os_error(), Some(libc::ERANGE));
+    assert!(
+        xattr_list(&b)
+            .expect("listxattr")
+            .contains(&"user.color".to_string())
+    );
+    xattr_remove(&b, "user.color").expect("removexattr");
+    let e = xattr_get(&b, "user.color", 64).expect_err("removed");
+    assert_eq!(e.raw_os_error(), Some(libc::ENODATA));
+
+    // Truncate down and up.
+    let f = OpenOptions::new().write(true).open(&b).expect("open");
+    f.set_len(3).expect("ftruncate down");
+    assert_eq!(fs::read(&b).expect("read"), b"via");
+    f.set_len(10).expect("ftruncate up");
+    drop(f);
+    assert_eq!(fs::read(&b).expect("read"), b"via\0\0\0\0\0\0\0");
+    let f = OpenOptions::new()
+        .write(true)
+        .truncate(true)
+        .open(&b)
+        .expect("O_TRUNC");
+    drop(f);
+    assert_eq!(fs::metadata(&b).expect("stat").len(), 0);
+
+    // A 4 MiB file written in odd-sized chunks, checked by checksum.
+    let big = m.join("big.bin");
+    let data = pattern(4 << 20, 0x5eed);
+    let mut f = File::create(&big).expect("create big");
+    for chunk in data.chunks(300_007) {
+        f.write_all(chunk).expect("write big");
+    }
+    f.sync_all().expect("fsync");
+    drop(f);
+    assert_eq!(fs::metadata(&big).expect("stat big").len(), 4 << 20);
+    let back = fs::read(&big).expect("read big");
+    assert_eq!(back.len(), data.len());
+    assert_eq!(fnv1a(&back), fnv1a(&data));
+    // And a read at an offset through a fresh descriptor.
+    let mut f = File::open(&big).expect("open big");
+    f.seek(SeekFrom::Start(3 << 20)).expect("seek");
+    let mut part = vec![0u8; 4096];
+    f.read_exact(&mut part).expect("read part");
+    assert_eq!(part, data[3 << 20..(3 << 20) + 4096]);
+    fs::remove_file(&big).expect("unlink big");
+
+    // statfs answers.
+    let c = cstr(m);
+    // SAFETY: statvfs writes into the zeroed struct; the path is valid.
+    let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
+    // SAFETY: as above.
+    assert_eq!(unsafe { libc::statvfs(c.as_ptr(), &mut st) }, 0, "statvfs");
+    assert!(st.f_blocks > 0);
+}
+
+#[test]
+fn real_mount_file_ops_and_clean_unmount() {
+    require_fuse!();
+    let tmp = tempdir();
+    let (vol, mnt) = (tmp.path().join("vol"), tmp.path().join("mnt"));
+    fs::create_dir(&mnt).expect("mkdir mnt");
+    let mut m = Mounted::start(&vol, &mnt, &[]);
+
+    file_ops(&mnt);
+    locks(&mnt);
+
+    // A second mount on the same directory is refused with a clear message.
+    let out = run_bin(&["--local", path_str(&vol), path_str(&mnt)]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("busy") && err.contains("already a mount point"),
+        "{err}"
+    );
+
+    // The data is on the brick, by name.
+    assert!(vol.join("brick").join("b.txt").exists());
+
+    m.signal(libc::SIGTERM);
+    let (status, stdout) = m.wait();
+    assert!(status.success(), "exit status {status}:\n{}", m.log_text());
+    assert!(stdout.contains("mounted volume"), "{stdout}");
+    assert!(!is_mounted(&mnt), "still mounted after SIGTERM");
+}
+
+#[test]
+fn sigint_unmounts_and_dump_on_exit_prints_stats() {
+    require_fuse!();
+    let tmp = tempdir();
+    let (vol, mnt) = (tmp.path().join("vol"), tmp.path().join("mnt"));
+    fs::create_dir(&mnt).expect("mkdir mnt");
+    let mut m = Mounted::start(
+        &vol,
+        &mnt,
+        &["--dump-on-exit", "--writeback-cache", "--threads", "1"],
+    );
+    fs::write(mnt.join("x"), pattern(100_000, 1)).expect("write");
+    assert_eq!(
+        fnv1a(&fs::read(mnt.join("x")).expect("read")),
+        fnv1a(&pattern(100_000, 1))
+    );
+    m.signal(libc::SIGINT);
+    let (status, stdout) = m.wait();
+    assert!(status.success(), "exit status {status}:\n{}", m.log_text());
+    assert!(!is_mounted(&mnt));
+    assert!(
+        stdout.contains("writev"),
+        "dump-on-exit shows io-stats:\n{stdout}"
+    );
+}
+
+#[test]
+fn stale_mount_is_reported_then_forced_away() {
+    require_fuse!();
+    let tmp = tempdir();
+    let (vol, mnt) = (tmp.path().join("vol"), tmp.path().join("mnt"));
+    fs::create_dir(&mnt).expect("mkdir mnt");
+    let mut m = Mounted::start(&vol, &mnt, &[]);
+    fs::write(mnt.join("keep"), b"kept").expect("write");
+    m.signal(libc::SIGKILL);
+    let (status, _) = m.wait();
+    assert!(!status.success());
+    assert!(is_mounted(&mnt), "kill -9 leaves the mount behind");
+    let e = fs::metadata(&mnt).expect_err("stale mount");
+    assert_eq!(e.raw_os_error(), Some(libc::ENOTCONN));
+
+    let out = run_bin(&["--local", path_str(&vol), path_str(&mnt)]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    let want = format!("stale xlfs mount at {}", mnt.display());
+    assert!(err.contains(&want), "{err}");
+    assert!(err.contains("umount -l"), "{err}");
+
+    // Forced: the stale mount goes, a fresh one serves the same brick.
+    let mut m = Mounted::start(&vol, &mnt, &["--force-unmount-stale"]);
+    assert_eq!(fs::read(mnt.join("keep")).expect("read"), b"kept");
+    m.signal(libc::SIGTERM);
+    let (status, _) = m.wait();
+    assert!(status.success(), "{}", m.log_text());
+    assert!(!is_mounted(&mnt));
+}
+
+fn path_str(p: &Path) -> &str {
+    p.to_str().expect("utf-8 temp path")
+}
+
+fn run_bin(args: &[&str]) -> Output {
+    Command::new(BIN)
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .expect("run xlfs-mount")
+}
+
+#[test]
+fn mount_point_errors_are_clear() {
+    let tmp = tempdir();
+    let vol = tmp.path().join("vol");
+    let missing = tmp.path().join("missing");
+    let out = run_bin(&["--local", path_str(&vol), path_str(&missing)]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("does not exist") && err.contains("mkdir -p"),
+        "{err}"
+    );
+
+    let file = tmp.path().join("file");
+    fs::write(&file, b"x").expect("write");
+    let out = run_bin(&["--local", path_str(&vol), path_str(&file)]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("is not a directory"), "{err}");
+
+    // /proc is a mount point on any Linux system.
+    let out = run_bin(&["--local", path_str(&vol), "/proc"]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("busy"), "{err}");
+
+    // Usage errors come from clap with exit status 2.
+    let out = run_bin(&["/mnt"]);
+    assert_eq!(out.status.code(), Some(2));
+    let out = run_bin(&["--help"]);
+    let help = String::from_utf8_lossy(&out.stdout);
+    for opt in [
+        "--volfile",
+        "--local",
+        "--writeback-cache",
+        "--attr-timeout",
+        "--direct-io-mode",
+    ] {
+        assert!(help.contains(opt), "--help lists {opt}");
+    }
+}
