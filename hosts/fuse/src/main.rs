@@ -33,6 +33,7 @@ use xlfs_core::volume::{Reload, Volume};
 use xlfs_io_stats as _;
 use xlfs_locks as _;
 use xlfs_posix as _;
+use xlfs_protocol as _;
 
 use crate::fs::{Shared, XlfsFs};
 use crate::mount::{MountConfig, MountError};
