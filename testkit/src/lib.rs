@@ -1,6 +1,12 @@
 //! Test tools for translators: a mock child ([`mock`]), an in-memory leaf translator
 //! ([`memfs`]) and a POSIX-semantics conformance suite for any graph ([`conformance`]).
 //!
+//! Smaller helpers for a translator's own tests: building an instance with schema defaults
+//! ([`build`]), a leaf with fixed answers ([`stub_leaf`]), a call of every fop
+//! ([`every_fop`]), a file served by a mock for caching translators ([`remote`]), GFID/fd
+//! values and observations ([`fixtures`]), and loading a translator from its `.so`
+//! ([`plugin`]).
+//!
 //! ```
 //! # #[tokio::main(flavor = "multi_thread", worker_threads = 2)] async fn main() {
 //! use xlfs_testkit::{conformance, memfs::MemLeaf};
@@ -11,13 +17,20 @@
 //! # }
 //! ```
 
+pub mod build;
 pub mod conformance;
+pub mod every_fop;
+pub mod fixtures;
 pub mod memfs;
 pub mod mock;
+pub mod plugin;
+pub mod remote;
+pub mod stub_leaf;
 
 pub use conformance::{Caps, Report};
 pub use memfs::MemLeaf;
 pub use mock::{FopCall, FopReply, MockChild, MockHandle};
+pub use stub_leaf::StubLeaf;
 
 // Lets volfiles name `testing/mock` and `storage/memory` in statically linked test binaries.
 xlator_api::export_translators!(MockChild, MemLeaf);

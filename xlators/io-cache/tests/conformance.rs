@@ -1,14 +1,13 @@
 //! The POSIX conformance suite through performance/io-cache on the in-memory leaf.
 
-mod common;
-
 use xlfs_io_cache::IoCache;
+use xlfs_testkit::build::build;
 use xlfs_testkit::conformance::{self, Caps};
 use xlfs_testkit::memfs::MemLeaf;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn conformance_passes_with_default_options() {
-    let top = common::build::<IoCache>(&[], MemLeaf::new());
+    let top = build::<IoCache>(&[], vec![MemLeaf::new()]);
     let report = conformance::run(&top, Caps::all()).await;
     println!("{report}");
     report.assert_all_passed();
@@ -22,7 +21,7 @@ async fn conformance_passes_with_small_pages_a_tiny_cache_and_no_timeout() {
         ("cache-size", "8KiB"),
         ("cache-timeout", "0"),
     ];
-    let top = common::build::<IoCache>(&set, MemLeaf::new());
+    let top = build::<IoCache>(&set, vec![MemLeaf::new()]);
     let report = conformance::run(&top, Caps::all()).await;
     println!("{report}");
     report.assert_all_passed();

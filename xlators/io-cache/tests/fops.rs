@@ -4,11 +4,14 @@ mod common;
 
 use std::time::Duration;
 
-use common::{PS, Remote, byte, counter, fd, gfid, io_cache, options_for, rd, reads, rw};
+use common::{PS, io_cache};
 use xlator_api::abi_stable::std_types::ROption;
 use xlator_api::{Buf, Ctx, Errno, Fop, Gfid, Loc, SetAttr, Subvol};
 use xlfs_io_cache::IoCache;
+use xlfs_testkit::build::options_for;
+use xlfs_testkit::fixtures::{counter, fd, gfid, reads};
 use xlfs_testkit::mock::{FopReply, MockChild, MockHandle};
+use xlfs_testkit::remote::{Remote, byte, rd, rw};
 
 fn expect(offset: u64, len: u64) -> Vec<u8> {
     (offset..offset + len).map(byte).collect()

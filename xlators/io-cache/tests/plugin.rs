@@ -1,29 +1,16 @@
 //! performance/io-cache loaded from its real `.so` by the core's registry, as the shipped
 //! binaries load it. Build the library first: `cargo build -p xlfs-io-cache`.
 
-use xlator_api::{Buf, Ctx, DumpFormat, Fd, FdId, Gfid, InitArgs, Loc, Options};
-use xlfs_core::registry::Registry;
-use xlfs_core::services::host_services;
+use xlator_api::{Buf, Ctx, DumpFormat};
+use xlfs_testkit::fixtures::create_file;
 use xlfs_testkit::memfs::MemLeaf;
+use xlfs_testkit::plugin::load_from_so;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn loads_from_the_shared_library_and_caches() {
-    let registry = Registry::with_search_path(Registry::default_search_path(), false);
-    let r = registry
-        .resolve("performance/io-cache")
-        .unwrap_or_else(|e| panic!("{e} (run `cargo build -p xlfs-io-cache` first)"));
-    let lib = r
-        .library
-        .clone()
-        .expect("resolved from a library, not built in");
-    assert!(
-        lib.extension().is_some_and(|e| e == "so"),
-        "{}",
-        lib.display()
-    );
-    let keys: Vec<&str> = r.info.options.iter().map(|o| o.key.as_str()).collect();
+    let plugin = load_from_so("performance/io-cache");
     assert_eq!(
-        keys,
+        plugin.option_keys(),
         [
             "page-size",
             "cache-size",
@@ -33,35 +20,14 @@ async fn loads_from_the_shared_library_and_caches() {
             "max-file-size"
         ]
     );
-    let mut options = Options::new();
-    for o in r.info.options.iter() {
-        options.set(&o.key, &o.default);
-    }
-    let args = InitArgs {
-        name: "ioc".into(),
-        options: options.clone(),
-        children: vec![MemLeaf::new()].into(),
-        services: host_services(),
-    };
-    let top = (r.module.new_xlator())("performance/io-cache".into(), args)
-        .into_result()
+    let mut options = plugin.default_options();
+    let top = plugin
+        .instantiate("ioc", options.clone(), vec![MemLeaf::new()])
         .expect("the plugin builds an instance");
     assert_eq!(top.type_name(), "performance/io-cache");
 
     let cx = Ctx::root();
-    let fd = Fd {
-        id: FdId(1),
-        gfid: Gfid::NULL,
-        flags: libc::O_RDWR | libc::O_CREAT,
-    };
-    let e = top
-        .create(&cx, Loc::new(Gfid::ROOT, "f"), fd, 0o644, 0)
-        .await
-        .expect("create");
-    let fd = Fd {
-        gfid: e.attr.gfid,
-        ..fd
-    };
+    let fd = create_file(&top, "f").await;
     top.writev(&cx, fd, 0, Buf::from("hello plugin"), 0)
         .await
         .expect("writev");

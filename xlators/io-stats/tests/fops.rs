@@ -1,14 +1,14 @@
 //! debug/io-stats over a test leaf: what it counts, and that it changes nothing.
 
-mod common;
-
-use common::{FILE_SIZE, FSYNC_DELAY, build, leaf, options_for, ro_fd, rw_fd};
 use serde_json::Value;
 use xlator_api::{Buf, Ctx, DumpFormat, Errno, Fop, Gfid, Loc, Subvol};
 use xlfs_io_stats::IoStats;
+use xlfs_testkit::build::{try_build, try_options_for};
+use xlfs_testkit::every_fop::call_every_fop;
+use xlfs_testkit::stub_leaf::{FILE_SIZE, FSYNC_DELAY, StubLeaf, ro_fd, rw_fd};
 
 fn stats_over_leaf(set: &[(&str, &str)]) -> Subvol {
-    build::<IoStats>("stats", set, vec![leaf()]).expect("io-stats builds")
+    try_build::<IoStats>("stats", set, vec![StubLeaf::new()]).expect("io-stats builds")
 }
 
 fn json(sv: &Subvol) -> Value {
@@ -25,8 +25,8 @@ async fn lookup(sv: &Subvol, name: &str) -> Result<(), Errno> {
 async fn every_fop_is_counted_and_replies_pass_unchanged() {
     let sv = stats_over_leaf(&[]);
     let cx = Ctx::root();
-    let through = common::call_every_fop(&sv, &cx).await;
-    let direct = common::call_every_fop(&leaf(), &cx).await;
+    let through = call_every_fop(&sv, &cx).await;
+    let direct = call_every_fop(&StubLeaf::new(), &cx).await;
     assert_eq!(through, direct, "io-stats must not change any reply");
     assert_eq!(through.len(), Fop::COUNT);
 
@@ -142,7 +142,7 @@ async fn reconfigure_toggles_counting_and_timing() {
     let sv = stats_over_leaf(&[]);
     let _ = lookup(&sv, "a").await;
 
-    let off = options_for::<IoStats>(&[("count-fop-hits", "off")]).expect("options");
+    let off = try_options_for::<IoStats>(&[("count-fop-hits", "off")]).expect("options");
     sv.reconfigure(off).expect("reconfigure");
     let _ = lookup(&sv, "a").await;
     let v = json(&sv);
@@ -157,7 +157,7 @@ async fn reconfigure_toggles_counting_and_timing() {
             .contains("count-fop-hits off, latency-measurement on")
     );
 
-    let off = options_for::<IoStats>(&[("latency-measurement", "off")]).expect("options");
+    let off = try_options_for::<IoStats>(&[("latency-measurement", "off")]).expect("options");
     sv.reconfigure(off).expect("reconfigure");
     let _ = lookup(&sv, "a").await;
     let v = json(&sv);
@@ -168,7 +168,7 @@ async fn reconfigure_toggles_counting_and_timing() {
         "not timed while off"
     );
 
-    sv.reconfigure(options_for::<IoStats>(&[]).expect("defaults"))
+    sv.reconfigure(try_options_for::<IoStats>(&[]).expect("defaults"))
         .expect("reconfigure");
     let _ = lookup(&sv, "a").await;
     let v = json(&sv);
@@ -179,7 +179,7 @@ async fn reconfigure_toggles_counting_and_timing() {
 #[tokio::test]
 async fn invalid_reconfigure_changes_nothing() {
     let sv = stats_over_leaf(&[]);
-    let bad = options_for::<IoStats>(&[("count-fop-hits", "off"), ("dump-path", "rel/path")])
+    let bad = try_options_for::<IoStats>(&[("count-fop-hits", "off"), ("dump-path", "rel/path")])
         .expect("options pass the schema; the path check is the translator's");
     let e = sv.reconfigure(bad).expect_err("relative dump-path");
     assert!(e.contains("dump-path"), "{e}");
@@ -189,11 +189,12 @@ async fn invalid_reconfigure_changes_nothing() {
 
 #[tokio::test]
 async fn init_checks_children_and_options() {
-    let e = build::<IoStats>("stats", &[], Vec::new()).expect_err("no child");
+    let e = try_build::<IoStats>("stats", &[], Vec::new()).expect_err("no child");
     assert!(e.contains("exactly one subvolume, got 0"), "{e}");
-    let e = build::<IoStats>("stats", &[], vec![leaf(), leaf()]).expect_err("two children");
+    let e = try_build::<IoStats>("stats", &[], vec![StubLeaf::new(), StubLeaf::new()])
+        .expect_err("two children");
     assert!(e.contains("got 2"), "{e}");
-    let e = build::<IoStats>("stats", &[("dump-path", "x.json")], vec![leaf()])
+    let e = try_build::<IoStats>("stats", &[("dump-path", "x.json")], vec![StubLeaf::new()])
         .expect_err("relative dump-path");
     assert!(e.contains("not an absolute path"), "{e}");
 }

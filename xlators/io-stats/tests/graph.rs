@@ -1,8 +1,6 @@
 //! debug/io-stats in a graph built by the core from a RON volfile: schema validation, fops
 //! through the top, the graph's statedump, and in-place reconfigure on reload.
 
-mod common;
-
 use std::sync::Arc;
 
 use xlator_api::{Ctx, DumpFormat, Gfid, Loc};
@@ -11,7 +9,7 @@ use xlfs_core::volfile::Volfile;
 use xlfs_core::volume::{Reload, Volume};
 
 // Registers `test/leaf` with the core's registry, like a linked-in translator library.
-xlator_api::export_translators!(common::Leaf);
+xlator_api::export_translators!(xlfs_testkit::StubLeaf);
 
 fn volfile(stats_options: &str) -> Volfile {
     let text = format!(

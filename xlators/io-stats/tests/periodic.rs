@@ -1,13 +1,12 @@
 //! Periodic dumps to a file, driven by `dump-interval`/`dump-path` and reconfigure.
 
-mod common;
-
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use common::{build, leaf, options_for};
 use xlator_api::{Ctx, Gfid, Loc};
 use xlfs_io_stats::IoStats;
+use xlfs_testkit::StubLeaf;
+use xlfs_testkit::build::{try_build, try_options_for};
 
 fn temp_dir(tag: &str) -> PathBuf {
     let d = std::env::temp_dir().join(format!("xlfs-io-stats-{tag}-{}", std::process::id()));
@@ -35,7 +34,7 @@ async fn dumps_are_written_periodically_and_follow_reconfigure() {
     let json_path = dir.join("stats.json");
     let json_s = json_path.to_str().expect("utf-8 path");
     let set = [("dump-interval", "20ms"), ("dump-path", json_s)];
-    let sv = build::<IoStats>("stats", &set, vec![leaf()]).expect("builds");
+    let sv = try_build::<IoStats>("stats", &set, vec![StubLeaf::new()]).expect("builds");
     sv.lookup(&Ctx::root(), Loc::new(Gfid::ROOT, "a"))
         .await
         .expect("lookup");
@@ -52,13 +51,13 @@ async fn dumps_are_written_periodically_and_follow_reconfigure() {
         ("dump-path", text_s),
         ("dump-format", "text"),
     ];
-    sv.reconfigure(options_for::<IoStats>(&set).expect("options"))
+    sv.reconfigure(try_options_for::<IoStats>(&set).expect("options"))
         .expect("reconfigure");
     let t = wait_for(&text_path, |s| s.contains("lookup")).await;
     assert!(t.starts_with("debug/io-stats \"stats\""), "{t}");
 
     // Off: the file stops changing.
-    sv.reconfigure(options_for::<IoStats>(&[]).expect("options"))
+    sv.reconfigure(try_options_for::<IoStats>(&[]).expect("options"))
         .expect("reconfigure");
     tokio::time::sleep(Duration::from_millis(60)).await;
     std::fs::remove_file(&text_path).expect("remove dump");
@@ -66,7 +65,7 @@ async fn dumps_are_written_periodically_and_follow_reconfigure() {
     assert!(!text_path.exists(), "dumps continued after dump-interval 0");
 
     // And on again.
-    sv.reconfigure(options_for::<IoStats>(&set).expect("options"))
+    sv.reconfigure(try_options_for::<IoStats>(&set).expect("options"))
         .expect("reconfigure");
     wait_for(&text_path, |s| s.contains("lookup")).await;
 
@@ -82,7 +81,7 @@ async fn dump_task_ends_with_the_translator() {
         ("dump-interval", "10ms"),
         ("dump-path", path.to_str().expect("utf-8")),
     ];
-    let sv = build::<IoStats>("stats", &set, vec![leaf()]).expect("builds");
+    let sv = try_build::<IoStats>("stats", &set, vec![StubLeaf::new()]).expect("builds");
     wait_for(&path, |_| true).await;
     drop(sv);
     tokio::time::sleep(Duration::from_millis(50)).await;

@@ -9,6 +9,7 @@ use tokio::net::TcpListener;
 use xlator_api::{Buf, Ctx, Errno, Fd, FdId, Flock, Gfid, LkCmd, LkOwner, Loc, LockKind};
 use xlfs_protocol::client::{ConnectError, Target, handshake};
 use xlfs_protocol::wire::{self, ClientMsg, FrameReader, ServerMsg, Welcome};
+use xlfs_testkit::build::options_for;
 use xlfs_testkit::memfs::MemLeaf;
 
 fn target(addr: std::net::SocketAddr, volume: &str, secret: Option<&str>) -> Target {
@@ -256,9 +257,7 @@ async fn reconfigure_changes_secret_for_new_connections() {
             .is_ok()
     );
     server
-        .reconfigure(common::options::<xlfs_protocol::Server>(&[(
-            "secret", "new",
-        )]))
+        .reconfigure(options_for::<xlfs_protocol::Server>(&[("secret", "new")]))
         .expect("reconfigure");
     let r = refusal(&target(addr, "memory", None)).await;
     assert!(r.contains("requires a secret"), "{r}");

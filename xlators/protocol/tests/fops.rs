@@ -10,6 +10,7 @@ use xlator_api::{
     Buf, Ctx, EntrylkCmd, Errno, Fd, FdId, Flock, Gfid, Init, LkCmd, LkOwner, Loc, LockKind,
     SeekWhat, SetAttr, Subvol, Translator, Xattr, XattropOp,
 };
+use xlfs_testkit::build::try_build;
 use xlfs_testkit::memfs::MemLeaf;
 
 fn cx() -> Ctx {
@@ -300,7 +301,7 @@ impl Translator for Delay {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn concurrent_requests_complete_out_of_order() {
     let leaf = MemLeaf::new();
-    let delay = common::build::<Delay>("memory", vec![leaf], &[]).expect("delay");
+    let delay = try_build::<Delay>("memory", &[], vec![leaf]).expect("delay");
     let (_server, addr) = common::server(&delay, &[]);
     let top = common::client(addr, &[]);
     common::wait_up(&top).await;

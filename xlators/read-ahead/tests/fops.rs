@@ -6,11 +6,14 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use common::{PS, Remote, byte, counter, fd, gfid, options_for, rd, read_ahead, reads, rw};
+use common::{PS, read_ahead};
 use xlator_api::abi_stable::std_types::ROption;
 use xlator_api::{Buf, Ctx, Errno, Fd, Fop, SetAttr, Subvol};
 use xlfs_read_ahead::ReadAhead;
+use xlfs_testkit::build::options_for;
+use xlfs_testkit::fixtures::{counter, fd, gfid, reads};
 use xlfs_testkit::mock::{FopCall, FopReply, MockChild, MockHandle};
+use xlfs_testkit::remote::{Remote, byte, rd, rw};
 
 fn expect(offset: u64, len: u64) -> Vec<u8> {
     (offset..offset + len).map(byte).collect()

@@ -5,12 +5,11 @@
 //! is read back whole through the stack and compared. Every so often, concurrent readers race
 //! with a writer, and the file must match the model once they are done.
 
-mod common;
-
 use xlator_api::abi_stable::std_types::ROption;
 use xlator_api::{Buf, Ctx, Fd, FdId, Gfid, Loc, SetAttr, Subvol};
 use xlfs_io_cache::IoCache;
 use xlfs_read_ahead::ReadAhead;
+use xlfs_testkit::build::build;
 use xlfs_testkit::memfs::MemLeaf;
 
 /// xorshift64*: deterministic, no dependency.
@@ -391,8 +390,8 @@ async fn run(seed: u64, steps: usize, top: Subvol) {
 }
 
 fn stack(ra: &[(&str, &str)], ioc: &[(&str, &str)]) -> Subvol {
-    let ioc = common::build::<IoCache>(ioc, MemLeaf::new());
-    common::build::<ReadAhead>(ra, ioc)
+    let ioc = build::<IoCache>(ioc, vec![MemLeaf::new()]);
+    build::<ReadAhead>(ra, vec![ioc])
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

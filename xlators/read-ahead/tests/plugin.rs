@@ -1,57 +1,23 @@
 //! performance/read-ahead loaded from its real `.so` by the core's registry, as the shipped
 //! binaries load it. Build the library first: `cargo build -p xlfs-read-ahead`.
 
-use xlator_api::{Buf, Ctx, DumpFormat, Fd, FdId, Gfid, InitArgs, Loc, Options};
-use xlfs_core::registry::Registry;
-use xlfs_core::services::host_services;
+use xlator_api::{Buf, Ctx, DumpFormat};
+use xlfs_testkit::fixtures::create_file;
 use xlfs_testkit::memfs::MemLeaf;
+use xlfs_testkit::plugin::load_from_so;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn loads_from_the_shared_library_and_reads_ahead() {
-    let registry = Registry::with_search_path(Registry::default_search_path(), false);
-    let r = registry
-        .resolve("performance/read-ahead")
-        .unwrap_or_else(|e| panic!("{e} (run `cargo build -p xlfs-read-ahead` first)"));
-    let lib = r
-        .library
-        .clone()
-        .expect("resolved from a library, not built in");
-    assert!(
-        lib.extension().is_some_and(|e| e == "so"),
-        "{}",
-        lib.display()
-    );
-    let keys: Vec<&str> = r.info.options.iter().map(|o| o.key.as_str()).collect();
-    assert_eq!(keys, ["page-size", "page-count"]);
-    let mut options = Options::new();
-    for o in r.info.options.iter() {
-        options.set(&o.key, &o.default);
-    }
-    let args = InitArgs {
-        name: "ra".into(),
-        options: options.clone(),
-        children: vec![MemLeaf::new()].into(),
-        services: host_services(),
-    };
-    let top = (r.module.new_xlator())("performance/read-ahead".into(), args)
-        .into_result()
+    let plugin = load_from_so("performance/read-ahead");
+    assert_eq!(plugin.option_keys(), ["page-size", "page-count"]);
+    let mut options = plugin.default_options();
+    let top = plugin
+        .instantiate("ra", options.clone(), vec![MemLeaf::new()])
         .expect("the plugin builds an instance");
     assert_eq!(top.type_name(), "performance/read-ahead");
 
     let cx = Ctx::root();
-    let fd = Fd {
-        id: FdId(1),
-        gfid: Gfid::NULL,
-        flags: libc::O_RDWR | libc::O_CREAT,
-    };
-    let e = top
-        .create(&cx, Loc::new(Gfid::ROOT, "f"), fd, 0o644, 0)
-        .await
-        .expect("create");
-    let fd = Fd {
-        gfid: e.attr.gfid,
-        ..fd
-    };
+    let fd = create_file(&top, "f").await;
     let data: Vec<u8> = (0..(1u32 << 20)).map(|i| (i % 253) as u8).collect();
     top.writev(&cx, fd, 0, Buf::from_vec(data.clone()), 0)
         .await

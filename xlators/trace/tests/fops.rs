@@ -1,13 +1,13 @@
 //! debug/trace over a test leaf, with a subscriber capturing what it logs.
 
-mod common;
-
 use std::io;
 use std::sync::{Arc, Mutex};
 
-use common::{build, leaf, options_for, rw_fd};
 use tracing::Level;
 use xlator_api::{Buf, Ctx, Fop, Gfid, Loc, Subvol, Xattr};
+use xlfs_testkit::build::{try_build, try_options_for};
+use xlfs_testkit::every_fop::call_every_fop;
+use xlfs_testkit::stub_leaf::{StubLeaf, rw_fd};
 use xlfs_trace::Trace;
 
 /// Everything logged while it is the thread's default subscriber.
@@ -49,7 +49,7 @@ impl Capture {
 }
 
 fn trace_over_leaf(set: &[(&str, &str)]) -> Subvol {
-    build::<Trace>("trace", set, vec![leaf()]).expect("trace builds")
+    try_build::<Trace>("trace", set, vec![StubLeaf::new()]).expect("trace builds")
 }
 
 async fn lookup(sv: &Subvol, name: &str) {
@@ -65,9 +65,9 @@ async fn every_fop_is_logged_down_and_up_and_replies_pass_unchanged() {
     let (cap, _g) = Capture::install(Level::TRACE);
     let sv = trace_over_leaf(&[("log-level", "trace")]);
     let cx = Ctx::root();
-    let through = common::call_every_fop(&sv, &cx).await;
+    let through = call_every_fop(&sv, &cx).await;
     let lines = cap.take();
-    let direct = common::call_every_fop(&leaf(), &cx).await;
+    let direct = call_every_fop(&StubLeaf::new(), &cx).await;
     assert_eq!(through, direct, "trace must not change any reply");
 
     assert_eq!(lines.len(), 2 * Fop::COUNT, "{lines:#?}");
@@ -152,7 +152,7 @@ async fn log_level_is_reconfigurable() {
         "{lines:#?}"
     );
 
-    sv.reconfigure(options_for::<Trace>(&[("log-level", "debug")]).expect("options"))
+    sv.reconfigure(try_options_for::<Trace>(&[("log-level", "debug")]).expect("options"))
         .expect("reconfigure");
     lookup(&sv, "a").await;
     let lines = cap.take();
@@ -162,7 +162,7 @@ async fn log_level_is_reconfigurable() {
     );
 
     // The subscriber lets only DEBUG and above through: trace-level lines are not even built.
-    sv.reconfigure(options_for::<Trace>(&[("log-level", "trace")]).expect("options"))
+    sv.reconfigure(try_options_for::<Trace>(&[("log-level", "trace")]).expect("options"))
         .expect("reconfigure");
     lookup(&sv, "a").await;
     assert_eq!(cap.take(), Vec::<String>::new());
@@ -181,7 +181,7 @@ async fn include_and_exclude_select_fops() {
     assert_eq!(lines.len(), 2, "only lookup is traced: {lines:#?}");
 
     let set = [("exclude", "lookup")];
-    sv.reconfigure(options_for::<Trace>(&set).expect("options"))
+    sv.reconfigure(try_options_for::<Trace>(&set).expect("options"))
         .expect("reconfigure");
     lookup(&sv, "a").await;
     let _ = sv.stat(&cx, Gfid::ROOT).await;
@@ -192,14 +192,18 @@ async fn include_and_exclude_select_fops() {
 
 #[tokio::test]
 async fn unknown_fop_names_are_refused_with_the_name() {
-    let e = build::<Trace>("trace", &[("include", "lookup,wrtiev")], vec![leaf()])
-        .expect_err("typo in include");
+    let e = try_build::<Trace>(
+        "trace",
+        &[("include", "lookup,wrtiev")],
+        vec![StubLeaf::new()],
+    )
+    .expect_err("typo in include");
     assert!(
         e.contains("option \"include\": unknown fop \"wrtiev\""),
         "{e}"
     );
     assert!(e.contains("did you mean \"writev\""), "{e}");
-    let e = build::<Trace>("trace", &[("exclude", "bogus")], vec![leaf()])
+    let e = try_build::<Trace>("trace", &[("exclude", "bogus")], vec![StubLeaf::new()])
         .expect_err("unknown in exclude");
     assert!(
         e.contains("option \"exclude\": unknown fop \"bogus\"; fops are: lookup,"),
@@ -209,7 +213,8 @@ async fn unknown_fop_names_are_refused_with_the_name() {
     // A bad reconfigure is refused and leaves the selection as it was.
     let (cap, _g) = Capture::install(Level::TRACE);
     let sv = trace_over_leaf(&[("include", "lookup")]);
-    let bad = options_for::<Trace>(&[("include", "stat,nope")]).expect("schema accepts strings");
+    let bad =
+        try_options_for::<Trace>(&[("include", "stat,nope")]).expect("schema accepts strings");
     let e = sv.reconfigure(bad).expect_err("unknown fop");
     assert!(e.contains("\"nope\""), "{e}");
     lookup(&sv, "a").await;
@@ -218,11 +223,11 @@ async fn unknown_fop_names_are_refused_with_the_name() {
 
 #[tokio::test]
 async fn init_needs_one_child_and_a_known_level() {
-    let e = build::<Trace>("trace", &[], Vec::new()).expect_err("no child");
+    let e = try_build::<Trace>("trace", &[], Vec::new()).expect_err("no child");
     assert!(
         e.contains("debug/trace \"trace\" needs exactly one subvolume, got 0"),
         "{e}"
     );
-    let e = options_for::<Trace>(&[("log-level", "warn")]).expect_err("not a choice");
+    let e = try_options_for::<Trace>(&[("log-level", "warn")]).expect_err("not a choice");
     assert!(e.contains("not one of: trace, debug, info"), "{e}");
 }

@@ -1,13 +1,11 @@
 //! debug/trace in a graph built by the core from a RON volfile.
 
-mod common;
-
 use xlfs_core::graph::Graph;
 use xlfs_core::registry::Registry;
 use xlfs_core::volfile::Volfile;
 
 // Registers `test/leaf` with the core's registry, like a linked-in translator library.
-xlator_api::export_translators!(common::Leaf);
+xlator_api::export_translators!(xlfs_testkit::StubLeaf);
 
 fn volfile(trace_options: &str) -> Volfile {
     let text = format!(

@@ -8,6 +8,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use common::*;
 use xlator_api::{Buf, Entry, Errno, Fop, Gfid, Loc};
+use xlfs_testkit::build::options_for;
 use xlfs_testkit::mock::{FopCall, FopReply};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

@@ -1,42 +1,17 @@
 //! Helpers: a protocol/server over an in-memory leaf and protocol/clients pointing at it,
-//! all in this process over 127.0.0.1.
+//! all in this process over 127.0.0.1 (instances come from `xlfs_testkit::build`).
 #![allow(dead_code)]
 
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use xlator_api::{Ctx, Errno, InitArgs, Options, Subvol, Translator, XlatorOptions};
+use xlator_api::{Ctx, Errno, Subvol};
 use xlfs_protocol::{Client, Server};
-
-/// Every option of `T` at its default, then `overrides`.
-pub fn options<T: Translator>(overrides: &[(&str, &str)]) -> Options {
-    let mut o = Options::new();
-    for spec in <T::Options as XlatorOptions>::schema() {
-        o.set(&spec.key, &spec.default);
-    }
-    for (k, v) in overrides {
-        o.set(k, v);
-    }
-    o
-}
-
-pub fn build<T: Translator>(
-    name: &str,
-    children: Vec<Subvol>,
-    overrides: &[(&str, &str)],
-) -> Result<Subvol, String> {
-    let args = InitArgs {
-        name: name.into(),
-        options: options::<T>(overrides),
-        children: children.into(),
-        services: xlfs_core::services::host_services(),
-    };
-    xlator_api::sdk::instantiate::<T>(args)
-}
+use xlfs_testkit::build::try_build;
 
 /// A protocol/server over `leaf` on 127.0.0.1 (port 0 unless given).
 pub fn server(leaf: &Subvol, overrides: &[(&str, &str)]) -> (Subvol, SocketAddr) {
-    let server = build::<Server>("server", vec![leaf.clone()], overrides).expect("server init");
+    let server = try_build::<Server>("server", overrides, vec![leaf.clone()]).expect("server init");
     let addr = xlfs_protocol::server::listen_addr(&server).expect("listen address");
     (server, addr)
 }
@@ -47,7 +22,7 @@ pub async fn server_on(leaf: &Subvol, port: u16, overrides: &[(&str, &str)]) -> 
     let mut o: Vec<(&str, &str)> = vec![("listen-port", port.as_str())];
     o.extend_from_slice(overrides);
     for _ in 0..100 {
-        match build::<Server>("server", vec![leaf.clone()], &o) {
+        match try_build::<Server>("server", &o, vec![leaf.clone()]) {
             Ok(s) => return s,
             Err(e) if e.contains("in use") => tokio::time::sleep(Duration::from_millis(20)).await,
             Err(e) => panic!("{e}"),
@@ -64,7 +39,7 @@ pub fn client(addr: SocketAddr, overrides: &[(&str, &str)]) -> Subvol {
         ("remote-subvolume", "memory"),
     ];
     o.extend_from_slice(overrides);
-    build::<Client>("client", Vec::new(), &o).expect("client init")
+    try_build::<Client>("client", &o, Vec::new()).expect("client init")
 }
 
 /// Waits until `top` answers a stat of the root (the client connected).

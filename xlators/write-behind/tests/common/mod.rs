@@ -1,5 +1,6 @@
-//! Test support: building write-behind over a mock or the in-memory leaf, a mock scripted to
-//! succeed, a jitter translator that delays replies at random, and small helpers.
+//! Test support: building write-behind over a mock or the in-memory leaf (options and
+//! instances come from `xlfs_testkit::build`), a mock scripted to succeed, a jitter
+//! translator that delays replies at random, and small helpers.
 #![allow(dead_code)]
 
 use std::future::Future;
@@ -7,44 +8,14 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use xlator_api::abi_stable::std_types::RVec;
-use xlator_api::sdk::instantiate;
 use xlator_api::{
-    Buf, Ctx, Entry, Errno, Fd, FdId, Fop, Gfid, HostServices, Iatt, Init, InitArgs, Options,
-    SeekWhat, SetAttr, Subvol, Translator, XlatorOptions,
+    Buf, Ctx, Entry, Errno, Fd, Fop, Gfid, HostServices, Iatt, Init, SeekWhat, SetAttr, Subvol,
+    Translator,
 };
-use xlfs_core::services::host_services;
+use xlfs_testkit::build::build;
+use xlfs_testkit::fixtures::fd;
 use xlfs_testkit::mock::{FopCall, FopReply, MockChild, MockHandle};
 use xlfs_write_behind::WriteBehind;
-
-/// The options of `T`: defaults, then `set` (checked against the schema like the core does).
-pub fn options_for<T: Translator>(set: &[(&str, &str)]) -> Options {
-    let schema = T::Options::schema();
-    let mut o = Options::new();
-    for s in &schema {
-        o.set(&s.key, &s.default);
-    }
-    for (k, v) in set {
-        let spec = schema
-            .iter()
-            .find(|s| s.key.as_str() == *k)
-            .unwrap_or_else(|| panic!("{} has no option {k:?}", T::TYPE));
-        spec.check(v)
-            .unwrap_or_else(|e| panic!("option {k:?}: {e}"));
-        o.set(k, v);
-    }
-    o
-}
-
-/// An instance of `T` over `children`.
-pub fn build<T: Translator>(set: &[(&str, &str)], children: Vec<Subvol>) -> Subvol {
-    instantiate::<T>(InitArgs {
-        name: T::TYPE.into(),
-        options: options_for::<T>(set),
-        children: children.into(),
-        services: host_services(),
-    })
-    .unwrap_or_else(|e| panic!("{} builds: {e}", T::TYPE))
-}
 
 /// write-behind with options `set` over `child`.
 pub fn wb_over(set: &[(&str, &str)], child: Subvol) -> Subvol {
@@ -111,11 +82,7 @@ pub const OTHER: Gfid = Gfid([0xbb; 16]);
 
 /// An fd on `gfid` opened with `flags`.
 pub fn fd_on(gfid: Gfid, id: u64, flags: i32) -> Fd {
-    Fd {
-        id: FdId(id),
-        gfid,
-        flags,
-    }
+    fd(id, gfid, flags)
 }
 
 /// A read-write fd on [`FILE`].
