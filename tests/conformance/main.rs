@@ -1,15 +1,22 @@
-//! pjdfstest + fsx (ci/conformance/run.sh) on a real mount of a local posix volume.
+//! pjdfstest + fsx (ci/conformance/run.sh) on real mounts: a local posix volume
+//! (`xlfs-mount --local`), and the whole stack `xlfs up` builds (FUSE -> io-stats -> io-cache ->
+//! read-ahead -> write-behind (plugins) -> protocol/client -> TCP -> xlfsd -> locks -> posix).
 //! Needs root, /dev/fuse, and pjdfstest/fsx on PATH (ci/conformance/install.sh). Without them
-//! the test says why and passes, unless XLFS_E2E_REQUIRE=1 (set by .ci/run) makes it fail.
+//! a test says why and passes, unless XLFS_E2E_REQUIRE=1 (set by .ci/run) makes it fail.
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-const BIN: &str = env!("CARGO_BIN_EXE_xlfs-mount");
-
 fn repo_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+/// A host binary built by `cargo build --workspace` (same profile as this test).
+fn bin(name: &str) -> PathBuf {
+    let p = xlfs_integration_tests::profile_dir().join(name);
+    assert!(p.is_file(), "{} missing: run `cargo build --workspace` first", p.display());
+    p
 }
 
 fn missing_prerequisite() -> Option<String> {
@@ -71,8 +78,8 @@ impl Drop for MountGuard {
     }
 }
 
-#[test]
-fn pjdfstest_and_fsx_pass_on_a_local_posix_volume() {
+/// Starts `cmd` (which mounts on `mnt`), runs the conformance kit on the mount, stops it.
+fn conformance_on(mut cmd: Command, mnt: &Path, out: &Path) {
     if let Some(why) = missing_prerequisite() {
         if std::env::var("XLFS_E2E_REQUIRE").as_deref() == Ok("1") {
             panic!("conformance cannot run: {why}");
@@ -80,32 +87,22 @@ fn pjdfstest_and_fsx_pass_on_a_local_posix_volume() {
         println!("SKIPPED: {why}");
         return;
     }
-    let tmp = tempfile::tempdir().expect("tempdir");
-    let data = tmp.path().join("data");
-    let mnt = tmp.path().join("mnt");
-    std::fs::create_dir_all(&mnt).expect("mkdir");
-    let child = Command::new(BIN)
-        .arg("--local")
-        .arg(&data)
-        .arg(&mnt)
-        .stdout(Stdio::null())
-        .spawn()
-        .expect("start xlfs-mount");
-    let guard = MountGuard { child, mnt: mnt.clone() };
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while !is_mounted(&mnt) {
-        assert!(Instant::now() < deadline, "xlfs-mount did not mount within 30 s");
+    std::fs::create_dir_all(mnt).expect("mkdir");
+    let child = cmd.stdout(Stdio::null()).spawn().expect("start the mount");
+    let guard = MountGuard { child, mnt: mnt.to_path_buf() };
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !is_mounted(mnt) {
+        assert!(Instant::now() < deadline, "no mount on {} within 60 s", mnt.display());
         std::thread::sleep(Duration::from_millis(50));
     }
     let kit = repo_root().join("ci/conformance");
-    let out = tmp.path().join("out");
     let mut path = std::env::var_os("PATH").unwrap_or_default();
     path.push(":");
     path.push(dirs_cargo_bin());
     let status = Command::new("bash")
         .arg(kit.join("run.sh"))
-        .arg(&mnt)
-        .arg(&out)
+        .arg(mnt)
+        .arg(out)
         .env("PATH", path)
         .env("PJDFSTEST_XFAIL", kit.join("xfail-xlfs.txt"))
         .status()
@@ -113,8 +110,8 @@ fn pjdfstest_and_fsx_pass_on_a_local_posix_volume() {
     let summary = std::fs::read_to_string(out.join("summary.txt")).unwrap_or_default();
     println!("{summary}");
     drop(guard);
-    assert!(status.success(), "conformance failed: {summary} (logs were in {})", out.display());
-    // The bar: at least 383 of 398 pjdfstest cases pass.
+    assert!(status.success(), "conformance failed: {summary} (logs in {})", out.display());
+    // The bar: at least 383 of 398 pjdfstest cases pass (a FUSE passthrough scores 383).
     let passed: u32 = summary
         .split("pjdfstest: ")
         .nth(1)
@@ -123,4 +120,28 @@ fn pjdfstest_and_fsx_pass_on_a_local_posix_volume() {
         .unwrap_or(0);
     assert!(passed >= 383, "pjdfstest passed {passed} < 383: {summary}");
     assert!(summary.contains("fsx: ok"), "{summary}");
+}
+
+#[test]
+fn pjdfstest_and_fsx_pass_on_a_local_posix_volume() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let mnt = tmp.path().join("mnt");
+    let mut cmd = Command::new(bin("xlfs-mount"));
+    cmd.arg("--local").arg(tmp.path().join("data")).arg(&mnt);
+    conformance_on(cmd, &mnt, &tmp.path().join("out"));
+}
+
+#[test]
+fn pjdfstest_and_fsx_pass_through_protocol_and_the_performance_plugins() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let mnt = tmp.path().join("mnt");
+    let mut cmd = Command::new(bin("xlfs"));
+    cmd.arg("up").arg(tmp.path().join("vol")).arg(&mnt).arg("--name").arg("conf");
+    conformance_on(cmd, &mnt, &tmp.path().join("out"));
+    // The stack really had the plugins and the network in it.
+    let client = std::fs::read_to_string(tmp.path().join("vol/state/volumes/conf/client.vol"))
+        .unwrap_or_default();
+    for t in ["protocol/client", "performance/write-behind", "performance/io-cache", "performance/read-ahead"] {
+        assert!(client.contains(t), "{t} missing from the client volfile:\n{client}");
+    }
 }
