@@ -21,5 +21,6 @@ pub mod hop;
 pub mod loader;
 pub mod registry;
 pub mod services;
+pub mod source;
 pub mod volfile;
 pub mod volume;

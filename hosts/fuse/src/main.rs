@@ -16,7 +16,6 @@ mod fs;
 mod inodes;
 mod mount;
 mod options;
-mod source;
 
 use std::io::Write as _;
 use std::path::PathBuf;
@@ -38,7 +37,7 @@ use xlfs_protocol as _;
 use crate::fs::{Shared, XlfsFs};
 use crate::mount::{MountConfig, MountError};
 use crate::options::Cli;
-use crate::source::{Source, SourceError};
+use xlfs_core::source::{Source, SourceError};
 
 /// How long to wait for the FUSE loops to end after unmounting before exiting anyway (the
 /// kernel aborts the connection when the process exits).

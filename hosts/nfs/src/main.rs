@@ -18,7 +18,7 @@ mod nfs;
 mod options;
 mod rpc;
 mod server;
-mod source;
+mod volid;
 
 use std::io::Write as _;
 use std::net::SocketAddr;
@@ -44,7 +44,7 @@ use crate::mount::Mountd;
 use crate::nfs::Nfs;
 use crate::options::Cli;
 use crate::server::Server;
-use crate::source::{Source, SourceError};
+use xlfs_core::source::{Source, SourceError};
 
 /// How long calls in flight may take to finish after SIGINT/SIGTERM.
 const DRAIN: Duration = Duration::from_secs(5);
@@ -123,7 +123,7 @@ fn run(cli: Cli) -> Result<(), Error> {
         .map_err(io_err("cannot start the async runtime"))?;
     xlfs_core::services::set_fallback_runtime(rt.handle().clone());
     let volfile = source.load()?;
-    let id = source::volume_id(&volfile, cli.fsid.as_deref());
+    let id = volid::volume_id(&volfile, cli.fsid.as_deref());
     let origin = volfile.origin.clone();
     let volume = {
         // Translators may spawn from `init`: build the graph inside the runtime.
