@@ -12,11 +12,21 @@ fn main() {
         .map(|s| s.trim().to_owned())
         .unwrap_or_else(|| "rustc unknown".into());
     println!("cargo:rustc-env=XLFS_RUSTC_VERSION={version}");
-    println!("cargo:rustc-env=XLFS_TARGET={}", std::env::var("TARGET").unwrap_or_default());
+    println!(
+        "cargo:rustc-env=XLFS_TARGET={}",
+        std::env::var("TARGET").unwrap_or_default()
+    );
     // FNV-1a of the sources that define the ABI.
     let mut h: u64 = 0xcbf29ce484222325;
-    for f in ["src/fops.rs", "src/abi.rs", "src/types.rs", "src/ctx.rs", "src/buf.rs",
-              "src/services.rs", "src/options.rs"] {
+    for f in [
+        "src/fops.rs",
+        "src/abi.rs",
+        "src/types.rs",
+        "src/ctx.rs",
+        "src/buf.rs",
+        "src/services.rs",
+        "src/options.rs",
+    ] {
         println!("cargo:rerun-if-changed={f}");
         for b in std::fs::read(f).unwrap_or_default() {
             h = (h ^ u64::from(b)).wrapping_mul(0x100000001b3);

@@ -24,7 +24,10 @@ impl Translator for NullLeaf {
         &[]
     }
     async fn stat(&self, _cx: &Ctx, gfid: Gfid) -> Result<Iatt, Errno> {
-        Ok(Iatt { gfid, ..Iatt::default() })
+        Ok(Iatt {
+            gfid,
+            ..Iatt::default()
+        })
     }
 }
 
@@ -35,7 +38,12 @@ trait DynStat: Send + Sync {
 struct DynLeaf;
 impl DynStat for DynLeaf {
     fn stat(&self, gfid: Gfid) -> Pin<Box<dyn Future<Output = Result<Iatt, Errno>> + Send + '_>> {
-        Box::pin(async move { Ok(Iatt { gfid, ..Iatt::default() }) })
+        Box::pin(async move {
+            Ok(Iatt {
+                gfid,
+                ..Iatt::default()
+            })
+        })
     }
 }
 struct DynPass(Arc<dyn DynStat>);
@@ -52,7 +60,10 @@ trait StaticStat {
 struct StaticLeaf;
 impl StaticStat for StaticLeaf {
     async fn stat(&self, gfid: Gfid) -> Result<Iatt, Errno> {
-        Ok(Iatt { gfid, ..Iatt::default() })
+        Ok(Iatt {
+            gfid,
+            ..Iatt::default()
+        })
     }
 }
 struct StaticPass<T>(T);
@@ -86,7 +97,11 @@ async fn time_dyn(top: &Arc<dyn DynStat>, calls: u64) -> f64 {
     ns_per_call(calls, start)
 }
 
-fn stack(leaf: &Subvol, hops: usize, make: &dyn Fn(Subvol) -> Result<Subvol, String>) -> Result<Subvol, String> {
+fn stack(
+    leaf: &Subvol,
+    hops: usize,
+    make: &dyn Fn(Subvol) -> Result<Subvol, String>,
+) -> Result<Subvol, String> {
     let mut top = leaf.clone();
     for _ in 0..hops {
         top = make(top)?;
@@ -102,8 +117,14 @@ pub fn run(calls: u64) -> Result<(), String> {
         .map_err(|e| e.to_string())?;
     rt.block_on(async move {
         let registry = Registry::with_search_path(Registry::default_search_path(), false);
-        let template = registry.resolve("example/template").map_err(|e| e.to_string())?;
-        let lib = template.library.clone().map(|p| p.display().to_string()).unwrap_or_default();
+        let template = registry
+            .resolve("example/template")
+            .map_err(|e| e.to_string())?;
+        let lib = template
+            .library
+            .clone()
+            .map(|p| p.display().to_string())
+            .unwrap_or_default();
         let module = template.module;
         let args = |children: Vec<Subvol>| InitArgs {
             name: "hop".into(),
@@ -145,7 +166,10 @@ pub fn run(calls: u64) -> Result<(), String> {
         }
         let d8 = time_dyn(&dyn_top, calls).await;
 
-        println!("{:<44} {:>10} {:>10} {:>12}", "path", "0 hops", "8 hops", "per hop");
+        println!(
+            "{:<44} {:>10} {:>10} {:>12}",
+            "path", "0 hops", "8 hops", "per hop"
+        );
         let row = |name: &str, a: f64, b: f64| {
             println!("{name:<44} {a:>8.1}ns {b:>8.1}ns {:>10.1}ns", (b - a) / 8.0);
         };

@@ -14,7 +14,10 @@ fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     match args.first().map(String::as_str) {
         Some("hops") => {
-            let calls = args.get(1).and_then(|s| s.parse().ok()).unwrap_or(1_000_000);
+            let calls = args
+                .get(1)
+                .and_then(|s| s.parse().ok())
+                .unwrap_or(1_000_000);
             if let Err(e) = hops::run(calls) {
                 eprintln!("xlfs-bench: {e}");
                 std::process::exit(1);

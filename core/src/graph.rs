@@ -27,7 +27,12 @@ pub enum GraphError {
         source: Box<ResolveError>,
     },
     #[error("{origin}: volume {volume:?} ({type_name}) failed to initialise: {reason}")]
-    Init { origin: String, volume: String, type_name: String, reason: String },
+    Init {
+        origin: String,
+        volume: String,
+        type_name: String,
+        reason: String,
+    },
 }
 
 /// Where a translator's up-calls go: each parent, with the child index it holds it under.
@@ -64,7 +69,9 @@ unsafe extern "C" fn deliver_up(target: *const c_void, kind: EventKind) {
 
 impl UpLinks {
     fn leak() -> &'static UpLinks {
-        Box::leak(Box::new(UpLinks { state: Mutex::new(UpState::default()) }))
+        Box::leak(Box::new(UpLinks {
+            state: Mutex::new(UpState::default()),
+        }))
     }
     fn lock(&self) -> std::sync::MutexGuard<'_, UpState> {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
@@ -122,13 +129,14 @@ impl Graph {
         let origin = volfile.origin.clone();
         let mut nodes: BTreeMap<String, Node> = BTreeMap::new();
         for decl in volfile.build_order() {
-            let resolved = registry.resolve(&decl.type_name).map_err(|source| {
-                GraphError::Resolve {
-                    origin: origin.clone(),
-                    volume: decl.name.clone(),
-                    source: Box::new(source),
-                }
-            })?;
+            let resolved =
+                registry
+                    .resolve(&decl.type_name)
+                    .map_err(|source| GraphError::Resolve {
+                        origin: origin.clone(),
+                        volume: decl.name.clone(),
+                        source: Box::new(source),
+                    })?;
             let options = volfile::effective_options(decl, &resolved.info, &origin)?;
             let children: Vec<Subvol> = decl
                 .subvolumes
@@ -177,13 +185,20 @@ impl Graph {
                 });
             }
         };
-        let graph =
-            Graph { id: NEXT_GRAPH_ID.fetch_add(1, Ordering::Relaxed), volfile, nodes, top };
+        let graph = Graph {
+            id: NEXT_GRAPH_ID.fetch_add(1, Ordering::Relaxed),
+            volfile,
+            nodes,
+            top,
+        };
         // Wire up-calls: each child learns its parents and its index under each.
         let mut parents_of: BTreeMap<&str, Vec<(Subvol, u32)>> = BTreeMap::new();
         for node in graph.nodes.values() {
             for (i, child) in node.children.iter().enumerate() {
-                parents_of.entry(child).or_default().push((node.subvol.clone(), i as u32));
+                parents_of
+                    .entry(child)
+                    .or_default()
+                    .push((node.subvol.clone(), i as u32));
             }
         }
         let mut early = Vec::new();
@@ -197,9 +212,15 @@ impl Graph {
         // child announces its own readiness (network clients, quorum-based cluster layers).
         for node in graph.nodes.values() {
             for (i, child) in node.children.iter().enumerate() {
-                let announces = graph.nodes.get(child).is_some_and(|c| c.info.announces_child_up);
+                let announces = graph
+                    .nodes
+                    .get(child)
+                    .is_some_and(|c| c.info.announces_child_up);
                 if !announces {
-                    node.subvol.notify(Event { kind: EventKind::ChildUp, child: i as u32 });
+                    node.subvol.notify(Event {
+                        kind: EventKind::ChildUp,
+                        child: i as u32,
+                    });
                 }
             }
         }
@@ -247,8 +268,13 @@ impl Graph {
 
     /// Statedump of every translator that has something to say, top-down.
     pub fn dump(&self, format: DumpFormat) -> String {
-        let order: Vec<&str> =
-            self.volfile.build_order().iter().rev().map(|d| d.name.as_str()).collect();
+        let order: Vec<&str> = self
+            .volfile
+            .build_order()
+            .iter()
+            .rev()
+            .map(|d| d.name.as_str())
+            .collect();
         match format {
             DumpFormat::Text => {
                 let mut out = String::new();

@@ -4,9 +4,9 @@
 //! nothing.
 
 use tracing::Instrument as _;
-use xlator_api::{Ctx, Errno, Init, InitArgs, Subvol, Translator};
 #[allow(unused_imports)]
 use xlator_api::*;
+use xlator_api::{Ctx, Errno, Init, InitArgs, Subvol, Translator};
 
 /// Whether spans per hop are wanted now.
 pub fn enabled() -> bool {

@@ -26,7 +26,10 @@ pub struct Resolved {
 #[derive(thiserror::Error, Debug)]
 pub enum ResolveError {
     #[error("unknown translator type {type_name:?}; searched: {}", searched_list(.searched))]
-    NotFound { type_name: String, searched: Vec<PathBuf> },
+    NotFound {
+        type_name: String,
+        searched: Vec<PathBuf>,
+    },
     #[error(transparent)]
     Load(#[from] LoadError),
 }
@@ -35,7 +38,11 @@ fn searched_list(paths: &[PathBuf]) -> String {
     if paths.is_empty() {
         return "built-in types only (no plugin directories configured)".into();
     }
-    paths.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", ")
+    paths
+        .iter()
+        .map(|p| p.display().to_string())
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// Type name -> module. Thread-safe; libraries load lazily, once.
@@ -60,12 +67,20 @@ impl Registry {
                 for info in (module.types())() {
                     types.insert(
                         info.name.to_string(),
-                        Resolved { info, module, library: None },
+                        Resolved {
+                            info,
+                            module,
+                            library: None,
+                        },
                     );
                 }
             }
         }
-        Registry { search_path, types: Mutex::new(types), loaded_libs: Mutex::new(Vec::new()) }
+        Registry {
+            search_path,
+            types: Mutex::new(types),
+            loaded_libs: Mutex::new(Vec::new()),
+        }
     }
 
     /// `$XLFS_XLATOR_PATH` entries, then next to the executable, its `deps/` (cargo test
@@ -73,9 +88,15 @@ impl Registry {
     /// layout `<exe>/../lib/xlfs/xlators`.
     pub fn default_search_path() -> Vec<PathBuf> {
         let mut path: Vec<PathBuf> = std::env::var_os(PATH_ENV)
-            .map(|v| std::env::split_paths(&v).filter(|p| !p.as_os_str().is_empty()).collect())
+            .map(|v| {
+                std::env::split_paths(&v)
+                    .filter(|p| !p.as_os_str().is_empty())
+                    .collect()
+            })
             .unwrap_or_default();
-        if let Some(dir) = std::env::current_exe().ok().and_then(|e| e.parent().map(Path::to_path_buf))
+        if let Some(dir) = std::env::current_exe()
+            .ok()
+            .and_then(|e| e.parent().map(Path::to_path_buf))
         {
             path.push(dir.join("deps"));
             path.push(dir.clone());
@@ -144,7 +165,10 @@ impl Registry {
             }
             searched.push(dir.join("lib*.so"));
         }
-        Err(ResolveError::NotFound { type_name: type_name.into(), searched })
+        Err(ResolveError::NotFound {
+            type_name: type_name.into(),
+            searched,
+        })
     }
 
     fn already_loaded(&self, path: &Path) -> bool {
@@ -186,7 +210,9 @@ impl Default for Registry {
 
 /// `lib*.so` files in `dir` without a cargo hash suffix (those are proc macros and the like).
 fn scan_dir(dir: &Path) -> Vec<PathBuf> {
-    let Ok(rd) = std::fs::read_dir(dir) else { return Vec::new() };
+    let Ok(rd) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
     let mut libs: Vec<PathBuf> = rd
         .filter_map(Result::ok)
         .map(|e| e.path())
@@ -206,7 +232,9 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 
 impl TypeLookup for Registry {
     fn type_info(&self, type_name: &str) -> Result<TypeInfo, String> {
-        self.resolve(type_name).map(|r| r.info).map_err(|e| e.to_string())
+        self.resolve(type_name)
+            .map(|r| r.info)
+            .map_err(|e| e.to_string())
     }
     fn known_types(&self) -> Vec<String> {
         Registry::known_types(self)

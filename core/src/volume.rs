@@ -32,7 +32,10 @@ impl Volume {
     /// Builds the first graph.
     pub fn new(volfile: Volfile, registry: Arc<Registry>) -> Result<Volume, GraphError> {
         let graph = Graph::build(volfile, &registry)?;
-        Ok(Volume { registry, current: ArcSwap::from_pointee(graph) })
+        Ok(Volume {
+            registry,
+            current: ArcSwap::from_pointee(graph),
+        })
     }
 
     /// The current graph. Hold the `Arc` for the duration of a fop.
@@ -55,22 +58,29 @@ impl Volume {
             }
             for (name, opts) in &changes {
                 if let Some(node) = cur.node(name) {
-                    node.control.reconfigure(opts.clone()).map_err(|reason| GraphError::Init {
-                        origin: volfile.origin.clone(),
-                        volume: name.clone(),
-                        type_name: node.info.name.to_string(),
-                        reason: format!("reconfigure failed: {reason}"),
-                    })?;
+                    node.control
+                        .reconfigure(opts.clone())
+                        .map_err(|reason| GraphError::Init {
+                            origin: volfile.origin.clone(),
+                            volume: name.clone(),
+                            type_name: node.info.name.to_string(),
+                            reason: format!("reconfigure failed: {reason}"),
+                        })?;
                 }
             }
-            return Ok(Reload::Reconfigured(changes.into_iter().map(|(n, _)| n).collect()));
+            return Ok(Reload::Reconfigured(
+                changes.into_iter().map(|(n, _)| n).collect(),
+            ));
         }
         let new = Graph::build(volfile, &self.registry)?;
         let (old_graph, new_graph) = (cur.id(), new.id());
         self.current.store(Arc::new(new));
         cur.broadcast(EventKind::GraphSwitch);
         tracing::info!(old_graph, new_graph, "switched to a new graph");
-        Ok(Reload::Switched { old_graph, new_graph })
+        Ok(Reload::Switched {
+            old_graph,
+            new_graph,
+        })
     }
 
     /// `Some(changed volumes with their new effective options)` when `new` has the same
@@ -92,7 +102,9 @@ impl Volume {
         }
         let mut changes = Vec::new();
         for decl in new.build_order() {
-            let Some(node) = cur.node(&decl.name) else { return Ok(None) };
+            let Some(node) = cur.node(&decl.name) else {
+                return Ok(None);
+            };
             let old_decl = old.get(&decl.name);
             if old_decl.map(|d| (&d.type_name, &d.subvolumes))
                 != Some((&decl.type_name, &decl.subvolumes))

@@ -15,7 +15,11 @@ fn repo_root() -> PathBuf {
 /// A host binary built by `cargo build --workspace` (same profile as this test).
 fn bin(name: &str) -> PathBuf {
     let p = xlfs_integration_tests::profile_dir().join(name);
-    assert!(p.is_file(), "{} missing: run `cargo build --workspace` first", p.display());
+    assert!(
+        p.is_file(),
+        "{} missing: run `cargo build --workspace` first",
+        p.display()
+    );
     p
 }
 
@@ -33,7 +37,9 @@ fn missing_prerequisite() -> Option<String> {
             .unwrap_or(false)
             || dirs_cargo_bin().join(tool).is_file();
         if !found {
-            return Some(format!("{tool} not installed (run ci/conformance/install.sh)"));
+            return Some(format!(
+                "{tool} not installed (run ci/conformance/install.sh)"
+            ));
         }
     }
     None
@@ -90,10 +96,17 @@ fn conformance_on(mut cmd: Command, mnt: &Path, out: &Path, fsx_ops: u32) {
     }
     std::fs::create_dir_all(mnt).expect("mkdir");
     let child = cmd.stdout(Stdio::null()).spawn().expect("start the mount");
-    let guard = MountGuard { child, mnt: mnt.to_path_buf() };
+    let guard = MountGuard {
+        child,
+        mnt: mnt.to_path_buf(),
+    };
     let deadline = Instant::now() + Duration::from_secs(60);
     while !is_mounted(mnt) {
-        assert!(Instant::now() < deadline, "no mount on {} within 60 s", mnt.display());
+        assert!(
+            Instant::now() < deadline,
+            "no mount on {} within 60 s",
+            mnt.display()
+        );
         std::thread::sleep(Duration::from_millis(50));
     }
     let kit = repo_root().join("ci/conformance");
@@ -112,7 +125,11 @@ fn conformance_on(mut cmd: Command, mnt: &Path, out: &Path, fsx_ops: u32) {
     let summary = std::fs::read_to_string(out.join("summary.txt")).unwrap_or_default();
     println!("{summary}");
     drop(guard);
-    assert!(status.success(), "conformance failed: {summary} (logs in {})", out.display());
+    assert!(
+        status.success(),
+        "conformance failed: {summary} (logs in {})",
+        out.display()
+    );
     // The bar: at least 383 of 398 pjdfstest cases pass (a FUSE passthrough scores 383).
     let passed: u32 = summary
         .split("pjdfstest: ")
@@ -138,16 +155,31 @@ fn pjdfstest_and_fsx_pass_through_protocol_and_the_performance_plugins() {
     let tmp = tempfile::tempdir().expect("tempdir");
     let mnt = tmp.path().join("mnt");
     let mut cmd = Command::new(bin("xlfs"));
-    cmd.arg("up").arg(tmp.path().join("vol")).arg(&mnt).arg("--name").arg("conf");
+    cmd.arg("up")
+        .arg(tmp.path().join("vol"))
+        .arg(&mnt)
+        .arg("--name")
+        .arg("conf");
     // Every pjdfstest case, but a shorter fsx than the local test: 100,000 ops through the
     // debug-built network stack take over 10 minutes, too long for CI. XLFS_FSX_OPS=100000 for
     // the full run.
-    let ops = std::env::var("XLFS_FSX_OPS").ok().and_then(|v| v.parse().ok()).unwrap_or(20_000);
+    let ops = std::env::var("XLFS_FSX_OPS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(20_000);
     conformance_on(cmd, &mnt, &tmp.path().join("out"), ops);
     // The stack really had the plugins and the network in it.
     let client = std::fs::read_to_string(tmp.path().join("vol/state/volumes/conf/client.vol"))
         .unwrap_or_default();
-    for t in ["protocol/client", "performance/write-behind", "performance/io-cache", "performance/read-ahead"] {
-        assert!(client.contains(t), "{t} missing from the client volfile:\n{client}");
+    for t in [
+        "protocol/client",
+        "performance/write-behind",
+        "performance/io-cache",
+        "performance/read-ahead",
+    ] {
+        assert!(
+            client.contains(t),
+            "{t} missing from the client volfile:\n{client}"
+        );
     }
 }

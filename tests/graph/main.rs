@@ -12,7 +12,10 @@ use xlfs_core::volume::{Reload, Volume};
 use xlfs_integration_tests::probe::{gate, journal_lines};
 
 fn registry() -> Arc<Registry> {
-    Arc::new(Registry::with_search_path(Registry::default_search_path(), true))
+    Arc::new(Registry::with_search_path(
+        Registry::default_search_path(),
+        true,
+    ))
 }
 
 fn vf(text: &str) -> Volfile {
@@ -38,14 +41,22 @@ fn diamond(p: &str, tag: &str, fixed: u32) -> Volfile {
 fn children_init_before_parents_and_child_up_flows_to_each_parent() {
     let g = Graph::build(diamond("g1-", "x", 1), &registry()).expect("builds");
     let lines = journal_lines("g1-");
-    let pos = |s: &str| lines.iter().position(|l| l == s).unwrap_or_else(|| panic!("{s} missing in {lines:?}"));
+    let pos = |s: &str| {
+        lines
+            .iter()
+            .position(|l| l == s)
+            .unwrap_or_else(|| panic!("{s} missing in {lines:?}"))
+    };
     assert!(pos("g1-a init children=0") < pos("g1-mid init children=2"));
     assert!(pos("g1-b init children=0") < pos("g1-mid init children=2"));
     assert!(pos("g1-mid init children=2") < pos("g1-top init children=1"));
     pos("g1-mid event ChildUp 0");
     pos("g1-mid event ChildUp 1");
     pos("g1-top event ChildUp 0");
-    assert!(!lines.iter().any(|l| l.starts_with("g1-a event")), "leaves have no children: {lines:?}");
+    assert!(
+        !lines.iter().any(|l| l.starts_with("g1-a event")),
+        "leaves have no children: {lines:?}"
+    );
     assert_eq!(g.top().name(), "top");
     drop(g);
     let lines = journal_lines("g1-");
@@ -55,14 +66,20 @@ fn children_init_before_parents_and_child_up_flows_to_each_parent() {
 }
 
 fn pos_in(lines: &[String], s: &str) -> usize {
-    lines.iter().position(|l| l == s).unwrap_or_else(|| panic!("{s} missing in {lines:?}"))
+    lines
+        .iter()
+        .position(|l| l == s)
+        .unwrap_or_else(|| panic!("{s} missing in {lines:?}"))
 }
 
 #[test]
 fn reconfigurable_option_changes_in_place_and_others_switch_graphs() {
     let vol = Volume::new(diamond("g2-", "one", 1), registry()).expect("builds");
     let first = vol.graph().id();
-    assert_eq!(vol.reload(diamond("g2-", "one", 1)).expect("same"), Reload::Unchanged);
+    assert_eq!(
+        vol.reload(diamond("g2-", "one", 1)).expect("same"),
+        Reload::Unchanged
+    );
     assert_eq!(
         vol.reload(diamond("g2-", "two", 1)).expect("reconfigures"),
         Reload::Reconfigured(vec!["mid".into()])
@@ -71,7 +88,10 @@ fn reconfigurable_option_changes_in_place_and_others_switch_graphs() {
     pos_in(&journal_lines("g2-"), "g2-mid reconfigure tag=two");
     // `fixed` is not reconfigurable: a new graph.
     let r = vol.reload(diamond("g2-", "two", 2)).expect("switches");
-    assert!(matches!(r, Reload::Switched { old_graph, .. } if old_graph == first), "{r:?}");
+    assert!(
+        matches!(r, Reload::Switched { old_graph, .. } if old_graph == first),
+        "{r:?}"
+    );
     assert_ne!(vol.graph().id(), first);
     // An invalid volfile leaves the current graph in place.
     let cur = vol.graph().id();
@@ -87,7 +107,10 @@ async fn graph_switch_lets_inflight_fops_finish_and_drops_the_old_graph_after_th
     let v = vol.clone();
     let inflight = tokio::spawn(async move {
         let graph = v.graph();
-        graph.top().lookup(&Ctx::root(), Loc::new(Gfid::ROOT, "wait")).await
+        graph
+            .top()
+            .lookup(&Ctx::root(), Loc::new(Gfid::ROOT, "wait"))
+            .await
     });
     while !journal_lines("g3-top lookup waiting").iter().any(|_| true) {
         tokio::time::sleep(Duration::from_millis(5)).await;
@@ -100,16 +123,26 @@ async fn graph_switch_lets_inflight_fops_finish_and_drops_the_old_graph_after_th
     pos_in(&lines, "g3-top event GraphSwitch 0");
     // The old graph is still alive: its top is serving the parked call.
     let drops = lines.iter().filter(|l| l.ends_with("dropped")).count();
-    assert_eq!(drops, 0, "old graph dropped with a fop in flight: {lines:?}");
+    assert_eq!(
+        drops, 0,
+        "old graph dropped with a fop in flight: {lines:?}"
+    );
     // New fops go to the new graph and are not blocked by the parked one.
-    let r = vol.graph().top().lookup(&Ctx::root(), Loc::new(Gfid::ROOT, "nothing")).await;
+    let r = vol
+        .graph()
+        .top()
+        .lookup(&Ctx::root(), Loc::new(Gfid::ROOT, "nothing"))
+        .await;
     assert_eq!(r, Err(Errno::ENOENT));
     // Release the parked call: it completes on the old graph, which then drops.
     gate("g3-top").notify_one();
     assert!(inflight.await.expect("join").is_ok());
     let lines = journal_lines("g3-");
     let drops = lines.iter().filter(|l| l.ends_with("dropped")).count();
-    assert_eq!(drops, 4, "each old translator dropped exactly once: {lines:?}");
+    assert_eq!(
+        drops, 4,
+        "each old translator dropped exactly once: {lines:?}"
+    );
 }
 
 #[test]
@@ -129,8 +162,8 @@ mod spans {
 
     use tracing::field::{Field, Visit};
     use tracing::span::{Attributes, Id};
-    use tracing_subscriber::layer::{Context, SubscriberExt};
     use tracing_subscriber::Layer;
+    use tracing_subscriber::layer::{Context, SubscriberExt};
 
     use super::*;
 
@@ -148,28 +181,42 @@ mod spans {
         fn on_new_span(&self, attrs: &Attributes<'_>, _: &Id, _: Context<'_, S>) {
             let mut f = Fields(String::new());
             attrs.record(&mut f);
-            self.0.lock().expect("spans").push(f.0.trim().replace('"', ""));
+            self.0
+                .lock()
+                .expect("spans")
+                .push(f.0.trim().replace('"', ""));
         }
     }
 
     #[test]
     fn every_hop_gets_a_span_when_fop_tracing_is_on_and_none_when_off() {
-        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("rt");
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("rt");
         let run = |filter: &str| -> Vec<String> {
             let spans = Spans::default();
-            let sub = tracing_subscriber::registry()
-                .with(spans.clone().with_filter(tracing_subscriber::EnvFilter::new(filter)));
+            let sub = tracing_subscriber::registry().with(
+                spans
+                    .clone()
+                    .with_filter(tracing_subscriber::EnvFilter::new(filter)),
+            );
             tracing::subscriber::with_default(sub, || {
                 let g = Graph::build(diamond("g5-", "x", 1), &registry()).expect("builds");
                 let cx = Ctx::builder(0, 0).request_id(77).build();
-                rt.block_on(g.top().lookup(&cx, Loc::new(Gfid::ROOT, "f"))).ok();
+                rt.block_on(g.top().lookup(&cx, Loc::new(Gfid::ROOT, "f")))
+                    .ok();
             });
             spans.0.lock().expect("spans").clone()
         };
         let on = run("xlfs::fop=trace");
         assert_eq!(
             on,
-            vec!["xl=top fop=lookup req=77", "xl=mid fop=lookup req=77", "xl=a fop=lookup req=77"],
+            vec![
+                "xl=top fop=lookup req=77",
+                "xl=mid fop=lookup req=77",
+                "xl=a fop=lookup req=77"
+            ],
             "one span per translator the lookup passed through"
         );
         assert!(run("info").is_empty());
@@ -187,8 +234,14 @@ mod conformance_over_plugins {
         let reg = registry();
         for t in ["example/template", "features/read-only", "debug/trace"] {
             let r = reg.resolve(t).unwrap_or_else(|e| panic!("{e}"));
-            let lib = r.library.unwrap_or_else(|| panic!("{t} is built in; this test needs the .so"));
-            assert!(lib.extension().is_some_and(|e| e == "so"), "{}", lib.display());
+            let lib = r
+                .library
+                .unwrap_or_else(|| panic!("{t} is built in; this test needs the .so"));
+            assert!(
+                lib.extension().is_some_and(|e| e == "so"),
+                "{}",
+                lib.display()
+            );
         }
         let g = Graph::build(
             vf(r#"(
@@ -226,12 +279,25 @@ mod conformance_over_plugins {
         let cx = Ctx::root();
         let mk = |name: &'static str| {
             let g = vol.graph();
-            async move { g.top().mkdir(&Ctx::root(), Loc::new(Gfid::ROOT, name), 0o755, 0).await }
+            async move {
+                g.top()
+                    .mkdir(&Ctx::root(), Loc::new(Gfid::ROOT, name), 0o755, 0)
+                    .await
+            }
         };
         assert!(mk("d1").await.is_ok());
-        assert_eq!(vol.reload(text("on")).expect("reload"), Reload::Reconfigured(vec!["ro".into()]));
+        assert_eq!(
+            vol.reload(text("on")).expect("reload"),
+            Reload::Reconfigured(vec!["ro".into()])
+        );
         assert_eq!(mk("d2").await.map(|_| ()), Err(Errno::EROFS));
-        assert!(vol.graph().top().lookup(&cx, Loc::new(Gfid::ROOT, "d1")).await.is_ok());
+        assert!(
+            vol.graph()
+                .top()
+                .lookup(&cx, Loc::new(Gfid::ROOT, "d1"))
+                .await
+                .is_ok()
+        );
     }
 }
 
@@ -250,14 +316,24 @@ async fn translators_raise_child_up_and_down_to_every_parent() {
     .expect("builds");
     let lines = journal_lines("g6-");
     pos_in(&lines, "g6-p1 event ChildUp 0");
-    assert!(!lines.contains(&"g6-p1 event ChildUp 1".to_owned()), "core must not announce net: {lines:?}");
-    assert!(!lines.iter().any(|l| l.starts_with("g6-p2 event")), "{lines:?}");
+    assert!(
+        !lines.contains(&"g6-p1 event ChildUp 1".to_owned()),
+        "core must not announce net: {lines:?}"
+    );
+    assert!(
+        !lines.iter().any(|l| l.starts_with("g6-p2 event")),
+        "{lines:?}"
+    );
     let net = g.get("net").expect("net").clone();
-    net.lookup(&Ctx::root(), Loc::new(Gfid::ROOT, "up")).await.expect("up");
+    net.lookup(&Ctx::root(), Loc::new(Gfid::ROOT, "up"))
+        .await
+        .expect("up");
     let lines = journal_lines("g6-");
     pos_in(&lines, "g6-p1 event ChildUp 1");
     pos_in(&lines, "g6-p2 event ChildUp 0");
-    net.lookup(&Ctx::root(), Loc::new(Gfid::ROOT, "down")).await.expect("down");
+    net.lookup(&Ctx::root(), Loc::new(Gfid::ROOT, "down"))
+        .await
+        .expect("down");
     let lines = journal_lines("g6-");
     pos_in(&lines, "g6-p1 event ChildDown 1");
     pos_in(&lines, "g6-p2 event ChildDown 0");
@@ -267,7 +343,9 @@ async fn translators_raise_child_up_and_down_to_every_parent() {
     for p in ["g6-p1 dropped", "g6-p2 dropped", "g6-top dropped"] {
         pos_in(&lines, p);
     }
-    net.lookup(&Ctx::root(), Loc::new(Gfid::ROOT, "down")).await.expect("late up-call is harmless");
+    net.lookup(&Ctx::root(), Loc::new(Gfid::ROOT, "down"))
+        .await
+        .expect("late up-call is harmless");
 }
 
 #[test]
@@ -281,5 +359,12 @@ fn an_up_call_raised_during_the_build_is_delivered_once_parents_are_wired() {
     )
     .expect("builds");
     let lines = journal_lines("g7-");
-    assert_eq!(lines.iter().filter(|l| *l == "g7-p event ChildUp 0").count(), 1, "{lines:?}");
+    assert_eq!(
+        lines
+            .iter()
+            .filter(|l| *l == "g7-p event ChildUp 0")
+            .count(),
+        1,
+        "{lines:?}"
+    );
 }

@@ -12,7 +12,11 @@ pub fn deps_dir() -> PathBuf {
 /// `target/<profile>`, where `cargo build --workspace` puts the translator `.so` files.
 pub fn profile_dir() -> PathBuf {
     let d = deps_dir();
-    if d.ends_with("deps") { d.parent().expect("profile dir").to_path_buf() } else { d }
+    if d.ends_with("deps") {
+        d.parent().expect("profile dir").to_path_buf()
+    } else {
+        d
+    }
 }
 
 /// A library file next to the test binary, or a clear panic saying how to build it.

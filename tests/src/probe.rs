@@ -71,7 +71,11 @@ impl Translator for Probe {
     type Options = ProbeOptions;
 
     fn init(init: Init<ProbeOptions>) -> Result<Self, String> {
-        let label = if init.options.label.is_empty() { init.name } else { init.options.label };
+        let label = if init.options.label.is_empty() {
+            init.name
+        } else {
+            init.options.label
+        };
         note(format!("{label} init children={}", init.children.len()));
         Ok(Probe {
             label,
@@ -84,7 +88,10 @@ impl Translator for Probe {
         &self.children
     }
     fn notify(&self, event: Event) {
-        note(format!("{} event {:?} {}", self.label, event.kind, event.child));
+        note(format!(
+            "{} event {:?} {}",
+            self.label, event.kind, event.child
+        ));
     }
     fn reconfigure(&self, options: ProbeOptions) -> Result<(), String> {
         note(format!("{} reconfigure tag={}", self.label, options.tag));
@@ -119,7 +126,6 @@ impl Drop for Probe {
     }
 }
 
-
 /// `test/announcer`: a leaf that raises its own ChildUp/ChildDown (like a network client):
 /// `lookup("up")` / `lookup("down")` raise them, and it keeps its services for a late call.
 /// An instance named `early` raises ChildUp from inside `init`.
@@ -138,7 +144,9 @@ impl Translator for Announcer {
             // Like a connection that completes while the graph is still being built.
             init.services.notify_parents(xlator_api::EventKind::ChildUp);
         }
-        Ok(Announcer { services: init.services })
+        Ok(Announcer {
+            services: init.services,
+        })
     }
     fn children(&self) -> &[Subvol] {
         &[]
@@ -146,7 +154,9 @@ impl Translator for Announcer {
     async fn lookup(&self, _cx: &Ctx, loc: Loc) -> Result<Entry, Errno> {
         match loc.name.as_str() {
             "up" => self.services.notify_parents(xlator_api::EventKind::ChildUp),
-            "down" => self.services.notify_parents(xlator_api::EventKind::ChildDown),
+            "down" => self
+                .services
+                .notify_parents(xlator_api::EventKind::ChildDown),
             _ => return Err(Errno::ENOENT),
         }
         Ok(Entry::default())

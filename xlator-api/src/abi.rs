@@ -143,7 +143,12 @@ impl Subvol {
         name: RString,
         type_name: RString,
     ) -> Subvol {
-        Subvol { this, vt, name, type_name }
+        Subvol {
+            this,
+            vt,
+            name,
+            type_name,
+        }
     }
 
     /// The instance name from the volfile.
@@ -165,7 +170,9 @@ impl Subvol {
     /// Applies changed options (already validated against the schema).
     pub fn reconfigure(&self, options: Options) -> Result<(), String> {
         // SAFETY: see `Subvol::lookup`.
-        unsafe { (self.vt.xl_reconfigure)(self.this, options) }.into_result().map_err(String::from)
+        unsafe { (self.vt.xl_reconfigure)(self.this, options) }
+            .into_result()
+            .map_err(String::from)
     }
 
     /// The translator's counters and state.

@@ -26,7 +26,11 @@ impl Buf {
     /// Takes ownership of `v` (moves it into an `RVec`; no byte copy).
     pub fn from_vec(v: Vec<u8>) -> Buf {
         let len = v.len();
-        Buf { data: RArc::new(RVec::from(v)), off: 0, len }
+        Buf {
+            data: RArc::new(RVec::from(v)),
+            off: 0,
+            len,
+        }
     }
 
     /// Copies `s` into a new buffer.
@@ -64,13 +68,24 @@ impl Buf {
             Excluded(&e) => e,
             Unbounded => self.len,
         };
-        assert!(start <= end && end <= self.len, "Buf::slice {start}..{end} of {}", self.len);
-        Buf { data: self.data.clone(), off: self.off + start, len: end - start }
+        assert!(
+            start <= end && end <= self.len,
+            "Buf::slice {start}..{end} of {}",
+            self.len
+        );
+        Buf {
+            data: self.data.clone(),
+            off: self.off + start,
+            len: end - start,
+        }
     }
 
     /// Whether two buffers view the same storage (used by tests to prove zero-copy).
     pub fn shares_storage_with(&self, other: &Buf) -> bool {
-        std::ptr::eq(&*self.data as *const RVec<u8>, &*other.data as *const RVec<u8>)
+        std::ptr::eq(
+            &*self.data as *const RVec<u8>,
+            &*other.data as *const RVec<u8>,
+        )
     }
 
     /// The bytes as a `Vec`, without copying when this is the only view of the whole storage.

@@ -78,14 +78,22 @@ impl Ctx {
     }
     /// The extension value of type `T`, if set and decodable.
     pub fn ext<T: CtxExtension>(&self) -> Option<T> {
-        self.0.ext.iter().find(|e| e.key.as_str() == T::KEY).and_then(|e| T::decode(&e.value))
+        self.0
+            .ext
+            .iter()
+            .find(|e| e.key.as_str() == T::KEY)
+            .and_then(|e| T::decode(&e.value))
     }
 }
 
 impl std::fmt::Debug for Ctx {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let i = &*self.0;
-        write!(f, "Ctx(uid={} gid={} pid={} req={})", i.uid, i.gid, i.pid, i.request_id)
+        write!(
+            f,
+            "Ctx(uid={} gid={} pid={} req={})",
+            i.uid, i.gid, i.pid, i.request_id
+        )
     }
 }
 
@@ -94,7 +102,11 @@ pub struct CtxBuilder(CtxInner);
 
 impl CtxBuilder {
     pub fn new(uid: u32, gid: u32) -> CtxBuilder {
-        CtxBuilder(CtxInner { uid, gid, ..CtxInner::default() })
+        CtxBuilder(CtxInner {
+            uid,
+            gid,
+            ..CtxInner::default()
+        })
     }
     pub fn groups(mut self, groups: &[u32]) -> Self {
         self.0.groups = groups.to_vec().into();
@@ -115,7 +127,10 @@ impl CtxBuilder {
     /// Sets (or replaces) the extension value of type `T`.
     pub fn ext<T: CtxExtension>(mut self, value: &T) -> Self {
         self.0.ext.retain(|e| e.key.as_str() != T::KEY);
-        self.0.ext.push(ExtEntry { key: T::KEY.into(), value: Buf::from_vec(value.encode()) });
+        self.0.ext.push(ExtEntry {
+            key: T::KEY.into(),
+            value: Buf::from_vec(value.encode()),
+        });
         self
     }
     pub fn build(self) -> Ctx {

@@ -150,14 +150,53 @@ mod tests {
             assert_eq!(Fop::ALL[f.index()], *f);
         }
         for must in [
-            "lookup", "stat", "fstat", "setattr", "fsetattr", "access", "readlink", "mknod",
-            "mkdir", "unlink", "rmdir", "symlink", "rename", "link", "create", "open", "opendir",
-            "readv", "writev", "flush", "fsync", "fsyncdir", "release", "releasedir", "readdirp",
-            "statfs", "setxattr", "getxattr", "listxattr", "removexattr", "fsetxattr",
-            "fgetxattr", "fremovexattr", "fallocate", "discard", "zerofill", "seek", "lk",
-            "inodelk", "entrylk", "xattrop", "fxattrop",
+            "lookup",
+            "stat",
+            "fstat",
+            "setattr",
+            "fsetattr",
+            "access",
+            "readlink",
+            "mknod",
+            "mkdir",
+            "unlink",
+            "rmdir",
+            "symlink",
+            "rename",
+            "link",
+            "create",
+            "open",
+            "opendir",
+            "readv",
+            "writev",
+            "flush",
+            "fsync",
+            "fsyncdir",
+            "release",
+            "releasedir",
+            "readdirp",
+            "statfs",
+            "setxattr",
+            "getxattr",
+            "listxattr",
+            "removexattr",
+            "fsetxattr",
+            "fgetxattr",
+            "fremovexattr",
+            "fallocate",
+            "discard",
+            "zerofill",
+            "seek",
+            "lk",
+            "inodelk",
+            "entrylk",
+            "xattrop",
+            "fxattrop",
         ] {
-            assert!(Fop::from_name(must).is_some(), "{must} missing from the fop table");
+            assert!(
+                Fop::from_name(must).is_some(),
+                "{must} missing from the fop table"
+            );
         }
     }
 }

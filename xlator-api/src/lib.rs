@@ -32,9 +32,9 @@ mod ctx;
 mod fops;
 mod logbridge;
 mod options;
-mod services;
 #[doc(hidden)]
 pub mod sdk;
+mod services;
 mod types;
 
 pub use abi::{
@@ -67,10 +67,9 @@ pub mod __private {
     pub use crate::abi::{InitArgs, StaticModule, Subvol, TypeInfo, XlatorModule, XlatorModuleRef};
     pub use crate::services::{LogLevel, LogSink};
     pub use abi_stable::library::{
-        CheckTypeLayout, LibHeader, RootModuleResult, __call_root_module_loader,
+        __call_root_module_loader, CheckTypeLayout, LibHeader, RootModuleResult,
     };
     pub use abi_stable::prefix_type::PrefixTypeTrait;
     pub use abi_stable::std_types::{RResult, RStr, RString, RVec};
     pub use inventory;
 }
-

@@ -51,7 +51,11 @@ impl Subscriber for Bridge {
         let mut f = Fields(String::new());
         event.record(&mut f);
         let level = LogLevel::from_tracing(event.metadata().level());
-        (self.log)(level, RString::from(event.metadata().target()), RString::from(f.0));
+        (self.log)(
+            level,
+            RString::from(event.metadata().target()),
+            RString::from(f.0),
+        );
     }
     fn enter(&self, _: &Id) {}
     fn exit(&self, _: &Id) {}

@@ -173,16 +173,23 @@ pub fn parse_size(s: &str) -> Result<u64, String> {
     let t = s.trim();
     let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
     let (num, unit) = t.split_at(split);
-    let n: u64 = num.parse().map_err(|_| format!("{s:?} is not a size (try 4096, 64KiB, 1MB)"))?;
+    let n: u64 = num
+        .parse()
+        .map_err(|_| format!("{s:?} is not a size (try 4096, 64KiB, 1MB)"))?;
     let mult: u64 = match unit.trim().to_ascii_lowercase().as_str() {
         "" | "b" => 1,
         "k" | "kb" | "kib" => 1 << 10,
         "m" | "mb" | "mib" => 1 << 20,
         "g" | "gb" | "gib" => 1 << 30,
         "t" | "tb" | "tib" => 1 << 40,
-        _ => return Err(format!("{s:?} has an unknown size unit (use B, KiB, MiB, GiB, TiB)")),
+        _ => {
+            return Err(format!(
+                "{s:?} has an unknown size unit (use B, KiB, MiB, GiB, TiB)"
+            ));
+        }
     };
-    n.checked_mul(mult).ok_or_else(|| format!("{s:?} is too large"))
+    n.checked_mul(mult)
+        .ok_or_else(|| format!("{s:?} is too large"))
 }
 
 /// Parses a duration: a number with an optional unit `ns`, `us`, `ms`, `s`, `m`, `h`.
@@ -190,8 +197,9 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
     let t = s.trim();
     let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
     let (num, unit) = t.split_at(split);
-    let n: u64 =
-        num.parse().map_err(|_| format!("{s:?} is not a duration (try 500ms, 10s, 5m)"))?;
+    let n: u64 = num
+        .parse()
+        .map_err(|_| format!("{s:?} is not a duration (try 500ms, 10s, 5m)"))?;
     Ok(match unit.trim() {
         "ns" => Duration::from_nanos(n),
         "us" => Duration::from_micros(n),
@@ -233,17 +241,24 @@ impl Options {
     pub fn set(&mut self, key: &str, value: &str) {
         match self.0.iter_mut().find(|kv| kv.key.as_str() == key) {
             Some(kv) => kv.value = value.into(),
-            None => self.0.push(OptionKv { key: key.into(), value: value.into() }),
+            None => self.0.push(OptionKv {
+                key: key.into(),
+                value: value.into(),
+            }),
         }
     }
     pub fn get(&self, key: &str) -> Option<&str> {
-        self.0.iter().find(|kv| kv.key.as_str() == key).map(|kv| kv.value.as_str())
+        self.0
+            .iter()
+            .find(|kv| kv.key.as_str() == key)
+            .map(|kv| kv.value.as_str())
     }
     pub fn iter(&self) -> impl Iterator<Item = (&str, &str)> {
         self.0.iter().map(|kv| (kv.key.as_str(), kv.value.as_str()))
     }
     fn require(&self, key: &str) -> Result<&str, String> {
-        self.get(key).ok_or_else(|| format!("option {key:?} is not set"))
+        self.get(key)
+            .ok_or_else(|| format!("option {key:?} is not set"))
     }
     pub fn size(&self, key: &str) -> Result<u64, String> {
         parse_size(self.require(key)?).map_err(|e| format!("option {key:?}: {e}"))
@@ -256,7 +271,9 @@ impl Options {
     }
     pub fn int(&self, key: &str) -> Result<i64, String> {
         let v = self.require(key)?;
-        v.trim().parse().map_err(|_| format!("option {key:?}: {v:?} is not an integer"))
+        v.trim()
+            .parse()
+            .map_err(|_| format!("option {key:?}: {v:?} is not an integer"))
     }
     pub fn string(&self, key: &str) -> Result<String, String> {
         self.require(key).map(str::to_owned)
@@ -416,10 +433,22 @@ mod tests {
     fn check_enforces_range_and_choices() {
         let s = OptionSpec::size("window-size", "1MiB").range(4096, 1 << 30);
         assert!(s.check("1MiB").is_ok());
-        assert!(s.check("1K").expect_err("below").contains("below the minimum"));
-        assert!(s.check("2GiB").expect_err("above").contains("above the maximum"));
+        assert!(
+            s.check("1K")
+                .expect_err("below")
+                .contains("below the minimum")
+        );
+        assert!(
+            s.check("2GiB")
+                .expect_err("above")
+                .contains("above the maximum")
+        );
         let e = OptionSpec::enumeration("mode", "a", &["a", "b"]);
-        assert!(e.check("c").expect_err("choice").contains("not one of: a, b"));
+        assert!(
+            e.check("c")
+                .expect_err("choice")
+                .contains("not one of: a, b")
+        );
         assert!(OptionSpec::path("directory", "").check("rel/dir").is_err());
         assert!(OptionSpec::path("directory", "").is_required());
     }

@@ -13,6 +13,8 @@ use async_ffi::FutureExt as _;
 use futures::FutureExt as _;
 
 use crate::abi::{DumpFormat, Event, FfiFop, InitArgs, Subvol, TypeInfo, XlatorVTable};
+#[allow(unused_imports)]
+use crate::buf::Buf;
 use crate::ctx::Ctx;
 use crate::fops::Fop;
 use crate::options::{Options, XlatorOptions};
@@ -20,8 +22,6 @@ use crate::services::{HostServices, LogLevel, LogSink};
 use crate::types::Errno;
 #[allow(unused_imports)] // used by the generated trait
 use crate::types::*;
-#[allow(unused_imports)]
-use crate::buf::Buf;
 
 /// What a translator's constructor receives.
 pub struct Init<O> {
@@ -241,22 +241,33 @@ pub fn type_info<T: Translator>() -> TypeInfo {
 
 /// Builds an instance of `T` behind a [`Subvol`], with the constructor under `catch_unwind`.
 pub fn instantiate<T: Translator>(args: InitArgs) -> Result<Subvol, String> {
-    let InitArgs { name, options, children, services } = args;
+    let InitArgs {
+        name,
+        options,
+        children,
+        services,
+    } = args;
     let children: Vec<Subvol> = children.into_iter().collect();
     let built = std::panic::catch_unwind(AssertUnwindSafe(|| {
         let options = T::Options::from_options(&options)?;
-        T::init(Init { name: name.to_string(), options, children, services })
+        T::init(Init {
+            name: name.to_string(),
+            options,
+            children,
+            services,
+        })
     }));
     let xl = match built {
         Ok(r) => r?,
         Err(p) => return Err(format!("init panicked: {}", panic_message(&p))),
     };
-    let inst = Arc::new(Instance { name: name.to_string(), xl });
+    let inst = Arc::new(Instance {
+        name: name.to_string(),
+        xl,
+    });
     let vt: &'static XlatorVTable = vtable_of::<T>();
     // SAFETY: the raw pointer owns the Arc's reference; the vtable is T's.
-    Ok(unsafe {
-        Subvol::from_raw(Arc::into_raw(inst).cast(), vt, name, RString::from(T::TYPE))
-    })
+    Ok(unsafe { Subvol::from_raw(Arc::into_raw(inst).cast(), vt, name, RString::from(T::TYPE)) })
 }
 
 /// A `'static` vtable for `T` (const-promoted: `VTABLE` is a constant of fn pointers).
@@ -281,12 +292,10 @@ pub fn new_by_name(
     ctors: &[Ctor],
 ) -> RResult<Subvol, RString> {
     match ctors.iter().find(|(n, _)| *n == type_name.as_str()) {
-        Some((_, ctor)) => {
-            match std::panic::catch_unwind(AssertUnwindSafe(|| ctor(args))) {
-                Ok(r) => r.map_err(RString::from).into(),
-                Err(p) => RResult::RErr(format!("init panicked: {}", panic_message(&p)).into()),
-            }
-        }
+        Some((_, ctor)) => match std::panic::catch_unwind(AssertUnwindSafe(|| ctor(args))) {
+            Ok(r) => r.map_err(RString::from).into(),
+            Err(p) => RResult::RErr(format!("init panicked: {}", panic_message(&p)).into()),
+        },
         None => RResult::RErr(format!("this library has no type {:?}", type_name.as_str()).into()),
     }
 }
@@ -294,7 +303,10 @@ pub fn new_by_name(
 /// Installs, in this library's copy of `tracing`, a subscriber forwarding events to `log`.
 #[doc(hidden)]
 pub fn install_log_bridge(log: LogSink, max_level: LogLevel) {
-    let _ = tracing::subscriber::set_global_default(crate::logbridge::Bridge { log: log.log_fn, max_level });
+    let _ = tracing::subscriber::set_global_default(crate::logbridge::Bridge {
+        log: log.log_fn,
+        max_level,
+    });
 }
 
 #[doc(hidden)]

@@ -114,7 +114,10 @@ unsafe impl Sync for EventSink {}
 impl EventSink {
     /// A sink that goes nowhere (a translator used outside a graph).
     pub const fn none() -> EventSink {
-        EventSink { target: std::ptr::null(), notify_fn: None }
+        EventSink {
+            target: std::ptr::null(),
+            notify_fn: None,
+        }
     }
 
     /// Used by hosts.
@@ -126,7 +129,10 @@ impl EventSink {
         target: *const c_void,
         f: unsafe extern "C" fn(*const c_void, EventKind),
     ) -> EventSink {
-        EventSink { target, notify_fn: Some(f) }
+        EventSink {
+            target,
+            notify_fn: Some(f),
+        }
     }
 
     /// Tells every parent.
@@ -163,7 +169,11 @@ impl HostServices {
         let guarded = async move {
             if let Err(p) = AssertUnwindSafe(fut).catch_unwind().await {
                 let msg = format!("spawned task panicked: {}", crate::sdk::panic_message(&p));
-                log(LogLevel::Error, RString::from("xlfs::spawn"), RString::from(msg));
+                log(
+                    LogLevel::Error,
+                    RString::from("xlfs::spawn"),
+                    RString::from(msg),
+                );
             }
         };
         (self.spawn_fn)(guarded.into_ffi())

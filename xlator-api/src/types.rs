@@ -9,7 +9,19 @@ use crate::buf::Buf;
 
 /// 128-bit identity of a file or directory, assigned at creation and kept by storage/posix.
 #[repr(C)]
-#[derive(StableAbi, serde::Serialize, serde::Deserialize, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
+#[derive(
+    StableAbi,
+    serde::Serialize,
+    serde::Deserialize,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    PartialOrd,
+    Ord,
+    Default,
+)]
 pub struct Gfid(pub [u8; 16]);
 
 impl Gfid {
@@ -49,9 +61,7 @@ fn fill_random(buf: &mut [u8]) {
     let mut done = 0;
     while done < buf.len() {
         // SAFETY: getrandom writes at most `len` bytes into the valid, writable slice tail.
-        let n = unsafe {
-            libc::getrandom(buf[done..].as_mut_ptr().cast(), buf.len() - done, 0)
-        };
+        let n = unsafe { libc::getrandom(buf[done..].as_mut_ptr().cast(), buf.len() - done, 0) };
         if n > 0 {
             done += n as usize;
         } else if std::io::Error::last_os_error().raw_os_error() != Some(libc::EINTR) {
@@ -74,8 +84,22 @@ impl fmt::Display for Gfid {
         write!(
             f,
             "{:02x}{:02x}{:02x}{:02x}-{:02x}{:02x}-{:02x}{:02x}-{:02x}{:02x}-{:02x}{:02x}{:02x}{:02x}{:02x}{:02x}",
-            b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13],
-            b[14], b[15]
+            b[0],
+            b[1],
+            b[2],
+            b[3],
+            b[4],
+            b[5],
+            b[6],
+            b[7],
+            b[8],
+            b[9],
+            b[10],
+            b[11],
+            b[12],
+            b[13],
+            b[14],
+            b[15]
         )
     }
 }
@@ -106,11 +130,51 @@ macro_rules! errnos {
     };
 }
 errnos!(
-    EPERM, ENOENT, EIO, ENXIO, E2BIG, EBADF, EAGAIN, ENOMEM, EACCES, EFAULT, EBUSY, EEXIST,
-    EXDEV, ENODEV, ENOTDIR, EISDIR, EINVAL, ENFILE, EMFILE, ETXTBSY, EFBIG, ENOSPC, ESPIPE,
-    EROFS, EMLINK, ERANGE, ENAMETOOLONG, ENOLCK, ENOSYS, ENOTEMPTY, ELOOP, ENODATA, ENOTSUP,
-    ENOTCONN, ETIMEDOUT, ESTALE, EDQUOT, EOVERFLOW, EDEADLK, EINTR, ECANCELED, EPROTO, EBADFD,
-    ENOTSOCK, EMSGSIZE
+    EPERM,
+    ENOENT,
+    EIO,
+    ENXIO,
+    E2BIG,
+    EBADF,
+    EAGAIN,
+    ENOMEM,
+    EACCES,
+    EFAULT,
+    EBUSY,
+    EEXIST,
+    EXDEV,
+    ENODEV,
+    ENOTDIR,
+    EISDIR,
+    EINVAL,
+    ENFILE,
+    EMFILE,
+    ETXTBSY,
+    EFBIG,
+    ENOSPC,
+    ESPIPE,
+    EROFS,
+    EMLINK,
+    ERANGE,
+    ENAMETOOLONG,
+    ENOLCK,
+    ENOSYS,
+    ENOTEMPTY,
+    ELOOP,
+    ENODATA,
+    ENOTSUP,
+    ENOTCONN,
+    ETIMEDOUT,
+    ESTALE,
+    EDQUOT,
+    EOVERFLOW,
+    EDEADLK,
+    EINTR,
+    ECANCELED,
+    EPROTO,
+    EBADFD,
+    ENOTSOCK,
+    EMSGSIZE
 );
 
 impl Errno {
@@ -141,7 +205,12 @@ impl fmt::Debug for Errno {
 
 impl fmt::Display for Errno {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{:?} ({})", self, std::io::Error::from_raw_os_error(self.0))
+        write!(
+            f,
+            "{:?} ({})",
+            self,
+            std::io::Error::from_raw_os_error(self.0)
+        )
     }
 }
 
@@ -149,7 +218,18 @@ impl std::error::Error for Errno {}
 
 /// The kind of a file system object.
 #[repr(u8)]
-#[derive(StableAbi, serde::Serialize, serde::Deserialize, Clone, Copy, PartialEq, Eq, Hash, Debug, Default)]
+#[derive(
+    StableAbi,
+    serde::Serialize,
+    serde::Deserialize,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    Debug,
+    Default,
+)]
 pub enum FileType {
     #[default]
     Regular,
@@ -191,7 +271,20 @@ impl FileType {
 
 /// Seconds and nanoseconds since the epoch.
 #[repr(C)]
-#[derive(StableAbi, serde::Serialize, serde::Deserialize, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Debug, Default)]
+#[derive(
+    StableAbi,
+    serde::Serialize,
+    serde::Deserialize,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    Hash,
+    Debug,
+    Default,
+)]
 pub struct Timespec {
     pub sec: i64,
     pub nsec: u32,
@@ -202,13 +295,18 @@ impl Timespec {
         let d = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .unwrap_or_default();
-        Timespec { sec: d.as_secs() as i64, nsec: d.subsec_nanos() }
+        Timespec {
+            sec: d.as_secs() as i64,
+            nsec: d.subsec_nanos(),
+        }
     }
 }
 
 /// The full attributes of an object (GlusterFS `struct iatt`).
 #[repr(C)]
-#[derive(StableAbi, serde::Serialize, serde::Deserialize, Clone, Copy, PartialEq, Eq, Debug, Default)]
+#[derive(
+    StableAbi, serde::Serialize, serde::Deserialize, Clone, Copy, PartialEq, Eq, Debug, Default,
+)]
 pub struct Iatt {
     pub gfid: Gfid,
     pub ino: u64,
@@ -241,7 +339,9 @@ impl Iatt {
 
 /// An entry fop's target: a name inside a parent directory.
 #[repr(C)]
-#[derive(StableAbi, serde::Serialize, serde::Deserialize, Clone, PartialEq, Eq, Hash, Debug, Default)]
+#[derive(
+    StableAbi, serde::Serialize, serde::Deserialize, Clone, PartialEq, Eq, Hash, Debug, Default,
+)]
 pub struct Loc {
     pub parent: Gfid,
     pub name: RString,
@@ -249,13 +349,29 @@ pub struct Loc {
 
 impl Loc {
     pub fn new(parent: Gfid, name: impl Into<RString>) -> Loc {
-        Loc { parent, name: name.into() }
+        Loc {
+            parent,
+            name: name.into(),
+        }
     }
 }
 
 /// Host-allocated id of an open file or directory; unique per graph instance.
 #[repr(C)]
-#[derive(StableAbi, serde::Serialize, serde::Deserialize, Clone, Copy, PartialEq, Eq, Hash, Debug, Default, PartialOrd, Ord)]
+#[derive(
+    StableAbi,
+    serde::Serialize,
+    serde::Deserialize,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    Debug,
+    Default,
+    PartialOrd,
+    Ord,
+)]
 pub struct FdId(pub u64);
 
 impl FdId {
@@ -266,7 +382,18 @@ impl FdId {
 
 /// An open file or directory as fops see it.
 #[repr(C)]
-#[derive(StableAbi, serde::Serialize, serde::Deserialize, Clone, Copy, PartialEq, Eq, Hash, Debug, Default)]
+#[derive(
+    StableAbi,
+    serde::Serialize,
+    serde::Deserialize,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    Debug,
+    Default,
+)]
 pub struct Fd {
     pub id: FdId,
     pub gfid: Gfid,
@@ -276,7 +403,11 @@ pub struct Fd {
 
 impl Fd {
     pub fn anonymous(gfid: Gfid, flags: i32) -> Fd {
-        Fd { id: FdId::ANONYMOUS, gfid, flags }
+        Fd {
+            id: FdId::ANONYMOUS,
+            gfid,
+            flags,
+        }
     }
     pub fn is_anonymous(&self) -> bool {
         self.id == FdId::ANONYMOUS
@@ -285,14 +416,18 @@ impl Fd {
 
 /// Reply of entry fops: the object found or made.
 #[repr(C)]
-#[derive(StableAbi, serde::Serialize, serde::Deserialize, Clone, Copy, PartialEq, Eq, Debug, Default)]
+#[derive(
+    StableAbi, serde::Serialize, serde::Deserialize, Clone, Copy, PartialEq, Eq, Debug, Default,
+)]
 pub struct Entry {
     pub attr: Iatt,
 }
 
 /// How a time is set by `setattr`.
 #[repr(C, u8)]
-#[derive(StableAbi, serde::Serialize, serde::Deserialize, Clone, Copy, PartialEq, Eq, Debug, Default)]
+#[derive(
+    StableAbi, serde::Serialize, serde::Deserialize, Clone, Copy, PartialEq, Eq, Debug, Default,
+)]
 pub enum TimeSet {
     #[default]
     Omit,
@@ -302,7 +437,9 @@ pub enum TimeSet {
 
 /// What `setattr` changes; `None`/`Omit` fields are left alone.
 #[repr(C)]
-#[derive(StableAbi, serde::Serialize, serde::Deserialize, Clone, Copy, PartialEq, Eq, Debug, Default)]
+#[derive(
+    StableAbi, serde::Serialize, serde::Deserialize, Clone, Copy, PartialEq, Eq, Debug, Default,
+)]
 pub struct SetAttr {
     pub perm: ROption<u32>,
     pub uid: ROption<u32>,
@@ -325,7 +462,9 @@ pub struct DirEntry {
 
 /// File system statistics (`statvfs`).
 #[repr(C)]
-#[derive(StableAbi, serde::Serialize, serde::Deserialize, Clone, Copy, PartialEq, Eq, Debug, Default)]
+#[derive(
+    StableAbi, serde::Serialize, serde::Deserialize, Clone, Copy, PartialEq, Eq, Debug, Default,
+)]
 pub struct Statfs {
     pub bsize: u64,
     pub frsize: u64,
@@ -348,12 +487,27 @@ pub enum SeekWhat {
 
 /// Owner of POSIX locks (FUSE's lock_owner, NFS's owner).
 #[repr(C)]
-#[derive(StableAbi, serde::Serialize, serde::Deserialize, Clone, Copy, PartialEq, Eq, Hash, Debug, Default, PartialOrd, Ord)]
+#[derive(
+    StableAbi,
+    serde::Serialize,
+    serde::Deserialize,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    Debug,
+    Default,
+    PartialOrd,
+    Ord,
+)]
 pub struct LkOwner(pub u64);
 
 /// Kind of a byte-range lock.
 #[repr(u8)]
-#[derive(StableAbi, serde::Serialize, serde::Deserialize, Clone, Copy, PartialEq, Eq, Hash, Debug)]
+#[derive(
+    StableAbi, serde::Serialize, serde::Deserialize, Clone, Copy, PartialEq, Eq, Hash, Debug,
+)]
 pub enum LockKind {
     Read,
     Write,
@@ -362,7 +516,9 @@ pub enum LockKind {
 
 /// `fcntl` lock commands.
 #[repr(u8)]
-#[derive(StableAbi, serde::Serialize, serde::Deserialize, Clone, Copy, PartialEq, Eq, Hash, Debug)]
+#[derive(
+    StableAbi, serde::Serialize, serde::Deserialize, Clone, Copy, PartialEq, Eq, Hash, Debug,
+)]
 pub enum LkCmd {
     /// F_GETLK: report a conflicting lock or `Unlock`.
     Get,
@@ -374,7 +530,9 @@ pub enum LkCmd {
 
 /// A byte-range lock; `len == 0` means "to end of file".
 #[repr(C)]
-#[derive(StableAbi, serde::Serialize, serde::Deserialize, Clone, Copy, PartialEq, Eq, Hash, Debug)]
+#[derive(
+    StableAbi, serde::Serialize, serde::Deserialize, Clone, Copy, PartialEq, Eq, Hash, Debug,
+)]
 pub struct Flock {
     pub kind: LockKind,
     pub start: u64,
@@ -385,7 +543,9 @@ pub struct Flock {
 
 /// Internal entry-lock type (cluster translators serialise namespace changes with these).
 #[repr(u8)]
-#[derive(StableAbi, serde::Serialize, serde::Deserialize, Clone, Copy, PartialEq, Eq, Hash, Debug)]
+#[derive(
+    StableAbi, serde::Serialize, serde::Deserialize, Clone, Copy, PartialEq, Eq, Hash, Debug,
+)]
 pub enum EntrylkCmd {
     Lock,
     LockNonBlocking,
@@ -394,7 +554,9 @@ pub enum EntrylkCmd {
 
 /// `xattrop` operations, applied atomically per key to big-endian counter arrays.
 #[repr(u8)]
-#[derive(StableAbi, serde::Serialize, serde::Deserialize, Clone, Copy, PartialEq, Eq, Hash, Debug)]
+#[derive(
+    StableAbi, serde::Serialize, serde::Deserialize, Clone, Copy, PartialEq, Eq, Hash, Debug,
+)]
 pub enum XattropOp {
     /// Add each 32-bit big-endian lane of the value to the stored lanes.
     AddArray32,
@@ -416,6 +578,12 @@ pub type Xattrs = RVec<Xattr>;
 impl Default for Flock {
     /// An unlock of the whole file by owner 0.
     fn default() -> Flock {
-        Flock { kind: LockKind::Unlock, start: 0, len: 0, pid: 0, owner: LkOwner(0) }
+        Flock {
+            kind: LockKind::Unlock,
+            start: 0,
+            len: 0,
+            pid: 0,
+            owner: LkOwner(0),
+        }
     }
 }

@@ -31,7 +31,11 @@ impl ReadOnly {
     }
     /// EROFS when read-only is on.
     fn check(&self) -> Result<(), Errno> {
-        if self.on.load(Ordering::Relaxed) { Err(Errno::EROFS) } else { Ok(()) }
+        if self.on.load(Ordering::Relaxed) {
+            Err(Errno::EROFS)
+        } else {
+            Ok(())
+        }
     }
 }
 
@@ -52,7 +56,10 @@ impl Translator for ReadOnly {
     type Options = ReadOnlyOptions;
 
     fn init(init: Init<ReadOnlyOptions>) -> Result<Self, String> {
-        Ok(ReadOnly { children: init.children, on: AtomicBool::new(init.options.read_only) })
+        Ok(ReadOnly {
+            children: init.children,
+            on: AtomicBool::new(init.options.read_only),
+        })
     }
     fn children(&self) -> &[Subvol] {
         &self.children
@@ -68,11 +75,25 @@ impl Translator for ReadOnly {
         }
         self.child().open(cx, fd).await
     }
-    async fn create(&self, cx: &Ctx, loc: Loc, fd: Fd, mode: u32, umask: u32) -> Result<Entry, Errno> {
+    async fn create(
+        &self,
+        cx: &Ctx,
+        loc: Loc,
+        fd: Fd,
+        mode: u32,
+        umask: u32,
+    ) -> Result<Entry, Errno> {
         self.check()?;
         self.child().create(cx, loc, fd, mode, umask).await
     }
-    async fn writev(&self, cx: &Ctx, fd: Fd, offset: u64, data: Buf, flags: i32) -> Result<u64, Errno> {
+    async fn writev(
+        &self,
+        cx: &Ctx,
+        fd: Fd,
+        offset: u64,
+        data: Buf,
+        flags: i32,
+    ) -> Result<u64, Errno> {
         self.check()?;
         self.child().writev(cx, fd, offset, data, flags).await
     }
@@ -84,7 +105,14 @@ impl Translator for ReadOnly {
         self.check()?;
         self.child().fsetattr(cx, fd, attr).await
     }
-    async fn mknod(&self, cx: &Ctx, loc: Loc, mode: u32, rdev: u64, umask: u32) -> Result<Entry, Errno> {
+    async fn mknod(
+        &self,
+        cx: &Ctx,
+        loc: Loc,
+        mode: u32,
+        rdev: u64,
+        umask: u32,
+    ) -> Result<Entry, Errno> {
         self.check()?;
         self.child().mknod(cx, loc, mode, rdev, umask).await
     }
@@ -128,7 +156,14 @@ impl Translator for ReadOnly {
         self.check()?;
         self.child().fremovexattr(cx, fd, name).await
     }
-    async fn fallocate(&self, cx: &Ctx, fd: Fd, mode: i32, offset: u64, len: u64) -> Result<(), Errno> {
+    async fn fallocate(
+        &self,
+        cx: &Ctx,
+        fd: Fd,
+        mode: i32,
+        offset: u64,
+        len: u64,
+    ) -> Result<(), Errno> {
         self.check()?;
         self.child().fallocate(cx, fd, mode, offset, len).await
     }
@@ -140,11 +175,23 @@ impl Translator for ReadOnly {
         self.check()?;
         self.child().zerofill(cx, fd, offset, len).await
     }
-    async fn xattrop(&self, cx: &Ctx, gfid: Gfid, op: XattropOp, x: Xattrs) -> Result<Xattrs, Errno> {
+    async fn xattrop(
+        &self,
+        cx: &Ctx,
+        gfid: Gfid,
+        op: XattropOp,
+        x: Xattrs,
+    ) -> Result<Xattrs, Errno> {
         self.check()?;
         self.child().xattrop(cx, gfid, op, x).await
     }
-    async fn fxattrop(&self, cx: &Ctx, fd: Fd, op: XattropOp, x: Xattrs) -> Result<RVec<Xattr>, Errno> {
+    async fn fxattrop(
+        &self,
+        cx: &Ctx,
+        fd: Fd,
+        op: XattropOp,
+        x: Xattrs,
+    ) -> Result<RVec<Xattr>, Errno> {
         self.check()?;
         self.child().fxattrop(cx, fd, op, x).await
     }

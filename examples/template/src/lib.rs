@@ -16,11 +16,14 @@ pub struct Template {
 
 impl Translator for Template {
     const TYPE: &'static str = "example/template";
-    const DOC: &'static str = "A pass-through layer with no overrides; copy it to start a translator.";
+    const DOC: &'static str =
+        "A pass-through layer with no overrides; copy it to start a translator.";
     type Options = TemplateOptions;
 
     fn init(init: Init<TemplateOptions>) -> Result<Self, String> {
-        Ok(Template { children: init.children })
+        Ok(Template {
+            children: init.children,
+        })
     }
 
     fn children(&self) -> &[Subvol] {

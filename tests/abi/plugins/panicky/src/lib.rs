@@ -32,7 +32,10 @@ impl Translator for PanicFop {
     const MIN_CHILDREN: u32 = 0;
     type Options = ();
     fn init(init: Init<()>) -> Result<Self, String> {
-        Ok(PanicFop { children: init.children, services: init.services })
+        Ok(PanicFop {
+            children: init.children,
+            services: init.services,
+        })
     }
     fn children(&self) -> &[Subvol] {
         &self.children
@@ -49,7 +52,8 @@ impl Translator for PanicFop {
         async { Err(Errno::EIO) }
     }
     async fn access(&self, _cx: &Ctx, _gfid: Gfid, _mask: u32) -> Result<(), Errno> {
-        self.services.spawn(async { panic!("panic-fop: background task") });
+        self.services
+            .spawn(async { panic!("panic-fop: background task") });
         Ok(())
     }
 }

@@ -3,11 +3,11 @@
 //! layout check must refuse it before any of its code runs.
 #![allow(non_local_definitions)]
 
-use xlator_api::__private::{
-    CheckTypeLayout, LibHeader, PrefixTypeTrait, RResult, RString, RVec, RootModuleResult,
-    __call_root_module_loader,
-};
 use abi_stable::{StableAbi, library::RootModule, sabi_types::VersionStrings};
+use xlator_api::__private::{
+    __call_root_module_loader, CheckTypeLayout, LibHeader, PrefixTypeTrait, RResult, RString, RVec,
+    RootModuleResult,
+};
 
 #[repr(C)]
 #[derive(StableAbi)]
@@ -36,7 +36,12 @@ extern "C" fn new_xlator(_: u32) -> RResult<u64, RString> {
 }
 
 fn module() -> XlatorModuleRef {
-    XlatorModule { types, install_log_bridge, new_xlator }.leak_into_prefix()
+    XlatorModule {
+        types,
+        install_log_bridge,
+        new_xlator,
+    }
+    .leak_into_prefix()
 }
 
 #[unsafe(export_name = "xlfs_xlator_module_xlfs_abi_wrong_layout")]
