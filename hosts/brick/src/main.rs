@@ -173,12 +173,10 @@ async fn serve(args: Args) -> Result<(), Error> {
 
 fn main() -> ExitCode {
     let args = Args::parse();
-    let filter = tracing_subscriber::EnvFilter::try_new(&args.log_level)
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .init();
+    if let Err(e) = xlfs_core::logging::init(&args.log_level) {
+        eprintln!("xlfsd: {e}");
+        return ExitCode::from(2);
+    }
     if args.print_volfile {
         match load(&args) {
             Ok((text, _)) => {

@@ -63,8 +63,6 @@ enum Error {
         #[source]
         source: std::io::Error,
     },
-    #[error("invalid --log-level {0:?}: {1}")]
-    LogLevel(String, String),
 }
 
 impl From<xlfs_core::graph::GraphError> for Error {
@@ -80,7 +78,7 @@ fn io_err(what: impl Into<String>) -> impl FnOnce(std::io::Error) -> Error {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    if let Err(e) = init_logging(&cli.log_level) {
+    if let Err(e) = xlfs_core::logging::init(&cli.log_level) {
         eprintln!("xlfs-nfsd: {e}");
         return ExitCode::from(2);
     }
@@ -91,22 +89,6 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
-}
-
-fn init_logging(level: &str) -> Result<(), Error> {
-    use std::io::IsTerminal as _;
-    use tracing_subscriber::EnvFilter;
-    let filter = match std::env::var("RUST_LOG") {
-        Ok(v) if !v.is_empty() => EnvFilter::try_new(&v),
-        _ => EnvFilter::try_new(level),
-    }
-    .map_err(|e| Error::LogLevel(level.to_string(), e.to_string()))?;
-    tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::stderr().is_terminal())
-        .init();
-    Ok(())
 }
 
 fn run(cli: Cli) -> Result<(), Error> {
