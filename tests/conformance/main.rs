@@ -155,11 +155,18 @@ fn pjdfstest_and_fsx_pass_through_protocol_and_the_performance_plugins() {
     let tmp = tempfile::tempdir().expect("tempdir");
     let mnt = tmp.path().join("mnt");
     let mut cmd = Command::new(bin("xlfs"));
+    // A port nobody listens on now: other tests start bricks in parallel.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("a free port");
     cmd.arg("up")
         .arg(tmp.path().join("vol"))
         .arg(&mnt)
         .arg("--name")
-        .arg("conf");
+        .arg("conf")
+        .arg("--port")
+        .arg(port.to_string());
     // Every pjdfstest case, but a shorter fsx than the local test: 100,000 ops through the
     // debug-built network stack take over 10 minutes, too long for CI. XLFS_FSX_OPS=100000 for
     // the full run.
