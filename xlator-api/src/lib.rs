@@ -49,7 +49,7 @@ pub use options::{
     FromOption, OptionKind, OptionKv, OptionSpec, Options, XlatorOptions, parse_bool,
     parse_duration, parse_size,
 };
-pub use sdk::{Init, Translator, panic_message};
+pub use sdk::{Init, Translator, panic_message, render_counters};
 pub use services::{BlockingJob, EventSink, HostServices, LogFn, LogLevel, LogSink};
 pub use types::*;
 

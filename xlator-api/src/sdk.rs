@@ -372,3 +372,25 @@ macro_rules! export_translators {
         }
     };
 }
+
+/// A statedump of named counters: text (`type` then one aligned `key value` line each) or a
+/// flat JSON object with a `"type"` field. For translators whose dump is just counters.
+pub fn render_counters(format: DumpFormat, type_name: &str, fields: &[(&str, u64)]) -> String {
+    match format {
+        DumpFormat::Text => {
+            let width = fields.iter().map(|(k, _)| k.len()).max().unwrap_or(0) + 1;
+            let mut out = format!("{type_name}\n");
+            for (k, v) in fields {
+                out.push_str(&format!("  {k:<width$} {v}\n"));
+            }
+            out
+        }
+        DumpFormat::Json => {
+            let body: Vec<String> = fields
+                .iter()
+                .map(|(k, v)| format!("\"{k}\": {v}"))
+                .collect();
+            format!("{{\"type\": \"{type_name}\", {}}}", body.join(", "))
+        }
+    }
+}

@@ -23,25 +23,7 @@ pub fn render(s: &Snapshot, format: DumpFormat) -> String {
         ("bypassed", c.bypassed),
         ("hit_percent", hit_percent(c.hits, c.misses + c.joins)),
     ];
-    match format {
-        DumpFormat::Text => {
-            let mut out = String::from("performance/io-cache\n");
-            for (k, v) in fields {
-                out.push_str(&format!("  {k:<14} {v}\n"));
-            }
-            out
-        }
-        DumpFormat::Json => {
-            let body: Vec<String> = fields
-                .iter()
-                .map(|(k, v)| format!("\"{k}\": {v}"))
-                .collect();
-            format!(
-                "{{\"type\": \"performance/io-cache\", {}}}",
-                body.join(", ")
-            )
-        }
-    }
+    xlator_api::render_counters(format, "performance/io-cache", &fields)
 }
 
 fn hit_percent(hits: u64, others: u64) -> u64 {

@@ -21,25 +21,7 @@ pub fn render(s: &Snapshot, format: DumpFormat) -> String {
         ("drops", c.drops),
         ("hit_percent", percent(c.hits, c.hits + c.misses)),
     ];
-    match format {
-        DumpFormat::Text => {
-            let mut out = String::from("performance/read-ahead\n");
-            for (k, v) in fields {
-                out.push_str(&format!("  {k:<12} {v}\n"));
-            }
-            out
-        }
-        DumpFormat::Json => {
-            let body: Vec<String> = fields
-                .iter()
-                .map(|(k, v)| format!("\"{k}\": {v}"))
-                .collect();
-            format!(
-                "{{\"type\": \"performance/read-ahead\", {}}}",
-                body.join(", ")
-            )
-        }
-    }
+    xlator_api::render_counters(format, "performance/read-ahead", &fields)
 }
 
 fn percent(part: u64, total: u64) -> u64 {
