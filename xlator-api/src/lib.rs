@@ -32,6 +32,7 @@ mod ctx;
 mod fops;
 mod logbridge;
 mod options;
+pub mod pages;
 #[doc(hidden)]
 pub mod sdk;
 mod services;

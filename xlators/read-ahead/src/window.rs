@@ -6,68 +6,7 @@
 
 use std::ops::Range;
 
-use xlator_api::Buf;
-
-/// Page arithmetic.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Geometry {
-    page_size: u64,
-}
-
-impl Geometry {
-    /// `page_size` must be at least 1 (the option's range guarantees it).
-    pub fn new(page_size: u64) -> Geometry {
-        Geometry {
-            page_size: page_size.max(1),
-        }
-    }
-
-    pub fn page_size(&self) -> u64 {
-        self.page_size
-    }
-
-    /// The page holding byte `offset`.
-    pub fn index(&self, offset: u64) -> u64 {
-        offset / self.page_size
-    }
-
-    /// First byte of page `index`.
-    pub fn start(&self, index: u64) -> u64 {
-        index.saturating_mul(self.page_size)
-    }
-
-    /// The pages holding bytes `[offset, offset + len)`; empty when `len` is 0.
-    pub fn span(&self, offset: u64, len: u64) -> Range<u64> {
-        if len == 0 {
-            return self.index(offset)..self.index(offset);
-        }
-        self.index(offset)..self.index(offset.saturating_add(len - 1)) + 1
-    }
-}
-
-/// The reply to a read of `len` bytes at `offset` from `pages`, the consecutive pages of
-/// [`Geometry::span`]`(offset, len)`. Stops at the first short page (end of file). A reply
-/// within one page shares its storage; a longer one is copied once.
-pub fn assemble(geo: Geometry, offset: u64, len: u64, pages: &[Buf]) -> Buf {
-    let end = offset.saturating_add(len);
-    let mut parts = Vec::new();
-    for (index, page) in geo.span(offset, len).zip(pages) {
-        let start = geo.start(index);
-        let from = offset.saturating_sub(start).min(page.len() as u64) as usize;
-        let to = (end - start).min(page.len() as u64) as usize;
-        if from < to {
-            parts.push(page.slice(from..to));
-        }
-        if (page.len() as u64) < geo.page_size() {
-            break;
-        }
-    }
-    match parts.len() {
-        0 => Buf::new(),
-        1 => parts.swap_remove(0),
-        _ => Buf::concat(&parts),
-    }
-}
+pub use xlator_api::pages::{Geometry, assemble};
 
 /// The access pattern of one fd.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -136,6 +75,7 @@ impl Stream {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use xlator_api::Buf;
 
     #[test]
     fn sequential_means_starting_at_the_previous_end() {
