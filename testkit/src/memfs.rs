@@ -26,10 +26,11 @@ mod xattr;
 
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
-use abi_stable::std_types::{RString, RVec};
+use abi_stable::std_types::{ROption, RString, RVec};
 use xlator_api::{
     Buf, Ctx, DirEntry, Entry, EntrylkCmd, Errno, Fd, FileType, Flock, Gfid, Iatt, Init, InitArgs,
-    LkCmd, Loc, Options, SeekWhat, SetAttr, Statfs, Subvol, Translator, Xattr, XattropOp, Xattrs,
+    LkCmd, Loc, Options, ReadReply, SeekWhat, SetAttr, Statfs, Subvol, Translator, WriteReply,
+    Xattr, XattropOp, Xattrs,
 };
 
 use inode::{Body, Table};
@@ -265,8 +266,13 @@ impl Translator for MemLeaf {
         self.fs().opendir(cx, &fd)
     }
 
-    async fn readv(&self, cx: &Ctx, fd: Fd, offset: u64, size: u32) -> Result<Buf, Errno> {
-        self.fs().readv(cx, &fd, offset, size).map(Buf::from_vec)
+    async fn readv(&self, cx: &Ctx, fd: Fd, offset: u64, size: u32) -> Result<ReadReply, Errno> {
+        let fs = self.fs();
+        let data = Buf::from_vec(fs.readv(cx, &fd, offset, size)?);
+        Ok(ReadReply {
+            data,
+            attr: ROption::RSome(fs.attr(fd.gfid)?),
+        })
     }
 
     async fn writev(
@@ -276,8 +282,13 @@ impl Translator for MemLeaf {
         offset: u64,
         data: Buf,
         flags: i32,
-    ) -> Result<u64, Errno> {
-        self.fs().writev(cx, &fd, offset, &data, flags)
+    ) -> Result<WriteReply, Errno> {
+        let mut fs = self.fs();
+        let written = fs.writev(cx, &fd, offset, &data, flags)?;
+        Ok(WriteReply {
+            written,
+            attr: ROption::RSome(fs.attr(fd.gfid)?),
+        })
     }
 
     async fn flush(&self, cx: &Ctx, fd: Fd) -> Result<(), Errno> {

@@ -24,7 +24,7 @@ use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use xlator_api::abi_stable::std_types::ROption;
-use xlator_api::{Buf, Entry, Fd, FileType, Fop, Gfid, Iatt, Timespec};
+use xlator_api::{Buf, Entry, Fd, FileType, Fop, Gfid, Iatt, ReadReply, Timespec, WriteReply};
 
 use crate::fixtures::{fd, gfid};
 use crate::mock::{FopCall, FopReply, MockHandle};
@@ -113,16 +113,16 @@ impl Remote {
     pub fn serve(&self, h: &MockHandle) {
         let r = self.clone();
         h.on(Fop::Readv, move |c| match c {
-            FopCall::Readv { offset, size, .. } => {
-                FopReply::Readv(Ok(Buf::from_vec(r.read(*offset, u64::from(*size)))))
-            }
+            FopCall::Readv { offset, size, .. } => FopReply::Readv(Ok(ReadReply::data(
+                Buf::from_vec(r.read(*offset, u64::from(*size))),
+            ))),
             _ => unreachable!(),
         });
         let r = self.clone();
         h.on(Fop::Writev, move |c| match c {
             FopCall::Writev { offset, data, .. } => {
                 r.write(*offset, data);
-                FopReply::Writev(Ok(data.len() as u64))
+                FopReply::Writev(Ok(WriteReply::written(data.len() as u64)))
             }
             _ => unreachable!(),
         });

@@ -20,7 +20,10 @@
 
 use std::time::Duration;
 
-use xlator_api::{Buf, Ctx, Entry, Errno, Fd, Gfid, HostServices, Init, Loc, Subvol, Translator};
+use xlator_api::{
+    Buf, Ctx, Entry, Errno, Fd, Gfid, HostServices, Init, Loc, ReadReply, Subvol, Translator,
+    WriteReply,
+};
 
 use crate::build::try_build;
 use crate::fixtures::fd;
@@ -85,9 +88,9 @@ impl Translator for StubLeaf {
         }
     }
 
-    async fn readv(&self, _cx: &Ctx, _fd: Fd, offset: u64, size: u32) -> Result<Buf, Errno> {
+    async fn readv(&self, _cx: &Ctx, _fd: Fd, offset: u64, size: u32) -> Result<ReadReply, Errno> {
         let n = FILE_SIZE.saturating_sub(offset).min(u64::from(size));
-        Ok(Buf::zeroed(n as usize))
+        Ok(ReadReply::data(Buf::zeroed(n as usize)))
     }
 
     async fn writev(
@@ -97,11 +100,11 @@ impl Translator for StubLeaf {
         _offset: u64,
         data: Buf,
         _flags: i32,
-    ) -> Result<u64, Errno> {
+    ) -> Result<WriteReply, Errno> {
         if fd.flags == libc::O_RDONLY {
             Err(Errno::EBADF)
         } else {
-            Ok(data.len() as u64)
+            Ok(WriteReply::written(data.len() as u64))
         }
     }
 

@@ -63,7 +63,9 @@ async fn suite_catches_lost_writes_and_wrong_errors() {
     let (top, handle) = MockChild::spy(MemLeaf::new());
     // Writes claim success but store nothing; lookups of "missing" fail with the wrong errno.
     handle.on(Fop::Writev, |call| match call {
-        FopCall::Writev { data, .. } => FopReply::Writev(Ok(data.len() as u64)),
+        FopCall::Writev { data, .. } => {
+            FopReply::Writev(Ok(xlator_api::WriteReply::written(data.len() as u64)))
+        }
         _ => FopReply::Writev(Err(xlator_api::Errno::EIO)),
     });
     handle.on(Fop::Lookup, |call| match call {

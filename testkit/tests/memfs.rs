@@ -35,10 +35,9 @@ async fn writes_fail_with_enospc_at_capacity() {
     let top = MemLeaf::with_capacity(16384);
     let cx = Ctx::root();
     let f = create(&top, &cx, Gfid::ROOT, "f", 1).await;
-    assert_eq!(
-        top.writev(&cx, f, 0, Buf::zeroed(16384), 0).await,
-        Ok(16384)
-    );
+    let w = top.writev(&cx, f, 0, Buf::zeroed(16384), 0).await;
+    assert_eq!(w.map(|w| w.written), Ok(16384));
+    assert_eq!(w.map(|w| w.attr.map(|a| a.size)), Ok(ROption::RSome(16384)));
     assert_eq!(
         top.writev(&cx, f, 16384, Buf::from("x"), 0).await,
         Err(Errno::ENOSPC)
@@ -50,7 +49,9 @@ async fn writes_fail_with_enospc_at_capacity() {
     };
     top.fsetattr(&cx, f, shrink).await.expect("truncate");
     assert_eq!(top.statfs(&cx, Gfid::ROOT).await.expect("statfs").bfree, 4);
-    assert_eq!(top.writev(&cx, f, 0, Buf::from("x"), 0).await, Ok(1));
+    let w = top.writev(&cx, f, 0, Buf::from("x"), 0).await;
+    assert_eq!(w.map(|w| w.written), Ok(1));
+    assert_eq!(w.map(|w| w.attr.map(|a| a.size)), Ok(ROption::RSome(1)));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -58,15 +59,20 @@ async fn unlinked_open_file_lives_until_release() {
     let top = MemLeaf::new();
     let cx = Ctx::root();
     let f = create(&top, &cx, Gfid::ROOT, "f", 1).await;
-    top.writev(&cx, f, 0, Buf::from("data"), 0)
+    let w = top
+        .writev(&cx, f, 0, Buf::from("data"), 0)
         .await
         .expect("write");
+    assert_eq!(w.attr.map(|a| a.size), ROption::RSome(4), "post-write size");
     top.unlink(&cx, Loc::new(Gfid::ROOT, "f"))
         .await
         .expect("unlink");
+    let r = top.readv(&cx, f, 0, 10).await;
+    assert_eq!(r.clone().map(|b| b.data.to_vec()), Ok(b"data".to_vec()));
     assert_eq!(
-        top.readv(&cx, f, 0, 10).await.map(|b| b.to_vec()),
-        Ok(b"data".to_vec())
+        r.map(|b| b.attr.map(|a| a.size)),
+        Ok(ROption::RSome(4)),
+        "post-read size"
     );
     top.release(&cx, f).await.expect("release");
     assert_eq!(top.stat(&cx, f.gfid).await, Err(Errno::ESTALE));

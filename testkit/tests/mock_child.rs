@@ -5,8 +5,8 @@ use std::time::{Duration, Instant};
 
 use abi_stable::std_types::RVec;
 use xlator_api::{
-    Buf, Ctx, Entry, Errno, Fd, FdId, Fop, Gfid, Iatt, Init, InitArgs, Loc, Options, Subvol,
-    Translator,
+    Buf, Ctx, Entry, Errno, Fd, FdId, Fop, Gfid, Iatt, Init, InitArgs, Loc, Options, ReadReply,
+    Subvol, Translator, WriteReply,
 };
 use xlfs_testkit::mock::{FopCall, FopReply, MockChild, MockHandle};
 
@@ -33,7 +33,7 @@ impl Translator for ReadOnly {
         _off: u64,
         _data: Buf,
         _flags: i32,
-    ) -> Result<u64, Errno> {
+    ) -> Result<WriteReply, Errno> {
         Err(Errno::EROFS)
     }
 }
@@ -135,14 +135,16 @@ async fn default_error_is_configurable() {
 async fn handler_computes_replies_from_arguments() {
     let (top, handle) = stack();
     handle.on(Fop::Readv, |call| match call {
-        FopCall::Readv { size, .. } => FopReply::Readv(Ok(Buf::zeroed(*size as usize / 2))),
+        FopCall::Readv { size, .. } => {
+            FopReply::Readv(Ok(ReadReply::data(Buf::zeroed(*size as usize / 2))))
+        }
         _ => FopReply::error(Fop::Readv, Errno::EINVAL),
     });
     let r = top
         .readv(&Ctx::root(), fd(Gfid::ROOT), 0, 100)
         .await
         .expect("readv");
-    assert_eq!(r.len(), 50);
+    assert_eq!(r.data.len(), 50);
     // A queued reply takes precedence over the handler.
     handle.fail(Fop::Readv, Errno::EBADF);
     assert_eq!(
@@ -175,7 +177,9 @@ async fn records_the_callers_context() {
 async fn gate_holds_replies_until_released() {
     let (top, handle) = stack();
     handle.hold(Fop::Readv);
-    handle.on(Fop::Readv, |_| FopReply::Readv(Ok(Buf::from("ok"))));
+    handle.on(Fop::Readv, |_| {
+        FopReply::Readv(Ok(ReadReply::data(Buf::from("ok"))))
+    });
     let mut tasks = Vec::new();
     for i in 0..3u64 {
         let top = top.clone();
@@ -202,7 +206,7 @@ async fn gate_holds_replies_until_released() {
     handle.open_gate(Fop::Readv);
     for t in tasks {
         assert_eq!(
-            t.await.expect("task").map(|b| b.to_vec()),
+            t.await.expect("task").map(|b| b.data.to_vec()),
             Ok(b"ok".to_vec())
         );
     }

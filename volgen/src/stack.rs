@@ -61,6 +61,7 @@ const FROM_LISTEN: &str =
     "it comes from the volume's listen address (`xlfs volume create --listen-host`)";
 const FROM_AUTH: &str = "it comes from the volume's auth allow-list (`auth.allow`)";
 const FROM_SECRET: &str = "it comes from the volume's secret (`xlfs volume create --secret`)";
+const FROM_START: &str = "`xlfs volume start` makes every brick serve the volume's client volfile (xlfsd --client-volfile)";
 
 /// Every slot, server stack bottom to top, then client stack bottom to top.
 pub static SLOTS: &[Slot] = &[
@@ -95,6 +96,8 @@ pub static SLOTS: &[Slot] = &[
             ("listen-port", FROM_BRICKS),
             ("auth-allow", FROM_AUTH),
             ("secret", FROM_SECRET),
+            ("client-volfile", FROM_START),
+            ("client-volfile-name", FROM_START),
         ],
     },
     Slot {

@@ -44,10 +44,12 @@ macro_rules! for_each_fop {
             open Open (fd: $crate::Fd) -> ();
             /// Opens a directory for `readdirp`.
             opendir Opendir (fd: $crate::Fd) -> ();
-            /// Reads up to `size` bytes at `offset`; a short read means end of file.
-            readv Readv (fd: $crate::Fd, offset: u64, size: u32) -> $crate::Buf;
-            /// Writes `data` at `offset` (`flags`: per-write O_SYNC/O_DSYNC/O_APPEND); returns bytes written.
-            writev Writev (fd: $crate::Fd, offset: u64, data: $crate::Buf, flags: i32) -> u64;
+            /// Reads up to `size` bytes at `offset`; a short read means end of file. The reply
+            /// carries the post-read attributes when the answering translator has them.
+            readv Readv (fd: $crate::Fd, offset: u64, size: u32) -> $crate::ReadReply;
+            /// Writes `data` at `offset` (`flags`: per-write O_SYNC/O_DSYNC/O_APPEND); returns
+            /// bytes written and the post-write attributes when known.
+            writev Writev (fd: $crate::Fd, offset: u64, data: $crate::Buf, flags: i32) -> $crate::WriteReply;
             /// Called on every close(2) of a descriptor (release locks of the caller's owner).
             flush Flush (fd: $crate::Fd) -> ();
             /// Makes data (and metadata unless `datasync`) durable.

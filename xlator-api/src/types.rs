@@ -423,6 +423,50 @@ pub struct Entry {
     pub attr: Iatt,
 }
 
+/// Reply of `readv`: the bytes read (a short read means end of file) and, when the answering
+/// translator knows them, the file's attributes after the read (GlusterFS `readv_cbk`'s
+/// `stbuf`). A leaf returns them (it can fstat in the same system call batch); a cache that
+/// answers from memory returns `RNone`. Hosts use them instead of a separate `fstat` round trip
+/// (NFS post-op attributes) and caches use them to notice a changed file.
+#[repr(C)]
+#[derive(StableAbi, serde::Serialize, serde::Deserialize, Clone, PartialEq, Eq, Debug, Default)]
+pub struct ReadReply {
+    pub data: crate::Buf,
+    pub attr: ROption<Iatt>,
+}
+
+impl ReadReply {
+    /// Data without attributes (a cache hit).
+    pub fn data(data: crate::Buf) -> ReadReply {
+        ReadReply {
+            data,
+            attr: ROption::RNone,
+        }
+    }
+}
+
+/// Reply of `writev`: bytes written and, when the answering translator knows them, the file's
+/// attributes after the write (GlusterFS `writev_cbk`'s `postbuf`). `RNone` when the write was
+/// acknowledged before it reached the leaf (write-behind).
+#[repr(C)]
+#[derive(
+    StableAbi, serde::Serialize, serde::Deserialize, Clone, Copy, PartialEq, Eq, Debug, Default,
+)]
+pub struct WriteReply {
+    pub written: u64,
+    pub attr: ROption<Iatt>,
+}
+
+impl WriteReply {
+    /// A count without attributes.
+    pub fn written(written: u64) -> WriteReply {
+        WriteReply {
+            written,
+            attr: ROption::RNone,
+        }
+    }
+}
+
 /// How a time is set by `setattr`.
 #[repr(C, u8)]
 #[derive(

@@ -8,8 +8,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use abi_stable::std_types::{RString, RVec};
 use xlator_api::abi_stable;
 use xlator_api::{
-    Buf, Ctx, Entry, Errno, Fd, Gfid, Iatt, Init, Loc, SetAttr, Subvol, Translator, Xattr,
-    XattropOp, Xattrs,
+    Buf, Ctx, Entry, Errno, Fd, Gfid, Iatt, Init, Loc, SetAttr, Subvol, Translator, WriteReply,
+    Xattr, XattropOp, Xattrs,
 };
 
 xlator_api::options! {
@@ -93,7 +93,7 @@ impl Translator for ReadOnly {
         offset: u64,
         data: Buf,
         flags: i32,
-    ) -> Result<u64, Errno> {
+    ) -> Result<WriteReply, Errno> {
         self.check()?;
         self.child().writev(cx, fd, offset, data, flags).await
     }

@@ -4,6 +4,7 @@
 //! ```text
 //! xlfsd --brick /data/brick1 --port 24010 --volume-name vol0
 //! xlfsd --volfile /etc/xlfs/brick1.vol --log-level debug
+//! xlfsd --volfile brick-0.vol --client-volfile client.vol   # mountable as HOST:PORT:/<top>
 //! ```
 
 mod volfile;
@@ -16,7 +17,7 @@ use std::sync::Arc;
 use clap::Parser;
 use xlfs_core::graph::GraphError;
 use xlfs_core::registry::Registry;
-use xlfs_core::volfile::{Volfile, VolfileError};
+use xlfs_core::volfile::{OptionDecl, Pos, Volfile, VolfileError};
 use xlfs_core::volume::Volume;
 
 // Linked for their translator types (registered statically through `inventory`).
@@ -52,6 +53,15 @@ struct Args {
     /// Shared secret clients must present, for --brick (also from $XLFSD_SECRET).
     #[arg(long, env = "XLFSD_SECRET", hide_env_values = true, requires = "brick")]
     secret: Option<String>,
+    /// A client volfile to hand out to `xlfs-mount HOST[:PORT]:/NAME` and
+    /// `xlfs-nfsd HOST[:PORT]:/NAME` (after the same address and secret checks as clients).
+    /// Re-read at every request. `xlfs volume start` passes the volume's client volfile.
+    #[arg(long, value_name = "FILE")]
+    client_volfile: Option<PathBuf>,
+    /// The NAME the client volfile is served under; default: its top volume's name (volgen
+    /// names it after the volume).
+    #[arg(long, value_name = "NAME", requires = "client_volfile")]
+    client_volfile_name: Option<String>,
     /// Print the generated volfile and exit (with --brick).
     #[arg(long, requires = "brick")]
     print_volfile: bool,
@@ -80,6 +90,8 @@ enum Error {
     Graph(Box<GraphError>),
     #[error("{0}: no protocol/server volume, so nothing would be served; add one on top")]
     NoServer(String),
+    #[error("--client-volfile {path}: {why}")]
+    ClientVolfile { path: String, why: String },
     #[error("cannot start: {0}")]
     Runtime(std::io::Error),
 }
@@ -131,9 +143,55 @@ async fn wait_for_signal() -> Result<&'static str, Error> {
     })
 }
 
+/// Makes every protocol/server of `volfile` serve the `--client-volfile` (options
+/// `client-volfile`, `client-volfile-name`). Returns the name it is served under.
+fn attach_client_volfile(volfile: &mut Volfile, args: &Args) -> Result<Option<String>, Error> {
+    let Some(path) = &args.client_volfile else {
+        return Ok(None);
+    };
+    let shown = path.display().to_string();
+    let bad = |why: String| Error::ClientVolfile {
+        path: shown.clone(),
+        why,
+    };
+    let abs = std::path::absolute(path).map_err(|e| bad(e.to_string()))?;
+    let text = std::fs::read_to_string(&abs).map_err(|e| bad(e.to_string()))?;
+    let client = Volfile::parse(&text, &shown).map_err(|e| bad(e.to_string()))?;
+    let name = match &args.client_volfile_name {
+        Some(n) if !n.trim().is_empty() => n.trim().to_owned(),
+        Some(_) => return Err(bad("--client-volfile-name is empty".into())),
+        None if client.top_name().is_empty() => {
+            return Err(bad("it has no volumes; give --client-volfile-name".into()));
+        }
+        None => client.top_name().to_owned(),
+    };
+    let path = abs
+        .to_str()
+        .ok_or_else(|| bad("the path is not valid UTF-8".into()))?
+        .to_owned();
+    for v in volfile
+        .volumes
+        .iter_mut()
+        .filter(|v| v.type_name == xlfs_protocol::server::TYPE)
+    {
+        for (key, value) in [("client-volfile", &path), ("client-volfile-name", &name)] {
+            match v.options.iter_mut().find(|o| o.key == key) {
+                Some(o) => o.value = value.clone(),
+                None => v.options.push(OptionDecl {
+                    key: key.into(),
+                    value: value.clone(),
+                    pos: Pos::default(),
+                }),
+            }
+        }
+    }
+    Ok(Some(name))
+}
+
 async fn serve(args: Args) -> Result<(), Error> {
     let (text, origin) = load(&args)?;
-    let volfile = Volfile::parse(&text, &origin)?;
+    let mut volfile = Volfile::parse(&text, &origin)?;
+    let served = attach_client_volfile(&mut volfile, &args)?;
     let volume = Volume::new(volfile, Arc::new(Registry::new()))?;
     let graph = volume.graph();
     let servers: Vec<_> = graph
@@ -158,6 +216,11 @@ async fn serve(args: Args) -> Result<(), Error> {
             } else {
                 writeln!(out, "xlfsd: {name} listening on {addr}")
             };
+        }
+        if let Some(v) = &served
+            && !args.print_port
+        {
+            let _ = writeln!(out, "xlfsd: serving the client volfile of volume {v:?}");
         }
         let _ = out.flush();
     }

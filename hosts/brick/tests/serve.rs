@@ -86,7 +86,10 @@ async fn serves_survives_kill_and_restart_and_stops_on_sigterm() {
     };
     let data = Buf::from_vec(vec![0x5a; 1 << 20]);
     top.writev(&c, fd, 0, data.clone(), 0).await.expect("write");
-    assert_eq!(top.readv(&c, fd, 0, 1 << 20).await.expect("read"), data);
+    assert_eq!(
+        top.readv(&c, fd, 0, 1 << 20).await.expect("read").data,
+        data
+    );
     assert_eq!(
         std::fs::metadata(dir.path().join("f"))
             .expect("on disk")
@@ -116,7 +119,8 @@ async fn serves_survives_kill_and_restart_and_stops_on_sigterm() {
     assert_eq!(
         top.readv(&c, fd, 0, 1 << 20)
             .await
-            .expect("read after restart"),
+            .expect("read after restart")
+            .data,
         data
     );
 
@@ -126,4 +130,70 @@ async fn serves_survives_kill_and_restart_and_stops_on_sigterm() {
     assert_eq!(rc, 0);
     let status = brick.wait().expect("wait");
     assert!(status.success(), "{status:?}");
+}
+
+/// `--client-volfile`: the brick hands the file out under its top volume's name (or
+/// `--client-volfile-name`), after the secret check.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hands_out_the_client_volfile() {
+    use xlfs_protocol::fetch::{FetchError, VolfileServer, fetch_volfile};
+    let dir = tempfile::tempdir().expect("tempdir");
+    let vol = dir.path().join("client.vol");
+    let text = r#"( volumes: [
+        (name: "gv0-client-0", type: "protocol/client", options: {
+            "remote-host": "127.0.0.1:1", "remote-subvolume": "gv0-brick-0" }),
+        (name: "gv0", type: "debug/io-stats", subvolumes: ["gv0-client-0"]),
+    ] )"#;
+    std::fs::write(&vol, text).expect("write");
+    let brick = dir.path().join("brick");
+    std::fs::create_dir(&brick).expect("mkdir");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_xlfsd"))
+        .arg("--brick")
+        .arg(&brick)
+        .arg("--client-volfile")
+        .arg(&vol)
+        .args(["--print-port", "--log-level", "warn", "--secret", "s3"])
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("spawn xlfsd");
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().expect("stdout"))
+        .read_line(&mut line)
+        .expect("port");
+    let port: u16 = line.trim().parse().expect("port line");
+    let at = |v: &str| VolfileServer {
+        host: "127.0.0.1".into(),
+        port,
+        volume: v.into(),
+    };
+    let t = Duration::from_secs(5);
+    let got = fetch_volfile(&at("gv0"), Some("s3"), t).await;
+    let wrong = fetch_volfile(&at("gv1"), Some("s3"), t).await;
+    let _ = child.kill();
+    let _ = child.wait();
+    assert_eq!(got.expect("fetch"), text);
+    match wrong {
+        Err(FetchError::Refused { reason, .. }) => assert!(
+            reason.contains("volume \"gv1\" is not served by this brick; it serves: \"gv0\""),
+            "{reason}"
+        ),
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn a_broken_client_volfile_is_refused_at_start() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let vol = dir.path().join("client.vol");
+    std::fs::write(&vol, "( volumes: [ oops").expect("write");
+    let out = Command::new(env!("CARGO_BIN_EXE_xlfsd"))
+        .arg("--brick")
+        .arg(dir.path())
+        .arg("--client-volfile")
+        .arg(&vol)
+        .output()
+        .expect("run xlfsd");
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("--client-volfile"), "{err}");
 }

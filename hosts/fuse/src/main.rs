@@ -1,11 +1,14 @@
 //! `xlfs-mount`: mounts an xlfs volume through FUSE (fuser's pure-Rust mount, no libfuse).
 //!
 //! ```text
+//! xlfs-mount server1:/gv0 /mnt/gv0              # client volfile fetched from a brick
+//! xlfs-mount 127.0.0.1:24010:/gv0 /mnt/gv0      # ... on another port than 49152
 //! xlfs-mount --local /srv/vol /mnt/vol          # storage/posix + features/locks + io-stats
 //! xlfs-mount --volfile client.vol /mnt/vol      # any graph
 //! ```
 //!
-//! Runs in the foreground; SIGINT/SIGTERM unmount and exit 0; SIGHUP reloads the volfile.
+//! Runs in the foreground; SIGINT/SIGTERM unmount and exit 0; SIGHUP reloads the volfile
+//! (fetching it again for HOST:/VOLUME).
 
 mod attr;
 mod capcache;
@@ -36,8 +39,10 @@ use xlfs_protocol as _;
 
 use crate::fs::{Shared, XlfsFs};
 use crate::mount::{MountConfig, MountError};
-use crate::options::Cli;
+use crate::options::{Cli, GraphSource};
 use xlfs_core::source::{Source, SourceError};
+use xlfs_core::volfile::{Volfile, VolfileError};
+use xlfs_protocol::fetch::{FetchError, VolfileServer, fetch_volfile};
 
 /// How long to wait for the FUSE loops to end after unmounting before exiting anyway (the
 /// kernel aborts the connection when the process exits).
@@ -47,6 +52,13 @@ const SESSION_END_GRACE: Duration = Duration::from_secs(5);
 enum Error {
     #[error(transparent)]
     Source(#[from] SourceError),
+    #[error(transparent)]
+    Fetch(#[from] FetchError),
+    #[error("volfile fetched from {server}: {source}")]
+    FetchedVolfile {
+        server: String,
+        source: Box<VolfileError>,
+    },
     #[error(transparent)]
     Graph(Box<xlfs_core::graph::GraphError>),
     #[error(transparent)]
@@ -71,11 +83,21 @@ fn io_err(what: &'static str) -> impl FnOnce(std::io::Error) -> Error {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    // A missing or doubled source is a usage error (clap's message, exit status 2).
+    let (source, mountpoint) = match cli.source() {
+        Ok(s) => s,
+        Err(e) => {
+            use clap::CommandFactory;
+            Cli::command()
+                .error(clap::error::ErrorKind::MissingRequiredArgument, e)
+                .exit()
+        }
+    };
     if let Err(e) = xlfs_core::logging::init(&cli.log_level) {
         eprintln!("xlfs-mount: {e}");
         return ExitCode::from(2);
     }
-    match run(cli) {
+    match run(cli, source, mountpoint) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("xlfs-mount: error: {e}");
@@ -84,14 +106,47 @@ fn main() -> ExitCode {
     }
 }
 
-fn run(cli: Cli) -> Result<(), Error> {
-    let source = match (&cli.volfile, &cli.local) {
-        (Some(f), _) => Source::File(f.clone()),
-        (None, Some(d)) => Source::Local(d.clone()),
-        // clap's required group guarantees one of them.
-        (None, None) => Source::Local(PathBuf::from(".")),
+/// Where the graph comes from; loaded again on SIGHUP.
+enum Loader {
+    Core(Source),
+    Fetch {
+        server: VolfileServer,
+        secret: Option<String>,
+        timeout: Duration,
+    },
+}
+
+impl Loader {
+    async fn load(&self) -> Result<Volfile, Error> {
+        match self {
+            Loader::Core(s) => Ok(s.load()?),
+            Loader::Fetch {
+                server,
+                secret,
+                timeout,
+            } => {
+                let text = fetch_volfile(server, secret.as_deref(), *timeout).await?;
+                let origin = server.to_string();
+                Volfile::parse(&text, &origin).map_err(|e| Error::FetchedVolfile {
+                    server: origin,
+                    source: Box::new(e),
+                })
+            }
+        }
+    }
+}
+
+fn run(cli: Cli, source: GraphSource, mountpoint: PathBuf) -> Result<(), Error> {
+    let source = match source {
+        GraphSource::File(f) => Loader::Core(Source::File(f)),
+        GraphSource::Local(d) => Loader::Core(Source::Local(d)),
+        GraphSource::Fetch(server) => Loader::Fetch {
+            server,
+            secret: cli.secret.clone(),
+            timeout: cli.fetch_timeout,
+        },
     };
-    let mountpoint = mount::preflight(&cli.mountpoint, cli.force_unmount_stale)?;
+    let mountpoint = mount::preflight(&mountpoint, cli.force_unmount_stale)?;
 
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -99,7 +154,7 @@ fn run(cli: Cli) -> Result<(), Error> {
         .build()
         .map_err(io_err("cannot start the async runtime"))?;
     xlfs_core::services::set_fallback_runtime(rt.handle().clone());
-    let volfile = source.load()?;
+    let volfile = rt.block_on(source.load())?;
     let origin = volfile.origin.clone();
     let volume = {
         // Translators may spawn from `init`: build the graph inside the runtime.
@@ -150,7 +205,7 @@ enum End {
 #[allow(clippy::too_many_arguments)]
 async fn serve(
     cli: &Cli,
-    source: Source,
+    source: Loader,
     volume: Arc<Volume>,
     shared: Arc<Shared>,
     mountpoint: &std::path::Path,
@@ -191,7 +246,7 @@ async fn serve(
             }
             _ = term.recv() => break End::Signal("SIGTERM"),
             _ = int.recv() => break End::Signal("SIGINT"),
-            _ = hup.recv() => reload(&source, &volume),
+            _ = hup.recv() => reload(&source, &volume).await,
         }
     };
 
@@ -231,9 +286,9 @@ async fn serve(
     Ok(())
 }
 
-/// SIGHUP: re-read the volfile and apply it.
-fn reload(source: &Source, volume: &Volume) {
-    let vf = match source.load() {
+/// SIGHUP: re-read (or fetch again) the volfile and apply it.
+async fn reload(source: &Loader, volume: &Volume) {
+    let vf = match source.load().await {
         Ok(vf) => vf,
         Err(e) => return tracing::error!(error = %e, "reload: volfile not applied"),
     };

@@ -3,17 +3,36 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use clap::{ArgGroup, Parser};
+use clap::Parser;
+use xlfs_protocol::fetch::VolfileServer;
 
 /// Largest write the kernel sends: `fs.fuse.max_pages_limit` is 256 pages here, so 1 MiB.
 pub const DEFAULT_MAX_WRITE: u32 = 1 << 20;
 
 /// Mounts an xlfs volume (a translator graph described by a volfile) on a directory through
 /// FUSE. Runs in the foreground until SIGINT/SIGTERM, then unmounts and exits 0. SIGHUP
-/// re-reads the volfile and applies it (in place when only reconfigurable options changed).
+/// re-reads the volfile (or fetches it again) and applies it (in place when only
+/// reconfigurable options changed).
 #[derive(Parser, Debug, Clone)]
-#[command(name = "xlfs-mount", version, about, long_about = None)]
-#[command(group(ArgGroup::new("source").required(true).args(["volfile", "local"])))]
+#[command(name = "xlfs-mount", version, about, long_about)]
+#[command(override_usage = "xlfs-mount [OPTIONS] HOST[:PORT]:/VOLUME MOUNTPOINT
+       xlfs-mount [OPTIONS] --volfile FILE MOUNTPOINT
+       xlfs-mount [OPTIONS] --local DIR MOUNTPOINT")]
+#[command(after_help = "Where the graph comes from (exactly one):
+  HOST:/VOLUME, HOST:PORT:/VOLUME   the client volfile of VOLUME, fetched from a running
+                                    brick (one started by `xlfs volume start`, or
+                                    `xlfsd --client-volfile`), after its auth-allow and
+                                    secret checks (--secret); PORT defaults to 49152
+                                    (brick 0 of a volume created without --port);
+                                    IPv6 in brackets: [::1]:/gv0
+  --volfile FILE                    a client volfile on disk
+  --local DIR                       a local volume on DIR/brick, no network
+
+Examples:
+  xlfs-mount server1:/gv0 /mnt/gv0
+  xlfs-mount 127.0.0.1:24010:/gv0 /mnt/gv0 --secret S3
+  xlfs-mount --volfile /var/lib/xlfs/volumes/gv0/client.vol /mnt/gv0
+  xlfs-mount --local /srv/x /mnt/x")]
 pub struct Cli {
     /// The client volfile (RON) describing the translator graph to mount; its top volume
     /// receives the fops.
@@ -25,9 +44,25 @@ pub struct Cli {
     #[arg(long, value_name = "DIR", conflicts_with = "volfile")]
     pub local: Option<PathBuf>,
 
-    /// The directory to mount on. It must exist, be a directory and not be a mount point.
-    #[arg(value_name = "MOUNTPOINT")]
-    pub mountpoint: PathBuf,
+    /// `HOST[:PORT]:/VOLUME` (volfile fetched from that brick), then the directory to mount on;
+    /// or only the directory with --volfile/--local. The directory must exist and not be a
+    /// mount point.
+    #[arg(value_name = "[HOST:/VOLUME] MOUNTPOINT", num_args = 1..=2, required = true)]
+    pub positional: Vec<PathBuf>,
+
+    /// Shared secret presented to the brick when fetching the volfile (HOST:/VOLUME); the
+    /// fetched volfile carries the one its protocol/clients use.
+    #[arg(
+        long,
+        value_name = "SECRET",
+        env = "XLFS_SECRET",
+        hide_env_values = true
+    )]
+    pub secret: Option<String>,
+
+    /// How long fetching the volfile may take (connect, checks, answer).
+    #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = parse_timeout)]
+    pub fetch_timeout: Duration,
 
     /// Let users other than the mounting one reach the mount (FUSE `allow_other`). Default:
     /// on when running as root.
@@ -109,6 +144,14 @@ pub struct Cli {
     pub fsname: Option<String>,
 }
 
+/// Where the graph comes from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum GraphSource {
+    File(PathBuf),
+    Local(PathBuf),
+    Fetch(VolfileServer),
+}
+
 /// Everything the file system shim needs to know, resolved from the command line.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FsOptions {
@@ -138,6 +181,44 @@ impl Default for FsOptions {
 }
 
 impl Cli {
+    /// The graph source and the mount point: exactly one of `HOST:/VOLUME`, --volfile and
+    /// --local. The error is meant for the user.
+    pub fn source(&self) -> Result<(GraphSource, PathBuf), String> {
+        let (server, mountpoint) = match self.positional.as_slice() {
+            [mp] => (None, mp.clone()),
+            [server, mp] => {
+                let text = server
+                    .to_str()
+                    .ok_or_else(|| format!("{}: not HOST:/VOLUME (not UTF-8)", server.display()))?;
+                (Some(VolfileServer::parse(text)?), mp.clone())
+            }
+            _ => return Err("give the mount point".into()),
+        };
+        let source = match (server, &self.volfile, &self.local) {
+            (Some(s), None, None) => GraphSource::Fetch(s),
+            (None, Some(f), None) => GraphSource::File(f.clone()),
+            (None, None, Some(d)) => GraphSource::Local(d.clone()),
+            (None, None, None) => {
+                let hint = match self.positional.first().and_then(|p| p.to_str()) {
+                    Some(t) if t.contains(":/") => {
+                        format!("; {t:?} looks like HOST:/VOLUME, so give a mount point after it")
+                    }
+                    _ => String::new(),
+                };
+                return Err(format!(
+                    "nothing to mount: give HOST[:PORT]:/VOLUME, --volfile FILE or --local DIR \
+                     before the mount point{hint}"
+                ));
+            }
+            _ => {
+                return Err(
+                    "give only one of HOST[:PORT]:/VOLUME, --volfile and --local".to_owned(),
+                );
+            }
+        };
+        Ok((source, mountpoint))
+    }
+
     /// Whether `allow_other` is in effect (explicit flags first, then "on when root").
     pub fn allow_other(&self, is_root: bool) -> bool {
         if self.no_allow_other {
@@ -210,10 +291,41 @@ mod tests {
         assert!(cli.allow_other(false));
     }
 
+    fn source(args: &[&str]) -> Result<(GraphSource, PathBuf), String> {
+        parse(args).map_err(|e| e.to_string())?.source()
+    }
+
     #[test]
     fn needs_exactly_one_source() {
-        assert!(parse(&["/mnt"]).is_err());
+        let e = source(&["/mnt"]).expect_err("no source");
+        assert!(e.contains("nothing to mount"), "{e}");
+        let e = source(&["h:/gv0"]).expect_err("no mount point");
+        assert!(e.contains("give a mount point after it"), "{e}");
         assert!(parse(&["--local", "/d", "--volfile", "v", "/mnt"]).is_err());
+        let e = source(&["h:/gv0", "--local", "/d", "/mnt"]).expect_err("two");
+        assert!(e.contains("only one"), "{e}");
+        assert!(parse(&["a", "b", "c"]).is_err());
+        assert!(parse(&[]).is_err());
+    }
+
+    #[test]
+    fn host_volume_sources() {
+        let (s, mp) = source(&["127.0.0.1:24010:/gv0", "/mnt/x", "--secret", "s"]).expect("ok");
+        assert_eq!(mp, PathBuf::from("/mnt/x"));
+        let GraphSource::Fetch(v) = s else {
+            panic!("{s:?}")
+        };
+        assert_eq!(
+            (v.host.as_str(), v.port, v.volume.as_str()),
+            ("127.0.0.1", 24010, "gv0")
+        );
+        let (s, _) = source(&["server1:/gv0", "/mnt"]).expect("ok");
+        assert!(matches!(s, GraphSource::Fetch(v) if v.port == xlfs_protocol::fetch::DEFAULT_PORT));
+        let (s, mp) = source(&["--volfile", "c.vol", "/mnt"]).expect("ok");
+        assert_eq!(s, GraphSource::File("c.vol".into()));
+        assert_eq!(mp, PathBuf::from("/mnt"));
+        let e = source(&["server1:gv0", "/mnt"]).expect_err("bad form");
+        assert!(e.contains("HOST:/VOLUME"), "{e}");
     }
 
     #[test]

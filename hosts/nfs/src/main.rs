@@ -4,6 +4,7 @@
 //! ```text
 //! xlfs-nfsd --local /srv/vol --port 0          # storage/posix + features/locks + io-stats
 //! xlfs-nfsd --volfile client.vol --allow 10.0.0.0/8 --address 0.0.0.0
+//! xlfs-nfsd server1:/gv0 --port 0              # client volfile fetched from a brick
 //! nfs-ls 'nfs://127.0.0.1/?version=3&nfsport=2049&mountport=2049'
 //! ```
 //!
@@ -45,6 +46,8 @@ use crate::nfs::Nfs;
 use crate::options::Cli;
 use crate::server::Server;
 use xlfs_core::source::{Source, SourceError};
+use xlfs_core::volfile::{Volfile, VolfileError};
+use xlfs_protocol::fetch::{FetchError, VolfileServer, fetch_volfile};
 
 /// How long calls in flight may take to finish after SIGINT/SIGTERM.
 const DRAIN: Duration = Duration::from_secs(5);
@@ -55,6 +58,13 @@ const RUNTIME_STOP: Duration = Duration::from_secs(2);
 enum Error {
     #[error(transparent)]
     Source(#[from] SourceError),
+    #[error(transparent)]
+    Fetch(#[from] FetchError),
+    #[error("volfile fetched from {server}: {source}")]
+    FetchedVolfile {
+        server: String,
+        source: Box<VolfileError>,
+    },
     #[error(transparent)]
     Graph(Box<xlfs_core::graph::GraphError>),
     #[error("{what}: {source}")]
@@ -91,12 +101,47 @@ fn main() -> ExitCode {
     }
 }
 
+/// Where the graph comes from (the same sources as xlfs-mount); loaded again on SIGHUP.
+enum Loader {
+    Core(Source),
+    Fetch {
+        server: VolfileServer,
+        secret: Option<String>,
+        timeout: Duration,
+    },
+}
+
+impl Loader {
+    async fn load(&self) -> Result<Volfile, Error> {
+        match self {
+            Loader::Core(s) => Ok(s.load()?),
+            Loader::Fetch {
+                server,
+                secret,
+                timeout,
+            } => {
+                let text = fetch_volfile(server, secret.as_deref(), *timeout).await?;
+                let origin = server.to_string();
+                Volfile::parse(&text, &origin).map_err(|e| Error::FetchedVolfile {
+                    server: origin,
+                    source: Box::new(e),
+                })
+            }
+        }
+    }
+}
+
 fn run(cli: Cli) -> Result<(), Error> {
-    let source = match (&cli.volfile, &cli.local) {
-        (Some(f), _) => Source::File(f.clone()),
-        (None, Some(d)) => Source::Local(d.clone()),
+    let source = match (&cli.server, &cli.volfile, &cli.local) {
+        (Some(s), _, _) => Loader::Fetch {
+            server: s.clone(),
+            secret: cli.secret.clone(),
+            timeout: cli.fetch_timeout,
+        },
+        (None, Some(f), _) => Loader::Core(Source::File(f.clone())),
+        (None, None, Some(d)) => Loader::Core(Source::Local(d.clone())),
         // clap's required group guarantees one of them.
-        (None, None) => Source::Local(".".into()),
+        (None, None, None) => Loader::Core(Source::Local(".".into())),
     };
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -104,7 +149,7 @@ fn run(cli: Cli) -> Result<(), Error> {
         .build()
         .map_err(io_err("cannot start the async runtime"))?;
     xlfs_core::services::set_fallback_runtime(rt.handle().clone());
-    let volfile = source.load()?;
+    let volfile = rt.block_on(source.load())?;
     let id = volid::volume_id(&volfile, cli.fsid.as_deref());
     let origin = volfile.origin.clone();
     let volume = {
@@ -119,7 +164,7 @@ fn run(cli: Cli) -> Result<(), Error> {
 
 async fn serve(
     cli: &Cli,
-    source: &Source,
+    source: &Loader,
     volume: Arc<Volume>,
     id: VolumeId,
     origin: &str,
@@ -182,7 +227,7 @@ async fn serve(
         tokio::select! {
             _ = term.recv() => break "SIGTERM",
             _ = int.recv() => break "SIGINT",
-            _ = hup.recv() => reload(source, &volume),
+            _ = hup.recv() => reload(source, &volume).await,
         }
     };
     tracing::info!(signal = sig, "stopping");
@@ -216,8 +261,8 @@ fn url_host(addr: SocketAddr) -> String {
 
 /// SIGHUP: re-read the volfile and apply it. The volume id stays that of the first load, so
 /// handles stay valid if the data is the same.
-fn reload(source: &Source, volume: &Volume) {
-    let vf = match source.load() {
+async fn reload(source: &Loader, volume: &Volume) {
+    let vf = match source.load().await {
         Ok(vf) => vf,
         Err(e) => return tracing::error!(error = %e, "reload: volfile not applied"),
     };

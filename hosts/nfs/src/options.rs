@@ -3,7 +3,10 @@
 use std::net::IpAddr;
 use std::path::PathBuf;
 
+use std::time::Duration;
+
 use clap::{ArgGroup, Parser};
+use xlfs_protocol::fetch::VolfileServer;
 
 use crate::export::Allow;
 
@@ -14,10 +17,37 @@ use crate::export::Allow;
 /// File handles carry the object's GFID and the volume id, so they stay valid across restarts.
 /// Each call runs with the caller's AUTH_UNIX uid, gid and groups (after squashing), so the
 /// bricks check permissions as for a local user. Runs in the foreground until SIGINT/SIGTERM.
+///
+/// The graph comes from `HOST[:PORT]:/VOLUME` (the client volfile fetched from a running
+/// brick, as xlfs-mount does; PORT defaults to 49152; IPv6: `[::1]:/gv0`), `--volfile FILE`
+/// or `--local DIR`.
 #[derive(Parser, Debug, Clone)]
 #[command(name = "xlfs-nfsd", version, about, long_about)]
-#[command(group(ArgGroup::new("source").required(true).args(["volfile", "local"])))]
+#[command(group(ArgGroup::new("source").required(true).args(["volfile", "local", "server"])))]
+#[command(after_help = "Examples:
+  xlfs-nfsd server1:/gv0 --address 0.0.0.0 --allow 10.0.0.0/8
+  xlfs-nfsd 127.0.0.1:24010:/gv0 --secret S3 --port 0
+  xlfs-nfsd --volfile /var/lib/xlfs/volumes/gv0/client.vol")]
 pub struct Cli {
+    /// `HOST[:PORT]:/VOLUME`: fetch the client volfile of VOLUME from the brick there (one
+    /// started by `xlfs volume start`, or xlfsd --client-volfile).
+    #[arg(value_name = "HOST:/VOLUME", value_parser = VolfileServer::parse)]
+    pub server: Option<VolfileServer>,
+
+    /// Shared secret presented to the brick when fetching the volfile (HOST:/VOLUME).
+    #[arg(
+        long,
+        value_name = "SECRET",
+        env = "XLFS_SECRET",
+        hide_env_values = true
+    )]
+    pub secret: Option<String>,
+
+    /// How long fetching the volfile may take (connect, checks, answer).
+    #[arg(long, value_name = "DURATION", default_value = "10s",
+          value_parser = xlator_api::parse_duration)]
+    pub fetch_timeout: Duration,
+
     /// The client volfile (RON) describing the graph to export; its top volume receives the
     /// fops.
     #[arg(long, value_name = "FILE")]
@@ -123,6 +153,12 @@ mod tests {
         assert!(cli.address.is_ipv6());
         assert!(parse(&[]).is_err());
         assert!(parse(&["--local", "/d", "--volfile", "v"]).is_err());
+        assert!(parse(&["h:/gv0", "--local", "/d"]).is_err());
+        assert!(parse(&["not-a-volume"]).is_err());
+        let cli = parse(&["127.0.0.1:24010:/gv0", "--secret", "s"]).expect("parse");
+        let s = cli.server.expect("server");
+        assert_eq!((s.port, s.volume.as_str()), (24010, "gv0"));
+        assert_eq!(cli.secret.as_deref(), Some("s"));
         assert!(parse(&["--local", "/d", "--allow", "nope"]).is_err());
     }
 }

@@ -153,12 +153,20 @@ impl Env {
 
     /// Writes all of `data` at `off` (a short write fails the case).
     pub(crate) async fn write(&self, fd: Fd, off: u64, data: &[u8]) -> CaseResult {
-        let n = self
+        let r = self
             .top
             .writev(&self.cx, fd, off, Buf::copy_from_slice(data), 0)
             .await
             .or_fail("writev")?;
-        ensure_eq!(n, data.len() as u64, "bytes written at {off}");
+        ensure_eq!(r.written, data.len() as u64, "bytes written at {off}");
+        if let Some(a) = r.attr.into_option() {
+            let end = off + data.len() as u64;
+            ensure!(
+                a.size >= end,
+                "writev's post-write attributes say size {} after writing up to {end}",
+                a.size
+            );
+        }
         Ok(())
     }
 
@@ -169,11 +177,21 @@ impl Env {
             .await
             .or_fail("readv")?;
         ensure!(
-            b.len() <= size as usize,
+            b.data.len() <= size as usize,
             "readv returned {} bytes for a {size}-byte read",
-            b.len()
+            b.data.len()
         );
-        Ok(b.to_vec())
+        if let Some(a) = b.attr.into_option()
+            && !b.data.is_empty()
+        {
+            let end = off + b.data.len() as u64;
+            ensure!(
+                a.size >= end,
+                "readv's post-read attributes say size {} after reading up to {end}",
+                a.size
+            );
+        }
+        Ok(b.data.to_vec())
     }
 
     /// Reads from `off` to end of file in pieces of `piece` bytes.

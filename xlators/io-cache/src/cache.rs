@@ -5,7 +5,8 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock, Weak};
 
 use futures::FutureExt as _;
 use futures::future::{BoxFuture, Shared, join_all};
-use xlator_api::{Buf, Ctx, Errno, Fd, Gfid, HostServices, Iatt, Subvol};
+use xlator_api::abi_stable::std_types::ROption;
+use xlator_api::{Buf, Ctx, Errno, Fd, Gfid, HostServices, Iatt, ReadReply, Subvol};
 
 use crate::options::Policy;
 use crate::pages::{Geometry, assemble};
@@ -61,7 +62,7 @@ impl Cache {
         fd: Fd,
         offset: u64,
         size: u32,
-    ) -> Result<Buf, Errno> {
+    ) -> Result<ReadReply, Errno> {
         if size == 0 || !reads_through_cache(&fd) {
             return self.bypass(cx, fd, offset, size).await;
         }
@@ -119,12 +120,28 @@ impl Cache {
                 break;
             }
         }
-        Ok(assemble(geo, offset, u64::from(size), &pages))
+        // Served (at least partly) from memory: no attributes that all the pages agree with.
+        Ok(ReadReply::data(assemble(
+            geo,
+            offset,
+            u64::from(size),
+            &pages,
+        )))
     }
 
-    async fn bypass(&self, cx: &Ctx, fd: Fd, offset: u64, size: u32) -> Result<Buf, Errno> {
+    async fn bypass(&self, cx: &Ctx, fd: Fd, offset: u64, size: u32) -> Result<ReadReply, Errno> {
         self.table().counters.bypassed += 1;
-        self.child.readv(cx, fd, offset, size).await
+        let r = self.child.readv(cx, fd, offset, size).await?;
+        self.observe_reply(fd.gfid, &r.attr);
+        Ok(r)
+    }
+
+    /// Attributes carried by a readv/writev reply (`RNone` when a translator below answered
+    /// without them): a changed mtime or size drops the file's pages, as on a stat reply.
+    pub(crate) fn observe_reply(&self, gfid: Gfid, attr: &ROption<Iatt>) {
+        if let ROption::RSome(a) = attr {
+            self.observe(&Iatt { gfid, ..*a });
+        }
     }
 
     /// A child read of page `index`, caching the page when it completes if generation `generation`
@@ -144,10 +161,20 @@ impl Cache {
         let size = u32::try_from(geo.page_size()).unwrap_or(u32::MAX);
         async move {
             let r = child.readv(&cx, fd, geo.start(index), size).await;
-            if let Some(cache) = cache.upgrade() {
-                cache.table().fill_done(fd.gfid, index, generation, id, &r);
+            match cache.upgrade() {
+                Some(cache) => {
+                    // Observed before the page is kept: a file changed behind our back loses
+                    // its old pages (and bumps the generation, so this fill is not kept
+                    // either when it raced with the change).
+                    if let Ok(reply) = &r {
+                        cache.observe_reply(fd.gfid, &reply.attr);
+                    }
+                    let r = r.map(|reply| reply.data);
+                    cache.table().fill_done(fd.gfid, index, generation, id, &r);
+                    r
+                }
+                None => r.map(|reply| reply.data),
             }
-            r
         }
         .boxed()
         .shared()

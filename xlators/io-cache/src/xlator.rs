@@ -11,8 +11,8 @@ use std::sync::Arc;
 use abi_stable::std_types::{ROption, RVec};
 use xlator_api::abi_stable;
 use xlator_api::{
-    Buf, Ctx, DirEntry, DumpFormat, Entry, Errno, Fd, Gfid, Iatt, Init, Loc, SetAttr, Subvol,
-    TimeSet, Translator,
+    Buf, Ctx, DirEntry, DumpFormat, Entry, Errno, Fd, Gfid, Iatt, Init, Loc, ReadReply, SetAttr,
+    Subvol, TimeSet, Translator, WriteReply,
 };
 
 use crate::cache::{Cache, Snapshot, write_change};
@@ -173,7 +173,7 @@ impl Translator for IoCache {
         self.child().open(cx, fd).await
     }
 
-    async fn readv(&self, cx: &Ctx, fd: Fd, offset: u64, size: u32) -> Result<Buf, Errno> {
+    async fn readv(&self, cx: &Ctx, fd: Fd, offset: u64, size: u32) -> Result<ReadReply, Errno> {
         self.cache.readv(cx, fd, offset, size).await
     }
 
@@ -184,10 +184,16 @@ impl Translator for IoCache {
         offset: u64,
         data: Buf,
         flags: i32,
-    ) -> Result<u64, Errno> {
+    ) -> Result<WriteReply, Errno> {
         let change = write_change(&fd, flags, offset, data.len() as u64);
         let _guard = self.cache.modify(fd.gfid, change);
-        self.child().writev(cx, fd, offset, data, flags).await
+        let r = self.child().writev(cx, fd, offset, data, flags).await?;
+        // Our own write's attributes are the new reference (like our own setattr's), so the
+        // mtime it changed does not read as someone else's change later.
+        if let ROption::RSome(a) = r.attr {
+            self.cache.adopt(&Iatt { gfid: fd.gfid, ..a });
+        }
+        Ok(r)
     }
 
     async fn readdirp(

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use common::{PS, io_cache};
 use xlator_api::abi_stable::std_types::ROption;
-use xlator_api::{Buf, Ctx, Errno, Fop, Gfid, Loc, SetAttr, Subvol};
+use xlator_api::{Buf, Ctx, Errno, Fop, Gfid, Loc, ReadReply, SetAttr, Subvol};
 use xlfs_io_cache::IoCache;
 use xlfs_testkit::build::options_for;
 use xlfs_testkit::fixtures::{counter, fd, gfid, reads};
@@ -21,6 +21,7 @@ async fn read(sv: &Subvol, f: xlator_api::Fd, offset: u64, size: u32) -> Vec<u8>
     sv.readv(&Ctx::root(), f, offset, size)
         .await
         .unwrap_or_else(|e| panic!("readv {offset}+{size}: {e}"))
+        .data
         .to_vec()
 }
 
@@ -123,7 +124,7 @@ async fn our_writes_invalidate_touched_pages_before_and_after() {
         .writev(&Ctx::root(), rw(2), PS + 10, Buf::from("abc"), 0)
         .await
         .expect("writev");
-    assert_eq!(n, 3);
+    assert_eq!(n.written, 3);
     assert_eq!(read(&sv, rd(1), PS + 8, 6).await, {
         let mut v = expect(PS + 8, 6);
         v[2..5].copy_from_slice(b"abc");
@@ -214,7 +215,7 @@ async fn concurrent_misses_of_one_page_make_one_child_read() {
     h.open_gate(Fop::Readv);
     for (i, t) in tasks.into_iter().enumerate() {
         let b = t.await.expect("task").expect("readv");
-        assert_eq!(b.to_vec(), expect(i as u64 * 100, 100));
+        assert_eq!(b.data.to_vec(), expect(i as u64 * 100, 100));
     }
     assert_eq!(counter(&sv, "joins"), 3);
 }
@@ -223,7 +224,9 @@ async fn concurrent_misses_of_one_page_make_one_child_read() {
 async fn a_read_racing_with_a_write_does_not_cache_stale_data() {
     let (sv, h, remote) = setup(10_000, &[]).await;
     // The child answers the read with the content before the write...
-    h.reply(FopReply::Readv(Ok(Buf::from_vec(remote.read(0, PS)))));
+    h.reply(FopReply::Readv(Ok(ReadReply::data(Buf::from_vec(
+        remote.read(0, PS),
+    )))));
     h.hold(Fop::Readv);
     let reader = {
         let sv = sv.clone();
@@ -237,7 +240,7 @@ async fn a_read_racing_with_a_write_does_not_cache_stale_data() {
     h.open_gate(Fop::Readv);
     let old = reader.await.expect("task").expect("readv");
     assert_eq!(
-        old.to_vec(),
+        old.data.to_vec(),
         expect(0, 4),
         "a read concurrent with the write may see either"
     );
@@ -309,6 +312,56 @@ async fn short_reads_at_eof_are_cached_as_eof_not_as_data() {
     assert!(read(&sv, rd(1), 20_000, 10).await.is_empty());
     assert!(read(&sv, rd(1), 20_000, 10).await.is_empty());
     assert_eq!(reads(&h).len(), 4);
+}
+
+/// A readv reply carrying the file's attributes, as a leaf gives them.
+fn read_with_attr(remote: &Remote, offset: u64, size: u64) -> FopReply {
+    FopReply::Readv(Ok(ReadReply {
+        data: Buf::from_vec(remote.read(offset, size)),
+        attr: ROption::RSome(remote.iatt()),
+    }))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn changed_mtime_in_readv_replies_drops_pages() {
+    let (sv, h, remote) = setup(3 * PS, &[]).await;
+    read(&sv, rd(1), 0, 10).await;
+    // A fill whose reply carries unchanged attributes keeps the pages.
+    h.reply(read_with_attr(&remote, PS, PS));
+    read(&sv, rd(1), PS, 10).await;
+    read(&sv, rd(1), 0, 10).await;
+    read(&sv, rd(1), PS, 10).await;
+    assert_eq!(
+        reads(&h),
+        vec![(0, PS as u32), (PS, PS as u32)],
+        "unchanged attributes keep the pages"
+    );
+    // Another client changes page 0; the reply of a fill of page 2 shows the new mtime.
+    remote.write(0, b"NEW");
+    h.reply(read_with_attr(&remote, 2 * PS, PS));
+    read(&sv, rd(1), 2 * PS, 10).await;
+    assert_eq!(
+        read(&sv, rd(1), 0, 3).await,
+        b"NEW".to_vec(),
+        "a new mtime in a fill's reply drops the pages"
+    );
+    assert_eq!(counter(&sv, "stale"), 1);
+    // Page 1 cached again; another change, seen in the reply of a read that bypasses the cache.
+    read(&sv, rd(1), PS, 10).await;
+    read(&sv, rd(1), PS, 10).await;
+    let n = reads(&h).len();
+    remote.write(PS, b"MORE");
+    let direct = fd(5, gfid(1), libc::O_RDONLY | libc::O_DIRECT);
+    h.reply(read_with_attr(&remote, 0, 10));
+    read(&sv, direct, 0, 10).await;
+    assert_eq!(counter(&sv, "bypassed"), 1);
+    assert_eq!(
+        read(&sv, rd(1), PS, 4).await,
+        b"MORE".to_vec(),
+        "a new mtime in a bypassing read's reply drops the pages"
+    );
+    assert_eq!(reads(&h).len(), n + 2);
+    assert_eq!(counter(&sv, "stale"), 2);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -33,7 +33,7 @@ async fn loads_from_the_shared_library_and_caches() {
         .expect("writev");
     for _ in 0..2 {
         let b = top.readv(&cx, fd, 6, 100).await.expect("readv");
-        assert_eq!(&*b, b"plugin");
+        assert_eq!(&*b.data, b"plugin");
     }
     let dump = top.dump(DumpFormat::Json);
     assert!(dump.contains("\"hits\": 1"), "{dump}");

@@ -27,10 +27,10 @@ impl IoStats {
 /// What a successful reply moved: only `readv` and `writev` carry data.
 macro_rules! io_of {
     (readv, $reply:expr) => {
-        Io::Read($reply.len() as u64)
+        Io::Read($reply.data.len() as u64)
     };
     (writev, $reply:expr) => {
-        Io::Written(*$reply)
+        Io::Written($reply.written)
     };
     ($other:ident, $reply:expr) => {{
         let _ = $reply;

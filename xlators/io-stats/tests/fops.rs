@@ -71,22 +71,26 @@ async fn bytes_read_and_written_are_counted() {
     let sv = stats_over_leaf(&[]);
     let cx = Ctx::root();
     assert_eq!(
-        sv.readv(&cx, rw_fd(), 0, 4096).await.map(|b| b.len()),
+        sv.readv(&cx, rw_fd(), 0, 4096).await.map(|b| b.data.len()),
         Ok(4096)
     );
     // A short read at the end of the file counts what came back, not what was asked.
     assert_eq!(
         sv.readv(&cx, rw_fd(), FILE_SIZE - 100, 4096)
             .await
-            .map(|b| b.len()),
+            .map(|b| b.data.len()),
         Ok(100)
     );
     assert_eq!(
-        sv.writev(&cx, rw_fd(), 0, Buf::zeroed(8192), 0).await,
+        sv.writev(&cx, rw_fd(), 0, Buf::zeroed(8192), 0)
+            .await
+            .map(|r| r.written),
         Ok(8192)
     );
     assert_eq!(
-        sv.writev(&cx, rw_fd(), 0, Buf::from("hello"), 0).await,
+        sv.writev(&cx, rw_fd(), 0, Buf::from("hello"), 0)
+            .await
+            .map(|r| r.written),
         Ok(5)
     );
     // A failed write moves no bytes.

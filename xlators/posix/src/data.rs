@@ -6,7 +6,8 @@ use std::ffi::CStr;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::sync::Arc;
 
-use xlator_api::{Buf, Errno, Fd, FdId, Gfid, SeekWhat};
+use xlator_api::abi_stable::std_types::ROption;
+use xlator_api::{Buf, Errno, Fd, FdId, Gfid, ReadReply, SeekWhat, WriteReply};
 
 use crate::brick::Brick;
 use crate::creds;
@@ -93,8 +94,19 @@ impl Brick {
         Ok(())
     }
 
-    pub fn readv(&self, fd: &Fd, offset: u64, size: u32) -> Result<Buf, Errno> {
+    /// Reads, then fstats the same fd so the reply carries the post-read attributes (one
+    /// more system call here saves the caller a whole round trip).
+    pub fn readv(&self, fd: &Fd, offset: u64, size: u32) -> Result<ReadReply, Errno> {
         let f = self.file_for(fd, libc::O_RDONLY)?;
+        let data = self.read_file(&f, offset, size)?;
+        let attr = self.fd_iatt(f.as_fd(), f.gfid)?;
+        Ok(ReadReply {
+            data,
+            attr: ROption::RSome(attr),
+        })
+    }
+
+    fn read_file(&self, f: &OpenFile, offset: u64, size: u32) -> Result<Buf, Errno> {
         if f.is_dir {
             return Err(Errno::EISDIR);
         }
@@ -104,13 +116,29 @@ impl Brick {
                 Err(Errno::EINVAL) => {}
                 r => return r,
             }
-            return read_all(buffered(&f)?, offset, size);
+            return read_all(buffered(f)?, offset, size);
         }
         read_all(f.as_fd(), offset, size)
     }
 
-    pub fn writev(&self, fd: &Fd, offset: u64, data: &Buf, flags: i32) -> Result<u64, Errno> {
+    /// Writes, then fstats the same fd for the post-write attributes.
+    pub fn writev(
+        &self,
+        fd: &Fd,
+        offset: u64,
+        data: &Buf,
+        flags: i32,
+    ) -> Result<WriteReply, Errno> {
         let f = self.file_for(fd, libc::O_WRONLY)?;
+        let written = self.write_file(&f, offset, data, flags)?;
+        let attr = self.fd_iatt(f.as_fd(), f.gfid)?;
+        Ok(WriteReply {
+            written,
+            attr: ROption::RSome(attr),
+        })
+    }
+
+    fn write_file(&self, f: &OpenFile, offset: u64, data: &Buf, flags: i32) -> Result<u64, Errno> {
         if f.is_dir {
             return Err(Errno::EISDIR);
         }
@@ -140,7 +168,7 @@ impl Brick {
             } else {
                 rwf
             };
-            return write_all(buffered(&f)?, data, offset, rwf);
+            return write_all(buffered(f)?, data, offset, rwf);
         }
         write_all(f.as_fd(), data, offset, rwf)
     }

@@ -7,7 +7,8 @@ use std::sync::Arc;
 use xlator_api::abi_stable::std_types::{RString, RVec};
 use xlator_api::{
     Buf, Ctx, DirEntry, DumpFormat, Entry, EntrylkCmd, Errno, Fd, Flock, Gfid, HostServices, Iatt,
-    Init, LkCmd, Loc, SeekWhat, SetAttr, Statfs, Subvol, Translator, Xattr, XattropOp, Xattrs,
+    Init, LkCmd, Loc, ReadReply, SeekWhat, SetAttr, Statfs, Subvol, Translator, WriteReply, Xattr,
+    XattropOp, Xattrs,
 };
 
 use crate::brick::Brick;
@@ -149,7 +150,7 @@ impl Translator for Posix {
     async fn opendir(&self, cx: &Ctx, fd: Fd) -> Result<(), Errno> {
         self.run(cx, move |b, _| b.opendir(&fd)).await
     }
-    async fn readv(&self, cx: &Ctx, fd: Fd, offset: u64, size: u32) -> Result<Buf, Errno> {
+    async fn readv(&self, cx: &Ctx, fd: Fd, offset: u64, size: u32) -> Result<ReadReply, Errno> {
         self.run(cx, move |b, _| b.readv(&fd, offset, size)).await
     }
     async fn writev(
@@ -159,7 +160,7 @@ impl Translator for Posix {
         offset: u64,
         data: Buf,
         flags: i32,
-    ) -> Result<u64, Errno> {
+    ) -> Result<WriteReply, Errno> {
         self.run(cx, move |b, _| b.writev(&fd, offset, &data, flags))
             .await
     }

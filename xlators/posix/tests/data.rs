@@ -15,25 +15,35 @@ async fn write_read_short_read_at_eof() {
     let f = fd(e.attr.gfid, libc::O_RDWR);
     top.open(&cx, f).await.expect("open");
     let data: Vec<u8> = (0..200_000u32).map(|i| (i % 251) as u8).collect();
+    let w = top
+        .writev(&cx, f, 10, Buf::from_vec(data.clone()), 0)
+        .await
+        .expect("write");
+    assert_eq!(w.written, 200_000);
     assert_eq!(
-        top.writev(&cx, f, 10, Buf::from_vec(data.clone()), 0)
-            .await
-            .expect("write"),
-        200_000
+        w.attr.map(|a| a.size),
+        ROption::RSome(200_010),
+        "post-write size"
     );
     let r = top.readv(&cx, f, 10, 200_000).await.expect("read");
-    assert_eq!(&*r, &data[..]);
-    let r = top.readv(&cx, f, 199_000, 4096).await.expect("short read");
-    assert_eq!(r.len(), 200_010 - 199_000);
+    assert_eq!(&*r.data, &data[..]);
     assert_eq!(
-        top.readv(&cx, f, 1 << 30, 10)
-            .await
-            .expect("past eof")
-            .len(),
-        0
+        r.attr.map(|a| a.size),
+        ROption::RSome(200_010),
+        "post-read size"
     );
+    let r = top.readv(&cx, f, 199_000, 4096).await.expect("short read");
+    assert_eq!(r.data.len(), 200_010 - 199_000);
+    assert_eq!(r.attr.map(|a| a.size), ROption::RSome(200_010));
+    let r = top.readv(&cx, f, 1 << 30, 10).await.expect("past eof");
+    assert_eq!(r.data.len(), 0);
+    assert_eq!(r.attr.map(|a| a.size), ROption::RSome(200_010));
     assert_eq!(
-        top.readv(&cx, f, 0, 10).await.expect("hole").as_slice(),
+        top.readv(&cx, f, 0, 10)
+            .await
+            .expect("hole")
+            .data
+            .as_slice(),
         &[0u8; 10]
     );
     let st = top.fstat(&cx, f).await.expect("fstat");
@@ -72,19 +82,15 @@ async fn anonymous_fd_io() {
     let cx = root();
     let e = mkfile(&top, &cx, Gfid::ROOT, "f", b"0123456789").await;
     let anon = Fd::anonymous(e.attr.gfid, libc::O_RDWR);
-    assert_eq!(
-        top.writev(&cx, anon, 2, "ab".into(), 0)
-            .await
-            .expect("anon write"),
-        2
-    );
-    assert_eq!(
-        top.readv(&cx, anon, 0, 100)
-            .await
-            .expect("anon read")
-            .as_slice(),
-        b"01ab456789"
-    );
+    let w = top
+        .writev(&cx, anon, 2, "ab".into(), 0)
+        .await
+        .expect("anon write");
+    assert_eq!(w.written, 2);
+    assert_eq!(w.attr.map(|a| a.size), ROption::RSome(10));
+    let r = top.readv(&cx, anon, 0, 100).await.expect("anon read");
+    assert_eq!(r.data.as_slice(), b"01ab456789");
+    assert_eq!(r.attr.map(|a| a.size), ROption::RSome(10));
     assert_eq!(top.fstat(&cx, anon).await.expect("anon fstat").size, 10);
     top.fsync(&cx, anon, false).await.expect("anon fsync");
     let a = SetAttr {
@@ -109,9 +115,11 @@ async fn append_goes_to_eof() {
     let e = mkfile(&top, &cx, Gfid::ROOT, "log", b"start").await;
     let f = fd(e.attr.gfid, libc::O_WRONLY | libc::O_APPEND);
     top.open(&cx, f).await.expect("open append");
-    top.writev(&cx, f, 0, "-one".into(), 0)
+    let w = top
+        .writev(&cx, f, 0, "-one".into(), 0)
         .await
         .expect("append");
+    assert_eq!(w.attr.map(|a| a.size), ROption::RSome(9), "appended at EOF");
     top.writev(&cx, f, 1, "-two".into(), 0)
         .await
         .expect("append");
@@ -122,10 +130,9 @@ async fn append_goes_to_eof() {
         .await
         .expect("append flag");
     let anon = Fd::anonymous(e.attr.gfid, libc::O_RDONLY);
-    assert_eq!(
-        top.readv(&cx, anon, 0, 100).await.expect("read").as_slice(),
-        b"start-one-two-three"
-    );
+    let r = top.readv(&cx, anon, 0, 100).await.expect("read");
+    assert_eq!(r.data.as_slice(), b"start-one-two-three");
+    assert_eq!(r.attr.map(|a| a.size), ROption::RSome(19));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -149,9 +156,10 @@ async fn direct_and_sync_io() {
         .await
         .expect("unaligned write");
     let r = top.readv(&cx, f, 0, 8192).await.expect("aligned read");
-    assert_eq!(&*r, &block[..]);
+    assert_eq!(&*r.data, &block[..]);
+    assert_eq!(r.attr.map(|a| a.size), ROption::RSome(8192 + 14));
     let r = top.readv(&cx, f, 8190, 100).await.expect("unaligned read");
-    assert_eq!(&r[2..], b"unaligned tail");
+    assert_eq!(&r.data[2..], b"unaligned tail");
     let s = fd(e.attr.gfid, libc::O_WRONLY | libc::O_DSYNC);
     top.open(&cx, s).await.expect("open dsync");
     top.writev(&cx, s, 0, "sync".into(), libc::O_SYNC)
@@ -188,6 +196,7 @@ async fn punch_hole_seek_zerofill_fallocate() {
         top.readv(&cx, f, mb as u64, 16)
             .await
             .expect("read hole")
+            .data
             .as_slice(),
         &[0u8; 16]
     );
@@ -197,9 +206,10 @@ async fn punch_hole_seek_zerofill_fallocate() {
     );
     top.zerofill(&cx, f, 10, 20).await.expect("zerofill");
     let r = top.readv(&cx, f, 0, 40).await.expect("read");
-    assert_eq!(&r[..10], &[7u8; 10]);
-    assert_eq!(&r[10..30], &[0u8; 20]);
-    assert_eq!(&r[30..], &[7u8; 10]);
+    assert_eq!(&r.data[..10], &[7u8; 10]);
+    assert_eq!(&r.data[10..30], &[0u8; 20]);
+    assert_eq!(&r.data[30..], &[7u8; 10]);
+    assert_eq!(r.attr.map(|a| a.size), ROption::RSome(3 * mb as u64));
     top.zerofill(&cx, f, 3 * mb as u64, 100)
         .await
         .expect("zerofill extends");
@@ -229,10 +239,9 @@ async fn unlinked_open_file_stays_readable() {
     top.unlink(&cx, loc(Gfid::ROOT, "tmp"))
         .await
         .expect("unlink");
-    assert_eq!(
-        top.readv(&cx, f, 0, 100).await.expect("read").as_slice(),
-        b"keep me"
-    );
+    let r = top.readv(&cx, f, 0, 100).await.expect("read");
+    assert_eq!(r.data.as_slice(), b"keep me");
+    assert_eq!(r.attr.map(|a| a.size), ROption::RSome(7));
     assert_eq!(top.fstat(&cx, f).await.expect("fstat").nlink, 0);
     top.release(&cx, f).await.expect("release");
 }

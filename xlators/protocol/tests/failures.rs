@@ -159,14 +159,18 @@ async fn killed_server_gives_enotconn_then_reconnects_and_reopens_fds() {
     let _server2 = common::server_on(&leaf, addr.port(), &[]).await;
     common::wait_up(&top).await;
     assert_eq!(
-        &*top.readv(&c, f, 0, 10).await.expect("read after reconnect"),
+        &*top
+            .readv(&c, f, 0, 10)
+            .await
+            .expect("read after reconnect")
+            .data,
         b"before"
     );
     top.writev(&c, f, 6, Buf::from("+after"), 0)
         .await
         .expect("write after reconnect");
     assert_eq!(
-        &*top.readv(&c, f, 0, 20).await.expect("read"),
+        &*top.readv(&c, f, 0, 20).await.expect("read").data,
         b"before+after"
     );
     assert_eq!(top.readv(&c, locked, 0, 10).await, Err(Errno::EBADF));

@@ -65,8 +65,11 @@ async fn every_fop_family_round_trips() {
         .writev(&c, f, 0, Buf::from("hello world"), 0)
         .await
         .expect("writev");
-    assert_eq!(n, 11);
-    assert_eq!(&*top.readv(&c, f, 6, 100).await.expect("readv"), b"world");
+    assert_eq!(n.written, 11);
+    assert_eq!(
+        &*top.readv(&c, f, 6, 100).await.expect("readv").data,
+        b"world"
+    );
     assert_eq!(top.fstat(&c, f).await.expect("fstat").size, 11);
     top.flush(&c, f).await.expect("flush");
     top.fsync(&c, f, true).await.expect("fsync");
@@ -94,7 +97,11 @@ async fn every_fop_family_round_trips() {
         .await
         .expect("anonymous writev");
     assert_eq!(
-        &*top.readv(&c, anon, 0, 4).await.expect("anonymous readv"),
+        &*top
+            .readv(&c, anon, 0, 4)
+            .await
+            .expect("anonymous readv")
+            .data,
         b"anon"
     );
 
@@ -263,11 +270,11 @@ async fn big_writes_and_reads_are_intact_and_oversize_is_einval() {
             .writev(&c, f, i << 20, Buf::from_vec(data.clone()), 0)
             .await
             .expect("writev");
-        assert_eq!(n, 1 << 20);
+        assert_eq!(n.written, 1 << 20);
     }
     for i in 0..4u64 {
         let r = top.readv(&c, f, i << 20, 1 << 20).await.expect("readv");
-        assert!(r[..] == data[..], "MiB {i} differs");
+        assert!(r.data[..] == data[..], "MiB {i} differs");
     }
     let too_big = Buf::zeroed((1 << 20) + 1);
     assert_eq!(top.writev(&c, f, 0, too_big, 0).await, Err(Errno::EINVAL));
@@ -369,8 +376,11 @@ async fn two_clients_get_separate_fd_spaces() {
     b.writev(&c, fb, 0, Buf::from("BB"), 0)
         .await
         .expect("write b");
-    assert_eq!(&*a.readv(&c, fa, 0, 10).await.expect("read a"), b"AAAA");
-    assert_eq!(&*b.readv(&c, fb, 0, 10).await.expect("read b"), b"BB");
+    assert_eq!(
+        &*a.readv(&c, fa, 0, 10).await.expect("read a").data,
+        b"AAAA"
+    );
+    assert_eq!(&*b.readv(&c, fb, 0, 10).await.expect("read b").data, b"BB");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

@@ -60,8 +60,10 @@ fn samples() -> Vec<Vec<u8>> {
         .map(|r| flatten(&wire::encode_call(1, WireCtx::default(), r, 1 << 20).expect("call")))
         .collect();
     for result in [
-        Ok(ReplyBody::Readv(Buf::zeroed(6000))),
-        Ok(ReplyBody::Writev(5)),
+        Ok(ReplyBody::Readv(xlator_api::ReadReply::data(Buf::zeroed(
+            6000,
+        )))),
+        Ok(ReplyBody::Writev(xlator_api::WriteReply::written(5))),
         Err(Errno::ENOENT),
     ] {
         out.push(flatten(

@@ -6,7 +6,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
 
 use futures::FutureExt as _;
 use futures::future::{BoxFuture, Shared, join_all};
-use xlator_api::{Buf, Ctx, Errno, Fd, FdId, Gfid, HostServices, Subvol};
+use xlator_api::{Buf, Ctx, Errno, Fd, FdId, Gfid, HostServices, ReadReply, Subvol};
 
 use crate::fds::{Counters, Fds, Plan, Slot};
 use crate::window::{Geometry, assemble};
@@ -53,7 +53,7 @@ impl Ahead {
         fd: Fd,
         offset: u64,
         size: u32,
-    ) -> Result<Buf, Errno> {
+    ) -> Result<ReadReply, Errno> {
         if size == 0 || !reads_ahead(&fd) {
             self.fds().counters.direct += 1;
             return self.child.readv(cx, fd, offset, size).await;
@@ -109,7 +109,8 @@ impl Ahead {
         let reply = assemble(geo, offset, len, &pages);
         if reply.len() as u64 == len || last_fresh {
             self.fds().read_done(fd.id, offset, len, reply.len() as u64);
-            return Ok(reply);
+            // Pages may come from several child reads: no one set of attributes is the truth.
+            return Ok(ReadReply::data(reply));
         }
         // End of file (or an error) as seen by an earlier prefetch: it may be stale, and a
         // short read is an answer the child must give.
@@ -117,11 +118,11 @@ impl Ahead {
         self.direct(cx, fd, offset, size).await
     }
 
-    async fn direct(&self, cx: &Ctx, fd: Fd, offset: u64, size: u32) -> Result<Buf, Errno> {
+    async fn direct(&self, cx: &Ctx, fd: Fd, offset: u64, size: u32) -> Result<ReadReply, Errno> {
         let r = self.child.readv(cx, fd, offset, size).await;
         if let Ok(b) = &r {
             self.fds()
-                .read_done(fd.id, offset, u64::from(size), b.len() as u64);
+                .read_done(fd.id, offset, u64::from(size), b.data.len() as u64);
         }
         r
     }
@@ -142,7 +143,10 @@ impl Ahead {
         let cx = cx.clone();
         let size = u32::try_from(geo.page_size()).unwrap_or(u32::MAX);
         async move {
-            let r = child.readv(&cx, fd, geo.start(index), size).await;
+            let r = child
+                .readv(&cx, fd, geo.start(index), size)
+                .await
+                .map(|r| r.data);
             if let Some(a) = ahead.upgrade() {
                 a.fds().fill_done(fd.id, index, generation, id, &r);
             }

@@ -8,7 +8,8 @@
 use std::sync::Arc;
 
 use xlator_api::{
-    Buf, Ctx, DumpFormat, Entry, Errno, Fd, Gfid, Iatt, Init, Loc, SetAttr, Subvol, Translator,
+    Buf, Ctx, DumpFormat, Entry, Errno, Fd, Gfid, Iatt, Init, Loc, ReadReply, SetAttr, Subvol,
+    Translator, WriteReply,
 };
 
 use crate::ahead::{Ahead, Snapshot};
@@ -76,7 +77,7 @@ impl Translator for ReadAhead {
         crate::dump::render(&self.snapshot(), format)
     }
 
-    async fn readv(&self, cx: &Ctx, fd: Fd, offset: u64, size: u32) -> Result<Buf, Errno> {
+    async fn readv(&self, cx: &Ctx, fd: Fd, offset: u64, size: u32) -> Result<ReadReply, Errno> {
         self.ahead.readv(cx, fd, offset, size).await
     }
 
@@ -87,7 +88,7 @@ impl Translator for ReadAhead {
         offset: u64,
         data: Buf,
         flags: i32,
-    ) -> Result<u64, Errno> {
+    ) -> Result<WriteReply, Errno> {
         let _guard = self.ahead.modify(fd.gfid);
         self.child().writev(cx, fd, offset, data, flags).await
     }

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use common::{PS, read_ahead};
 use xlator_api::abi_stable::std_types::ROption;
-use xlator_api::{Buf, Ctx, Errno, Fd, Fop, SetAttr, Subvol};
+use xlator_api::{Buf, Ctx, Errno, Fd, Fop, ReadReply, SetAttr, Subvol};
 use xlfs_read_ahead::ReadAhead;
 use xlfs_testkit::build::options_for;
 use xlfs_testkit::fixtures::{counter, fd, gfid, reads};
@@ -23,6 +23,7 @@ async fn read(sv: &Subvol, f: Fd, offset: u64, size: u32) -> Vec<u8> {
     sv.readv(&Ctx::root(), f, offset, size)
         .await
         .unwrap_or_else(|e| panic!("readv {offset}+{size}: {e}"))
+        .data
         .to_vec()
 }
 
@@ -237,7 +238,9 @@ async fn a_failed_child_read_is_not_kept_and_returns_the_errno() {
             if once.is_some_and(|f| !f.swap(true, Ordering::SeqCst)) {
                 FopReply::Readv(Err(Errno::EIO))
             } else {
-                FopReply::Readv(Ok(Buf::from_vec(r.read(*offset, u64::from(*size)))))
+                FopReply::Readv(Ok(ReadReply::data(Buf::from_vec(
+                    r.read(*offset, u64::from(*size)),
+                ))))
             }
         }
         _ => unreachable!(),

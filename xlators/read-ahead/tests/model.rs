@@ -124,7 +124,7 @@ impl World {
 
     async fn read_check(&mut self, slot: Option<usize>, fd: Fd, file: usize, off: u64, len: u32) {
         let got = match self.top.readv(&self.cx, fd, off, len).await {
-            Ok(b) => b.to_vec(),
+            Ok(b) => b.data.to_vec(),
             Err(e) => self.fail(format!("readv {off}+{len} on {fd:?}: {e:?}")),
         };
         let m = &self.model[file];
@@ -161,10 +161,10 @@ impl World {
         let mut all = Vec::new();
         loop {
             match self.top.readv(&self.cx, fd, off, chunk).await {
-                Ok(b) if b.is_empty() => break,
+                Ok(b) if b.data.is_empty() => break,
                 Ok(b) => {
-                    off += b.len() as u64;
-                    all.extend_from_slice(&b);
+                    off += b.data.len() as u64;
+                    all.extend_from_slice(&b.data);
                 }
                 Err(e) => self.fail(format!("check read at {off}: {e:?}")),
             }
@@ -219,7 +219,7 @@ impl World {
                     .top
                     .writev(&self.cx, fd, off, Buf::from_vec(data.clone()), flags)
                     .await;
-                if n != Ok(data.len() as u64) {
+                if n.map(|r| r.written) != Ok(data.len() as u64) {
                     self.fail(format!("writev: {n:?}"));
                 }
                 let at = if append { size } else { off };
@@ -306,7 +306,7 @@ impl World {
                         .top
                         .writev(&self.cx, anon, off, Buf::from_vec(data.clone()), 0)
                         .await;
-                    if n != Ok(data.len() as u64) {
+                    if n.map(|r| r.written) != Ok(data.len() as u64) {
                         self.fail(format!("anonymous writev: {n:?}"));
                     }
                     self.model_write(file, off, &data);
@@ -344,8 +344,8 @@ impl World {
                 let mut off = 0;
                 for _ in 0..30 {
                     match top.readv(&cx, fd, off, 4096).await {
-                        Ok(b) if b.is_empty() => off = 0,
-                        Ok(b) => off += b.len() as u64,
+                        Ok(b) if b.data.is_empty() => off = 0,
+                        Ok(b) => off += b.data.len() as u64,
                         Err(e) => return Err(e),
                     }
                 }

@@ -27,7 +27,8 @@ async fn loads_from_the_shared_library_and_reads_ahead() {
         let b = top
             .readv(&cx, fd, off as u64, 64 << 10)
             .await
-            .expect("readv");
+            .expect("readv")
+            .data;
         assert_eq!(&*b, &data[off..off + b.len()]);
         off += b.len();
     }

@@ -126,7 +126,7 @@ async fn payloads_are_logged_as_lengths() {
     let n = sv
         .writev(&cx, rw_fd(), 0, Buf::from("secret-bytes"), 0)
         .await;
-    assert_eq!(n, Ok(12));
+    assert_eq!(n.map(|r| r.written), Ok(12));
     let _ = sv.readv(&cx, rw_fd(), 0, 4096).await;
     let x = Xattr {
         name: "user.key".into(),
@@ -135,8 +135,14 @@ async fn payloads_are_logged_as_lengths() {
     let _ = sv.setxattr(&cx, Gfid::ROOT, x, 0).await;
     let all = cap.take().join("\n");
     assert!(all.contains("data=<12 bytes>"), "{all}");
-    assert!(all.contains("writev -> Ok(12)"), "{all}");
-    assert!(all.contains("readv -> Ok(<4096 bytes>)"), "{all}");
+    assert!(
+        all.contains("writev -> Ok(WriteReply { written: 12, attr: RNone })"),
+        "{all}"
+    );
+    assert!(
+        all.contains("readv -> Ok(ReadReply { data: Buf(4096 bytes), attr: RNone })"),
+        "{all}"
+    );
     assert!(all.contains("xattr=\"user.key\"=<6 bytes>"), "{all}");
     assert!(!all.contains("secret") && !all.contains("hidden"), "{all}");
 }

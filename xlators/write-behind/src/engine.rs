@@ -6,7 +6,9 @@ use std::future::Future;
 use std::pin::pin;
 use std::sync::{Arc, PoisonError, RwLock};
 
-use xlator_api::{Buf, Ctx, Errno, Fd, FileType, Gfid, HostServices, Iatt, LogLevel, Subvol};
+use xlator_api::{
+    Buf, Ctx, Errno, Fd, FileType, Gfid, HostServices, Iatt, LogLevel, Subvol, WriteReply,
+};
 
 use crate::files::{FileRef, Files, Writer};
 use crate::flags;
@@ -62,6 +64,13 @@ impl Engine {
 
     /// Acknowledges a write once it fits in its file's window (waiting, in arrival order, while
     /// the window is full) and leaves it to be sent in the background.
+    /// Whether `gfid` has a cached or write-through write that has not finished.
+    pub(crate) fn has_unfinished_writes(&self, gfid: Gfid) -> bool {
+        self.files
+            .get(gfid)
+            .is_some_and(|f| f.with(|w| w.has_writes()))
+    }
+
     pub(crate) async fn write_cached(
         self: &Arc<Self>,
         cx: &Ctx,
@@ -122,7 +131,7 @@ impl Engine {
         offset: u64,
         data: Buf,
         flags: i32,
-    ) -> Result<u64, Errno> {
+    ) -> Result<WriteReply, Errno> {
         let file = self.files.get_or_make(fd.gfid);
         if let Some(e) = file.with(|w| w.error()) {
             return Err(e);
@@ -356,7 +365,8 @@ async fn write_fully(child: &Subvol, send: &Send<Writer>) -> Result<(), Errno> {
         let rest = send.data.slice(done..);
         let n = child
             .writev(&w.cx, w.fd, send.offset + done as u64, rest, w.flags)
-            .await?;
+            .await?
+            .written;
         if n == 0 {
             return Err(Errno::EIO);
         }

@@ -13,10 +13,10 @@
 
 use std::sync::Arc;
 
-use xlator_api::abi_stable::std_types::RVec;
+use xlator_api::abi_stable::std_types::{ROption::RNone, RVec};
 use xlator_api::{
     Buf, Ctx, DirEntry, DumpFormat, Entry, Errno, Event, EventKind, Fd, Flock, Gfid, Iatt, Init,
-    LkCmd, Loc, SeekWhat, SetAttr, Subvol, Translator,
+    LkCmd, Loc, ReadReply, SeekWhat, SetAttr, Subvol, Translator, WriteReply,
 };
 
 use crate::engine::Engine;
@@ -112,10 +112,15 @@ impl Translator for WriteBehind {
         offset: u64,
         data: Buf,
         flags: i32,
-    ) -> Result<u64, Errno> {
+    ) -> Result<WriteReply, Errno> {
         let strict = self.engine.config().strict_o_direct;
         match flags::write_mode(fd.flags, flags, offset, data.len(), strict) {
-            WriteMode::Cached => self.engine.write_cached(cx, fd, offset, data, flags).await,
+            // Acknowledged before it reaches the leaf: no post-write attributes to give.
+            WriteMode::Cached => self
+                .engine
+                .write_cached(cx, fd, offset, data, flags)
+                .await
+                .map(WriteReply::written),
             WriteMode::Through => self.engine.write_through(cx, fd, offset, data, flags).await,
             WriteMode::Direct => self.child().writev(cx, fd, offset, data, flags).await,
         }
@@ -123,11 +128,18 @@ impl Translator for WriteBehind {
 
     // ---- observers ----
 
-    async fn readv(&self, cx: &Ctx, fd: Fd, offset: u64, size: u32) -> Result<Buf, Errno> {
-        self.ordered(fd.gfid, Access::Observe, Span::from(offset), || {
-            self.child().readv(cx, fd, offset, size)
-        })
-        .await
+    async fn readv(&self, cx: &Ctx, fd: Fd, offset: u64, size: u32) -> Result<ReadReply, Errno> {
+        let mut reply = self
+            .ordered(fd.gfid, Access::Observe, Span::from(offset), || {
+                self.child().readv(cx, fd, offset, size)
+            })
+            .await?;
+        // The read waited only for the writes it overlaps; the child's attributes miss any
+        // other cached write (a size that goes backwards), so they are dropped then.
+        if self.engine.has_unfinished_writes(fd.gfid) {
+            reply.attr = RNone;
+        }
+        Ok(reply)
     }
 
     async fn seek(&self, cx: &Ctx, fd: Fd, offset: u64, what: SeekWhat) -> Result<u64, Errno> {

@@ -7,7 +7,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use common::*;
-use xlator_api::{Buf, Entry, Errno, Fop, Gfid, Loc};
+use xlator_api::abi_stable::std_types::ROption::{RNone, RSome};
+use xlator_api::{Buf, Entry, Errno, Fop, Gfid, Loc, ReadReply, WriteReply};
 use xlfs_testkit::build::options_for;
 use xlfs_testkit::mock::{FopCall, FopReply};
 
@@ -16,7 +17,7 @@ async fn a_write_is_acknowledged_before_the_child_answers() {
     let (wb, h) = wb_mock(&[]);
     h.hold(Fop::Writev);
     let n = soon("cached write", wb.writev(&cx(), rw(), 0, bytes(100, 1), 0)).await;
-    assert_eq!(n, Ok(100));
+    assert_eq!(n, Ok(WriteReply::written(100)));
     // Trickling: nothing was in flight, so it went down at once.
     soon("writev reaching the child", h.wait_for(Fop::Writev, 1)).await;
     assert_eq!(h.held(Fop::Writev), 1);
@@ -39,8 +40,52 @@ async fn readv_reaches_the_child_only_after_the_cached_writev_completed() {
     assert_eq!(h.count(Fop::Readv), 0, "readv overtook a cached write");
     h.release(Fop::Writev, 1);
     let r = soon("readv", read).await.expect("task");
-    assert_eq!(r.map(|b| b.len()), Ok(4));
+    assert_eq!(r.map(|b| b.data.len()), Ok(4));
     h.assert_calls(&[Fop::Writev, Fop::Readv]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn readv_drops_the_childs_attributes_while_a_cached_write_is_unfinished() {
+    let (wb, h) = wb_mock(&[]);
+    h.on(Fop::Readv, |c| match c {
+        FopCall::Readv { fd, .. } => FopReply::Readv(Ok(ReadReply {
+            data: Buf::zeroed(4),
+            attr: RSome(attr(fd.gfid, 42)),
+        })),
+        _ => FopReply::Readv(Err(Errno::EINVAL)),
+    });
+    // Nothing pending: the child's attributes pass through.
+    let r = soon("readv", wb.readv(&cx(), rw(), 0, 4096))
+        .await
+        .expect("readv");
+    assert_eq!(r.attr, RSome(attr(FILE, 42)));
+    // A cached write, acknowledged but not finished at the child: a disjoint read goes down
+    // at once, and the child's size would miss the write.
+    h.hold(Fop::Writev);
+    wb.writev(&cx(), rw(), 0, bytes(100, 1), 0)
+        .await
+        .expect("cached");
+    soon("writev", h.wait_for(Fop::Writev, 1)).await;
+    let r = soon("disjoint readv", wb.readv(&cx(), rw(), 1 << 20, 4096))
+        .await
+        .expect("readv");
+    assert_eq!(
+        h.count(Fop::Readv),
+        2,
+        "the disjoint read reached the child"
+    );
+    assert_eq!(r.data.len(), 4);
+    assert_eq!(
+        r.attr, RNone,
+        "attributes passed up past an unfinished write"
+    );
+    // Once the write is done, attributes pass through again.
+    h.open_gate(Fop::Writev);
+    wb.fsync(&cx(), rw(), false).await.expect("fsync");
+    let r = soon("readv", wb.readv(&cx(), rw(), 0, 4096))
+        .await
+        .expect("readv");
+    assert_eq!(r.attr, RSome(attr(FILE, 42)));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -162,7 +207,7 @@ async fn thirty_two_contiguous_4k_writes_become_one_128k_writev() {
         let data = bytes(4096, i);
         expected.extend_from_slice(&data);
         let n = wb.writev(&cx(), rw(), u64::from(i) * 4096, data, 0).await;
-        assert_eq!(n, Ok(4096));
+        assert_eq!(n, Ok(WriteReply::written(4096)));
     }
     soon("aggregate", h.wait_for(Fop::Writev, 1)).await;
     wb.fsync(&cx(), rw(), false).await.expect("fsync");
@@ -231,7 +276,10 @@ async fn a_full_window_makes_the_writer_wait() {
     settle().await;
     assert!(!waiting.is_finished());
     h.release(Fop::Writev, 1);
-    assert_eq!(soon("admitted", waiting).await.expect("task"), Ok(8 << 10));
+    assert_eq!(
+        soon("admitted", waiting).await.expect("task"),
+        Ok(WriteReply::written(8 << 10))
+    );
     h.open_gate(Fop::Writev);
     wb.fsync(&cx(), rw(), false).await.expect("fsync");
     assert_eq!(writes(&h), vec![(0, 60 << 10), (1 << 20, 8 << 10)]);
@@ -255,8 +303,11 @@ async fn a_writer_admitted_from_the_queue_wakes_the_next_one() {
     h.open_gate(Fop::Writev);
     settle().await;
     assert!(futures::poll!(c.as_mut()).is_pending(), "C: still B's turn");
-    assert_eq!(futures::poll!(b.as_mut()), std::task::Poll::Ready(Ok(3000)));
-    assert_eq!(soon("C", c).await, Ok(3000));
+    assert_eq!(
+        futures::poll!(b.as_mut()),
+        std::task::Poll::Ready(Ok(WriteReply::written(3000)))
+    );
+    assert_eq!(soon("C", c).await, Ok(WriteReply::written(3000)));
     wb.fsync(&cx(), rw(), false).await.expect("fsync");
     assert_eq!(writes(&h), vec![(0, 3000), (10_000, 3000), (20_000, 3000)]);
 }
@@ -284,7 +335,10 @@ async fn a_smaller_window_applies_on_reconfigure() {
 async fn a_failed_background_write_is_reported_once_on_fsync() {
     let (wb, h) = wb_mock(&[]);
     h.fail(Fop::Writev, Errno::ENOSPC);
-    assert_eq!(wb.writev(&cx(), rw(), 0, bytes(10, 1), 0).await, Ok(10));
+    assert_eq!(
+        wb.writev(&cx(), rw(), 0, bytes(10, 1), 0).await,
+        Ok(WriteReply::written(10))
+    );
     assert_eq!(wb.fsync(&cx(), rw(), false).await, Err(Errno::ENOSPC));
     assert_eq!(wb.fsync(&cx(), rw(), false).await, Ok(()), "reported once");
     h.assert_calls(&[Fop::Writev, Fop::Fsync, Fop::Fsync]);
@@ -373,7 +427,10 @@ async fn a_failed_write_fails_later_writes_until_reported() {
         Err(Errno::ENOSPC)
     );
     assert_eq!(wb.fsync(&cx(), rw(), true).await, Err(Errno::ENOSPC));
-    assert_eq!(wb.writev(&cx(), rw(), 0, bytes(1, 1), 0).await, Ok(1));
+    assert_eq!(
+        wb.writev(&cx(), rw(), 0, bytes(1, 1), 0).await,
+        Ok(WriteReply::written(1))
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -408,7 +465,10 @@ async fn o_sync_writes_go_through_after_earlier_cached_writes() {
             "an O_SYNC write was acknowledged before the child"
         );
         h.release(Fop::Writev, 1);
-        assert_eq!(soon("sync write", sync).await.expect("task"), Ok(10));
+        assert_eq!(
+            soon("sync write", sync).await.expect("task"),
+            Ok(WriteReply::written(10))
+        );
         h.take_calls();
         // Re-arm: one cached write in flight for the next round.
         wb.writev(&cx(), rw(), 0, bytes(10, 1), 0)
@@ -445,7 +505,7 @@ async fn o_direct_bypasses_only_with_strict_o_direct() {
     h.fail(Fop::Writev, Errno::EIO);
     assert_eq!(
         wb.writev(&cx(), direct, 0, bytes(10, 1), 0).await,
-        Ok(10),
+        Ok(WriteReply::written(10)),
         "cached"
     );
     assert_eq!(wb.fsync(&cx(), direct, false).await, Err(Errno::EIO));
@@ -465,7 +525,7 @@ async fn writes_on_a_read_only_fd_get_the_childs_refusal() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn short_writes_are_completed() {
     let (wb, h) = wb_mock(&[]);
-    h.reply(FopReply::Writev(Ok(3)));
+    h.reply(FopReply::Writev(Ok(WriteReply::written(3))));
     wb.writev(&cx(), rw(), 100, Buf::from("0123456789"), 0)
         .await
         .expect("cached");
@@ -479,7 +539,7 @@ async fn short_writes_are_completed() {
         other => panic!("{other:?}"),
     }
     // A child that writes nothing at all fails the write.
-    h.reply(FopReply::Writev(Ok(0)));
+    h.reply(FopReply::Writev(Ok(WriteReply::written(0))));
     wb.writev(&cx(), rw(), 0, bytes(5, 1), 0)
         .await
         .expect("cached");
@@ -605,7 +665,7 @@ async fn many_concurrent_writers_to_one_file_all_land() {
                     .writev(&cx(), rw(), (t * 64 + i) * 1024, bytes(1024, 1), 0)
                     .await;
                 max.fetch_max(in_flight.fetch_sub(1, Ordering::SeqCst), Ordering::SeqCst);
-                assert_eq!(n, Ok(1024));
+                assert_eq!(n, Ok(WriteReply::written(1024)));
             }
         }));
     }

@@ -59,7 +59,8 @@ async fn read_all(sv: &Subvol, fd: Fd) -> Vec<u8> {
         let b = sv
             .readv(&Ctx::root(), fd, out.len() as u64, 7000)
             .await
-            .expect("readv");
+            .expect("readv")
+            .data;
         if b.is_empty() {
             return out;
         }
@@ -132,7 +133,12 @@ async fn run(seed: u64, steps: usize) {
                 let n = wb
                     .writev(&cx, fd, offset, Buf::from_vec(data.clone()), 0)
                     .await;
-                assert_eq!(n, Ok(len as u64), "{}", ctx(step, "write"));
+                assert_eq!(
+                    n.map(|r| r.written),
+                    Ok(len as u64),
+                    "{}",
+                    ctx(step, "write")
+                );
                 apply(&mut file.model, offset, &data);
             }
             45..=54 => {
@@ -159,7 +165,12 @@ async fn run(seed: u64, steps: usize) {
                 }
                 while let Some((i, r)) = burst.next().await {
                     let (offset, data) = &datas[i];
-                    assert_eq!(r, Ok(data.len() as u64), "{}", ctx(step, "burst write"));
+                    assert_eq!(
+                        r.map(|r| r.written),
+                        Ok(data.len() as u64),
+                        "{}",
+                        ctx(step, "burst write")
+                    );
                     apply(&mut file.model, *offset, data);
                 }
             }
@@ -170,7 +181,7 @@ async fn run(seed: u64, steps: usize) {
                 let start = (offset as usize).min(file.model.len());
                 let end = (offset as usize + size as usize).min(file.model.len());
                 assert!(
-                    got.as_slice() == &file.model[start..end],
+                    got.data.as_slice() == &file.model[start..end],
                     "{}",
                     ctx(step, "readv")
                 );

@@ -45,11 +45,11 @@ async fn loads_from_its_shared_library_and_works() {
         let n = wb
             .writev(&cx, fd, i * 1000, Buf::from_vec(vec![i as u8; 1000]), 0)
             .await;
-        assert_eq!(n, Ok(1000));
+        assert_eq!(n.map(|r| r.written), Ok(1000));
     }
     assert_eq!(wb.fstat(&cx, fd).await.expect("fstat").size, 64_000);
     let back = wb.readv(&cx, fd, 5_000, 1000).await.expect("readv");
-    assert_eq!(back.as_slice(), &[5u8; 1000][..]);
+    assert_eq!(back.data.as_slice(), &[5u8; 1000][..]);
     wb.fsync(&cx, fd, false).await.expect("fsync");
     wb.flush(&cx, fd).await.expect("flush");
     wb.release(&cx, fd).await.expect("release");

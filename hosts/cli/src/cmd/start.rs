@@ -1,5 +1,6 @@
 //! `xlfs volume start NAME`: runs `xlfsd` for every brick of the volume on this host and
-//! waits until each listens; records pids and ports.
+//! waits until each listens; records pids and ports. Each brick also hands out the volume's
+//! client volfile, so `xlfs-mount HOST:PORT:/NAME MOUNTPOINT` can mount it from anywhere.
 
 use std::ffi::OsString;
 use std::process::Child;
@@ -17,7 +18,10 @@ use crate::state::{BrickRun, Run, VolumeDir};
 const START_TIMEOUT: Duration = Duration::from_secs(20);
 
 #[derive(clap::Args, Debug)]
-#[command(after_help = "Example:\n  xlfs volume start gv0 && xlfs volume status gv0")]
+#[command(
+    after_help = "Examples:\n  xlfs volume start gv0 && xlfs volume status gv0\n  \
+    xlfs-mount server1:49152:/gv0 /mnt/gv0   (any brick's host:port hands out the volfile)"
+)]
 pub struct Args {
     pub name: String,
 }
@@ -69,7 +73,9 @@ pub fn start_bricks(vd: &VolumeDir, spec: &VolumeSpec, run: &mut Run) -> Result<
         return Ok(Vec::new());
     }
     let xlfsd = sibling::find(XLFSD)?;
-    if (0..spec.bricks.len()).any(|i| !vd.brick_volfile(i).is_file()) {
+    if (0..spec.bricks.len()).any(|i| !vd.brick_volfile(i).is_file())
+        || !vd.client_volfile().is_file()
+    {
         generate_and_write(vd, spec)?;
     }
     std::fs::create_dir_all(vd.log_dir()).map_err(CliError::io(vd.log_dir()))?;
@@ -98,7 +104,16 @@ pub fn start_bricks(vd: &VolumeDir, spec: &VolumeSpec, run: &mut Run) -> Result<
             ));
             break;
         }
-        let args: Vec<OsString> = vec!["--volfile".into(), vd.brick_volfile(i).into()];
+        // Every brick hands out the client volfile: `xlfs-mount HOST:PORT:/NAME` works
+        // against any of them (re-read per request, so `volume set` is seen at once).
+        let args: Vec<OsString> = vec![
+            "--volfile".into(),
+            vd.brick_volfile(i).into(),
+            "--client-volfile".into(),
+            vd.client_volfile().into(),
+            "--client-volfile-name".into(),
+            spec.name.clone().into(),
+        ];
         let log = vd.log_dir().join(format!("brick-{i}.log"));
         match procs::spawn_detached(&xlfsd, &args, &log) {
             Ok(child) => children.push((i, child)),

@@ -35,13 +35,16 @@ impl Nfs {
         let g = self.graph();
         let count = args.count.min(MAX_IO);
         let fd = Fd::anonymous(gfid, libc::O_RDONLY);
-        // The attributes only serve the reply (and EOF detection): fetch them alongside.
-        let (data, a) = tokio::join!(
-            g.top().readv(cx, fd, args.offset, count),
-            self.attrs(&g, cx, gfid)
-        );
+        // The leaf returns the post-read attributes with the data; only a reply served from a
+        // cache without them costs a separate stat.
+        let data = g.top().readv(cx, fd, args.offset, count).await;
+        let a = match &data {
+            Ok(r) if r.attr.is_some() => r.attr.into_option(),
+            _ => self.attrs(&g, cx, gfid).await,
+        };
         match data {
-            Ok(buf) => {
+            Ok(reply) => {
+                let buf = reply.data;
                 let len = buf.len() as u64;
                 let eof = len < u64::from(count)
                     || a.is_some_and(|a| args.offset.saturating_add(len) >= a.size);
@@ -82,12 +85,12 @@ impl Nfs {
         data.truncate(count);
         let g = self.graph();
         let fd = Fd::anonymous(gfid, libc::O_WRONLY);
-        let written = match g
+        let reply = match g
             .top()
             .writev(cx, fd, args.offset, Buf::from_vec(data), 0)
             .await
         {
-            Ok(n) => n,
+            Ok(r) => r,
             Err(e) => return fail(io_status(e)),
         };
         if args.stable != stable_how::UNSTABLE {
@@ -96,7 +99,13 @@ impl Nfs {
                 return fail(io_status(e));
             }
         }
-        let after = self.attrs(&g, cx, gfid).await;
+        // Post-write attributes come with the reply from the leaf; a write acknowledged early
+        // (write-behind) has none and costs a stat.
+        let after = match reply.attr.into_option() {
+            Some(a) => Some(a),
+            None => self.attrs(&g, cx, gfid).await,
+        };
+        let written = reply.written;
         Nfs3Result::Ok(WRITE3resok {
             file_wcc: wcc(None, after.as_ref(), self.fsid),
             count: written.min(u64::from(u32::MAX)) as u32,

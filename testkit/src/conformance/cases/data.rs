@@ -190,7 +190,8 @@ async fn large_write_1mib(e: Env) -> CaseResult {
         .top
         .writev(&e.cx, fd, 0, Buf::from_vec(data.clone()), 0)
         .await
-        .or_fail("writev 1 MiB")?;
+        .or_fail("writev 1 MiB")?
+        .written;
     ensure_eq!(n, 1 << 20, "bytes written");
     ensure_eq!(
         e.top.fstat(&e.cx, fd).await.or_fail("fstat")?.size,
@@ -222,7 +223,8 @@ async fn concurrent_writers_distinct_offsets(e: Env) -> CaseResult {
         let n = t
             .await
             .map_err(|j| format!("writer {i} died: {j}"))?
-            .or_fail(&format!("writer {i}"))?;
+            .or_fail(&format!("writer {i}"))?
+            .written;
         ensure_eq!(n, PIECE as u64, "bytes written by writer {i}");
     }
     let all = e.read_to_end(fd, 0, 128 * 1024).await?;
@@ -256,14 +258,19 @@ async fn anonymous_fd_io(e: Env) -> CaseResult {
         .top
         .writev(&e.cx, fd, 0, Buf::from("anon"), 0)
         .await
-        .or_fail("writev on an anonymous fd")?;
+        .or_fail("writev on an anonymous fd")?
+        .written;
     ensure_eq!(n, 4, "bytes written");
     let b = e
         .top
         .readv(&e.cx, fd, 0, 100)
         .await
         .or_fail("readv on an anonymous fd")?;
-    ensure_eq!(b.to_vec(), b"anon".to_vec(), "read through an anonymous fd");
+    ensure_eq!(
+        b.data.to_vec(),
+        b"anon".to_vec(),
+        "read through an anonymous fd"
+    );
     let opened = e.open(a.gfid, libc::O_RDONLY).await?;
     ensure_eq!(
         e.read(opened, 0, 100).await?,

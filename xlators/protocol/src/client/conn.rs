@@ -140,10 +140,12 @@ async fn handshake_inner(
             })
         }
         ServerMsg::Refused(reason) => Err(ConnectError::Refused { addr, reason }),
-        ServerMsg::Pong(_) | ServerMsg::Reply(_) => Err(ConnectError::Unexpected {
-            addr,
-            what: "the server answered the hello with something other than a welcome".into(),
-        }),
+        ServerMsg::Pong(_) | ServerMsg::Reply(_) | ServerMsg::Volfile(_) => {
+            Err(ConnectError::Unexpected {
+                addr,
+                what: "the server answered the hello with something other than a welcome".into(),
+            })
+        }
     }
 }
 
@@ -390,7 +392,7 @@ async fn read_loop(conn: Arc<Conn>, mut reader: FrameReader<OwnedReadHalf>) {
                 }
             }
             ServerMsg::Pong(_) => {}
-            ServerMsg::Welcome(_) | ServerMsg::Refused(_) => {
+            ServerMsg::Welcome(_) | ServerMsg::Refused(_) | ServerMsg::Volfile(_) => {
                 return conn.fail("brick sent a handshake message mid-connection".into());
             }
         }

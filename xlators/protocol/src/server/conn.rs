@@ -15,7 +15,8 @@ use xlator_api::Errno;
 use super::Shared;
 use super::session::Session;
 use crate::wire::{
-    self, ClientMsg, FrameReader, HANDSHAKE_MAX_FRAME, Hello, OutFrame, ServerMsg, WireError,
+    self, ClientMsg, FrameReader, HANDSHAKE_MAX_FRAME, Hello, OutFrame, ServerMsg,
+    VOLFILE_MAX_FRAME, VolfileReply, VolfileRequest, WireError,
 };
 
 /// Serves one accepted socket until it closes.
@@ -23,9 +24,9 @@ pub async fn serve(shared: Arc<Shared>, sock: TcpStream, peer: SocketAddr) {
     let _ = sock.set_nodelay(true);
     let (r, mut w) = sock.into_split();
     let mut reader = FrameReader::new(r, HANDSHAKE_MAX_FRAME);
-    let hello = match tokio::time::timeout(
+    let first = match tokio::time::timeout(
         shared.handshake_timeout,
-        read_hello(&mut reader, &shared),
+        read_first(&mut reader, &shared),
     )
     .await
     {
@@ -47,6 +48,10 @@ pub async fn serve(shared: Arc<Shared>, sock: TcpStream, peer: SocketAddr) {
             );
             return;
         }
+    };
+    let hello = match first {
+        First::Hello(h) => h,
+        First::Volfile(req) => return serve_volfile(&shared, w, req, peer).await,
     };
     let welcome = match shared.admit(&hello, peer) {
         Ok(w) => w,
@@ -131,19 +136,97 @@ pub async fn serve(shared: Arc<Shared>, sock: TcpStream, peer: SocketAddr) {
     }
 }
 
-async fn read_hello(
+/// What a connection starts with.
+enum First {
+    Hello(Hello),
+    Volfile(VolfileRequest),
+}
+
+async fn read_first(
     reader: &mut FrameReader<OwnedReadHalf>,
     shared: &Shared,
-) -> Result<Hello, WireError> {
+) -> Result<First, WireError> {
     let Some(body) = reader.next(shared.frame_receive_timeout).await? else {
         return Err(WireError::Truncated);
     };
     match wire::decode::<ClientMsg>(body)?.0 {
-        ClientMsg::Hello(h) => Ok(h),
+        ClientMsg::Hello(h) => Ok(First::Hello(h)),
+        ClientMsg::GetVolfile(r) => Ok(First::Volfile(r)),
         _ => Err(WireError::Io(std::io::Error::other(
-            "first frame is not a hello",
+            "first frame is neither a hello nor a volfile request",
         ))),
     }
+}
+
+/// Answers a volfile request (the volfile or a refusal), then closes the connection. No
+/// session is attached.
+async fn serve_volfile(
+    shared: &Shared,
+    mut w: OwnedWriteHalf,
+    req: VolfileRequest,
+    peer: SocketAddr,
+) {
+    let answer = match shared.volfile_for(&req, peer) {
+        Ok(path) => match read_volfile(&path).await {
+            Ok(text) => Ok(text),
+            Err(e) => {
+                tracing::error!("{}: {e}", shared.name);
+                Err(format!(
+                    "the brick cannot serve volume {:?}: {e}",
+                    req.volume
+                ))
+            }
+        },
+        Err(reason) => Err(reason),
+    };
+    let msg = match answer {
+        Ok(text) => {
+            shared.volfiles_served.fetch_add(1, Ordering::Relaxed);
+            tracing::info!(
+                "{}: sent the client volfile of {:?} to {:?} ({peer})",
+                shared.name,
+                req.volume,
+                req.client
+            );
+            ServerMsg::Volfile(VolfileReply {
+                volume: req.volume,
+                text,
+            })
+        }
+        Err(reason) => {
+            shared.refused.fetch_add(1, Ordering::Relaxed);
+            tracing::warn!(
+                "{}: refused the volfile of {:?} to {:?} ({peer}): {reason}",
+                shared.name,
+                req.volume,
+                req.client
+            );
+            ServerMsg::Refused(reason)
+        }
+    };
+    match wire::encode(&msg, Vec::new(), VOLFILE_MAX_FRAME) {
+        Ok(f) => {
+            let _ = wire::write_frames(&mut w, std::slice::from_ref(&f)).await;
+        }
+        Err(e) => tracing::error!("{}: cannot encode the volfile answer: {e}", shared.name),
+    }
+    let _ = tokio::io::AsyncWriteExt::shutdown(&mut w).await;
+}
+
+/// Reads a client volfile, refusing one that does not fit a frame.
+async fn read_volfile(path: &std::path::Path) -> Result<String, String> {
+    let text = tokio::fs::read_to_string(path)
+        .await
+        .map_err(|e| format!("cannot read its client volfile {}: {e}", path.display()))?;
+    if text.len() > VOLFILE_MAX_FRAME - 1024 {
+        return Err(format!(
+            "its client volfile {} is {} bytes, more than the {} a volfile answer carries",
+            path.display(),
+            text.len(),
+            VOLFILE_MAX_FRAME - 1024
+        ));
+    }
+    Ok(text)
 }
 
 /// Reads requests until the client leaves (`Ok(why)`), sends bad input (`Err`), or the
@@ -202,9 +285,9 @@ async fn read_loop(
                     return Ok("disconnected");
                 }
             }
-            (ClientMsg::Hello(_), _) => {
+            (ClientMsg::Hello(_), _) | (ClientMsg::GetVolfile(_), _) => {
                 return Err(WireError::Io(std::io::Error::other(
-                    "second hello on a connection",
+                    "handshake message in the middle of a connection",
                 )));
             }
         }

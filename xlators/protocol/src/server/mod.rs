@@ -9,6 +9,7 @@ mod options;
 mod session;
 
 use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use std::time::Duration;
@@ -19,7 +20,9 @@ use xlator_api::{Ctx, DumpFormat, Errno, Init, Subvol, Translator};
 pub use auth::AllowList;
 pub use options::ServerOptions;
 
-use crate::wire::{self, HEADER_ROOM, Hello, MAGIC, PROTOCOL_VERSION, ReplyBody, Request, Welcome};
+use crate::wire::{
+    self, HEADER_ROOM, Hello, MAGIC, PROTOCOL_VERSION, ReplyBody, Request, VolfileRequest, Welcome,
+};
 use session::Session;
 
 /// The translator type name.
@@ -29,6 +32,35 @@ pub const TYPE: &str = "protocol/server";
 struct Policy {
     allow: AllowList,
     secret: String,
+    volfile: Option<ServedVolfile>,
+}
+
+/// The client volfile a brick hands out (`client-volfile`, `client-volfile-name`).
+#[derive(Clone, Debug)]
+struct ServedVolfile {
+    name: String,
+    path: PathBuf,
+}
+
+impl ServedVolfile {
+    fn from_options(o: &ServerOptions) -> Result<Option<ServedVolfile>, String> {
+        let (path, name) = (o.client_volfile.trim(), o.client_volfile_name.trim());
+        match (path.is_empty(), name.is_empty()) {
+            (true, true) => Ok(None),
+            (true, false) => Err(format!(
+                "client-volfile-name {name:?} is set but client-volfile is empty: name the \
+                 client volfile to serve"
+            )),
+            (false, true) => Err(format!(
+                "client-volfile {path:?} needs client-volfile-name: the volume name clients \
+                 fetch it by (xlfs-mount HOST:/NAME)"
+            )),
+            (false, false) => Ok(Some(ServedVolfile {
+                name: name.to_owned(),
+                path: PathBuf::from(path),
+            })),
+        }
+    }
 }
 
 /// State shared by the accept loop and every connection.
@@ -51,14 +83,28 @@ struct Shared {
     accepted: AtomicU64,
     refused: AtomicU64,
     dropped: AtomicU64,
+    volfiles_served: AtomicU64,
 }
 
+/// Where the client's secret comes from, for refusal messages.
+const CLIENT_SECRET: &str = "the client's `secret` option";
+const FETCH_SECRET: &str = "the mount's --secret (or $XLFS_SECRET)";
+
 impl Shared {
-    /// Admits or refuses a client. The address is checked first, so a client from a refused
-    /// address learns nothing else about the brick.
-    fn admit(&self, hello: &Hello, peer: SocketAddr) -> Result<Welcome, String> {
-        let policy = self.policy.read().unwrap_or_else(PoisonError::into_inner);
-        if hello.magic != MAGIC {
+    /// The checks a hello and a volfile request share. The address is checked first, so a
+    /// client from a refused address learns nothing else about the brick.
+    #[allow(clippy::too_many_arguments)]
+    fn check_peer(
+        &self,
+        policy: &Policy,
+        magic: [u8; 4],
+        version: u32,
+        schema: u64,
+        secret: Option<&str>,
+        peer: SocketAddr,
+        secret_from: &str,
+    ) -> Result<(), String> {
+        if magic != MAGIC {
             return Err("not an xlfs client (bad magic)".into());
         }
         if !policy.allow.allows(peer.ip()) {
@@ -68,32 +114,46 @@ impl Shared {
                 self.name
             ));
         }
-        if hello.version != PROTOCOL_VERSION {
+        if version != PROTOCOL_VERSION {
             return Err(format!(
-                "client speaks protocol version {}, this brick speaks {PROTOCOL_VERSION}: run \
-                 the same xlfs release on clients and bricks",
-                hello.version
+                "client speaks protocol version {version}, this brick speaks \
+                 {PROTOCOL_VERSION}: run the same xlfs release on clients and bricks"
             ));
         }
-        if hello.schema != wire::SCHEMA {
+        if schema != wire::SCHEMA {
             return Err(format!(
-                "client and brick were built from different fop tables (client {:016x}, brick \
-                 {:016x}): run the same xlfs release on clients and bricks",
-                hello.schema,
+                "client and brick were built from different fop tables (client {schema:016x}, \
+                 brick {:016x}): run the same xlfs release on clients and bricks",
                 wire::SCHEMA
             ));
         }
-        if !auth::secret_matches(&policy.secret, hello.secret.as_deref()) {
-            return Err(match (&hello.secret, policy.secret.is_empty()) {
-                (None, false) => "this brick requires a secret: set the client's `secret` option \
-                                  to the brick's"
-                    .into(),
-                (Some(_), true) => "the client sent a secret but this brick has none: remove the \
-                                    client's `secret` option or set the brick's"
-                    .into(),
-                _ => "wrong secret: the client's `secret` option does not match the brick's".into(),
+        if !auth::secret_matches(&policy.secret, secret) {
+            return Err(match (secret, policy.secret.is_empty()) {
+                (None, false) => {
+                    format!("this brick requires a secret: set {secret_from} to the brick's")
+                }
+                (Some(_), true) => format!(
+                    "the client sent a secret but this brick has none: remove {secret_from} or \
+                     set the brick's"
+                ),
+                _ => format!("wrong secret: {secret_from} does not match the brick's"),
             });
         }
+        Ok(())
+    }
+
+    /// Admits or refuses a client.
+    fn admit(&self, hello: &Hello, peer: SocketAddr) -> Result<Welcome, String> {
+        let policy = self.policy.read().unwrap_or_else(PoisonError::into_inner);
+        self.check_peer(
+            &policy,
+            hello.magic,
+            hello.version,
+            hello.schema,
+            hello.secret.as_deref(),
+            peer,
+            CLIENT_SECRET,
+        )?;
         if !self.volume_names.contains(&hello.volume) {
             return Err(format!(
                 "volume {:?} is not served here; this brick serves {}: fix the client's \
@@ -111,6 +171,33 @@ impl Shared {
             server: self.id.clone(),
             max_frame: u32::try_from(self.max_frame).unwrap_or(u32::MAX),
         })
+    }
+
+    /// Checks a volfile request; returns the file to send.
+    fn volfile_for(&self, req: &VolfileRequest, peer: SocketAddr) -> Result<PathBuf, String> {
+        let policy = self.policy.read().unwrap_or_else(PoisonError::into_inner);
+        self.check_peer(
+            &policy,
+            req.magic,
+            req.version,
+            req.schema,
+            req.secret.as_deref(),
+            peer,
+            FETCH_SECRET,
+        )?;
+        match &policy.volfile {
+            Some(v) if v.name == req.volume => Ok(v.path.clone()),
+            Some(v) => Err(format!(
+                "volume {:?} is not served by this brick; it serves: {:?}",
+                req.volume, v.name
+            )),
+            None => Err(format!(
+                "volume {:?} is not served by this brick; it serves no client volfile (start \
+                 it with `xlfsd --client-volfile FILE`, as `xlfs volume start` does, or mount \
+                 with --volfile)",
+                req.volume
+            )),
+        }
     }
 
     fn register(&self, s: &Arc<Session>) {
@@ -186,6 +273,7 @@ impl Server {
             .cloned()
             .ok_or("protocol/server needs one child")?;
         let allow = AllowList::parse(&o.auth_allow)?;
+        let volfile = ServedVolfile::from_options(&o)?;
         let port = u16::try_from(o.listen_port).map_err(|_| "listen-port out of range")?;
         let listener = std::net::TcpListener::bind((o.listen_host.as_str(), port))
             .map_err(|e| format!("cannot listen on {}:{port}: {e}", o.listen_host))?;
@@ -208,6 +296,7 @@ impl Server {
             policy: RwLock::new(Policy {
                 allow,
                 secret: o.secret,
+                volfile,
             }),
             max_frame: o.max_write as usize + HEADER_ROOM,
             max_inflight: o.max_inflight_per_connection as usize,
@@ -221,6 +310,7 @@ impl Server {
             accepted: AtomicU64::new(0),
             refused: AtomicU64::new(0),
             dropped: AtomicU64::new(0),
+            volfiles_served: AtomicU64::new(0),
         });
         tracing::info!(
             "{}: serving volume {} on {local}",
@@ -252,6 +342,7 @@ impl Server {
 
     fn reconfigure_options(&self, o: ServerOptions) -> Result<(), String> {
         let allow = AllowList::parse(&o.auth_allow)?;
+        let volfile = ServedVolfile::from_options(&o)?;
         let mut p = self
             .shared
             .policy
@@ -260,6 +351,7 @@ impl Server {
         *p = Policy {
             allow,
             secret: o.secret,
+            volfile,
         };
         Ok(())
     }
@@ -273,13 +365,13 @@ impl Server {
             .iter()
             .map(|x| x.open_fds())
             .sum();
-        let allow = s
-            .policy
-            .read()
-            .unwrap_or_else(PoisonError::into_inner)
-            .allow
-            .as_str()
-            .to_owned();
+        let (allow, volfile) = {
+            let p = s.policy.read().unwrap_or_else(PoisonError::into_inner);
+            let v = p.volfile.as_ref().map(
+                |v| serde_json::json!({ "name": v.name, "path": v.path.display().to_string() }),
+            );
+            (p.allow.as_str().to_owned(), v)
+        };
         let v = serde_json::json!({
             "listen": self.local.to_string(),
             "volume-names": s.volume_names,
@@ -288,6 +380,8 @@ impl Server {
             "accepted": s.accepted.load(Ordering::Relaxed),
             "refused": s.refused.load(Ordering::Relaxed),
             "dropped": s.dropped.load(Ordering::Relaxed),
+            "client-volfile": volfile,
+            "volfiles-served": s.volfiles_served.load(Ordering::Relaxed),
             "open-fds": open_fds,
         });
         match format {

@@ -38,5 +38,14 @@ xlator_api::options! {
         /// connection is closed (slow or stalled senders).
         pub frame_receive_timeout: Duration =
             OptionSpec::duration("frame-receive-timeout", "30s").range(100, 3_600_000),
+        /// A client volfile (RON) this brick hands out to `xlfs-mount HOST:/NAME` and
+        /// `xlfs-nfsd HOST:/NAME` (NAME is `client-volfile-name`), after the same checks as a
+        /// client connection (auth-allow, secret). Read at every request, so a regenerated
+        /// file is served at once. Empty: none. `xlfsd --client-volfile` sets it.
+        pub client_volfile: String =
+            OptionSpec::string("client-volfile", "").reconfigurable(),
+        /// The volume name `client-volfile` is served under; required with it.
+        pub client_volfile_name: String =
+            OptionSpec::string("client-volfile-name", "").reconfigurable(),
     }
 }

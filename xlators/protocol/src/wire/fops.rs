@@ -36,6 +36,16 @@ impl BufSlot for Slot<'_, Buf> {
     }
 }
 
+/// A `readv` reply's data travels as raw payload; its attributes stay in the header.
+impl BufSlot for Slot<'_, xlator_api::ReadReply> {
+    fn take_payload(&mut self, out: &mut Vec<Buf>) {
+        out.push(std::mem::take(&mut self.0.data));
+    }
+    fn restore_payload(&mut self, src: &mut Payloads) -> Result<(), WireError> {
+        Slot(&mut self.0.data).restore_payload(src)
+    }
+}
+
 /// Every other argument stays in the header.
 pub trait PlainSlot {
     fn take_payload(&mut self, _out: &mut Vec<Buf>) {}
@@ -225,13 +235,24 @@ mod tests {
     #[test]
     fn readv_reply_payload_round_trips() {
         let data = Buf::from_vec(vec![1; 10]);
-        let mut body = ReplyBody::Readv(data.clone());
+        let attr = xlator_api::Iatt {
+            size: 10,
+            ..Default::default()
+        };
+        let mut body = ReplyBody::Readv(xlator_api::ReadReply {
+            data: data.clone(),
+            attr: xlator_api::abi_stable::std_types::ROption::RSome(attr),
+        });
         let mut out = Vec::new();
         body.take_payload(&mut out);
         assert_eq!(out.len(), 1);
         body.restore_payload(&mut Payloads::new(out))
             .expect("restore");
-        assert!(matches!(body, ReplyBody::Readv(b) if b.shares_storage_with(&data)));
+        let ReplyBody::Readv(r) = body else {
+            panic!("not a readv reply")
+        };
+        assert!(r.data.shares_storage_with(&data));
+        assert_eq!(r.attr.into_option().map(|a| a.size), Some(10));
     }
 
     #[test]

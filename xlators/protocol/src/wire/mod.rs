@@ -11,6 +11,11 @@
 //! A connection starts with [`Hello`] (protocol version, fop table fingerprint, volume name,
 //! client identity, optional secret) answered by [`Welcome`] or by a [`ServerMsg::Refused`]
 //! message meant for the user.
+//!
+//! Instead of a hello, a connection may start with a [`VolfileRequest`] (how
+//! `xlfs-mount HOST:/VOLUME` gets its graph): the server checks it like a hello (address,
+//! version, fop table, secret), answers [`ServerMsg::Volfile`] or [`ServerMsg::Refused`] and
+//! closes the connection; no session is attached.
 
 mod fops;
 mod frame;
@@ -30,6 +35,9 @@ pub const HEADER_ROOM: usize = 64 << 10;
 /// Frames before the handshake completes (hello, welcome, refusal) are at most this big, so an
 /// unauthenticated peer cannot make the server allocate more.
 pub const HANDSHAKE_MAX_FRAME: usize = 64 << 10;
+/// Largest [`ServerMsg::Volfile`] frame (the server refuses to send a bigger volfile; the
+/// client accepts up to this from the server it asked).
+pub const VOLFILE_MAX_FRAME: usize = 4 << 20;
 /// Payloads smaller than this are copied into the header buffer (one write, one iovec);
 /// larger ones are written straight from their `Buf`.
 pub const INLINE_PAYLOAD: usize = 4 << 10;
@@ -141,6 +149,31 @@ pub struct Welcome {
     pub max_frame: u32,
 }
 
+/// Asks for the client volfile of a volume, instead of a [`Hello`]. Checked like a hello
+/// (address allow-list, magic, version, fop table, secret); the connection closes after the
+/// answer.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
+pub struct VolfileRequest {
+    pub magic: [u8; 4],
+    pub version: u32,
+    /// Fingerprint of the fop table ([`SCHEMA`]).
+    pub schema: u64,
+    /// The volume whose client volfile is wanted (`xlfs-mount HOST:/VOLUME`).
+    pub volume: String,
+    /// Who asks (host, process), for logs.
+    pub client: String,
+    /// The shared secret, when the client has one (sent in clear, as in [`Hello`]).
+    pub secret: Option<String>,
+}
+
+/// The answer to a [`VolfileRequest`].
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
+pub struct VolfileReply {
+    pub volume: String,
+    /// The client volfile (RON), as the brick has it now.
+    pub text: String,
+}
+
 /// One fop call.
 #[derive(Serialize, Deserialize, Debug)]
 pub struct Call {
@@ -165,6 +198,9 @@ pub enum ClientMsg {
     Hello(Hello),
     Ping(u64),
     Call(Call),
+    /// First (and only) frame of a volfile fetch. Last, so the other variants keep their
+    /// encoding.
+    GetVolfile(VolfileRequest),
 }
 
 /// Frames a server sends.
@@ -176,6 +212,8 @@ pub enum ServerMsg {
     Refused(String),
     Pong(u64),
     Reply(Reply),
+    /// The answer to [`ClientMsg::GetVolfile`]; the server closes the connection after it.
+    Volfile(VolfileReply),
 }
 
 /// Messages that may carry payloads.
@@ -405,5 +443,46 @@ mod tests {
             decode::<ClientMsg>(Buf::new()),
             Err(WireError::EmptyFrame)
         ));
+    }
+
+    #[test]
+    fn volfile_messages_round_trip_and_keep_older_variants_stable() {
+        let req = VolfileRequest {
+            magic: MAGIC,
+            version: PROTOCOL_VERSION,
+            schema: SCHEMA,
+            volume: "gv0".into(),
+            client: "host:1:xlfs-mount".into(),
+            secret: Some("s3".into()),
+        };
+        let f = encode(&ClientMsg::GetVolfile(req.clone()), Vec::new(), 1 << 20).expect("enc");
+        match decode::<ClientMsg>(body(&f)).expect("decode").0 {
+            ClientMsg::GetVolfile(r) => assert_eq!(r, req),
+            other => panic!("{other:?}"),
+        }
+        let text = "( volumes: [ (name: \"gv0\", type: \"debug/io-stats\") ] )".repeat(2000);
+        let reply = VolfileReply {
+            volume: "gv0".into(),
+            text,
+        };
+        let f = encode(
+            &ServerMsg::Volfile(reply.clone()),
+            Vec::new(),
+            VOLFILE_MAX_FRAME,
+        )
+        .expect("enc");
+        assert!(
+            f.len() > HANDSHAKE_MAX_FRAME,
+            "a volfile may exceed the handshake limit"
+        );
+        match decode::<ServerMsg>(body(&f)).expect("decode").0 {
+            ServerMsg::Volfile(r) => assert_eq!(r, reply),
+            other => panic!("{other:?}"),
+        }
+        // The new variants come last: the first bytes of the older ones are unchanged.
+        let ping = encode(&ClientMsg::Ping(5), Vec::new(), 1 << 20).expect("enc");
+        assert_eq!(&ping.head[4..], &[1, 5]);
+        let pong = encode(&ServerMsg::Pong(5), Vec::new(), 1 << 20).expect("enc");
+        assert_eq!(&pong.head[4..], &[2, 5]);
     }
 }

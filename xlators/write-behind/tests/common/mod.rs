@@ -9,8 +9,8 @@ use std::time::Duration;
 
 use xlator_api::abi_stable::std_types::RVec;
 use xlator_api::{
-    Buf, Ctx, Entry, Errno, Fd, Fop, Gfid, HostServices, Iatt, Init, SeekWhat, SetAttr, Subvol,
-    Translator,
+    Buf, Ctx, Entry, Errno, Fd, Fop, Gfid, HostServices, Iatt, Init, ReadReply, SeekWhat, SetAttr,
+    Subvol, Translator, WriteReply,
 };
 use xlfs_testkit::build::build;
 use xlfs_testkit::fixtures::fd;
@@ -43,10 +43,14 @@ pub fn attr(gfid: Gfid, size: u64) -> Iatt {
 /// fops return a 42-byte file, everything else `Ok`.
 pub fn script_success(h: &MockHandle) {
     h.on(Fop::Writev, |c| match c {
-        FopCall::Writev { data, .. } => FopReply::Writev(Ok(data.len() as u64)),
+        FopCall::Writev { data, .. } => {
+            FopReply::Writev(Ok(WriteReply::written(data.len() as u64)))
+        }
         _ => FopReply::Writev(Err(Errno::EINVAL)),
     });
-    h.on(Fop::Readv, |_| FopReply::Readv(Ok(Buf::zeroed(4))));
+    h.on(Fop::Readv, |_| {
+        FopReply::Readv(Ok(ReadReply::data(Buf::zeroed(4))))
+    });
     h.on(Fop::Seek, |_| FopReply::Seek(Ok(0)));
     h.on(Fop::Stat, |c| match c {
         FopCall::Stat { gfid } => FopReply::Stat(Ok(attr(*gfid, 42))),
@@ -278,14 +282,14 @@ impl Translator for Jitter {
         offset: u64,
         data: Buf,
         flags: i32,
-    ) -> Result<u64, Errno> {
+    ) -> Result<WriteReply, Errno> {
         self.pause().await;
         let r = self.children[0].writev(cx, fd, offset, data, flags).await;
         self.pause().await;
         r
     }
 
-    async fn readv(&self, cx: &Ctx, fd: Fd, offset: u64, size: u32) -> Result<Buf, Errno> {
+    async fn readv(&self, cx: &Ctx, fd: Fd, offset: u64, size: u32) -> Result<ReadReply, Errno> {
         self.pause().await;
         self.children[0].readv(cx, fd, offset, size).await
     }

@@ -1,0 +1,601 @@
+#!/usr/bin/env bash
+# bench/run.sh: the standard workloads (W1..W5 of bench/workloads.sh) on the floors and on xlfs
+# volumes, in interleaved rounds, with one markdown table per workload and a JSON document.
+#
+#   bash bench/run.sh [OPTIONS]          (root: FUSE mounts, drop_caches, apt-get)
+#
+# What it does, in order:
+#   1. installs what is missing with apt-get (fio, bindfs, linux-source-6.1 for W5);
+#   2. cargo build --release --workspace (one invocation, from the repository root);
+#   3. makes a scratch area in BENCH_DIR and the targets (see TARGETS);
+#   4. for each workload: one-time preparation, then ROUNDS interleaved rounds
+#      (round 1: every target, round 2: every target, ...); inside a target the variants
+#      (block sizes, reader counts) are rotated by one each round;
+#   5. xlfs-bench report: OUT/DATE-MODE.md (tables), OUT/DATE-MODE.json (every raw value,
+#      date, git revision, kernel, tool versions, options, knobs) and OUT/DATE-MODE.raw;
+#      OUT/latest-MODE.{md,json} point at the newest;
+#   6. unmounts everything and stops the bricks, also on error and Ctrl-C.
+#
+# Options:
+#   --quick             small sizes (whole run: a few minutes); proves the harness works
+#   --rounds N          interleaved rounds (default 3)
+#   --only LIST         workloads, comma-separated: w1,w2,w3,w4,w5 (default all)
+#   --targets LIST      comma-separated, in table order (default: all of them; the ones that
+#                       cannot be set up are reported as skipped with the reason):
+#                         brick          a plain directory on the file system of the bricks
+#                                        (the floor)
+#                         bindfs         bindfs FUSE passthrough of a directory there
+#                                        (the FUSE floor; libfuse, single-threaded)
+#                         bindfs-mt      the same with bindfs --multithreaded
+#                         xlfs           single-brick xlfs volume (volgen, xlfsd, xlfs-mount)
+#                         xlfs-replica2  xlfs volume, replica 2 (2 bricks)
+#                         xlfs-stripe4   xlfs volume, stripe 4 (4 bricks)
+#                         xlfs-dist4     xlfs volume, distribute 4 (4 bricks)
+#                         gluster, gluster-replica2, gluster-dist4, gluster-shard4
+#                                        GlusterFS peers with the same brick layouts (shard 4
+#                                        stands in for stripe 4, which GlusterFS removed);
+#                                        only when glusterd and gluster are installed
+#   --out DIR           where results go (default bench/results)
+#   --no-build          do not run cargo build (the binaries must exist in target/release)
+#   --no-install        do not apt-get install missing tools (fail or skip instead)
+#   --mount-opts "..."  extra xlfs-mount options for every xlfs volume
+#                       (e.g. "--writeback-cache"; see target/release/xlfs-mount --help)
+#   --remount-on-drop   W2/W4: also unmount + remount xlfs volumes when caches are dropped,
+#                       so the client-side io-cache is cold too (default: kernel caches only,
+#                       as for the GlusterFS peer)
+#   --gluster MODE      auto (default: peers when installed) or off
+#   --bench-dir DIR     scratch area (default $BENCH_DIR or /var/tmp/xlfs-bench); wiped at
+#                       start except DIR/cache (the W5 tar), so use a dedicated directory
+#   --timeout SECS      limit per workload call (default 1800, quick 300)
+#   --cleanup           only undo a killed run: unmount everything under the scratch area,
+#                       stop and delete its volumes, then exit
+#   -h, --help          this text
+#
+# Workload knobs (environment; the values used are recorded in the results). Full / --quick:
+#   W1_MIB 256 / 32          W1_BS_LIST "4k 128k 1M"
+#   W2_MIB 2048 / 128
+#   W3_FILES 4000 / 256      W3_JOBS 16 / 4      W3_RUNTIME 15 / 3    W3_RAMP 2 / 1
+#   W3_VARIANTS "4k:1 32k:1" (BS:O_DIRECT; add 4k:0 for buffered)     W3_ENGINE psync
+#   W4_FILES 2000 / 120      W4_P_LIST "1 2 5 10 20 30" / "1 5 30"     W4_READER cat
+#   W5_SRC /usr/src/linux-source-6.1.tar.xz
+#   W5_SUBSET linux-source-6.1/drivers/net / linux-source-6.1/drivers/net/ethernet/intel
+#             ("all" for the whole tree)
+#   ANCHOR_DROP_CACHES 1
+# A knob set in the environment wins over both defaults.
+#
+# Files in BENCH_DIR: state/ (XLFS_STATE_DIR of the bench volumes), bricks/, dirs/ (floor
+# directories), mnt/, cache/ (W5 tar, kept), tmp/, run.log (workload stderr), raw (results so
+# far; kept when a run is interrupted), lock.
+set -euo pipefail
+
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+ROOT=$(cd "$HERE/.." && pwd)
+WL=$HERE/workloads.sh
+REL=$ROOT/target/release
+XLFS=$REL/xlfs
+BENCH_BIN=$REL/xlfs-bench
+
+ALL_TARGETS="brick,bindfs,bindfs-mt,xlfs,xlfs-replica2,xlfs-stripe4,xlfs-dist4,gluster,gluster-replica2,gluster-dist4,gluster-shard4"
+QUICK=0; ROUNDS=3; ONLY=w1,w2,w3,w4,w5; TARGETS=$ALL_TARGETS; OUT=$HERE/results
+BUILD=1; INSTALL=1; MOUNT_OPTS=; REMOUNT=0; GLUSTER=auto; CLEANUP_ONLY=0; TIMEOUT=
+BENCH_DIR=${BENCH_DIR:-/var/tmp/xlfs-bench}
+ARGS_USED="$*"
+
+usage() { awk 'NR > 1 && /^set -e/ {exit} NR > 1 {sub(/^# ?/, ""); print}' "$0"; }
+die() { echo "run.sh: $*" >&2; exit 2; }
+say() { echo "[bench $(date +%T)] $*" >&2; }
+
+while [ $# -gt 0 ]; do
+    case $1 in
+        --quick) QUICK=1;;
+        --rounds) ROUNDS=${2:?--rounds N}; shift;;
+        --only) ONLY=${2:?--only LIST}; shift;;
+        --targets) TARGETS=${2:?--targets LIST}; shift;;
+        --out) OUT=${2:?--out DIR}; shift;;
+        --no-build) BUILD=0;;
+        --no-install) INSTALL=0;;
+        --mount-opts) MOUNT_OPTS=${2?--mount-opts STRING}; shift;;
+        --remount-on-drop) REMOUNT=1;;
+        --gluster) GLUSTER=${2:?--gluster auto|off}; shift;;
+        --bench-dir) BENCH_DIR=${2:?--bench-dir DIR}; shift;;
+        --timeout) TIMEOUT=${2:?--timeout SECS}; shift;;
+        --cleanup) CLEANUP_ONLY=1;;
+        -h|--help) usage; exit 0;;
+        *) usage >&2; die "unknown option $1";;
+    esac
+    shift
+done
+
+[[ $ROUNDS =~ ^[1-9][0-9]*$ ]] || die "--rounds must be a positive number"
+case $GLUSTER in auto|off) ;; *) die "--gluster must be auto or off";; esac
+case $BENCH_DIR in /?*) ;; *) die "--bench-dir must be an absolute path";; esac
+BENCH_DIR=${BENCH_DIR%/}
+[ "$BENCH_DIR" != / ] || die "--bench-dir cannot be /"
+for w in ${ONLY//,/ }; do case $w in w1|w2|w3|w4|w5) ;; *) die "unknown workload $w (w1..w5)";; esac; done
+for t in ${TARGETS//,/ }; do
+    case ",$ALL_TARGETS," in *",$t,"*) ;; *) die "unknown target $t (known: $ALL_TARGETS)";; esac
+done
+MODE=full; [ "$QUICK" = 0 ] || MODE=quick
+
+# ---- knobs: the environment wins, then the mode's default ---------------------------------
+knob() { # knob NAME FULL QUICK
+    local v=${!1:-}
+    if [ -z "$v" ]; then if [ "$QUICK" = 1 ]; then v=$3; else v=$2; fi; fi
+    printf -v "$1" '%s' "$v"; export "${1?}"
+}
+knob W1_MIB 256 32
+knob W1_BS_LIST "4k 128k 1M" "4k 128k 1M"
+knob W2_MIB 2048 128
+knob W3_FILES 4000 256
+knob W3_JOBS 16 4
+knob W3_RUNTIME 15 3
+knob W3_RAMP 2 1
+knob W3_VARIANTS "4k:1 32k:1" "4k:1 32k:1"
+knob W3_ENGINE psync psync
+knob W4_FILES 2000 120
+knob W4_P_LIST "1 2 5 10 20 30" "1 5 30"
+knob W4_READER cat cat
+knob W5_SRC /usr/src/linux-source-6.1.tar.xz /usr/src/linux-source-6.1.tar.xz
+knob W5_SUBSET linux-source-6.1/drivers/net linux-source-6.1/drivers/net/ethernet/intel
+knob ANCHOR_DROP_CACHES 1 1
+KNOBS="W1_MIB W1_BS_LIST W2_MIB W3_FILES W3_JOBS W3_RUNTIME W3_RAMP W3_VARIANTS W3_ENGINE W4_FILES W4_P_LIST W4_READER W5_SRC W5_SUBSET ANCHOR_DROP_CACHES"
+[ -n "$TIMEOUT" ] || { if [ "$QUICK" = 1 ]; then TIMEOUT=300; else TIMEOUT=1800; fi; }
+export ANCHOR_CACHE=$BENCH_DIR/cache
+export TMPDIR=$BENCH_DIR/tmp
+unset W5_TAR ANCHOR_NFS_URL ANCHOR_DROP_HOOK
+
+STATE=$BENCH_DIR/state
+export XLFS_STATE_DIR=$STATE
+RAW=$BENCH_DIR/raw
+LOG=$BENCH_DIR/run.log
+
+# ---- what is mounted under the scratch area -------------------------------------------------
+our_mounts() { # mount points under BENCH_DIR, deepest first
+    awk -v p="$BENCH_DIR/" 'index($2, p) == 1 {print $2}' /proc/mounts | sort -r
+}
+force_umount() { # force_umount DIR: every way we know, quietly
+    local m=$1
+    grep -q " $m " /proc/mounts || return 0
+    fusermount -u "$m" 2>/dev/null || umount "$m" 2>/dev/null || umount -l "$m" 2>/dev/null || true
+}
+our_volumes() {
+    [ -x "$XLFS" ] && [ -d "$STATE/volumes" ] || return 0
+    local v
+    for v in "$STATE"/volumes/*/; do [ -d "$v" ] && basename "$v"; done
+    return 0
+}
+
+# ---- cleanup (EXIT trap; also --cleanup) ----------------------------------------------------
+MOUNTED=()        # "kind:dir" in mount order
+VOLUMES=()        # xlfs volume names we created
+GVOLUMES=()       # gluster volume names we created
+GLUSTERD_STARTED=0
+WPID=             # the running workload call (its own process group, from timeout)
+CLEANED=0
+INTERRUPTED=0
+
+# shellcheck disable=SC2317  # reached through the traps
+kill_workload() {
+    if [ -n "$WPID" ] && kill -0 "$WPID" 2>/dev/null; then
+        kill -TERM -- "-$WPID" 2>/dev/null || kill -TERM "$WPID" 2>/dev/null || true
+        for _ in $(seq 50); do kill -0 "$WPID" 2>/dev/null || break; sleep 0.1; done
+        kill -KILL -- "-$WPID" 2>/dev/null || true
+        wait "$WPID" 2>/dev/null || true
+    fi
+    WPID=
+}
+
+# shellcheck disable=SC2317  # reached through the traps
+cleanup() {
+    local rc=$?
+    [ "$CLEANED" = 0 ] || return 0
+    CLEANED=1
+    trap '' INT TERM
+    kill_workload
+    local i m kind
+    for ((i = ${#MOUNTED[@]} - 1; i >= 0; i--)); do
+        kind=${MOUNTED[$i]%%:*}; m=${MOUNTED[$i]#*:}
+        case $kind in
+            xlfs) "$XLFS" umount "$m" >>"$LOG" 2>&1 || true;;
+            *) fusermount -u "$m" >>"$LOG" 2>&1 || umount "$m" >>"$LOG" 2>&1 || true;;
+        esac
+        force_umount "$m"
+    done
+    for v in "${VOLUMES[@]}"; do
+        "$XLFS" volume stop "$v" >>"$LOG" 2>&1 || true
+        "$XLFS" volume delete "$v" >>"$LOG" 2>&1 || true
+    done
+    gluster_down
+    for m in $(our_mounts); do force_umount "$m"; done
+    if [ -n "$(our_mounts)" ]; then
+        echo "run.sh: still mounted under $BENCH_DIR: $(our_mounts | tr '\n' ' ')" >&2
+        [ "$rc" != 0 ] || rc=1
+    fi
+    if [ "$INTERRUPTED" = 1 ]; then
+        echo "run.sh: interrupted; cleaned up. Results so far: $RAW, log: $LOG" >&2
+    fi
+    exit "$rc"
+}
+
+# shellcheck disable=SC2317  # reached through the traps
+on_signal() {
+    trap '' INT TERM
+    INTERRUPTED=1
+    echo >&2
+    say "got SIG$1, stopping"
+    kill_workload
+    exit 130
+}
+
+cleanup_only() {
+    say "cleaning up $BENCH_DIR"
+    for m in $(our_mounts); do
+        if "$XLFS" umount "$m" >/dev/null 2>&1; then echo "unmounted $m (xlfs umount)"; continue; fi
+        force_umount "$m"
+        grep -q " $m " /proc/mounts || echo "unmounted $m"
+    done
+    for v in $(our_volumes); do
+        "$XLFS" volume stop "$v" 2>&1 || true
+        "$XLFS" volume delete "$v" 2>&1 || true
+    done
+    if command -v gluster >/dev/null 2>&1 && [ -s "$BENCH_DIR/gluster/glusterd.pid" ]; then
+        GLUSTERD_STARTED=1
+        mapfile -t GVOLUMES < <(gluster --mode=script volume list 2>/dev/null | grep '^xlfsbench-' || true)
+        gluster_down
+    fi
+    rm -f "$BENCH_DIR/pid"
+    if [ -n "$(our_mounts)" ]; then echo "still mounted: $(our_mounts | tr '\n' ' ')" >&2; exit 1; fi
+    say "clean"
+}
+
+# ---- GlusterFS peer -------------------------------------------------------------------------
+G() { gluster --mode=script "$@"; }
+GF_HOST=${GF_HOST:-$(hostname)}
+gluster_down() {
+    local v
+    for v in "${GVOLUMES[@]}"; do
+        G volume stop "$v" force >>"$LOG" 2>&1 || true
+        G volume delete "$v" >>"$LOG" 2>&1 || true
+    done
+    GVOLUMES=()
+    if [ "$GLUSTERD_STARTED" = 1 ] && [ -s "$BENCH_DIR/gluster/glusterd.pid" ]; then
+        local pid; pid=$(cat "$BENCH_DIR/gluster/glusterd.pid")
+        kill "$pid" 2>/dev/null || true
+        for _ in $(seq 60); do kill -0 "$pid" 2>/dev/null || break; sleep 0.5; done
+        rm -f "$BENCH_DIR/gluster/glusterd.pid"
+        GLUSTERD_STARTED=0
+    fi
+}
+
+# ---- helpers --------------------------------------------------------------------------------
+meta() { echo "META $1=$2" >> "$RAW"; }
+skip() { # skip TARGET REASON
+    echo "SKIP target=$1 reason=$2" >> "$RAW"
+    say "SKIP $1: $2"
+}
+want() { case ",$TARGETS," in *",$1,"*) return 0;; esac; return 1; }
+wants_workload() { case ",$ONLY," in *",$1,"*) return 0;; esac; return 1; }
+one_line() { tr '\n' ' ' | sed -e 's/  */ /g' -e 's/ $//' | cut -c1-400; }
+
+apt_install() { # apt_install PACKAGE...
+    if [ "$INSTALL" = 0 ]; then return 1; fi
+    [ "$(id -u)" = 0 ] || return 1
+    say "apt-get install -y $*"
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -q "$@" >>"$LOG" 2>&1 && return 0
+    DEBIAN_FRONTEND=noninteractive apt-get update -q >>"$LOG" 2>&1 || true
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -q "$@" >>"$LOG" 2>&1
+}
+
+NAMES=(); DIRS=(); REMOUNTS=()
+add_target() { # add_target NAME DIR ROLE INFO [REMOUNT_HOOK]
+    NAMES+=("$1"); DIRS+=("$2"); REMOUNTS+=("${5:-}")
+    local fs
+    fs=$(findmnt -n -T "$2" -o FSTYPE 2>/dev/null | head -1 || true)
+    echo "TARGET name=$1 role=$3 info=$4 (${fs:-?} at $2)" >> "$RAW"
+    say "target $1: $2"
+}
+
+wait_mounted() { # wait_mounted DIR: up to 10 s
+    for _ in $(seq 100); do grep -q " $1 " /proc/mounts && return 0; sleep 0.1; done
+    return 1
+}
+
+setup_bindfs() { # setup_bindfs NAME [bindfs options]
+    local name=$1; shift
+    if ! command -v bindfs >/dev/null; then skip "$name" "bindfs is not installed (apt-get install bindfs)"; return; fi
+    local src=$BENCH_DIR/dirs/$name-src mnt=$BENCH_DIR/mnt/$name err
+    mkdir -p "$src" "$mnt"
+    if ! err=$(bindfs "$@" "$src" "$mnt" 2>&1 9>&-) || ! wait_mounted "$mnt"; then
+        skip "$name" "bindfs $* failed: $(echo "$err" | one_line)"; return
+    fi
+    MOUNTED+=("bindfs:$mnt")
+    local mt="single-threaded"; [ $# -eq 0 ] || mt="$*"
+    add_target "$name" "$mnt" fuse-floor "$BINDFS_VERSION ($mt) over a directory on the bricks' file system"
+}
+
+setup_xlfs() { # setup_xlfs NAME: volume create (volgen), start, mount
+    local name=$1 vol=bench-$1 bricks=() args=() n=1 layout err i
+    case $name in
+        xlfs) n=1; layout="single brick";;
+        xlfs-replica2) n=2; args=(--replica 2); layout="replica 2";;
+        xlfs-stripe4) n=4; args=(--stripe 4); layout="stripe 4";;
+        xlfs-dist4) n=4; layout="distribute 4";;
+    esac
+    for ((i = 0; i < n; i++)); do bricks+=("$BENCH_DIR/bricks/$name/b$i"); done
+    if ! err=$("$XLFS" volume create "$vol" "${bricks[@]}" "${args[@]}" 2>&1); then
+        # keep the sentence, drop the list of searched paths
+        skip "$name" "$layout: xlfs volume create refused: $(echo "$err" | sed 's/ (unknown translator type[^;]*; searched: [^)]*)//' | one_line)"
+        return
+    fi
+    echo "$err" >> "$LOG"
+    VOLUMES+=("$vol")
+    if ! err=$("$XLFS" volume start "$vol" 2>&1 9>&-); then
+        skip "$name" "$layout: xlfs volume start failed: $(echo "$err" | one_line)"; return
+    fi
+    echo "$err" >> "$LOG"
+    local mnt=$BENCH_DIR/mnt/$name
+    mkdir -p "$mnt"
+    local mo=()
+    # shellcheck disable=SC2206
+    [ -z "$MOUNT_OPTS" ] || mo=(-- $MOUNT_OPTS)
+    if ! err=$("$XLFS" mount "$vol" "$mnt" "${mo[@]}" 2>&1 9>&-) || ! wait_mounted "$mnt"; then
+        skip "$name" "$layout: xlfs mount failed: $(echo "$err" | one_line)"; return
+    fi
+    echo "$err" >> "$LOG"
+    MOUNTED+=("xlfs:$mnt")
+    local hook=
+    if [ "$REMOUNT" = 1 ]; then
+        hook="'$XLFS' umount '$mnt' >/dev/null && '$XLFS' mount '$vol' '$mnt' ${mo[*]} >/dev/null"
+    fi
+    add_target "$name" "$mnt" xlfs "xlfs volume $vol, $layout (volgen default client stack)${MOUNT_OPTS:+, xlfs-mount $MOUNT_OPTS}" "$hook"
+}
+
+gluster_up() { # starts glusterd bound to 127.0.0.1 unless one answers already; 0 when usable
+    if G pool list >/dev/null 2>&1; then
+        say "using the running glusterd"
+        return 0
+    fi
+    mkdir -p "$BENCH_DIR/gluster"/{etc,log}
+    sed 's|^\( *\)option transport.socket.listen-port 24007|&\n\1option transport.socket.bind-address 127.0.0.1|' \
+        /etc/glusterfs/glusterd.vol > "$BENCH_DIR/gluster/etc/glusterd.vol"
+    glusterd -f "$BENCH_DIR/gluster/etc/glusterd.vol" --pid-file="$BENCH_DIR/gluster/glusterd.pid" \
+        --log-file="$BENCH_DIR/gluster/log/glusterd.log" --log-level=INFO >>"$LOG" 2>&1 9>&- || return 1
+    GLUSTERD_STARTED=1
+    for _ in $(seq 30); do G pool list >/dev/null 2>&1 && return 0; sleep 1; done
+    return 1
+}
+
+GLUSTER_OK=
+setup_gluster() { # setup_gluster NAME
+    local name=$1 vol bricks=() n=1 layout err i
+    if [ "$GLUSTER" = off ]; then skip "$name" "GlusterFS peer disabled (--gluster off)"; return; fi
+    if ! command -v glusterd >/dev/null || ! command -v gluster >/dev/null; then
+        skip "$name" "GlusterFS is not installed (glusterd/gluster not found; apt-get install glusterfs-server glusterfs-client to add the peer)"
+        return
+    fi
+    if [ -z "$GLUSTER_OK" ]; then
+        GLUSTER_OK=no
+        if ! getent hosts "$GF_HOST" | grep -q '^127\.'; then
+            GLUSTER_WHY="GF_HOST=$GF_HOST does not resolve to 127.x (the gluster CLI refuses 127.0.0.1 as a brick host; map the host name in /etc/hosts or set GF_HOST)"
+        elif ! gluster_up; then
+            GLUSTER_WHY="glusterd did not start (see $BENCH_DIR/gluster/log/glusterd.log)"
+        else
+            GLUSTER_OK=yes
+            GLUSTER_VERSION=$(glusterfs --version 2>/dev/null | head -1)
+            meta version.glusterfs "$GLUSTER_VERSION"
+        fi
+    fi
+    [ "$GLUSTER_OK" = yes ] || { skip "$name" "$GLUSTER_WHY"; return; }
+    vol=xlfsbench-$name
+    case $name in
+        gluster) n=1; layout="single brick";;
+        gluster-replica2) n=2; bricks=(replica 2); layout="replica 2";;
+        gluster-dist4) n=4; layout="distribute 4";;
+        gluster-shard4) n=4; layout="distribute 4 + features.shard (GlusterFS has no stripe since 6)";;
+    esac
+    rm -rf "$BENCH_DIR/gluster/bricks/$name"; mkdir -p "$BENCH_DIR/gluster/bricks/$name"
+    for ((i = 0; i < n; i++)); do bricks+=("$GF_HOST:$BENCH_DIR/gluster/bricks/$name/b$i"); done
+    if G volume info "$vol" >/dev/null 2>&1; then
+        skip "$name" "a GlusterFS volume $vol exists already (run.sh --cleanup, or gluster volume delete $vol)"; return
+    fi
+    if ! err=$(G volume create "$vol" "${bricks[@]}" force 2>&1); then
+        skip "$name" "gluster volume create failed: $(echo "$err" | one_line)"; return
+    fi
+    GVOLUMES+=("$vol")
+    if [ "$name" = gluster-shard4 ]; then G volume set "$vol" features.shard on >>"$LOG" 2>&1 || true; fi
+    if ! err=$(G volume start "$vol" 2>&1 9>&-); then
+        skip "$name" "gluster volume start failed: $(echo "$err" | one_line)"; return
+    fi
+    local mnt=$BENCH_DIR/mnt/$name
+    mkdir -p "$mnt"
+    if ! err=$(mount -t glusterfs -o "log-file=$BENCH_DIR/gluster/log/mnt-$name.log" "127.0.0.1:/$vol" "$mnt" 2>&1 9>&-); then
+        skip "$name" "mount -t glusterfs failed: $(echo "$err" | one_line)"; return
+    fi
+    MOUNTED+=("gluster:$mnt")
+    add_target "$name" "$mnt" peer "$GLUSTER_VERSION volume $vol, $layout, default volume options, FUSE"
+}
+
+# run_wl INDEX ROUND ARGS...: one workloads.sh call on target INDEX, RESULT lines tagged
+run_wl() {
+    local i=$1 round=$2; shift 2
+    local name=${NAMES[$i]} dir=${DIRS[$i]} out rc=0 line
+    out=$(mktemp "$TMPDIR/wl.XXXXXX")
+    echo "## $(date +%T) round=$round target=$name $*" >> "$LOG"
+    ANCHOR_DROP_HOOK=${REMOUNTS[$i]} timeout -k 10 "$TIMEOUT" "$WL" "$dir" "$@" >"$out" 2>>"$LOG" 9>&- &
+    WPID=$!
+    wait "$WPID" || rc=$?
+    WPID=
+    while IFS= read -r line; do
+        case $line in
+            RESULT*) echo "round=$round target=$name ${line#RESULT }" >> "$RAW";;
+            *) echo "$line" >> "$LOG";;
+        esac
+    done < "$out"
+    rm -f "$out"
+    if [ "$rc" -ne 0 ]; then
+        local why=; [ "$rc" != 124 ] || why=" (timeout ${TIMEOUT}s)"
+        echo "ERROR round=$round target=$name workload=${1%-prep} rc=$rc$why args=$*" >> "$RAW"
+        say "ERROR target=$name round=$round $* rc=$rc$why (see $LOG)"
+    fi
+}
+
+rotate() { # rotate N WORD...: the words starting at index N (mod count)
+    local n=$1; shift
+    local a=("$@") k=$# i
+    for ((i = 0; i < k; i++)); do printf '%s ' "${a[$(((i + n) % k))]}"; done
+}
+
+run_workload() { # run_workload wN
+    local w=$1 r i v
+    say "== $w"
+    case $w in
+        w3|w4) for i in "${!NAMES[@]}"; do run_wl "$i" 0 "$w-prep"; done;;
+        w5) run_wl 0 0 w5-prep;;
+    esac
+    for r in $(seq 1 "$ROUNDS"); do
+        for i in "${!NAMES[@]}"; do
+            # shellcheck disable=SC2086
+            case $w in
+                w1) for v in $(rotate $((r - 1)) $W1_BS_LIST); do run_wl "$i" "$r" w1 "$v"; done;;
+                w2) run_wl "$i" "$r" w2;;
+                w3) for v in $(rotate $((r - 1)) $W3_VARIANTS); do
+                        W3_DIRECT=${v#*:} run_wl "$i" "$r" w3 "${v%%:*}"
+                    done;;
+                w4) for v in $(rotate $((r - 1)) $W4_P_LIST); do run_wl "$i" "$r" w4 "$v"; done;;
+                w5) run_wl "$i" "$r" w5;;
+            esac
+        done
+        say "$w round $r/$ROUNDS done"
+    done
+    for i in "${!NAMES[@]}"; do "$WL" "${DIRS[$i]}" cleanup >>"$LOG" 2>&1 || true; done
+}
+
+# ---- main -----------------------------------------------------------------------------------
+main() {
+    [ "$(id -u)" = 0 ] || die "run as root (FUSE mounts, drop_caches, apt-get)"
+    mkdir -p "$BENCH_DIR"
+    if [ -n "$(ls -A "$BENCH_DIR" 2>/dev/null)" ] && [ ! -e "$BENCH_DIR/.xlfs-bench" ]; then
+        die "$BENCH_DIR is not empty and was not made by run.sh (no .xlfs-bench marker); pick another --bench-dir"
+    fi
+    touch "$BENCH_DIR/.xlfs-bench"
+    # the lock is held by this shell only: every daemon it starts gets `9>&-`
+    exec 9>"$BENCH_DIR/lock"
+    if ! flock -n 9; then
+        local holder; holder=$(cat "$BENCH_DIR/pid" 2>/dev/null || true)
+        if [ -n "$holder" ] && tr '\0' ' ' < "/proc/$holder/cmdline" 2>/dev/null | grep -q run.sh; then
+            die "another run.sh (pid $holder) is using $BENCH_DIR"
+        fi
+        [ "$CLEANUP_ONLY" = 1 ] || die "$BENCH_DIR/lock is held by another process (a daemon of a killed run?); try: bash $HERE/run.sh --cleanup --bench-dir $BENCH_DIR"
+        say "lock held but no run.sh runs; cleaning up anyway"
+    fi
+    echo $$ > "$BENCH_DIR/pid"
+
+    if [ "$CLEANUP_ONLY" = 1 ]; then LOG=/dev/null; cleanup_only; exit 0; fi
+
+    if [ -n "$(our_mounts)" ] || [ -n "$(our_volumes)" ]; then
+        echo "run.sh: the scratch area $BENCH_DIR is in use (a previous run was killed?):" >&2
+        our_mounts | sed 's/^/  mounted: /' >&2
+        our_volumes | sed 's/^/  volume:  /' >&2
+        echo "clean up with:  bash $HERE/run.sh --cleanup --bench-dir $BENCH_DIR" >&2
+        echo "(or by hand: XLFS_STATE_DIR=$STATE $XLFS umount DIR / volume stop NAME; umount -l DIR)" >&2
+        exit 2
+    fi
+
+    trap cleanup EXIT
+    trap 'on_signal INT' INT
+    trap 'on_signal TERM' TERM
+
+    rm -rf "${BENCH_DIR:?}"/{state,bricks,dirs,mnt,gluster,tmp}
+    mkdir -p "$BENCH_DIR"/{state,bricks,dirs,mnt,tmp,cache}
+    : > "$LOG"; : > "$RAW"
+    say "scratch $BENCH_DIR, log $LOG, mode $MODE, rounds $ROUNDS, workloads $ONLY"
+
+    # tools
+    for tool in dd python3 xz tar findmnt timeout flock; do
+        command -v "$tool" >/dev/null || die "$tool is missing"
+    done
+    if wants_workload w3 && ! command -v fio >/dev/null; then
+        apt_install fio || die "fio is missing and could not be installed (apt-get install fio)"
+    fi
+    if { want bindfs || want bindfs-mt; } && ! command -v bindfs >/dev/null; then
+        apt_install bindfs || say "bindfs could not be installed; the bindfs targets are skipped"
+    fi
+    if wants_workload w5 && [ ! -r "$W5_SRC" ]; then
+        if [ "$W5_SRC" = /usr/src/linux-source-6.1.tar.xz ]; then
+            apt_install linux-source-6.1 || true
+        fi
+        [ -r "$W5_SRC" ] || die "W5 needs $W5_SRC (apt-get install linux-source-6.1, or set W5_SRC, or --only without w5)"
+    fi
+
+    # build
+    if [ "$BUILD" = 1 ]; then
+        say "cargo build --release --workspace"
+        (cd "$ROOT" && cargo build --release --workspace) >>"$LOG" 2>&1 \
+            || { tail -30 "$LOG" >&2; die "cargo build --release --workspace failed (log: $LOG)"; }
+    fi
+    for b in xlfs xlfsd xlfs-mount xlfs-bench; do
+        [ -x "$REL/$b" ] || die "$REL/$b is missing: cargo build --release --workspace (or drop --no-build)"
+    done
+
+    # run description
+    BINDFS_VERSION=$(bindfs --version 2>/dev/null | head -1 || echo "bindfs (not installed)")
+    meta date "$(date +%F)"
+    meta mode "$MODE"
+    meta started "$(date -u +%FT%TZ)"
+    meta git_rev "$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)"
+    meta kernel "$(uname -r)"
+    meta host "$(nproc) CPUs, $(awk '/MemTotal/ {printf "%.1f GiB RAM", $2 / 1048576}' /proc/meminfo), load $(cut -d' ' -f1-3 /proc/loadavg)"
+    meta bricks_fs "$(findmnt -n -T "$BENCH_DIR" -o FSTYPE,SOURCE,OPTIONS 2>/dev/null | head -1)"
+    meta version.xlfs "$("$XLFS" --version 2>/dev/null | head -1)"
+    meta version.fio "$(fio --version 2>/dev/null || echo 'not installed')"
+    meta version.bindfs "$BINDFS_VERSION"
+    meta version.rustc "$(rustc --version 2>/dev/null || echo unknown)"
+    meta rounds "$ROUNDS"
+    meta opt.command "bench/run.sh $ARGS_USED"
+    meta opt.only "$ONLY"
+    meta opt.targets "$TARGETS"
+    meta opt.mount_opts "${MOUNT_OPTS:-(none)}"
+    meta opt.remount_on_drop "$REMOUNT"
+    meta opt.timeout_s "$TIMEOUT"
+    meta opt.bench_dir "$BENCH_DIR"
+    for k in $KNOBS; do meta "env.$k" "${!k}"; done
+
+    # targets
+    for t in ${TARGETS//,/ }; do
+        case $t in
+            brick) mkdir -p "$BENCH_DIR/dirs/brick"
+                   add_target brick "$BENCH_DIR/dirs/brick" floor "plain directory on the bricks' file system";;
+            bindfs) setup_bindfs bindfs;;
+            bindfs-mt) setup_bindfs bindfs-mt --multithreaded;;
+            xlfs*) setup_xlfs "$t";;
+            gluster*) setup_gluster "$t";;
+        esac
+    done
+    [ "${#NAMES[@]}" -gt 0 ] || die "no target could be set up"
+    want xlfs && { [[ " ${NAMES[*]} " == *" xlfs "* ]] || say "WARNING: the single-brick xlfs volume could not be set up (see SKIP above)"; }
+    for i in "${!NAMES[@]}"; do
+        echo "## info ${NAMES[$i]}: $("$WL" "${DIRS[$i]}" info 2>&1 | tr '\n' ' ')" >> "$LOG"
+    done
+
+    # workloads
+    for w in w1 w2 w3 w4 w5; do
+        wants_workload "$w" || continue
+        run_workload "$w"
+    done
+    meta finished "$(date -u +%FT%TZ)"
+
+    # report
+    mkdir -p "$OUT"
+    base=$OUT/$(date +%F)-$MODE; n=1; stem=$base
+    while [ -e "$stem.md" ] || [ -e "$stem.json" ]; do n=$((n + 1)); stem=$base-$n; done
+    cp "$RAW" "$stem.raw"
+    "$BENCH_BIN" report --raw "$stem.raw" --out-md "$stem.md" --out-json "$stem.json"
+    ln -sfn "$(basename "$stem.md")" "$OUT/latest-$MODE.md"
+    ln -sfn "$(basename "$stem.json")" "$OUT/latest-$MODE.json"
+    cat "$stem.md"
+    say "results: $stem.md $stem.json $stem.raw (log: $LOG)"
+}
+
+# everything is in functions and the file ends on this line, so editing the script while
+# an old instance runs cannot make bash read half-updated text
+main; exit $?

@@ -1,0 +1,290 @@
+//! Fetching a client volfile from a running brick, the way GlusterFS clients mount
+//! `server:/volume`: `xlfs-mount HOST:/VOLUME MOUNTPOINT` and `xlfs-nfsd HOST:/VOLUME` both use
+//! [`fetch_volfile`].
+//!
+//! The request is a connection that starts with [`ClientMsg::GetVolfile`] instead of a hello.
+//! The brick checks it like a client connection (address allow-list, protocol version, fop
+//! table, shared secret), answers with the client volfile it serves under that name
+//! (`protocol/server` `client-volfile` / `client-volfile-name`, set by
+//! `xlfsd --client-volfile`) or with a refusal for the user, and closes the connection.
+//!
+//! ```
+//! use xlfs_protocol::fetch::{DEFAULT_PORT, VolfileServer};
+//!
+//! let s: VolfileServer = "server1:/gv0".parse()?;
+//! assert_eq!((s.host.as_str(), s.port, s.volume.as_str()), ("server1", DEFAULT_PORT, "gv0"));
+//! let s: VolfileServer = "[::1]:24010:/gv0".parse()?;
+//! assert_eq!((s.host.as_str(), s.port), ("::1", 24010));
+//! assert_eq!(s.to_string(), "[::1]:24010:/gv0");
+//! # Ok::<(), String>(())
+//! ```
+
+use std::fmt;
+use std::str::FromStr;
+use std::time::Duration;
+
+use tokio::net::TcpStream;
+
+use crate::wire::{
+    self, ClientMsg, FrameReader, HANDSHAKE_MAX_FRAME, MAGIC, PROTOCOL_VERSION, SCHEMA, ServerMsg,
+    VOLFILE_MAX_FRAME, VolfileRequest, WireError,
+};
+
+/// The port of `HOST:/VOLUME` without one: brick 0 of a volume created with the default
+/// `--port` (volgen's `DEFAULT_BASE_PORT`).
+pub const DEFAULT_PORT: u16 = 49152;
+
+/// How long a fetch may take by default (connect, request, answer).
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Where to fetch a client volfile: `HOST:/VOLUME` or `HOST:PORT:/VOLUME` (IPv6 addresses in
+/// brackets: `[::1]:/gv0`, `[::1]:49152:/gv0`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct VolfileServer {
+    pub host: String,
+    pub port: u16,
+    pub volume: String,
+}
+
+const FORMS: &str = "HOST:/VOLUME or HOST:PORT:/VOLUME (e.g. server1:/gv0, 127.0.0.1:49152:/gv0, \
+                     [::1]:/gv0)";
+
+impl VolfileServer {
+    /// Parses `HOST:/VOLUME` or `HOST:PORT:/VOLUME`.
+    pub fn parse(text: &str) -> Result<VolfileServer, String> {
+        let bad = |why: &str| format!("{text:?} is not {FORMS}: {why}");
+        let Some((server, volume)) = text.rsplit_once(":/") else {
+            return Err(bad("no \":/\" before the volume name"));
+        };
+        let volume = volume.trim_end_matches('/');
+        if volume.is_empty() {
+            return Err(bad("the volume name is empty"));
+        }
+        if volume.contains('/') {
+            return Err(bad("a volume name has no '/'"));
+        }
+        let (host, port) = if let Some(rest) = server.strip_prefix('[') {
+            let Some((host, after)) = rest.split_once(']') else {
+                return Err(bad("no ']' after the IPv6 address"));
+            };
+            match after {
+                "" => (host, None),
+                p => match p.strip_prefix(':') {
+                    Some(p) => (host, Some(p)),
+                    None => return Err(bad("expected ':' after ']'")),
+                },
+            }
+        } else {
+            match server.split_once(':') {
+                None => (server, None),
+                Some((_, p)) if p.contains(':') => {
+                    return Err(bad("write an IPv6 address in brackets, e.g. [::1]:/gv0"));
+                }
+                Some((h, p)) => (h, Some(p)),
+            }
+        };
+        if host.is_empty() {
+            return Err(bad("the host is empty"));
+        }
+        let port = match port {
+            None => DEFAULT_PORT,
+            Some(p) => match p.parse::<u16>() {
+                Ok(n) if n > 0 => n,
+                _ => return Err(bad(&format!("{p:?} is not a port number"))),
+            },
+        };
+        Ok(VolfileServer {
+            host: host.to_owned(),
+            port,
+            volume: volume.to_owned(),
+        })
+    }
+
+    /// `host:port` (brackets around IPv6 addresses), for messages.
+    pub fn addr(&self) -> String {
+        if self.host.contains(':') {
+            format!("[{}]:{}", self.host, self.port)
+        } else {
+            format!("{}:{}", self.host, self.port)
+        }
+    }
+}
+
+impl FromStr for VolfileServer {
+    type Err = String;
+    fn from_str(s: &str) -> Result<VolfileServer, String> {
+        VolfileServer::parse(s)
+    }
+}
+
+impl fmt::Display for VolfileServer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}:/{}", self.addr(), self.volume)
+    }
+}
+
+/// Why a volfile could not be fetched. The messages are meant for the user of the mount.
+#[derive(thiserror::Error, Debug)]
+pub enum FetchError {
+    #[error("cannot reach {addr} to fetch the volfile of volume {volume:?}: {source}")]
+    Connect {
+        addr: String,
+        volume: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{addr} refused to give the volfile of volume {volume:?}: {reason}")]
+    Refused {
+        addr: String,
+        volume: String,
+        reason: String,
+    },
+    #[error("fetching the volfile of volume {volume:?} from {addr} failed: {what}")]
+    Protocol {
+        addr: String,
+        volume: String,
+        what: String,
+    },
+    #[error("{addr} did not answer the volfile request for volume {volume:?} within {timeout:?}")]
+    Timeout {
+        addr: String,
+        volume: String,
+        timeout: Duration,
+    },
+}
+
+/// Fetches the client volfile (RON text) of `server.volume` from the brick at
+/// `server.host:server.port`, presenting `secret` (empty or `None`: no secret), all within
+/// `timeout`.
+pub async fn fetch_volfile(
+    server: &VolfileServer,
+    secret: Option<&str>,
+    timeout: Duration,
+) -> Result<String, FetchError> {
+    match tokio::time::timeout(timeout, fetch_inner(server, secret, timeout)).await {
+        Ok(r) => r,
+        Err(_) => Err(FetchError::Timeout {
+            addr: server.addr(),
+            volume: server.volume.clone(),
+            timeout,
+        }),
+    }
+}
+
+fn identity() -> String {
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|h| h.trim().to_owned())
+        .unwrap_or_else(|_| "localhost".into());
+    format!("{host}:{}:volfile-fetch", std::process::id())
+}
+
+async fn fetch_inner(
+    server: &VolfileServer,
+    secret: Option<&str>,
+    timeout: Duration,
+) -> Result<String, FetchError> {
+    let addr = server.addr();
+    let volume = server.volume.clone();
+    let proto = |what: String| FetchError::Protocol {
+        addr: addr.clone(),
+        volume: volume.clone(),
+        what,
+    };
+    let sock = TcpStream::connect((server.host.as_str(), server.port))
+        .await
+        .map_err(|source| FetchError::Connect {
+            addr: addr.clone(),
+            volume: volume.clone(),
+            source,
+        })?;
+    let _ = sock.set_nodelay(true);
+    let (r, mut w) = sock.into_split();
+    let req = VolfileRequest {
+        magic: MAGIC,
+        version: PROTOCOL_VERSION,
+        schema: SCHEMA,
+        volume: server.volume.clone(),
+        client: identity(),
+        secret: secret.filter(|s| !s.is_empty()).map(str::to_owned),
+    };
+    let frame = wire::encode(&ClientMsg::GetVolfile(req), Vec::new(), HANDSHAKE_MAX_FRAME)
+        .map_err(|e| proto(e.to_string()))?;
+    wire::write_frames(&mut w, std::slice::from_ref(&frame))
+        .await
+        .map_err(|e| proto(format!("cannot send the request: {e}")))?;
+    let mut reader = FrameReader::new(r, VOLFILE_MAX_FRAME);
+    let body = match reader.next(timeout).await {
+        Ok(Some(b)) => b,
+        Ok(None) | Err(WireError::Truncated) => {
+            return Err(proto(
+                "the server closed the connection without answering (is it an xlfs brick of \
+                 this release?)"
+                    .into(),
+            ));
+        }
+        Err(e) => return Err(proto(e.to_string())),
+    };
+    match wire::decode::<ServerMsg>(body)
+        .map_err(|e| proto(format!("bad answer: {e}")))?
+        .0
+    {
+        ServerMsg::Volfile(v) if v.volume == server.volume => Ok(v.text),
+        ServerMsg::Volfile(v) => Err(proto(format!(
+            "the server answered with the volfile of another volume ({:?})",
+            v.volume
+        ))),
+        ServerMsg::Refused(reason) => Err(FetchError::Refused {
+            addr,
+            volume,
+            reason,
+        }),
+        ServerMsg::Welcome(_) | ServerMsg::Pong(_) | ServerMsg::Reply(_) => Err(proto(
+            "the server answered with something other than a volfile".into(),
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn server_forms() {
+        let p = |s: &str| VolfileServer::parse(s);
+        let s = p("h:/gv0").expect("plain");
+        assert_eq!(
+            (s.host.as_str(), s.port, s.volume.as_str()),
+            ("h", DEFAULT_PORT, "gv0")
+        );
+        let s = p("10.0.0.1:24010:/gv0/").expect("port, trailing slash");
+        assert_eq!(
+            (s.host.as_str(), s.port, s.volume.as_str()),
+            ("10.0.0.1", 24010, "gv0")
+        );
+        let s = p("[fd00::1]:/v").expect("v6");
+        assert_eq!((s.host.as_str(), s.port), ("fd00::1", DEFAULT_PORT));
+        let s = p("[::1]:7:/v").expect("v6 port");
+        assert_eq!(
+            (s.host.as_str(), s.port, s.addr()),
+            ("::1", 7, "[::1]:7".into())
+        );
+        assert_eq!(s.to_string(), "[::1]:7:/v");
+        assert_eq!(p(&s.to_string()), Ok(s));
+        for bad in [
+            "gv0",
+            "/mnt/x",
+            "h:gv0",
+            ":/gv0",
+            "h:/",
+            "h:/a/b",
+            "h:x:/gv0",
+            "h:0:/gv0",
+            "::1:/gv0",
+            "[::1:/gv0",
+            "[::1]x:/gv0",
+        ] {
+            let e = p(bad).expect_err(bad);
+            assert!(e.contains("HOST:/VOLUME"), "{bad}: {e}");
+        }
+    }
+}
