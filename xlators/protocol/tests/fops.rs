@@ -393,3 +393,51 @@ async fn conformance_suite_through_the_wire() {
     println!("{report}");
     report.assert_all_passed();
 }
+
+/// `filter-o-direct` (on by default) drops O_DIRECT from the fds and per-write flags the brick
+/// sees; off, the brick gets them as sent.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn o_direct_is_filtered_before_the_brick_unless_turned_off() {
+    use xlfs_testkit::MockChild;
+    use xlfs_testkit::mock::FopCall;
+    for (setting, brick_sees_direct) in [("on", false), ("off", true)] {
+        let (spy, h) = MockChild::spy(MemLeaf::new());
+        let (_server, addr) = common::server(&spy, &[("volume-name", "memory")]);
+        let top = common::client(addr, &[("filter-o-direct", setting)]);
+        common::wait_up(&top).await;
+        let c = cx();
+        let direct = libc::O_RDWR | libc::O_DIRECT;
+        let e = top
+            .create(&c, Loc::new(Gfid::ROOT, "f"), fd(1, Gfid::NULL, direct), 0o644, 0)
+            .await
+            .expect("create");
+        let f = fd(1, e.attr.gfid, direct);
+        let w = top
+            .writev(&c, f, 0, Buf::from("data"), libc::O_DIRECT)
+            .await
+            .expect("writev");
+        assert_eq!(w.written, 4);
+        let anon = Fd::anonymous(e.attr.gfid, libc::O_RDONLY | libc::O_DIRECT);
+        let r = top.readv(&c, anon, 0, 4).await.expect("readv");
+        assert_eq!(&*r.data, b"data");
+        let mut seen = Vec::new();
+        for call in h.calls() {
+            match call {
+                FopCall::Create { fd, .. } | FopCall::Readv { fd, .. } => seen.push(fd.flags),
+                FopCall::Writev { fd, flags, .. } => {
+                    seen.push(fd.flags);
+                    seen.push(flags);
+                }
+                _ => {}
+            }
+        }
+        assert_eq!(seen.len(), 4, "{setting}: {seen:?}");
+        for flags in seen {
+            assert_eq!(
+                flags & libc::O_DIRECT != 0,
+                brick_sees_direct,
+                "filter-o-direct {setting}: flags {flags:#o}"
+            );
+        }
+    }
+}

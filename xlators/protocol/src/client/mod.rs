@@ -57,6 +57,8 @@ struct Shared {
     disconnects: AtomicU64,
     /// Raises ChildUp after each handshake and ChildDown when the brick is lost.
     events: xlator_api::EventSink,
+    /// `filter-o-direct`.
+    filter_o_direct: std::sync::atomic::AtomicBool,
 }
 
 impl Shared {
@@ -215,6 +217,7 @@ impl Client {
             connects: AtomicU64::new(0),
             disconnects: AtomicU64::new(0),
             events: init.services.events,
+            filter_o_direct: std::sync::atomic::AtomicBool::new(init.options.filter_o_direct),
         });
         // Built in, this crate shares the host's tokio; outside a runtime context (graph
         // built on a plain thread) go through the host services' fallback runtime.
@@ -229,11 +232,18 @@ impl Client {
     /// Sends one fop, keeping the fd table in step.
     async fn call(&self, cx: &Ctx, mut req: Request) -> Result<ReplyBody, Errno> {
         let fop = req.fop();
+        let filter = self.shared.filter_o_direct.load(Ordering::Relaxed);
         let mut fd_arg = None;
         req.visit_fds(&mut |fd| {
+            if filter {
+                fd.flags &= !libc::O_DIRECT;
+            }
             fd_arg.get_or_insert(*fd);
             Ok(())
         })?;
+        if filter && let Request::Writev { flags, .. } = &mut req {
+            *flags &= !libc::O_DIRECT;
+        }
         let role = wire::fd_role(fop);
         if role == FdRole::Closes {
             // Release never fails: an fd of an older connection was released by the server
@@ -290,6 +300,9 @@ impl Client {
 
     fn reconfigure_options(&self, o: ClientOptions) -> Result<(), String> {
         self.shared.timeouts.set(o.ping_timeout, o.frame_timeout);
+        self.shared
+            .filter_o_direct
+            .store(o.filter_o_direct, Ordering::Relaxed);
         Ok(())
     }
 

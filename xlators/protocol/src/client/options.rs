@@ -29,6 +29,13 @@ xlator_api::options! {
         /// Largest read or write payload; frames are at most this plus 64 KiB. Larger
         /// `readv`/`writev` calls fail with EINVAL.
         pub max_write: u64 = OptionSpec::size("max-write", "1MiB").range(65_536, 67_108_864),
+        /// Drop O_DIRECT from opens and writes sent to the brick (GlusterFS
+        /// `network.remote-dio`): the client side still bypasses its caches for O_DIRECT fds
+        /// (the kernel, io-cache, read-ahead), and the brick serves them from its page cache,
+        /// as a kernel NFS server does for an O_DIRECT NFS client. O_DIRECT promises no
+        /// durability (fsync, O_SYNC and O_DSYNC still go through). Off: the brick opens with
+        /// O_DIRECT too, and every small O_DIRECT read or write waits for its disk.
+        pub filter_o_direct: bool = OptionSpec::bool("filter-o-direct", "on").reconfigurable(),
     }
 }
 
@@ -105,6 +112,7 @@ mod tests {
             frame_timeout: Duration::from_secs(1800),
             secret: String::new(),
             max_write: 1 << 20,
+            filter_o_direct: true,
         }
     }
 
