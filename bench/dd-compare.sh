@@ -9,7 +9,7 @@
 #   bench/dd-compare.sh [WORKDIR]       (root; needs bindfs: apt-get install bindfs)
 #
 # Env: MIB (size per run, default 256), ROUNDS (default 3), XLFS_MOUNT (binary, default
-# target/release/xlfs-mount), MOUNT_OPTS (extra xlfs-mount options, e.g. --writeback-cache).
+# target/release/xlfs-mount), MOUNT_OPTS (extra xlfs-mount options, e.g. --no-writeback-cache).
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 ROOT=$(cd "$HERE/.." && pwd)

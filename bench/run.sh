@@ -39,7 +39,7 @@
 #   --no-build          do not run cargo build (the binaries must exist in target/release)
 #   --no-install        do not apt-get install missing tools (fail or skip instead)
 #   --mount-opts "..."  extra xlfs-mount options for every xlfs volume
-#                       (e.g. "--writeback-cache"; see target/release/xlfs-mount --help)
+#                       (e.g. "--no-writeback-cache"; see target/release/xlfs-mount --help)
 #   --remount-on-drop   W2/W4: also unmount + remount xlfs volumes when caches are dropped,
 #                       so the client-side io-cache is cold too (default: kernel caches only,
 #                       as for the GlusterFS peer)

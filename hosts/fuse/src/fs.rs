@@ -15,8 +15,10 @@ use fuser::{
     ReplyLseek, ReplyOpen, ReplyStatfs, ReplyWrite, ReplyXattr, Request, TimeOrNow, WriteFlags,
 };
 use tokio::runtime::Handle;
-use xlator_api::abi_stable::std_types::{RString, RVec};
-use xlator_api::{Buf, Ctx, Entry, Errno, Fd, Gfid, Iatt, LkCmd, Loc, SeekWhat, SetAttr, Xattr};
+use xlator_api::abi_stable::std_types::{ROption, RString, RVec};
+use xlator_api::{
+    Buf, Ctx, Entry, Errno, Fd, Gfid, Iatt, LkCmd, Loc, SeekWhat, SetAttr, Subvol, Xattr,
+};
 use xlfs_core::graph::Graph;
 use xlfs_core::volume::Volume;
 
@@ -153,6 +155,34 @@ fn is_dir_flags(flags: i32) -> bool {
     flags & libc::O_DIRECTORY != 0
 }
 
+/// FUSE_HANDLE_KILLPRIV_V2 makes clearing setuid/setgid on write our job. The brick writes with
+/// the caller's credentials, so its own kernel clears them already for a caller without
+/// CAP_FSETID (the only case the kernel flags); this covers a brick that wrote with more
+/// privilege. Costs a call only for the rare write flagged by the kernel (a setuid/setgid file).
+async fn kill_suidgid_after_write(top: &Subvol, cx: &Ctx, fd: Fd, attr: Option<Iatt>) {
+    let attr = match attr {
+        Some(a) => a,
+        None => match top.fstat(cx, fd).await {
+            Ok(a) => a,
+            Err(_) => return,
+        },
+    };
+    let mut perm = attr.perm & !libc::S_ISUID;
+    // setgid without group execute is mandatory locking, not a privilege: kept.
+    if attr.perm & libc::S_IXGRP != 0 {
+        perm &= !libc::S_ISGID;
+    }
+    if perm != attr.perm {
+        let change = SetAttr {
+            perm: ROption::RSome(perm),
+            ..SetAttr::default()
+        };
+        if let Err(e) = top.fsetattr(cx, fd, change).await {
+            tracing::warn!(gfid = %fd.gfid, "could not clear setuid/setgid after a write: {e}");
+        }
+    }
+}
+
 /// The filesystem object handed to fuser.
 pub struct XlfsFs {
     s: Arc<Shared>,
@@ -223,6 +253,10 @@ impl Filesystem for XlfsFs {
             ("AUTO_INVAL_DATA", InitFlags::FUSE_AUTO_INVAL_DATA),
             ("ASYNC_DIO", InitFlags::FUSE_ASYNC_DIO),
             ("CACHE_SYMLINKS", InitFlags::FUSE_CACHE_SYMLINKS),
+            // The kernel then marks the superblock SB_NOSEC: without it every write(2) first
+            // asks for `security.capability` with a GETXATTR round trip (half the cost of a
+            // 4 KiB write). Setuid/setgid clearing: see `kill_suidgid_after_write`.
+            ("HANDLE_KILLPRIV_V2", InitFlags::FUSE_HANDLE_KILLPRIV_V2),
         ];
         if o.writeback_cache {
             want.push(("WRITEBACK_CACHE", InitFlags::FUSE_WRITEBACK_CACHE));
@@ -576,7 +610,7 @@ impl Filesystem for XlfsFs {
         fh: FileHandle,
         offset: u64,
         data: &[u8],
-        _write_flags: WriteFlags,
+        write_flags: WriteFlags,
         flags: OpenFlags,
         lock_owner: Option<LockOwner>,
         reply: ReplyWrite,
@@ -586,9 +620,17 @@ impl Filesystem for XlfsFs {
         let buf = Buf::copy_from_slice(data);
         let flags = graph_open_flags(self.s.opts.writeback_cache, flags.0);
         let cx = ctx(req, Need::Basic, lock_owner.map(|o| o.0));
+        let kill_suidgid = write_flags.contains(WriteFlags::FUSE_WRITE_KILL_SUIDGID);
         self.spawn(|s| async move {
-            match s.graph().top().writev(&cx, fd, offset, buf, flags).await {
-                Ok(r) => reply.written(u32::try_from(r.written).unwrap_or(u32::MAX)),
+            let graph = s.graph();
+            let top = graph.top();
+            match top.writev(&cx, fd, offset, buf, flags).await {
+                Ok(r) => {
+                    if kill_suidgid {
+                        kill_suidgid_after_write(top, &cx, fd, r.attr.into_option()).await;
+                    }
+                    reply.written(u32::try_from(r.written).unwrap_or(u32::MAX))
+                }
                 Err(e) => reply.error(errno(e)),
             }
         });

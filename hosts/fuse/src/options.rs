@@ -78,10 +78,18 @@ pub struct Cli {
     #[arg(long)]
     pub no_default_permissions: bool,
 
-    /// Enable the kernel writeback cache: buffered writes are gathered in the page cache and
-    /// sent as large writes (fewer, bigger writev fops; mtime/ctime kept by the kernel).
-    #[arg(long)]
+    /// Kernel writeback cache (the default): buffered writes are gathered in the page cache
+    /// and sent as large writes (fewer, bigger writev fops; mtime/ctime kept by the kernel
+    /// until the data is written back). Dirty data is written on fsync/close/memory pressure,
+    /// like write-behind's. Accepted for compatibility; see --no-writeback-cache.
+    #[arg(long, overrides_with = "no_writeback_cache")]
     pub writeback_cache: bool,
+
+    /// Turn the kernel writeback cache off: every write(2) becomes a FUSE write request
+    /// (performance/write-behind, when in the graph, still acknowledges them early). For
+    /// several clients writing the same files with tight coherence needs.
+    #[arg(long, overrides_with = "writeback_cache")]
+    pub no_writeback_cache: bool,
 
     /// How long the kernel may cache attributes (e.g. 1s, 500ms, 0.5, 0).
     #[arg(long, value_name = "DURATION", default_value = "1s", value_parser = parse_timeout)]
@@ -171,7 +179,7 @@ impl Default for FsOptions {
             attr_timeout: Duration::from_secs(1),
             entry_timeout: Duration::from_secs(1),
             negative_timeout: Duration::ZERO,
-            writeback_cache: false,
+            writeback_cache: true,
             direct_io: false,
             readdirplus: true,
             posix_locks: true,
@@ -233,7 +241,7 @@ impl Cli {
             attr_timeout: self.attr_timeout,
             entry_timeout: self.entry_timeout,
             negative_timeout: self.negative_timeout,
-            writeback_cache: self.writeback_cache,
+            writeback_cache: !self.no_writeback_cache,
             direct_io: self.direct_io_mode,
             readdirplus: !self.no_readdirplus,
             posix_locks: !self.kernel_locks,
@@ -281,6 +289,28 @@ mod tests {
         assert_eq!(cli.threads, 2);
         assert!(cli.allow_other(true));
         assert!(!cli.allow_other(false));
+    }
+
+    #[test]
+    fn writeback_cache_is_on_unless_turned_off_last_flag_wins() {
+        let on = |args: &[&str]| parse(args).expect("parse").fs_options().writeback_cache;
+        assert!(on(&["--local", "/d", "/mnt"]));
+        assert!(on(&["--local", "/d", "--writeback-cache", "/mnt"]));
+        assert!(!on(&["--local", "/d", "--no-writeback-cache", "/mnt"]));
+        assert!(on(&[
+            "--local",
+            "/d",
+            "--no-writeback-cache",
+            "--writeback-cache",
+            "/mnt"
+        ]));
+        assert!(!on(&[
+            "--local",
+            "/d",
+            "--writeback-cache",
+            "--no-writeback-cache",
+            "/mnt"
+        ]));
     }
 
     #[test]

@@ -408,7 +408,13 @@ async fn o_direct_is_filtered_before_the_brick_unless_turned_off() {
         let c = cx();
         let direct = libc::O_RDWR | libc::O_DIRECT;
         let e = top
-            .create(&c, Loc::new(Gfid::ROOT, "f"), fd(1, Gfid::NULL, direct), 0o644, 0)
+            .create(
+                &c,
+                Loc::new(Gfid::ROOT, "f"),
+                fd(1, Gfid::NULL, direct),
+                0o644,
+                0,
+            )
             .await
             .expect("create");
         let f = fd(1, e.attr.gfid, direct);
