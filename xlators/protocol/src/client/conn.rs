@@ -9,13 +9,13 @@ use std::time::{Duration, Instant};
 
 use tokio::net::TcpStream;
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
-use tokio::sync::{mpsc, oneshot, watch};
+use tokio::sync::{oneshot, watch};
 use xlator_api::{Ctx, Errno};
 
 use super::options::Target;
 use crate::wire::{
-    self, ClientMsg, FrameReader, HANDSHAKE_MAX_FRAME, Hello, MAGIC, OutFrame, PROTOCOL_VERSION,
-    ReplyBody, Request, SCHEMA, ServerMsg, Welcome, WireCtx, WireError,
+    self, ClientMsg, FrameReader, FrameSender, HANDSHAKE_MAX_FRAME, Hello, MAGIC, PROTOCOL_VERSION,
+    ReplyBody, Request, SCHEMA, SendError, ServerMsg, Welcome, WireCtx, WireError,
 };
 
 /// Why a connection attempt failed.
@@ -163,7 +163,7 @@ pub struct Conn {
     pub peer: String,
     /// Largest frame the server accepts.
     send_max: usize,
-    tx: mpsc::Sender<OutFrame>,
+    sender: Arc<FrameSender<OwnedWriteHalf>>,
     pending: Mutex<Pending>,
     next_id: AtomicU64,
     epoch: Instant,
@@ -176,9 +176,6 @@ pub struct Conn {
 const PING_MAX_INTERVAL: Duration = Duration::from_secs(10);
 /// Bound of the queue to the writer task; senders wait when it is full.
 const WRITE_QUEUE: usize = 1024;
-/// Frames and bytes the writer gathers into one vectored write.
-const COALESCE_FRAMES: usize = 256;
-const COALESCE_BYTES: usize = 4 << 20;
 
 impl Conn {
     /// Starts the tasks of a handshaken connection.
@@ -188,13 +185,13 @@ impl Conn {
         target: &Target,
         timeouts: Arc<Timeouts>,
     ) -> Arc<Conn> {
-        let (tx, rx) = mpsc::channel(WRITE_QUEUE);
+        let sender = FrameSender::start(hs.writer, WRITE_QUEUE);
         let (closed, _) = watch::channel(None);
         let conn = Arc::new(Conn {
             generation,
             peer: target.addr(),
             send_max: (hs.welcome.max_frame as usize).min(target.max_frame),
-            tx,
+            sender,
             pending: Mutex::new(Pending {
                 closed: false,
                 waiters: HashMap::new(),
@@ -205,7 +202,7 @@ impl Conn {
             closed,
             timeouts,
         });
-        tokio::spawn(write_loop(conn.clone(), hs.writer, rx));
+        tokio::spawn(close_on_failure(conn.clone()));
         tokio::spawn(read_loop(conn.clone(), hs.reader));
         tokio::spawn(ping_loop(conn.clone()));
         conn
@@ -280,7 +277,13 @@ impl Conn {
         }
         let _guard = PendingGuard { conn: self, id };
         let exchange = async {
-            self.tx.send(frame).await.map_err(|_| Errno::ENOTCONN)?;
+            if let Err(e) = self.sender.send(frame).await {
+                self.fail(match e {
+                    SendError::Io(e) => format!("write to brick failed: {e}"),
+                    SendError::Closed => "connection closed".into(),
+                });
+                return Err(Errno::ENOTCONN);
+            }
             rx.await.map_err(|_| Errno::ENOTCONN)?
         };
         let limit = self.timeouts.frame();
@@ -323,36 +326,10 @@ impl Drop for PendingGuard<'_> {
     }
 }
 
-async fn write_loop(conn: Arc<Conn>, mut w: OwnedWriteHalf, mut rx: mpsc::Receiver<OutFrame>) {
-    let mut closed = conn.closed.subscribe();
-    let mut batch: Vec<OutFrame> = Vec::new();
-    loop {
-        let first = tokio::select! {
-            f = rx.recv() => f,
-            _ = closed.wait_for(Option::is_some) => None,
-        };
-        let Some(first) = first else { break };
-        let mut bytes = first.len();
-        batch.push(first);
-        while batch.len() < COALESCE_FRAMES && bytes < COALESCE_BYTES {
-            match rx.try_recv() {
-                Ok(f) => {
-                    bytes += f.len();
-                    batch.push(f);
-                }
-                Err(_) => break,
-            }
-        }
-        let r = tokio::select! {
-            r = wire::write_frames(&mut w, &batch) => r,
-            _ = closed.wait_for(Option::is_some) => break,
-        };
-        batch.clear();
-        if let Err(e) = r {
-            conn.fail(format!("write to brick failed: {e}"));
-            break;
-        }
-    }
+/// Closes the socket once the connection has failed (the frame being written completes).
+async fn close_on_failure(conn: Arc<Conn>) {
+    conn.closed().await;
+    conn.sender.close().await;
 }
 
 async fn read_loop(conn: Arc<Conn>, mut reader: FrameReader<OwnedReadHalf>) {
@@ -420,9 +397,7 @@ async fn ping_loop(conn: Arc<Conn>) {
         seq += 1;
         match wire::encode(&ClientMsg::Ping(seq), Vec::new(), HANDSHAKE_MAX_FRAME) {
             // A full queue means traffic is flowing; the silence check still applies.
-            Ok(f) => {
-                let _ = conn.tx.try_send(f);
-            }
+            Ok(f) => conn.sender.try_queue(f),
             Err(e) => tracing::debug!("ping not encoded: {e}"),
         }
     }

@@ -9,13 +9,13 @@ use std::sync::atomic::Ordering;
 
 use tokio::net::TcpStream;
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
-use tokio::sync::{Semaphore, mpsc, watch};
+use tokio::sync::Semaphore;
 use xlator_api::Errno;
 
 use super::Shared;
 use super::session::Session;
 use crate::wire::{
-    self, ClientMsg, FrameReader, HANDSHAKE_MAX_FRAME, Hello, OutFrame, ServerMsg,
+    self, ClientMsg, FrameReader, FrameSender, HANDSHAKE_MAX_FRAME, Hello, ServerMsg,
     VOLFILE_MAX_FRAME, VolfileReply, VolfileRequest, WireError,
 };
 
@@ -98,9 +98,7 @@ pub async fn serve(shared: Arc<Shared>, sock: TcpStream, peer: SocketAddr) {
 
     let session = Arc::new(Session::new(shared.child.clone(), shared.next_fd.clone()));
     shared.register(&session);
-    let (tx, rx) = mpsc::channel::<OutFrame>(1024);
-    let (closing, closing_rx) = watch::channel(false);
-    let writer = tokio::spawn(write_loop(w, rx, closing_rx));
+    let tx = FrameSender::start(w, 1024);
     let inflight = Arc::new(Semaphore::new(shared.max_inflight));
 
     let outcome = read_loop(&shared, &mut reader, &session, &tx, &inflight, peer_max).await;
@@ -118,10 +116,8 @@ pub async fn serve(shared: Arc<Shared>, sock: TcpStream, peer: SocketAddr) {
         }
     }
     // Close the socket now; replies still being computed are discarded.
-    closing.send_replace(true);
-    drop(tx);
+    tx.close().await;
     drop(reader);
-    let _ = writer.await;
     // Requests still running finish on their own; those that open an fd or take a lock
     // after this point give it back at once (the session is closed).
     let released = session.close().await;
@@ -235,7 +231,7 @@ async fn read_loop(
     shared: &Arc<Shared>,
     reader: &mut FrameReader<OwnedReadHalf>,
     session: &Arc<Session>,
-    tx: &mpsc::Sender<OutFrame>,
+    tx: &Arc<FrameSender<OwnedWriteHalf>>,
     inflight: &Arc<Semaphore>,
     peer_max: usize,
 ) -> Result<&'static str, WireError> {
@@ -290,40 +286,6 @@ async fn read_loop(
                     "handshake message in the middle of a connection",
                 )));
             }
-        }
-    }
-}
-
-async fn write_loop(
-    mut w: OwnedWriteHalf,
-    mut rx: mpsc::Receiver<OutFrame>,
-    mut closing: watch::Receiver<bool>,
-) {
-    let mut batch: Vec<OutFrame> = Vec::new();
-    loop {
-        let first = tokio::select! {
-            f = rx.recv() => f,
-            _ = closing.wait_for(|c| *c) => None,
-        };
-        let Some(first) = first else { break };
-        let mut bytes = first.len();
-        batch.push(first);
-        while batch.len() < 256 && bytes < (4 << 20) {
-            match rx.try_recv() {
-                Ok(f) => {
-                    bytes += f.len();
-                    batch.push(f);
-                }
-                Err(_) => break,
-            }
-        }
-        let r = tokio::select! {
-            r = wire::write_frames(&mut w, &batch) => r,
-            _ = closing.wait_for(|c| *c) => break,
-        };
-        batch.clear();
-        if r.is_err() {
-            break;
         }
     }
 }

@@ -19,12 +19,14 @@
 
 mod fops;
 mod frame;
+mod sender;
 
 use serde::{Deserialize, Serialize};
 use xlator_api::{Buf, Ctx, Errno, Fop, LkOwner};
 
 pub use fops::{FdVisitor, ReplyBody, Request, SCHEMA, SCHEMA_TEXT};
 pub use frame::{FrameReader, OutFrame, write_frames};
+pub use sender::{FrameSender, SendError};
 
 /// Version of this wire protocol; peers with different versions refuse each other.
 pub const PROTOCOL_VERSION: u32 = 1;
