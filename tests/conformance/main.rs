@@ -167,13 +167,12 @@ fn pjdfstest_and_fsx_pass_through_protocol_and_the_performance_plugins() {
         .arg("conf")
         .arg("--port")
         .arg(port.to_string());
-    // Every pjdfstest case, but a shorter fsx than the local test: 100,000 ops through the
-    // debug-built network stack take over 10 minutes, too long for CI. XLFS_FSX_OPS=100000 for
-    // the full run.
+    // The same bar as the local volume: every pjdfstest case and 100,000 fsx ops (with and
+    // without mmap). XLFS_FSX_OPS=N shortens the fsx runs for a quick local check.
     let ops = std::env::var("XLFS_FSX_OPS")
         .ok()
         .and_then(|v| v.parse().ok())
-        .unwrap_or(20_000);
+        .unwrap_or(100_000);
     conformance_on(cmd, &mnt, &tmp.path().join("out"), ops);
     // The stack really had the plugins and the network in it.
     let client = std::fs::read_to_string(tmp.path().join("vol/state/volumes/conf/client.vol"))
