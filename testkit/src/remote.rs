@@ -13,7 +13,7 @@
 //! let remote = Remote::new(100);
 //! remote.serve(&h);
 //! let b = child.readv(&Ctx::root(), rd(1), 10, 4).await.unwrap();
-//! assert_eq!(&*b, &[byte(10), byte(11), byte(12), byte(13)]);
+//! assert_eq!(&*b.data, &[byte(10), byte(11), byte(12), byte(13)]);
 //! remote.write(0, b"changed");
 //! assert_eq!(remote.iatt().mtime.sec, 2);
 //! assert_eq!(reads(&h), [(10, 4)]);
