@@ -4,122 +4,15 @@
 //! Without them the tests say why and pass, unless `XLFS_E2E_REQUIRE=1` (CI) makes that a
 //! failure.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-fn xlfs_bin() -> PathBuf {
-    PathBuf::from(env!("CARGO_BIN_EXE_xlfs"))
-}
-
-/// Why the environment cannot run these tests, if it cannot.
-fn missing() -> Option<String> {
-    // SAFETY: geteuid has no preconditions and cannot fail.
-    if unsafe { libc::geteuid() } != 0 {
-        return Some("not running as root".into());
-    }
-    if !Path::new("/dev/fuse").exists() {
-        return Some("no /dev/fuse".into());
-    }
-    let dir = xlfs_bin()
-        .parent()
-        .map(Path::to_path_buf)
-        .unwrap_or_default();
-    for b in ["xlfsd", "xlfs-mount"] {
-        if !dir.join(b).is_file() {
-            return Some(format!(
-                "{b} is not built in {} (cargo build --workspace --bins)",
-                dir.display()
-            ));
-        }
-    }
-    None
-}
-
-fn skip(test: &str) -> bool {
-    let Some(why) = missing() else { return false };
-    if std::env::var_os("XLFS_E2E_REQUIRE").is_some_and(|v| v == "1") {
-        panic!("{test}: cannot run: {why}");
-    }
-    eprintln!("SKIPPED {test}: {why}");
-    true
-}
-
-/// Stops whatever a test left behind: the volume through the CLI, then any recorded pid and
-/// the mount point by force.
-struct Cleanup {
-    state: PathBuf,
-    volume: String,
-    mountpoint: PathBuf,
-    child: Option<std::process::Child>,
-}
-
-impl Drop for Cleanup {
-    fn drop(&mut self) {
-        if let Some(mut c) = self.child.take() {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-        let _ = Command::new(xlfs_bin())
-            .arg("--state-dir")
-            .arg(&self.state)
-            .args(["volume", "stop", &self.volume])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .status();
-        let run = self
-            .state
-            .join("volumes")
-            .join(&self.volume)
-            .join("run.json");
-        if let Ok(text) = std::fs::read_to_string(run) {
-            let v: serde_json::Value = serde_json::from_str(&text).unwrap_or_default();
-            let pids = ["bricks", "mounts"]
-                .iter()
-                .filter_map(|k| v[k].as_array())
-                .flatten()
-                .filter_map(|e| e["pid"].as_i64());
-            for pid in pids {
-                // SAFETY: kill(2) with a positive pid recorded by the CLI for this test.
-                unsafe { libc::kill(pid as libc::pid_t, libc::SIGKILL) };
-            }
-        }
-        if mounted(&self.mountpoint) {
-            let _ = Command::new("umount")
-                .arg("-l")
-                .arg(&self.mountpoint)
-                .status();
-        }
-    }
-}
-
-/// A port nobody listens on now (tests run in parallel, so each picks its own).
-fn free_port() -> String {
-    let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
-    l.local_addr().expect("addr").port().to_string()
-}
-
-fn mounted(path: &Path) -> bool {
-    let path = path.canonicalize().unwrap_or_else(|_| path.to_path_buf());
-    let text = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
-    text.lines()
-        .any(|l| l.split(' ').nth(4) == Some(&*path.to_string_lossy()))
-}
+mod common;
+use common::{Cleanup, bin, free_port, mounted, skip, xlfs_raw};
 
 fn xlfs(state: &Path, args: &[&str]) -> Output {
-    let o = Command::new(xlfs_bin())
-        .arg("--state-dir")
-        .arg(state)
-        .args(args)
-        .output()
-        .expect("run xlfs");
-    eprintln!(
-        "$ xlfs {}\n{}{}",
-        args.join(" "),
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    );
-    o
+    xlfs_raw(state, args)
 }
 
 fn ok(o: &Output) {
@@ -168,8 +61,8 @@ fn create_start_mount_smoke_stop() {
     let _guard = Cleanup {
         state: state.clone(),
         volume: "e2e".into(),
-        mountpoint: mnt.clone(),
-        child: None,
+        mountpoints: vec![mnt.clone()],
+        children: Vec::new(),
     };
     let s = |p: &Path| p.to_string_lossy().into_owned();
 
@@ -181,7 +74,7 @@ fn create_start_mount_smoke_stop() {
             "e2e",
             &s(&brick),
             "--port",
-            &free_port(),
+            &free_port().to_string(),
         ],
     ));
     ok(&xlfs(&state, &["volume", "start", "e2e"]));
@@ -219,10 +112,10 @@ fn up_serves_until_interrupted() {
     let tmp = tempfile::tempdir().expect("tempdir");
     let dir = tmp.path().join("demo");
     let mnt = dir.join("mnt");
-    let child = Command::new(xlfs_bin())
+    let child = Command::new(bin("xlfs"))
         .arg("up")
         .arg(&dir)
-        .args(["--port", &free_port()])
+        .args(["--port", &free_port().to_string()])
         .env_remove("XLFS_STATE_DIR")
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
@@ -231,8 +124,8 @@ fn up_serves_until_interrupted() {
     let mut guard = Cleanup {
         state: dir.join("state"),
         volume: "demo".into(),
-        mountpoint: mnt.clone(),
-        child: Some(child),
+        mountpoints: vec![mnt.clone()],
+        children: vec![child],
     };
     let start = Instant::now();
     while !mounted(&mnt) {
@@ -241,7 +134,7 @@ fn up_serves_until_interrupted() {
             "xlfs up did not mount {}",
             mnt.display()
         );
-        if let Some(c) = guard.child.as_mut()
+        if let Some(c) = guard.children.last_mut()
             && let Ok(Some(status)) = c.try_wait()
         {
             panic!("xlfs up exited with {status} before mounting");
@@ -250,7 +143,7 @@ fn up_serves_until_interrupted() {
     }
     smoke(&mnt, &dir.join("brick"));
 
-    let mut child = guard.child.take().expect("child");
+    let mut child = guard.children.pop().expect("child");
     // SAFETY: kill(2) on the child we spawned.
     unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGINT) };
     let start = Instant::now();

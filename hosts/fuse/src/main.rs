@@ -40,9 +40,8 @@ use xlfs_protocol as _;
 use crate::fs::{Shared, XlfsFs};
 use crate::mount::{MountConfig, MountError};
 use crate::options::{Cli, GraphSource};
-use xlfs_core::source::{Source, SourceError};
-use xlfs_core::volfile::{Volfile, VolfileError};
-use xlfs_protocol::fetch::{FetchError, VolfileServer, fetch_volfile};
+use xlfs_core::source::Source;
+use xlfs_host::{LoadError, VolfileLoader};
 
 /// How long to wait for the FUSE loops to end after unmounting before exiting anyway (the
 /// kernel aborts the connection when the process exits).
@@ -51,14 +50,7 @@ const SESSION_END_GRACE: Duration = Duration::from_secs(5);
 #[derive(thiserror::Error, Debug)]
 enum Error {
     #[error(transparent)]
-    Source(#[from] SourceError),
-    #[error(transparent)]
-    Fetch(#[from] FetchError),
-    #[error("volfile fetched from {server}: {source}")]
-    FetchedVolfile {
-        server: String,
-        source: Box<VolfileError>,
-    },
+    Load(#[from] LoadError),
     #[error(transparent)]
     Graph(Box<xlfs_core::graph::GraphError>),
     #[error(transparent)]
@@ -106,41 +98,11 @@ fn main() -> ExitCode {
     }
 }
 
-/// Where the graph comes from; loaded again on SIGHUP.
-enum Loader {
-    Core(Source),
-    Fetch {
-        server: VolfileServer,
-        secret: Option<String>,
-        timeout: Duration,
-    },
-}
-
-impl Loader {
-    async fn load(&self) -> Result<Volfile, Error> {
-        match self {
-            Loader::Core(s) => Ok(s.load()?),
-            Loader::Fetch {
-                server,
-                secret,
-                timeout,
-            } => {
-                let text = fetch_volfile(server, secret.as_deref(), *timeout).await?;
-                let origin = server.to_string();
-                Volfile::parse(&text, &origin).map_err(|e| Error::FetchedVolfile {
-                    server: origin,
-                    source: Box::new(e),
-                })
-            }
-        }
-    }
-}
-
 fn run(cli: Cli, source: GraphSource, mountpoint: PathBuf) -> Result<(), Error> {
     let source = match source {
-        GraphSource::File(f) => Loader::Core(Source::File(f)),
-        GraphSource::Local(d) => Loader::Core(Source::Local(d)),
-        GraphSource::Fetch(server) => Loader::Fetch {
+        GraphSource::File(f) => VolfileLoader::Core(Source::File(f)),
+        GraphSource::Local(d) => VolfileLoader::Core(Source::Local(d)),
+        GraphSource::Fetch(server) => VolfileLoader::Fetch {
             server,
             secret: cli.secret.clone(),
             timeout: cli.fetch_timeout,
@@ -205,7 +167,7 @@ enum End {
 #[allow(clippy::too_many_arguments)]
 async fn serve(
     cli: &Cli,
-    source: Loader,
+    source: VolfileLoader,
     volume: Arc<Volume>,
     shared: Arc<Shared>,
     mountpoint: &std::path::Path,
@@ -287,7 +249,7 @@ async fn serve(
 }
 
 /// SIGHUP: re-read (or fetch again) the volfile and apply it.
-async fn reload(source: &Loader, volume: &Volume) {
+async fn reload(source: &VolfileLoader, volume: &Volume) {
     let vf = match source.load().await {
         Ok(vf) => vf,
         Err(e) => return tracing::error!(error = %e, "reload: volfile not applied"),

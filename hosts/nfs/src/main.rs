@@ -45,9 +45,8 @@ use crate::mount::Mountd;
 use crate::nfs::Nfs;
 use crate::options::Cli;
 use crate::server::Server;
-use xlfs_core::source::{Source, SourceError};
-use xlfs_core::volfile::{Volfile, VolfileError};
-use xlfs_protocol::fetch::{FetchError, VolfileServer, fetch_volfile};
+use xlfs_core::source::Source;
+use xlfs_host::{LoadError, VolfileLoader};
 
 /// How long calls in flight may take to finish after SIGINT/SIGTERM.
 const DRAIN: Duration = Duration::from_secs(5);
@@ -57,14 +56,7 @@ const RUNTIME_STOP: Duration = Duration::from_secs(2);
 #[derive(thiserror::Error, Debug)]
 enum Error {
     #[error(transparent)]
-    Source(#[from] SourceError),
-    #[error(transparent)]
-    Fetch(#[from] FetchError),
-    #[error("volfile fetched from {server}: {source}")]
-    FetchedVolfile {
-        server: String,
-        source: Box<VolfileError>,
-    },
+    Load(#[from] LoadError),
     #[error(transparent)]
     Graph(Box<xlfs_core::graph::GraphError>),
     #[error("{what}: {source}")]
@@ -101,47 +93,17 @@ fn main() -> ExitCode {
     }
 }
 
-/// Where the graph comes from (the same sources as xlfs-mount); loaded again on SIGHUP.
-enum Loader {
-    Core(Source),
-    Fetch {
-        server: VolfileServer,
-        secret: Option<String>,
-        timeout: Duration,
-    },
-}
-
-impl Loader {
-    async fn load(&self) -> Result<Volfile, Error> {
-        match self {
-            Loader::Core(s) => Ok(s.load()?),
-            Loader::Fetch {
-                server,
-                secret,
-                timeout,
-            } => {
-                let text = fetch_volfile(server, secret.as_deref(), *timeout).await?;
-                let origin = server.to_string();
-                Volfile::parse(&text, &origin).map_err(|e| Error::FetchedVolfile {
-                    server: origin,
-                    source: Box::new(e),
-                })
-            }
-        }
-    }
-}
-
 fn run(cli: Cli) -> Result<(), Error> {
     let source = match (&cli.server, &cli.volfile, &cli.local) {
-        (Some(s), _, _) => Loader::Fetch {
+        (Some(s), _, _) => VolfileLoader::Fetch {
             server: s.clone(),
             secret: cli.secret.clone(),
             timeout: cli.fetch_timeout,
         },
-        (None, Some(f), _) => Loader::Core(Source::File(f.clone())),
-        (None, None, Some(d)) => Loader::Core(Source::Local(d.clone())),
+        (None, Some(f), _) => VolfileLoader::Core(Source::File(f.clone())),
+        (None, None, Some(d)) => VolfileLoader::Core(Source::Local(d.clone())),
         // clap's required group guarantees one of them.
-        (None, None, None) => Loader::Core(Source::Local(".".into())),
+        (None, None, None) => VolfileLoader::Core(Source::Local(".".into())),
     };
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -164,7 +126,7 @@ fn run(cli: Cli) -> Result<(), Error> {
 
 async fn serve(
     cli: &Cli,
-    source: &Loader,
+    source: &VolfileLoader,
     volume: Arc<Volume>,
     id: VolumeId,
     origin: &str,
@@ -261,7 +223,7 @@ fn url_host(addr: SocketAddr) -> String {
 
 /// SIGHUP: re-read the volfile and apply it. The volume id stays that of the first load, so
 /// handles stay valid if the data is the same.
-async fn reload(source: &Loader, volume: &Volume) {
+async fn reload(source: &VolfileLoader, volume: &Volume) {
     let vf = match source.load().await {
         Ok(vf) => vf,
         Err(e) => return tracing::error!(error = %e, "reload: volfile not applied"),
