@@ -96,8 +96,13 @@ impl Mounted {
             log,
         };
         let start = Instant::now();
-        // Mounted and answering (a stale mount on the same path is listed but fails stat).
-        while !(is_mounted(mnt) && fs::metadata(mnt).is_ok()) {
+        // Mounted and answering: a stale mount on the same path is listed but fails stat, and
+        // once it is detached the plain directory answers stat, on its parent's device.
+        let parent_dev = fs::metadata(mnt.parent().expect("mount point has a parent"))
+            .expect("stat parent")
+            .dev();
+        let answering = || fs::metadata(mnt).is_ok_and(|m| m.dev() != parent_dev);
+        while !(is_mounted(mnt) && answering()) {
             if let Some(status) = m.child_mut().try_wait().expect("try_wait") {
                 panic!(
                     "xlfs-mount exited before mounting ({status}):\n{}",
