@@ -49,6 +49,9 @@ pub fn run(ctx: &Ctx, a: Args) -> Result<u8> {
     };
     let mp = a.mountpoint.clone().unwrap_or_else(|| dir.join("mnt"));
     std::fs::create_dir_all(&mp).map_err(CliError::io(&mp))?;
+    // Before anything starts: a Ctrl-C during start-up is kept and stops what was started,
+    // instead of killing this process and leaving bricks and a mount behind.
+    let mut signals = Signals::install()?;
 
     let (vd, spec) = match state.load(&name) {
         Ok(found) => found,
@@ -92,7 +95,7 @@ pub fn run(ctx: &Ctx, a: Args) -> Result<u8> {
     println!("Press Ctrl-C to unmount and stop.");
 
     let bricks: Vec<u32> = run.bricks.iter().map(|b| b.pid).collect();
-    let why = wait(mount.pid, &bricks)?;
+    let why = signals.wait(mount.pid, &bricks);
     let report = super::stop::stop_all(&vd, &spec)?;
     for line in report {
         println!("{line}");
@@ -140,33 +143,52 @@ enum Wake {
     Died(String),
 }
 
-/// Waits for SIGINT/SIGTERM, or for the mount or a brick to die.
-fn wait(mount_pid: u32, bricks: &[u32]) -> Result<Wake> {
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| CliError::Other(format!("cannot start the signal handler: {e}")))?;
-    rt.block_on(async {
+/// SIGINT and SIGTERM, caught from `install` on.
+struct Signals {
+    rt: tokio::runtime::Runtime,
+    int: tokio::signal::unix::Signal,
+    term: tokio::signal::unix::Signal,
+}
+
+impl Signals {
+    fn install() -> Result<Signals> {
         use tokio::signal::unix::{SignalKind, signal};
-        let mut term = signal(SignalKind::terminate())
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(|e| CliError::Other(format!("cannot start the signal handler: {e}")))?;
+        let _in_rt = rt.enter();
+        let int = signal(SignalKind::interrupt())
+            .map_err(|e| CliError::Other(format!("cannot handle SIGINT: {e}")))?;
+        let term = signal(SignalKind::terminate())
             .map_err(|e| CliError::Other(format!("cannot handle SIGTERM: {e}")))?;
-        let watch = async {
-            loop {
-                tokio::time::sleep(Duration::from_millis(500)).await;
-                if !procs::alive(mount_pid, XLFS_MOUNT) {
-                    return Wake::Died(format!("the mount (xlfs-mount pid {mount_pid})"));
+        drop(_in_rt);
+        Ok(Signals { rt, int, term })
+    }
+
+    /// Waits for SIGINT/SIGTERM (also one that came during start-up), or for the mount or a
+    /// brick to die.
+    fn wait(&mut self, mount_pid: u32, bricks: &[u32]) -> Wake {
+        let (int, term) = (&mut self.int, &mut self.term);
+        self.rt.block_on(async {
+            let watch = async {
+                loop {
+                    tokio::time::sleep(Duration::from_millis(500)).await;
+                    if !procs::alive(mount_pid, XLFS_MOUNT) {
+                        return Wake::Died(format!("the mount (xlfs-mount pid {mount_pid})"));
+                    }
+                    if let Some(pid) = bricks.iter().find(|p| !procs::alive(**p, XLFSD)) {
+                        return Wake::Died(format!("the brick (xlfsd pid {pid})"));
+                    }
                 }
-                if let Some(pid) = bricks.iter().find(|p| !procs::alive(**p, XLFSD)) {
-                    return Wake::Died(format!("the brick (xlfsd pid {pid})"));
-                }
+            };
+            tokio::select! {
+                _ = int.recv() => Wake::Signal,
+                _ = term.recv() => Wake::Signal,
+                w = watch => w,
             }
-        };
-        Ok(tokio::select! {
-            _ = tokio::signal::ctrl_c() => Wake::Signal,
-            _ = term.recv() => Wake::Signal,
-            w = watch => w,
         })
-    })
+    }
 }
 
 #[cfg(test)]
