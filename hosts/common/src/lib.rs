@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use xlfs_core::source::{Source, SourceError};
 use xlfs_core::volfile::{Volfile, VolfileError};
+use xlfs_core::volume::{Reload, Volume};
 use xlfs_protocol::fetch::{FetchError, VolfileServer, fetch_volfile};
 
 /// Where a host's graph comes from: a volfile source of the core (a file, a local brick), or a
@@ -52,6 +53,28 @@ impl VolfileLoader {
                     source: Box::new(e),
                 })
             }
+        }
+    }
+}
+
+impl VolfileLoader {
+    /// SIGHUP: reads (or fetches) the volfile again and applies it to `volume`, logging the
+    /// outcome (unchanged, reconfigured in place, switched to a new graph, or not applied).
+    pub async fn reload(&self, volume: &Volume) {
+        let vf = match self.load().await {
+            Ok(vf) => vf,
+            Err(e) => return tracing::error!(error = %e, "reload: volfile not applied"),
+        };
+        match volume.reload(vf) {
+            Ok(Reload::Unchanged) => tracing::info!("reload: volfile unchanged"),
+            Ok(Reload::Reconfigured(v)) => {
+                tracing::info!(volumes = ?v, "reload: options changed in place")
+            }
+            Ok(Reload::Switched {
+                old_graph,
+                new_graph,
+            }) => tracing::info!(old_graph, new_graph, "reload: switched to a new graph"),
+            Err(e) => tracing::error!(error = %e, "reload: volfile not applied"),
         }
     }
 }

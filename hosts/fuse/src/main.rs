@@ -30,7 +30,7 @@ use clap::Parser;
 use tokio::signal::unix::{SignalKind, signal};
 use xlator_api::DumpFormat;
 use xlfs_core::registry::Registry;
-use xlfs_core::volume::{Reload, Volume};
+use xlfs_core::volume::Volume;
 // Linked in for their built-in translator types (registered through `inventory`).
 use xlfs_io_stats as _;
 use xlfs_locks as _;
@@ -208,7 +208,7 @@ async fn serve(
             }
             _ = term.recv() => break End::Signal("SIGTERM"),
             _ = int.recv() => break End::Signal("SIGINT"),
-            _ = hup.recv() => reload(&source, &volume).await,
+            _ = hup.recv() => source.reload(&volume).await,
         }
     };
 
@@ -246,25 +246,4 @@ async fn serve(
     }
     let _ = std::io::stdout().flush();
     Ok(())
-}
-
-/// SIGHUP: re-read (or fetch again) the volfile and apply it.
-async fn reload(source: &VolfileLoader, volume: &Volume) {
-    let vf = match source.load().await {
-        Ok(vf) => vf,
-        Err(e) => return tracing::error!(error = %e, "reload: volfile not applied"),
-    };
-    match volume.reload(vf) {
-        Ok(Reload::Unchanged) => tracing::info!("reload: volfile unchanged"),
-        Ok(Reload::Reconfigured(v)) => {
-            tracing::info!(volumes = ?v, "reload: options changed in place")
-        }
-        Ok(Reload::Switched {
-            old_graph,
-            new_graph,
-        }) => {
-            tracing::info!(old_graph, new_graph, "reload: switched to a new graph")
-        }
-        Err(e) => tracing::error!(error = %e, "reload: volfile not applied"),
-    }
 }

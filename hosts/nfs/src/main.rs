@@ -32,7 +32,7 @@ use tokio::net::TcpListener;
 use tokio::signal::unix::{SignalKind, signal};
 use xlator_api::{DumpFormat, EventKind, Gfid};
 use xlfs_core::registry::Registry;
-use xlfs_core::volume::{Reload, Volume};
+use xlfs_core::volume::Volume;
 // Linked in for their built-in translator types (registered through `inventory`).
 use xlfs_io_stats as _;
 use xlfs_locks as _;
@@ -189,7 +189,8 @@ async fn serve(
         tokio::select! {
             _ = term.recv() => break "SIGTERM",
             _ = int.recv() => break "SIGINT",
-            _ = hup.recv() => reload(source, &volume).await,
+            // The volume id stays that of the first load: handles stay valid.
+            _ = hup.recv() => source.reload(&volume).await,
         }
     };
     tracing::info!(signal = sig, "stopping");
@@ -218,25 +219,5 @@ fn url_host(addr: SocketAddr) -> String {
     match addr {
         SocketAddr::V4(a) => a.ip().to_string(),
         SocketAddr::V6(a) => format!("[{}]", a.ip()),
-    }
-}
-
-/// SIGHUP: re-read the volfile and apply it. The volume id stays that of the first load, so
-/// handles stay valid if the data is the same.
-async fn reload(source: &VolfileLoader, volume: &Volume) {
-    let vf = match source.load().await {
-        Ok(vf) => vf,
-        Err(e) => return tracing::error!(error = %e, "reload: volfile not applied"),
-    };
-    match volume.reload(vf) {
-        Ok(Reload::Unchanged) => tracing::info!("reload: volfile unchanged"),
-        Ok(Reload::Reconfigured(v)) => {
-            tracing::info!(volumes = ?v, "reload: options changed in place")
-        }
-        Ok(Reload::Switched {
-            old_graph,
-            new_graph,
-        }) => tracing::info!(old_graph, new_graph, "reload: switched to a new graph"),
-        Err(e) => tracing::error!(error = %e, "reload: volfile not applied"),
     }
 }
