@@ -1,7 +1,12 @@
 //! The host side of [`HostServices`]: tokio spawn, timer and blocking pool, a monotonic clock,
 //! and the log sink that re-emits plugin log lines through the host's `tracing` subscriber.
 
-use std::sync::OnceLock;
+use std::cell::Cell;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::task::{Context, Poll, Wake, Waker};
 use std::time::{Duration, Instant};
 
 use abi_stable::std_types::RString;
@@ -40,10 +45,124 @@ extern "C" fn sleep(nanos: u64) -> FfiFuture<()> {
     async move { tokio::time::sleep(Duration::from_nanos(nanos)).await }.into_ffi()
 }
 
+thread_local! {
+    /// Set while [`poll_here_then_spawn`] polls on a thread that may block.
+    static BLOCKING_INLINE: Cell<bool> = const { Cell::new(false) };
+}
+
 extern "C" fn spawn_blocking(job: BlockingJob) {
     let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        handle().spawn_blocking(move || job.run());
+        if BLOCKING_INLINE.get() {
+            job.run();
+        } else {
+            handle().spawn_blocking(move || job.run());
+        }
     }));
+}
+
+/// Polls `fut` once on this thread and, if it must wait, lets whatever wakes it run the rest
+/// on the runtime.
+///
+/// The future is not handed to the runtime when it returns `Pending`, only when its waker
+/// fires: a request that waits for a network reply costs no extra thread wakeup (a spawn
+/// from a thread outside the runtime wakes a worker just to find the future still waiting),
+/// and it is resumed on the thread that woke it, usually the worker that read the reply.
+///
+/// `may_block` is for threads that may block (the blocking pool): a blocking job a
+/// translator submits during this first poll (storage/posix's system calls) then runs right
+/// here instead of on another pool thread, so a request that only needs the disk completes
+/// on the thread that received it. Later polls happen on the runtime's workers, where
+/// blocking jobs go to the pool as usual. Must be called inside the runtime's context.
+pub fn poll_here_then_spawn<F: Future<Output = ()> + Send + 'static>(fut: F, may_block: bool) {
+    struct Reset(bool);
+    impl Drop for Reset {
+        fn drop(&mut self) {
+            BLOCKING_INLINE.set(self.0);
+        }
+    }
+    let mut fut: ParkedFuture = Box::pin(fut);
+    let parked = Arc::new(Parked {
+        state: AtomicU8::new(POLLING),
+        fut: Mutex::new(None),
+        handle: handle(),
+    });
+    let waker = Waker::from(parked.clone());
+    let pending = {
+        let _reset = Reset(BLOCKING_INLINE.replace(may_block));
+        let mut cx = Context::from_waker(&waker);
+        fut.as_mut().poll(&mut cx) == Poll::Pending
+    };
+    if !pending {
+        return;
+    }
+    *parked.slot() = Some(fut);
+    if let Err(state) =
+        parked
+            .state
+            .compare_exchange(POLLING, PARKED, Ordering::AcqRel, Ordering::Acquire)
+    {
+        // Woken while we were polling: it is ready to make progress now.
+        debug_assert_eq!(state, WOKEN);
+        parked.state.store(GONE, Ordering::Release);
+        parked.resume();
+    }
+}
+
+type ParkedFuture = Pin<Box<dyn Future<Output = ()> + Send>>;
+
+/// The first poll is running.
+const POLLING: u8 = 0;
+/// Waiting for its waker, the future stored in the slot.
+const PARKED: u8 = 1;
+/// The waker fired during the first poll.
+const WOKEN: u8 = 2;
+/// Handed to the runtime (or finished); later wakes do nothing.
+const GONE: u8 = 3;
+
+/// A future waiting for its first wakeup before it becomes a runtime task.
+struct Parked {
+    state: AtomicU8,
+    fut: Mutex<Option<ParkedFuture>>,
+    handle: Handle,
+}
+
+impl Parked {
+    fn slot(&self) -> std::sync::MutexGuard<'_, Option<ParkedFuture>> {
+        self.fut
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    fn resume(&self) {
+        if let Some(fut) = self.slot().take() {
+            self.handle.spawn(fut);
+        }
+    }
+}
+
+impl Wake for Parked {
+    fn wake(self: Arc<Self>) {
+        self.wake_by_ref();
+    }
+
+    fn wake_by_ref(self: &Arc<Self>) {
+        let mut state = self.state.load(Ordering::Acquire);
+        loop {
+            let next = match state {
+                POLLING => WOKEN,
+                PARKED => GONE,
+                _ => return,
+            };
+            match self
+                .state
+                .compare_exchange(state, next, Ordering::AcqRel, Ordering::Acquire)
+            {
+                Ok(_) if next == GONE => return self.resume(),
+                Ok(_) => return,
+                Err(now) => state = now,
+            }
+        }
+    }
 }
 
 extern "C" fn now_ns() -> u64 {
@@ -90,5 +209,97 @@ pub fn max_log_level() -> LogLevel {
     match tracing::level_filters::LevelFilter::current().into_level() {
         Some(l) => LogLevel::from_tracing(&l),
         None => LogLevel::Error,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::thread::ThreadId;
+
+    /// Where a blocking job submitted through the services ran.
+    async fn job_thread() -> ThreadId {
+        host_services()
+            .spawn_blocking(|| std::thread::current().id())
+            .await
+            .expect("job ran")
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn blocking_jobs_run_inline_only_when_the_thread_may_block() {
+        let here = tokio::task::spawn_blocking(|| {
+            let (tx, rx) = std::sync::mpsc::channel();
+            poll_here_then_spawn(
+                async move {
+                    let _ = tx.send((std::thread::current().id(), job_thread().await));
+                },
+                true,
+            );
+            // Finished inside the first poll: no other thread was involved.
+            rx.try_recv().expect("finished in the first poll")
+        })
+        .await
+        .expect("pool thread");
+        assert_eq!(here.0, here.1, "the job ran on the polling thread");
+
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        let caller = std::thread::current().id();
+        poll_here_then_spawn(
+            async move {
+                let _ = tx.send(job_thread().await);
+            },
+            false,
+        );
+        let ran_on = rx.await.expect("finished on the runtime");
+        assert_ne!(ran_on, caller, "without may_block the job goes to the pool");
+        // The flag does not leak into later polls on this thread.
+        assert!(!BLOCKING_INLINE.get());
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_parked_future_resumes_when_woken_and_only_once() {
+        let polls = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let (go_tx, go_rx) = tokio::sync::oneshot::channel::<u32>();
+        let (done_tx, done_rx) = tokio::sync::oneshot::channel();
+        let p = polls.clone();
+        poll_here_then_spawn(
+            async move {
+                p.fetch_add(1, Ordering::SeqCst);
+                let v = go_rx.await.expect("value");
+                let _ = done_tx.send(v);
+            },
+            false,
+        );
+        // Parked, not spawned: nothing polls it until it is woken.
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        assert_eq!(polls.load(Ordering::SeqCst), 1);
+        go_tx.send(7).expect("parked future still waiting");
+        assert_eq!(done_rx.await.expect("resumed"), 7);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_wake_during_the_first_poll_is_not_lost() {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        let mut tx = Some(tx);
+        let mut yielded = false;
+        poll_here_then_spawn(
+            std::future::poll_fn(move |cx| {
+                if yielded {
+                    if let Some(tx) = tx.take() {
+                        let _ = tx.send(());
+                    }
+                    return Poll::Ready(());
+                }
+                yielded = true;
+                // Woken before returning Pending, as a reply arriving mid-poll would.
+                cx.waker().wake_by_ref();
+                Poll::Pending
+            }),
+            false,
+        );
+        tokio::time::timeout(Duration::from_secs(5), rx)
+            .await
+            .expect("resumed after the early wake")
+            .expect("sent");
     }
 }

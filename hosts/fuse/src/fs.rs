@@ -198,22 +198,14 @@ impl XlfsFs {
     /// graph answers from memory (a write acknowledged by write-behind, a cache hit) is then
     /// replied to without any thread handoff: on this machine a cross-thread wakeup costs more
     /// than the whole translator stack.
-    ///
-    /// Correct by the `Future` contract: a future that returned `Pending` re-registers its
-    /// waker on every poll, so the runtime's first poll (with its real waker) picks up any
-    /// event that fired in between.
     fn spawn<F, Fut>(&self, f: F)
     where
         F: FnOnce(Arc<Shared>) -> Fut,
         Fut: Future<Output = ()> + Send + 'static,
     {
-        let mut fut = Box::pin(f(self.s.clone()));
         // Translators and the protocol client may use the runtime (timers, spawns) when polled.
         let _rt = self.s.rt.enter();
-        let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
-        if fut.as_mut().poll(&mut cx).is_pending() {
-            self.s.rt.spawn(fut);
-        }
+        xlfs_core::services::poll_here_then_spawn(f(self.s.clone()), false);
     }
 
     fn gfid(&self, node: INodeNo) -> Result<Gfid, fuser::Errno> {
@@ -577,6 +569,9 @@ impl Filesystem for XlfsFs {
                 gfid: e.attr.gfid,
                 ..fd
             });
+            // A file just created has no capability: the kernel's check before its first
+            // write is answered here instead of by a GETXATTR round trip.
+            s.caps.set_none(e.attr.gfid, Instant::now());
             let ttl = s.opts.entry_timeout.min(s.opts.attr_timeout);
             reply.created(&ttl, &attr, Generation(0), fh, s.fopen_flags());
         });

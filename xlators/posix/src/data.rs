@@ -263,17 +263,13 @@ fn read_aligned(fd: BorrowedFd<'_>, offset: u64, size: usize) -> Result<Buf, Err
     Ok(Buf::from_vec(v).slice(start..start + got.min(size)))
 }
 
+/// Reads up to `size` bytes at `offset` with one call: a regular file reads short only at
+/// its end, so there is no second call just to see a zero-length read.
 fn read_all(fd: BorrowedFd<'_>, offset: u64, size: usize) -> Result<Buf, Errno> {
-    let mut v = vec![0u8; size];
-    let mut got = 0;
-    while got < size {
-        let n = sys::pread(fd, &mut v[got..], offset + got as u64)?;
-        if n == 0 {
-            break;
-        }
-        got += n;
-    }
-    v.truncate(got);
+    let mut v: Vec<u8> = Vec::with_capacity(size);
+    let n = sys::pread_uninit(fd, &mut v.spare_capacity_mut()[..size], offset)?;
+    // SAFETY: the kernel initialised the first `n` bytes.
+    unsafe { v.set_len(n) };
     Ok(Buf::from_vec(v))
 }
 

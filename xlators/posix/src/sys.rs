@@ -223,6 +223,25 @@ pub fn pread(fd: BorrowedFd<'_>, buf: &mut [u8], offset: u64) -> Result<usize, E
     }
 }
 
+/// `pread` into uninitialised memory (a read buffer need not be zeroed first: the kernel
+/// writes every byte it reports). Returns the bytes read, now initialised.
+pub fn pread_uninit(
+    fd: BorrowedFd<'_>,
+    buf: &mut [std::mem::MaybeUninit<u8>],
+    offset: u64,
+) -> Result<usize, Errno> {
+    let off = i64::try_from(offset).map_err(|_| Errno::EINVAL)?;
+    loop {
+        // SAFETY: `buf` is valid for `buf.len()` writable bytes; the kernel only writes.
+        let r = unsafe { libc::pread(fd.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len(), off) };
+        match check(r as libc::c_long) {
+            Ok(n) => return Ok(n as usize),
+            Err(Errno::EINTR) => continue,
+            Err(e) => return Err(e),
+        }
+    }
+}
+
 /// `pwritev2` of one buffer with `RWF_*` flags (`offset` -1: the current position).
 pub fn pwrite2(fd: BorrowedFd<'_>, buf: &[u8], offset: u64, rwf: i32) -> Result<usize, Errno> {
     let off = i64::try_from(offset).map_err(|_| Errno::EINVAL)?;

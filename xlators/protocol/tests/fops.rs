@@ -447,3 +447,52 @@ async fn o_direct_is_filtered_before_the_brick_unless_turned_off() {
         }
     }
 }
+
+/// A flush reaches the brick only for files this client has taken a POSIX lock on (where the
+/// brick's features/locks must release the owner's locks); any other flush is answered by the
+/// client, saving a round trip per close(2).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn flush_goes_to_the_brick_only_for_files_with_locks() {
+    use xlfs_testkit::MockChild;
+    let (spy, h) = MockChild::spy(MemLeaf::new());
+    let (_server, addr) = common::server(&spy, &[("volume-name", "memory")]);
+    let top = common::client(addr, &[]);
+    common::wait_up(&top).await;
+    let c = cx();
+    let mut files = Vec::new();
+    for (id, name) in [(1, "plain"), (2, "locked")] {
+        let e = top
+            .create(
+                &c,
+                Loc::new(Gfid::ROOT, name),
+                fd(id, Gfid::NULL, libc::O_RDWR),
+                0o644,
+                0,
+            )
+            .await
+            .expect("create");
+        files.push(fd(id, e.attr.gfid, libc::O_RDWR));
+    }
+    let (plain, locked) = (files[0], files[1]);
+    top.flush(&c, plain)
+        .await
+        .expect("flush of an unlocked file");
+    assert_eq!(h.count(xlator_api::Fop::Flush), 0, "answered by the client");
+
+    let lock = Flock {
+        kind: LockKind::Read,
+        start: 0,
+        len: 0,
+        pid: 1,
+        owner: LkOwner(9),
+    };
+    // Whatever the leaf answers, the file now counts as locked.
+    let _ = top.lk(&c, locked, LkCmd::Set, lock).await;
+    top.flush(&c, locked).await.expect("flush of a locked file");
+    // A second fd of the same file: locks are per file and owner, not per fd.
+    let other = fd(3, locked.gfid, libc::O_RDONLY);
+    top.open(&c, other).await.expect("open");
+    top.flush(&c, other).await.expect("flush of another fd");
+    top.flush(&c, plain).await.expect("flush");
+    assert_eq!(h.count(xlator_api::Fop::Flush), 2, "{:?}", h.fops());
+}

@@ -121,8 +121,12 @@ impl Ahead {
     async fn direct(&self, cx: &Ctx, fd: Fd, offset: u64, size: u32) -> Result<ReadReply, Errno> {
         let r = self.child.readv(cx, fd, offset, size).await;
         if let Ok(b) = &r {
-            self.fds()
-                .read_done(fd.id, offset, u64::from(size), b.data.len() as u64);
+            let mut fds = self.fds();
+            fds.read_done(fd.id, offset, u64::from(size), b.data.len() as u64);
+            if let Some(a) = b.attr.as_ref().into_option() {
+                let generation = fds.generation(fd.id);
+                fds.note_size(fd.id, generation, a.size);
+            }
         }
         r
     }
@@ -143,12 +147,20 @@ impl Ahead {
         let cx = cx.clone();
         let size = u32::try_from(geo.page_size()).unwrap_or(u32::MAX);
         async move {
-            let r = child
-                .readv(&cx, fd, geo.start(index), size)
-                .await
-                .map(|r| r.data);
+            let r = child.readv(&cx, fd, geo.start(index), size).await;
+            let eof = r
+                .as_ref()
+                .ok()
+                .and_then(|r| r.attr.as_ref().into_option().map(|a| a.size));
+            let r = r.map(|r| r.data);
             if let Some(a) = ahead.upgrade() {
-                a.fds().fill_done(fd.id, index, generation, id, &r);
+                let mut fds = a.fds();
+                fds.fill_done(fd.id, index, generation, id, &r);
+                if let Some(eof) = eof {
+                    // No prefetch past the end: on small files those reads were as many
+                    // round trips as the data itself.
+                    fds.note_size(fd.id, generation, eof);
+                }
             }
             r
         }

@@ -267,6 +267,21 @@ impl<F: Clone> Fds<F> {
         }
     }
 
+    /// The current generation of `fd`'s pages (0 for an fd without state).
+    pub fn generation(&self, fd: FdId) -> u64 {
+        self.fds.get(&fd).map_or(0, |s| s.generation)
+    }
+
+    /// A child reply under `generation` said the file is `size` bytes: no prefetch past it
+    /// (until a write drops the hint, or a read finds data beyond it).
+    pub fn note_size(&mut self, fd: FdId, generation: u64, size: u64) {
+        if let Some(s) = self.fds.get_mut(&fd)
+            && s.generation == generation
+        {
+            s.stream.set_size(size);
+        }
+    }
+
     /// A sequential read could not be answered from pages: drop them.
     pub fn fallback(&mut self, fd: FdId) {
         self.counters.fallbacks += 1;
@@ -452,6 +467,32 @@ mod tests {
         // Reading on: no prefetch beyond the end of file at 130.
         let (_, pre) = plan(&mut t, &f, 20, 100, &mut st).expect("sequential");
         assert!(pre.is_empty(), "{pre:?}");
+    }
+
+    #[test]
+    fn a_size_from_a_reply_stops_prefetch_at_the_end_of_the_file() {
+        let mut t = Fds::new(Geometry::new(PS));
+        let f = fd(1, 1);
+        let mut st = Vec::new();
+        plan(&mut t, &f, 0, 10, &mut st);
+        // The first (direct) reply says the file is 150 bytes: pages 0 and 1 only.
+        let g = t.generation(f.id);
+        t.note_size(f.id, g, 150);
+        let (_, pre) = plan(&mut t, &f, 10, 10, &mut st).expect("sequential");
+        assert_eq!(pre, vec![1], "no prefetch past byte 150");
+        // A size seen under an older generation (pages dropped since) is ignored, and a
+        // later, larger size replaces the hint.
+        t.drop_pages(f.id);
+        t.note_size(f.id, g, 50);
+        let g = t.generation(f.id);
+        t.note_size(f.id, g, 1000);
+        st.clear();
+        let (_, pre) = plan(&mut t, &f, 20, 10, &mut st).expect("sequential");
+        assert_eq!(
+            pre,
+            vec![1, 2, 3],
+            "window of 4 pages from page 0, up to byte 1000"
+        );
     }
 
     #[test]

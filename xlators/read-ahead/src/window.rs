@@ -50,6 +50,11 @@ impl Stream {
         self.run
     }
 
+    /// A reply gave the file's size: the end-of-file hint is that, whatever it was.
+    pub fn set_size(&mut self, size: u64) {
+        self.eof_hint = Some(size);
+    }
+
     /// A prefetch found end of file at `at`.
     pub fn note_eof(&mut self, at: u64) {
         self.eof_hint = Some(self.eof_hint.map_or(at, |h| h.min(at)));

@@ -59,9 +59,19 @@ struct Shared {
     events: xlator_api::EventSink,
     /// `filter-o-direct`.
     filter_o_direct: std::sync::atomic::AtomicBool,
+    /// Files this client ever sent a POSIX lock for. A flush of any other file has nothing
+    /// to do on the brick (features/locks releases the owner's locks, storage/posix only
+    /// checks the fd), so it is answered here, saving a round trip on every close(2).
+    locked_files: Mutex<std::collections::HashSet<xlator_api::Gfid>>,
 }
 
 impl Shared {
+    fn locked(&self) -> std::sync::MutexGuard<'_, std::collections::HashSet<xlator_api::Gfid>> {
+        self.locked_files
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
     /// The live connection, or ENOTCONN. Waits only while the first attempt is running.
     async fn conn(&self) -> Result<Arc<Conn>, Errno> {
         let mut rx = self.state.subscribe();
@@ -218,6 +228,7 @@ impl Client {
             disconnects: AtomicU64::new(0),
             events: init.services.events,
             filter_o_direct: std::sync::atomic::AtomicBool::new(init.options.filter_o_direct),
+            locked_files: Mutex::new(Default::default()),
         });
         // Built in, this crate shares the host's tokio; outside a runtime context (graph
         // built on a plain thread) go through the host services' fallback runtime.
@@ -243,6 +254,18 @@ impl Client {
         })?;
         if filter && let Request::Writev { flags, .. } = &mut req {
             *flags &= !libc::O_DIRECT;
+        }
+        match &req {
+            Request::Lk { fd, cmd, lock }
+                if *cmd != LkCmd::Get && lock.kind != LockKind::Unlock =>
+            {
+                // Before sending: a flush racing with this lock must reach the brick.
+                self.shared.locked().insert(fd.gfid);
+            }
+            Request::Flush { fd } if !self.shared.locked().contains(&fd.gfid) => {
+                return Ok(ReplyBody::Flush(()));
+            }
+            _ => {}
         }
         let role = wire::fd_role(fop);
         if role == FdRole::Closes {

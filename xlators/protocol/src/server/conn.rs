@@ -260,7 +260,10 @@ async fn read_loop(
                     return Ok("disconnected");
                 };
                 let (session, tx) = (session.clone(), tx.clone());
-                tokio::spawn(async move {
+                // Run on a blocking-pool thread: the brick's disk work happens right there
+                // and the reply goes out from it, with no further thread switch (one
+                // wakeup per request instead of three). See `poll_here_then_spawn`.
+                let request = async move {
                     let cx = call.ctx.to_ctx();
                     let fop = call.req.fop();
                     let result = session.execute(&cx, call.req).await;
@@ -272,6 +275,9 @@ async fn read_loop(
                         let _ = tx.send(f).await;
                     }
                     drop(permit);
+                };
+                tokio::task::spawn_blocking(move || {
+                    xlfs_core::services::poll_here_then_spawn(request, true);
                 });
             }
             (ClientMsg::Ping(seq), _) => {
