@@ -13,7 +13,8 @@
 #      (block sizes, reader counts) are rotated by one each round;
 #   5. xlfs-bench report: OUT/DATE-MODE.md (tables), OUT/DATE-MODE.json (every raw value,
 #      date, git revision, kernel, tool versions, options, knobs) and OUT/DATE-MODE.raw;
-#      OUT/latest-MODE.{md,json} point at the newest;
+#      OUT/latest-MODE.{md,json} point at the newest whole run (a run with --only or
+#      --mount-opts is named after them instead, e.g. DATE-w5-no-default-permissions.md);
 #   6. unmounts everything and stops the bricks, also on error and Ctrl-C.
 #
 # Options:
@@ -116,6 +117,13 @@ for t in ${TARGETS//,/ }; do
     case ",$ALL_TARGETS," in *",$t,"*) ;; *) die "unknown target $t (known: $ALL_TARGETS)";; esac
 done
 MODE=full; [ "$QUICK" = 0 ] || MODE=quick
+# A partial run (some workloads, or extra mount options) is named after what it ran, e.g.
+# DATE-w5-no-default-permissions.md, and leaves latest-MODE pointing at the last whole run.
+TAG=$MODE
+if [ "$ONLY" != w1,w2,w3,w4,w5 ] || [ -n "$MOUNT_OPTS" ]; then
+    TAG=${ONLY//,/-}$(printf '%s' "$MOUNT_OPTS" | tr -s ' =' '--' | sed 's/^-*/-/; s/[^A-Za-z0-9_.-]//g; s/^-$//')
+    [ "$QUICK" = 0 ] || TAG=$TAG-quick
+fi
 
 # ---- knobs: the environment wins, then the mode's default ---------------------------------
 knob() { # knob NAME FULL QUICK
@@ -540,7 +548,7 @@ main() {
     # run description
     BINDFS_VERSION=$(bindfs --version 2>/dev/null | head -1 || echo "bindfs (not installed)")
     meta date "$(date +%F)"
-    meta mode "$MODE"
+    meta mode "$TAG"
     meta started "$(date -u +%FT%TZ)"
     meta git_rev "$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)"
     meta kernel "$(uname -r)"
@@ -586,12 +594,14 @@ main() {
 
     # report
     mkdir -p "$OUT"
-    base=$OUT/$(date +%F)-$MODE; n=1; stem=$base
+    base=$OUT/$(date +%F)-$TAG; n=1; stem=$base
     while [ -e "$stem.md" ] || [ -e "$stem.json" ]; do n=$((n + 1)); stem=$base-$n; done
     cp "$RAW" "$stem.raw"
     "$BENCH_BIN" report --raw "$stem.raw" --out-md "$stem.md" --out-json "$stem.json"
-    ln -sfn "$(basename "$stem.md")" "$OUT/latest-$MODE.md"
-    ln -sfn "$(basename "$stem.json")" "$OUT/latest-$MODE.json"
+    if [ "$TAG" = "$MODE" ]; then
+        ln -sfn "$(basename "$stem.md")" "$OUT/latest-$MODE.md"
+        ln -sfn "$(basename "$stem.json")" "$OUT/latest-$MODE.json"
+    fi
     cat "$stem.md"
     say "results: $stem.md $stem.json $stem.raw (log: $LOG)"
 }

@@ -30,7 +30,16 @@ pub async fn serve(shared: Arc<Shared>, sock: TcpStream, peer: SocketAddr) {
     )
     .await
     {
-        Ok(Ok(h)) => h,
+        Ok(Ok(Some(h))) => h,
+        Ok(Ok(None)) => {
+            // Connected and closed without a byte: a port probe (`xlfs up` waits for the
+            // brick this way), not a misbehaving client.
+            tracing::debug!(
+                "{}: {peer} connected and closed without a handshake",
+                shared.name
+            );
+            return;
+        }
         Ok(Err(e)) => {
             shared.dropped.fetch_add(1, Ordering::Relaxed);
             tracing::warn!(
@@ -138,16 +147,17 @@ enum First {
     Volfile(VolfileRequest),
 }
 
+/// The first message, or `None` if the peer closed before sending anything.
 async fn read_first(
     reader: &mut FrameReader<OwnedReadHalf>,
     shared: &Shared,
-) -> Result<First, WireError> {
+) -> Result<Option<First>, WireError> {
     let Some(body) = reader.next(shared.frame_receive_timeout).await? else {
-        return Err(WireError::Truncated);
+        return Ok(None);
     };
     match wire::decode::<ClientMsg>(body)?.0 {
-        ClientMsg::Hello(h) => Ok(First::Hello(h)),
-        ClientMsg::GetVolfile(r) => Ok(First::Volfile(r)),
+        ClientMsg::Hello(h) => Ok(Some(First::Hello(h))),
+        ClientMsg::GetVolfile(r) => Ok(Some(First::Volfile(r))),
         _ => Err(WireError::Io(std::io::Error::other(
             "first frame is neither a hello nor a volfile request",
         ))),
