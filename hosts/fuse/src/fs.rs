@@ -569,9 +569,12 @@ impl Filesystem for XlfsFs {
                 gfid: e.attr.gfid,
                 ..fd
             });
-            // A file just created has no capability: the kernel's check before its first
-            // write is answered here instead of by a GETXATTR round trip.
-            s.caps.set_none(e.attr.gfid, Instant::now());
+            // A file made by O_EXCL is new, so it has no capability: the kernel's check before
+            // its first write is answered here instead of by a GETXATTR round trip. (Without
+            // O_EXCL the brick may have opened an existing file, whose xattrs we don't know.)
+            if flags & libc::O_EXCL != 0 {
+                s.caps.set_none(e.attr.gfid, Instant::now());
+            }
             let ttl = s.opts.entry_timeout.min(s.opts.attr_timeout);
             reply.created(&ttl, &attr, Generation(0), fh, s.fopen_flags());
         });

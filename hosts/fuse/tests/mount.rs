@@ -543,6 +543,42 @@ fn sigint_unmounts_and_dump_on_exit_prints_stats() {
     );
 }
 
+/// The kernel checks `security.capability` before the first write to each file. A file
+/// created with O_EXCL is known new, so that check is answered by the mount; a file opened
+/// with plain O_CREAT (maybe an existing one) still asks the graph once.
+#[test]
+fn a_file_created_with_o_excl_is_written_without_a_getxattr() {
+    require_fuse!();
+    let tmp = tempdir();
+    let (vol, mnt) = (tmp.path().join("vol"), tmp.path().join("mnt"));
+    fs::create_dir(&mnt).expect("mkdir mnt");
+    let mut m = Mounted::start(&vol, &mnt, &["--dump-on-exit", "--threads", "1"]);
+    let mut f = fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(mnt.join("new"))
+        .expect("create_new");
+    std::io::Write::write_all(&mut f, b"fresh").expect("write");
+    drop(f);
+    fs::write(mnt.join("plain"), b"maybe old").expect("write");
+    m.signal(libc::SIGINT);
+    let (status, stdout) = m.wait();
+    assert!(
+        status.success(),
+        "exit status {status}:
+{}",
+        m.log_text()
+    );
+    let getxattrs: u64 = stdout
+        .lines()
+        .find_map(|l| {
+            let mut w = l.split_whitespace();
+            (w.next() == Some("getxattr")).then(|| w.next()?.parse().ok())?
+        })
+        .unwrap_or(0);
+    assert_eq!(getxattrs, 1, "only the plain file asks:\n{stdout}");
+}
+
 #[test]
 fn stale_mount_is_reported_then_forced_away() {
     require_fuse!();

@@ -211,16 +211,9 @@ pub fn eaccess(path: &CStr, mask: i32) -> Result<(), Errno> {
 }
 
 pub fn pread(fd: BorrowedFd<'_>, buf: &mut [u8], offset: u64) -> Result<usize, Errno> {
-    let off = i64::try_from(offset).map_err(|_| Errno::EINVAL)?;
-    loop {
-        // SAFETY: `buf` is valid for `buf.len()` writable bytes.
-        let r = unsafe { libc::pread(fd.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len(), off) };
-        match check(r as libc::c_long) {
-            Ok(n) => return Ok(n as usize),
-            Err(Errno::EINTR) => continue,
-            Err(e) => return Err(e),
-        }
-    }
+    // SAFETY: same layout; `pread_uninit` only lets the kernel write initialised bytes.
+    let buf = unsafe { &mut *(std::ptr::from_mut(buf) as *mut [std::mem::MaybeUninit<u8>]) };
+    pread_uninit(fd, buf, offset)
 }
 
 /// `pread` into uninitialised memory (a read buffer need not be zeroed first: the kernel
