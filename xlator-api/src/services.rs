@@ -186,6 +186,10 @@ impl HostServices {
 
     /// Runs blocking `f` (disk I/O, syscalls) on the host's blocking pool and awaits its
     /// result. Fails with EIO if `f` panicked or the pool dropped the job at shutdown.
+    ///
+    /// When the host is polling this fop on a thread that may block (the brick runs each
+    /// request's first poll on a pool thread), `f` runs right away on the calling thread,
+    /// before this returns: do not hold a lock that `f` needs while calling it.
     pub fn spawn_blocking<R, F>(&self, f: F) -> impl Future<Output = Result<R, Errno>> + Send
     where
         R: Send + 'static,

@@ -106,6 +106,50 @@ impl Brick {
         })
     }
 
+    /// `readv` through an opened fd answered from the page cache alone, without blocking,
+    /// so it may run on any thread (no credentials needed: the fd was checked at open).
+    /// `None` when the data is not all cached (or the fd is anonymous, O_DIRECT or a
+    /// directory): use [`Brick::readv`] on the blocking pool.
+    pub fn readv_cached(
+        &self,
+        fd: &Fd,
+        offset: u64,
+        size: u32,
+    ) -> Option<Result<ReadReply, Errno>> {
+        if fd.id == FdId::ANONYMOUS {
+            return None;
+        }
+        let f = match self.fds.get(fd.id) {
+            Ok(f) => f,
+            Err(e) => return Some(Err(e)),
+        };
+        if f.is_dir || f.direct() {
+            return None;
+        }
+        let size = size as usize;
+        let mut v: Vec<u8> = Vec::with_capacity(size);
+        let n = match sys::pread_nowait(f.as_fd(), &mut v.spare_capacity_mut()[..size], offset) {
+            Ok(Some(n)) => n,
+            Ok(None) => return None,
+            Err(e) => return Some(Err(e)),
+        };
+        // SAFETY: the kernel initialised the first `n` bytes.
+        unsafe { v.set_len(n) };
+        let attr = match self.fd_iatt(f.as_fd(), f.gfid) {
+            Ok(a) => a,
+            Err(e) => return Some(Err(e)),
+        };
+        // A short read is only an answer at the end of the file; short of it, the rest is
+        // not cached.
+        if n < size && offset + (n as u64) < attr.size {
+            return None;
+        }
+        Some(Ok(ReadReply {
+            data: Buf::from_vec(v),
+            attr: ROption::RSome(attr),
+        }))
+    }
+
     fn read_file(&self, f: &OpenFile, offset: u64, size: u32) -> Result<Buf, Errno> {
         if f.is_dir {
             return Err(Errno::EISDIR);

@@ -235,6 +235,30 @@ pub fn pread_uninit(
     }
 }
 
+/// `preadv2(RWF_NOWAIT)` into uninitialised memory: reads only what the page cache holds,
+/// never waiting for the disk. `Ok(None)` when nothing could be read without waiting.
+pub fn pread_nowait(
+    fd: BorrowedFd<'_>,
+    buf: &mut [std::mem::MaybeUninit<u8>],
+    offset: u64,
+) -> Result<Option<usize>, Errno> {
+    let off = i64::try_from(offset).map_err(|_| Errno::EINVAL)?;
+    let iov = libc::iovec {
+        iov_base: buf.as_mut_ptr().cast(),
+        iov_len: buf.len(),
+    };
+    loop {
+        // SAFETY: one iovec describing `buf`, valid for writes; the kernel only writes.
+        let r = unsafe { libc::preadv2(fd.as_raw_fd(), &iov, 1, off, libc::RWF_NOWAIT) };
+        match check(r as libc::c_long) {
+            Ok(n) => return Ok(Some(n as usize)),
+            Err(Errno::EINTR) => continue,
+            Err(Errno::EAGAIN) | Err(Errno::ENOTSUP) => return Ok(None),
+            Err(e) => return Err(e),
+        }
+    }
+}
+
 /// `pwritev2` of one buffer with `RWF_*` flags (`offset` -1: the current position).
 pub fn pwrite2(fd: BorrowedFd<'_>, buf: &[u8], offset: u64, rwf: i32) -> Result<usize, Errno> {
     let off = i64::try_from(offset).map_err(|_| Errno::EINVAL)?;

@@ -151,6 +151,10 @@ impl Translator for Posix {
         self.run(cx, move |b, _| b.opendir(&fd)).await
     }
     async fn readv(&self, cx: &Ctx, fd: Fd, offset: u64, size: u32) -> Result<ReadReply, Errno> {
+        // Cached data is read right here, on the polling thread: no handoff to the pool.
+        if let Some(r) = self.brick.readv_cached(&fd, offset, size) {
+            return r;
+        }
         self.run(cx, move |b, _| b.readv(&fd, offset, size)).await
     }
     async fn writev(

@@ -245,3 +245,55 @@ async fn unlinked_open_file_stays_readable() {
     assert_eq!(top.fstat(&cx, f).await.expect("fstat").nlink, 0);
     top.release(&cx, f).await.expect("release");
 }
+
+/// Reads of cached data are answered without the blocking pool; data the page cache does not
+/// hold (evicted here, all of it or every other page) comes back the same through the
+/// blocking read.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reads_are_the_same_cached_or_not() {
+    use std::os::fd::AsRawFd;
+    let (d, top) = new_brick();
+    let cx = root();
+    let e = mkfile(&top, &cx, Gfid::ROOT, "f", b"").await;
+    let f = fd(e.attr.gfid, libc::O_RDWR);
+    top.open(&cx, f).await.expect("open");
+    let data: Vec<u8> = (0..1_000_000u32).map(|i| (i % 253) as u8).collect();
+    top.writev(&cx, f, 0, Buf::from_vec(data.clone()), 0)
+        .await
+        .expect("write");
+    top.fsync(&cx, f, false).await.expect("fsync");
+    let file = std::fs::File::open(d.path().join("f")).expect("brick file");
+    let evict = |off: i64, len: i64| {
+        // SAFETY: plain fd and integer arguments.
+        let r =
+            unsafe { libc::posix_fadvise(file.as_raw_fd(), off, len, libc::POSIX_FADV_DONTNEED) };
+        assert_eq!(r, 0, "fadvise");
+    };
+    for pass in 0..3 {
+        match pass {
+            0 => {}           // all cached
+            1 => evict(0, 0), // nothing cached
+            _ => {
+                // every other 4 KiB page cached
+                for p in (0..1_000_000i64).step_by(8192) {
+                    evict(p, 4096);
+                }
+            }
+        }
+        for (off, len) in [
+            (0u64, 1_000_000u32),
+            (4000, 70_000),
+            (999_000, 4096),
+            (2_000_000, 10),
+        ] {
+            let r = top.readv(&cx, f, off, len).await.expect("read");
+            let end = (off as usize + len as usize).min(data.len());
+            let want = data.get(off as usize..end).unwrap_or(&[]);
+            assert_eq!(&*r.data, want, "pass {pass}, {len} bytes at {off}");
+            assert_eq!(r.attr.map(|a| a.size), ROption::RSome(1_000_000));
+            if pass > 0 {
+                evict(0, 0);
+            }
+        }
+    }
+}

@@ -269,6 +269,8 @@ async fn read_loop(
                 let Ok(permit) = permit else {
                     return Ok("disconnected");
                 };
+                let reads_an_open_fd =
+                    matches!(&call.req, wire::Request::Readv { fd, .. } if !fd.is_anonymous());
                 let (session, tx) = (session.clone(), tx.clone());
                 // Run on a blocking-pool thread: the brick's disk work happens right there
                 // and the reply goes out from it, with no further thread switch (one
@@ -286,9 +288,15 @@ async fn read_loop(
                     }
                     drop(permit);
                 };
-                tokio::task::spawn_blocking(move || {
-                    xlfs_core::services::poll_here_then_spawn(request, true);
-                });
+                if reads_an_open_fd {
+                    // storage/posix answers a read of cached data without blocking (and goes
+                    // to the pool itself otherwise): answer it from the reader, no wakeup.
+                    xlfs_core::services::poll_here_then_spawn(request, false);
+                } else {
+                    tokio::task::spawn_blocking(move || {
+                        xlfs_core::services::poll_here_then_spawn(request, true);
+                    });
+                }
             }
             (ClientMsg::Ping(seq), _) => {
                 if let Ok(f) = wire::encode(&ServerMsg::Pong(seq), Vec::new(), peer_max)
