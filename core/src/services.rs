@@ -5,7 +5,7 @@ use std::cell::Cell;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU8, Ordering};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
 use std::task::{Context, Poll, Wake, Waker};
 use std::time::{Duration, Instant};
 
@@ -127,10 +127,8 @@ struct Parked {
 }
 
 impl Parked {
-    fn slot(&self) -> std::sync::MutexGuard<'_, Option<ParkedFuture>> {
-        self.fut
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    fn slot(&self) -> MutexGuard<'_, Option<ParkedFuture>> {
+        self.fut.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     fn resume(&self) {

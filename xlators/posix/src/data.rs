@@ -3,6 +3,7 @@
 //! call.
 
 use std::ffi::CStr;
+use std::mem::MaybeUninit;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::sync::Arc;
 
@@ -37,6 +38,14 @@ pub fn open_direct_fallback(
         }
         r => r.map(|fd| (fd, flags)),
     }
+}
+
+/// What [`Brick::readv_cached`] found in the page cache.
+pub enum Cached {
+    /// The whole answer (or an error that any read would give).
+    Reply(Result<ReadReply, Errno>),
+    /// Not all of it: the bytes it did hold from the start of the range (maybe none).
+    Miss(Vec<u8>),
 }
 
 impl Brick {
@@ -96,9 +105,17 @@ impl Brick {
 
     /// Reads, then fstats the same fd so the reply carries the post-read attributes (one
     /// more system call here saves the caller a whole round trip).
-    pub fn readv(&self, fd: &Fd, offset: u64, size: u32) -> Result<ReadReply, Errno> {
+    /// `have`: the first bytes of the range, already read from the page cache by
+    /// [`Brick::readv_cached`] (empty otherwise); only the rest is read here.
+    pub fn readv(
+        &self,
+        fd: &Fd,
+        offset: u64,
+        size: u32,
+        have: Vec<u8>,
+    ) -> Result<ReadReply, Errno> {
         let f = self.file_for(fd, libc::O_RDONLY)?;
-        let data = self.read_file(&f, offset, size)?;
+        let data = self.read_file(&f, offset, size, have)?;
         let attr = self.fd_iatt(f.as_fd(), f.gfid)?;
         Ok(ReadReply {
             data,
@@ -108,49 +125,43 @@ impl Brick {
 
     /// `readv` through an opened fd answered from the page cache alone, without blocking,
     /// so it may run on any thread (no credentials needed: the fd was checked at open).
-    /// `None` when the data is not all cached (or the fd is anonymous, O_DIRECT or a
-    /// directory): use [`Brick::readv`] on the blocking pool.
-    pub fn readv_cached(
-        &self,
-        fd: &Fd,
-        offset: u64,
-        size: u32,
-    ) -> Option<Result<ReadReply, Errno>> {
-        if fd.id == FdId::ANONYMOUS {
-            return None;
+    /// [`Cached::Miss`] when the data is not all cached, or the fd is anonymous, O_DIRECT or a
+    /// directory: pass its bytes to [`Brick::readv`] on the blocking pool.
+    pub fn readv_cached(&self, fd: &Fd, offset: u64, size: u32) -> Cached {
+        if fd.is_anonymous() {
+            return Cached::Miss(Vec::new());
         }
         let f = match self.fds.get(fd.id) {
             Ok(f) => f,
-            Err(e) => return Some(Err(e)),
+            Err(e) => return Cached::Reply(Err(e)),
         };
         if f.is_dir || f.direct() {
-            return None;
+            return Cached::Miss(Vec::new());
         }
-        let size = size as usize;
-        let mut v: Vec<u8> = Vec::with_capacity(size);
-        let n = match sys::pread_nowait(f.as_fd(), &mut v.spare_capacity_mut()[..size], offset) {
-            Ok(Some(n)) => n,
-            Ok(None) => return None,
-            Err(e) => return Some(Err(e)),
-        };
-        // SAFETY: the kernel initialised the first `n` bytes.
-        unsafe { v.set_len(n) };
+        let mut v = Vec::new();
+        let nowait = |buf: &mut _| sys::pread_uninit(f.as_fd(), buf, offset, libc::RWF_NOWAIT);
+        match append_read(&mut v, size as usize, nowait) {
+            Ok(_) => {}
+            Err(Errno::EAGAIN | Errno::ENOTSUP) => return Cached::Miss(v),
+            Err(e) => return Cached::Reply(Err(e)),
+        }
         let attr = match self.fd_iatt(f.as_fd(), f.gfid) {
             Ok(a) => a,
-            Err(e) => return Some(Err(e)),
+            Err(e) => return Cached::Reply(Err(e)),
         };
         // A short read is only an answer at the end of the file; short of it, the rest is
         // not cached.
-        if n < size && offset + (n as u64) < attr.size {
-            return None;
+        if v.len() < size as usize && offset + (v.len() as u64) < attr.size {
+            return Cached::Miss(v);
         }
-        Some(Ok(ReadReply {
+        Cached::Reply(Ok(ReadReply {
             data: Buf::from_vec(v),
             attr: ROption::RSome(attr),
         }))
     }
 
-    fn read_file(&self, f: &OpenFile, offset: u64, size: u32) -> Result<Buf, Errno> {
+    /// `have` is empty for O_DIRECT fds ([`Brick::readv_cached`] leaves those alone).
+    fn read_file(&self, f: &OpenFile, offset: u64, size: u32, have: Vec<u8>) -> Result<Buf, Errno> {
         if f.is_dir {
             return Err(Errno::EISDIR);
         }
@@ -160,9 +171,9 @@ impl Brick {
                 Err(Errno::EINVAL) => {}
                 r => return r,
             }
-            return read_all(buffered(f)?, offset, size);
+            return read_rest(buffered(f)?, offset, size, have);
         }
-        read_all(f.as_fd(), offset, size)
+        read_rest(f.as_fd(), offset, size, have)
     }
 
     /// Writes, then fstats the same fd for the post-write attributes.
@@ -307,14 +318,38 @@ fn read_aligned(fd: BorrowedFd<'_>, offset: u64, size: usize) -> Result<Buf, Err
     Ok(Buf::from_vec(v).slice(start..start + got.min(size)))
 }
 
-/// Reads up to `size` bytes at `offset` with one call: a regular file reads short only at
-/// its end, so there is no second call just to see a zero-length read.
-fn read_all(fd: BorrowedFd<'_>, offset: u64, size: usize) -> Result<Buf, Errno> {
-    let mut v: Vec<u8> = Vec::with_capacity(size);
-    let n = sys::pread_uninit(fd, &mut v.spare_capacity_mut()[..size], offset)?;
-    // SAFETY: the kernel initialised the first `n` bytes.
-    unsafe { v.set_len(n) };
-    Ok(Buf::from_vec(v))
+/// Completes a read of up to `size` bytes at `offset` whose first `have.len()` bytes are
+/// already in `have`, with one call: a regular file reads short only at its end, so there is
+/// no second call just to see a zero-length read.
+fn read_rest(
+    fd: BorrowedFd<'_>,
+    offset: u64,
+    size: usize,
+    mut have: Vec<u8>,
+) -> Result<Buf, Errno> {
+    let at = offset + have.len() as u64;
+    append_read(&mut have, size, |buf| sys::pread_uninit(fd, buf, at, 0))?;
+    Ok(Buf::from_vec(have))
+}
+
+/// Lets `read` fill `v`'s spare room up to `len` bytes in all (no zeroing first) and keeps
+/// the bytes it reports.
+fn append_read(
+    v: &mut Vec<u8>,
+    len: usize,
+    read: impl FnOnce(&mut [MaybeUninit<u8>]) -> Result<usize, Errno>,
+) -> Result<usize, Errno> {
+    let start = v.len();
+    let room = len.saturating_sub(start);
+    v.reserve_exact(room);
+    let n = read(&mut v.spare_capacity_mut()[..room])?;
+    assert!(
+        n <= room,
+        "a read reported more bytes than it was given room for"
+    );
+    // SAFETY: `read` initialised the first `n` bytes of the spare room.
+    unsafe { v.set_len(start + n) };
+    Ok(n)
 }
 
 fn write_all(fd: BorrowedFd<'_>, data: &[u8], offset: u64, rwf: i32) -> Result<u64, Errno> {

@@ -213,35 +213,19 @@ pub fn eaccess(path: &CStr, mask: i32) -> Result<(), Errno> {
 pub fn pread(fd: BorrowedFd<'_>, buf: &mut [u8], offset: u64) -> Result<usize, Errno> {
     // SAFETY: same layout; `pread_uninit` only lets the kernel write initialised bytes.
     let buf = unsafe { &mut *(std::ptr::from_mut(buf) as *mut [std::mem::MaybeUninit<u8>]) };
-    pread_uninit(fd, buf, offset)
+    pread_uninit(fd, buf, offset, 0)
 }
 
-/// `pread` into uninitialised memory (a read buffer need not be zeroed first: the kernel
-/// writes every byte it reports). Returns the bytes read, now initialised.
+/// `preadv2` with `RWF_*` flags into uninitialised memory (a read buffer need not be zeroed
+/// first: the kernel writes every byte it reports). Returns the bytes read, now initialised.
+/// With `RWF_NOWAIT` it reads only what the page cache holds and fails with EAGAIN (or
+/// ENOTSUP where unsupported) when that is nothing.
 pub fn pread_uninit(
     fd: BorrowedFd<'_>,
     buf: &mut [std::mem::MaybeUninit<u8>],
     offset: u64,
+    rwf: i32,
 ) -> Result<usize, Errno> {
-    let off = i64::try_from(offset).map_err(|_| Errno::EINVAL)?;
-    loop {
-        // SAFETY: `buf` is valid for `buf.len()` writable bytes; the kernel only writes.
-        let r = unsafe { libc::pread(fd.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len(), off) };
-        match check(r as libc::c_long) {
-            Ok(n) => return Ok(n as usize),
-            Err(Errno::EINTR) => continue,
-            Err(e) => return Err(e),
-        }
-    }
-}
-
-/// `preadv2(RWF_NOWAIT)` into uninitialised memory: reads only what the page cache holds,
-/// never waiting for the disk. `Ok(None)` when nothing could be read without waiting.
-pub fn pread_nowait(
-    fd: BorrowedFd<'_>,
-    buf: &mut [std::mem::MaybeUninit<u8>],
-    offset: u64,
-) -> Result<Option<usize>, Errno> {
     let off = i64::try_from(offset).map_err(|_| Errno::EINVAL)?;
     let iov = libc::iovec {
         iov_base: buf.as_mut_ptr().cast(),
@@ -249,11 +233,10 @@ pub fn pread_nowait(
     };
     loop {
         // SAFETY: one iovec describing `buf`, valid for writes; the kernel only writes.
-        let r = unsafe { libc::preadv2(fd.as_raw_fd(), &iov, 1, off, libc::RWF_NOWAIT) };
+        let r = unsafe { libc::preadv2(fd.as_raw_fd(), &iov, 1, off, rwf) };
         match check(r as libc::c_long) {
-            Ok(n) => return Ok(Some(n as usize)),
+            Ok(n) => return Ok(n as usize),
             Err(Errno::EINTR) => continue,
-            Err(Errno::EAGAIN) | Err(Errno::ENOTSUP) => return Ok(None),
             Err(e) => return Err(e),
         }
     }

@@ -13,6 +13,7 @@ use xlator_api::{
 
 use crate::brick::Brick;
 use crate::creds::{self, Caller};
+use crate::data::Cached;
 use crate::gfid::GfidReq;
 use crate::options::PosixOptions;
 
@@ -152,10 +153,12 @@ impl Translator for Posix {
     }
     async fn readv(&self, cx: &Ctx, fd: Fd, offset: u64, size: u32) -> Result<ReadReply, Errno> {
         // Cached data is read right here, on the polling thread: no handoff to the pool.
-        if let Some(r) = self.brick.readv_cached(&fd, offset, size) {
-            return r;
-        }
-        self.run(cx, move |b, _| b.readv(&fd, offset, size)).await
+        let have = match self.brick.readv_cached(&fd, offset, size) {
+            Cached::Reply(r) => return r,
+            Cached::Miss(have) => have,
+        };
+        self.run(cx, move |b, _| b.readv(&fd, offset, size, have))
+            .await
     }
     async fn writev(
         &self,

@@ -124,8 +124,7 @@ impl Ahead {
             let mut fds = self.fds();
             fds.read_done(fd.id, offset, u64::from(size), b.data.len() as u64);
             if let Some(a) = b.attr.as_ref().into_option() {
-                let generation = fds.generation(fd.id);
-                fds.note_size(fd.id, generation, a.size);
+                fds.note_size(fd.id, None, a.size);
             }
         }
         r
@@ -147,19 +146,17 @@ impl Ahead {
         let cx = cx.clone();
         let size = u32::try_from(geo.page_size()).unwrap_or(u32::MAX);
         async move {
-            let r = child.readv(&cx, fd, geo.start(index), size).await;
-            let eof = r
-                .as_ref()
-                .ok()
-                .and_then(|r| r.attr.as_ref().into_option().map(|a| a.size));
-            let r = r.map(|r| r.data);
+            let (r, file_size) = match child.readv(&cx, fd, geo.start(index), size).await {
+                Ok(ReadReply { data, attr }) => (Ok(data), attr.into_option().map(|a| a.size)),
+                Err(e) => (Err(e), None),
+            };
             if let Some(a) = ahead.upgrade() {
                 let mut fds = a.fds();
                 fds.fill_done(fd.id, index, generation, id, &r);
-                if let Some(eof) = eof {
+                if let Some(file_size) = file_size {
                     // No prefetch past the end: on small files those reads were as many
                     // round trips as the data itself.
-                    fds.note_size(fd.id, generation, eof);
+                    fds.note_size(fd.id, Some(generation), file_size);
                 }
             }
             r

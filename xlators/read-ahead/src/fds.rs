@@ -267,16 +267,12 @@ impl<F: Clone> Fds<F> {
         }
     }
 
-    /// The current generation of `fd`'s pages (0 for an fd without state).
-    pub fn generation(&self, fd: FdId) -> u64 {
-        self.fds.get(&fd).map_or(0, |s| s.generation)
-    }
-
-    /// A child reply under `generation` said the file is `size` bytes: no prefetch past it
-    /// (until a write drops the hint, or a read finds data beyond it).
-    pub fn note_size(&mut self, fd: FdId, generation: u64, size: u64) {
+    /// A child reply said the file is `size` bytes: no prefetch past it (until a write drops
+    /// the hint, or a read finds data beyond it). A reply to a fill started under
+    /// `generation` counts only if the fd's pages have not been dropped since.
+    pub fn note_size(&mut self, fd: FdId, generation: Option<u64>, size: u64) {
         if let Some(s) = self.fds.get_mut(&fd)
-            && s.generation == generation
+            && generation.is_none_or(|g| g == s.generation)
         {
             s.stream.set_size(size);
         }
@@ -476,16 +472,16 @@ mod tests {
         let mut st = Vec::new();
         plan(&mut t, &f, 0, 10, &mut st);
         // The first (direct) reply says the file is 150 bytes: pages 0 and 1 only.
-        let g = t.generation(f.id);
-        t.note_size(f.id, g, 150);
+        let g = t.fds[&f.id].generation;
+        t.note_size(f.id, None, 150);
         let (_, pre) = plan(&mut t, &f, 10, 10, &mut st).expect("sequential");
         assert_eq!(pre, vec![1], "no prefetch past byte 150");
         // A size seen under an older generation (pages dropped since) is ignored, and a
         // later, larger size replaces the hint.
         t.drop_pages(f.id);
-        t.note_size(f.id, g, 50);
-        let g = t.generation(f.id);
-        t.note_size(f.id, g, 1000);
+        t.note_size(f.id, Some(g), 50);
+        let g = t.fds[&f.id].generation;
+        t.note_size(f.id, Some(g), 1000);
         st.clear();
         let (_, pre) = plan(&mut t, &f, 20, 10, &mut st).expect("sequential");
         assert_eq!(

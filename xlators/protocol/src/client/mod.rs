@@ -10,14 +10,15 @@ mod conn;
 mod fds;
 mod options;
 
+use std::collections::HashSet;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use tokio::sync::watch;
 #[allow(unused_imports)] // names used by the generated fop signatures
 use xlator_api::*;
-use xlator_api::{Ctx, DumpFormat, Errno, Fop, Init, LkCmd, LockKind, Subvol, Translator};
+use xlator_api::{Ctx, DumpFormat, Errno, Fop, Gfid, Init, LkCmd, LockKind, Subvol, Translator};
 
 pub use conn::{ConnectError, Handshaken, Timeouts, handshake};
 pub use options::{ClientOptions, Target};
@@ -62,14 +63,14 @@ struct Shared {
     /// Files this client ever sent a POSIX lock for. A flush of any other file has nothing
     /// to do on the brick (features/locks releases the owner's locks, storage/posix only
     /// checks the fd), so it is answered here, saving a round trip on every close(2).
-    locked_files: Mutex<std::collections::HashSet<xlator_api::Gfid>>,
+    locked_files: Mutex<HashSet<Gfid>>,
 }
 
 impl Shared {
-    fn locked(&self) -> std::sync::MutexGuard<'_, std::collections::HashSet<xlator_api::Gfid>> {
+    fn locked(&self) -> MutexGuard<'_, HashSet<Gfid>> {
         self.locked_files
             .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .unwrap_or_else(PoisonError::into_inner)
     }
 
     /// The live connection, or ENOTCONN. Waits only while the first attempt is running.
