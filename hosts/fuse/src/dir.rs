@@ -145,6 +145,7 @@ pub async fn readdirplus(
     {
         return reply.ok();
     }
+    let stamp = s.inodes.stamp();
     let r = for_each_entry(s, &cx, fd, offset, |off, e| {
         if e.attr.gfid.is_null() {
             tracing::warn!(name = %e.name, "readdirp entry without a GFID skipped");
@@ -162,6 +163,8 @@ pub async fn readdirplus(
         if full {
             // Not sent: give the reference back.
             s.inodes.forget(node, 1);
+        } else {
+            s.inodes.note_attr(node, &e.attr, stamp);
         }
         !full
     })

@@ -17,7 +17,7 @@ use fuser::{
 use tokio::runtime::Handle;
 use xlator_api::abi_stable::std_types::{ROption, RString, RVec};
 use xlator_api::{
-    Buf, Ctx, Entry, Errno, Fd, Gfid, Iatt, LkCmd, Loc, SeekWhat, SetAttr, Subvol, Xattr,
+    Buf, Ctx, Entry, Errno, Fd, Gfid, Iatt, LkCmd, Loc, SeekWhat, SetAttr, Subvol, TimeSet, Xattr,
 };
 use xlfs_core::graph::Graph;
 use xlfs_core::volume::Volume;
@@ -27,7 +27,7 @@ use crate::capcache::{CAPABILITY_XATTR, CapCache};
 use crate::creds::{Need, ctx};
 use crate::dir;
 use crate::fds::FdTable;
-use crate::inodes::InodeTable;
+use crate::inodes::{InodeTable, Stamp};
 use crate::options::FsOptions;
 
 /// Largest readahead to ask for; the kernel offers 128 KiB here and we take what it offers.
@@ -66,17 +66,22 @@ impl Shared {
 
     /// Registers the kernel's reference on the object of an entry reply and builds the
     /// attributes to send. Fails with EIO for a reply without a GFID (a translator bug).
-    fn entry_attr(&self, a: &Iatt) -> Result<FileAttr, fuser::Errno> {
+    /// `stamp` is [`InodeTable::stamp`] taken before the fop was sent.
+    fn entry_attr(&self, a: &Iatt, stamp: Stamp) -> Result<FileAttr, fuser::Errno> {
         if a.gfid.is_null() {
             tracing::error!("entry reply without a GFID");
             return Err(fuser::Errno::EIO);
         }
         let node = self.inodes.remember(a.gfid);
+        self.inodes.note_attr(node, a, stamp);
         Ok(file_attr(node, a))
     }
 
-    fn reply_entry(&self, reply: ReplyEntry, r: Result<Entry, Errno>) {
-        match r.map_err(errno).and_then(|e| self.entry_attr(&e.attr)) {
+    fn reply_entry(&self, reply: ReplyEntry, r: Result<Entry, Errno>, stamp: Stamp) {
+        match r
+            .map_err(errno)
+            .and_then(|e| self.entry_attr(&e.attr, stamp))
+        {
             Ok(attr) => reply.entry_with_ttls(
                 &self.opts.attr_timeout,
                 &self.opts.entry_timeout,
@@ -87,9 +92,12 @@ impl Shared {
         }
     }
 
-    fn reply_attr(&self, node: INodeNo, reply: ReplyAttr, r: Result<Iatt, Errno>) {
+    fn reply_attr(&self, node: INodeNo, reply: ReplyAttr, r: Result<Iatt, Errno>, stamp: Stamp) {
         match r {
-            Ok(a) => reply.attr(&self.opts.attr_timeout, &file_attr(node, &a)),
+            Ok(a) => {
+                self.inodes.note_attr(node, &a, stamp);
+                reply.attr(&self.opts.attr_timeout, &file_attr(node, &a))
+            }
             Err(e) => reply.error(errno(e)),
         }
     }
@@ -142,6 +150,20 @@ fn graph_open_flags(writeback_cache: bool, flags: i32) -> i32 {
         f &= !libc::O_APPEND;
     }
     f
+}
+
+/// Whether `attr` changes nothing but (at most) the mtime, to the value `last` already has.
+fn resends_known_times(attr: &SetAttr, last: &Iatt) -> bool {
+    let only_times = SetAttr {
+        mtime: TimeSet::Omit,
+        ..*attr
+    } == SetAttr::default();
+    only_times
+        && match attr.mtime {
+            TimeSet::Omit => true,
+            TimeSet::At(t) => t == last.mtime,
+            TimeSet::Now => false,
+        }
 }
 
 /// Whether a fop by GFID failed because the object has no name left (unlinked while open).
@@ -290,6 +312,7 @@ impl Filesystem for XlfsFs {
     fn lookup(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
         let loc = tri!(reply, self.loc(parent, name));
         let cx = ctx(req, Need::Groups, None);
+        let stamp = self.s.inodes.stamp();
         self.spawn(|s| async move {
             let r = s.graph().top().lookup(&cx, loc).await;
             if r == Err(Errno::ENOENT) && !s.opts.negative_timeout.is_zero() {
@@ -303,7 +326,7 @@ impl Filesystem for XlfsFs {
                     Generation(0),
                 );
             }
-            s.reply_entry(reply, r);
+            s.reply_entry(reply, r, stamp);
         });
     }
 
@@ -315,6 +338,7 @@ impl Filesystem for XlfsFs {
         let gfid = tri!(reply, self.gfid(ino));
         let fd = fh.and_then(|fh| self.s.fds.get(fh));
         let cx = ctx(req, Need::Basic, None);
+        let stamp = self.s.inodes.stamp();
         self.spawn(|s| async move {
             let graph = s.graph();
             let top = graph.top();
@@ -329,7 +353,7 @@ impl Filesystem for XlfsFs {
                     r => r,
                 },
             };
-            s.reply_attr(ino, reply, r);
+            s.reply_attr(ino, reply, r, stamp);
         });
     }
 
@@ -361,7 +385,18 @@ impl Filesystem for XlfsFs {
             atime: time_set(atime),
             mtime: time_set(mtime),
         };
+        // With the writeback cache the kernel re-sends its mtime with a new ctime after every
+        // unlink, rename or link of a file, and at close after changing the mode or owner.
+        // When the mtime is the one we last reported and nothing else changes, the object
+        // already has it (the brick sets ctime itself): answer without a round trip. For the
+        // unlink case that round trip would only have failed with ESTALE.
+        if let Some(a) = self.s.inodes.last_attr(ino)
+            && resends_known_times(&attr, &a)
+        {
+            return reply.attr(&self.s.opts.attr_timeout, &file_attr(ino, &a));
+        }
         let cx = ctx(req, Need::Groups, None);
+        let stamp = self.s.inodes.stamp();
         self.spawn(|s| async move {
             let graph = s.graph();
             let top = graph.top();
@@ -379,7 +414,7 @@ impl Filesystem for XlfsFs {
                     r => r,
                 },
             };
-            s.reply_attr(ino, reply, r);
+            s.reply_attr(ino, reply, r, stamp);
         });
     }
 
@@ -406,6 +441,7 @@ impl Filesystem for XlfsFs {
     ) {
         let loc = tri!(reply, self.loc(parent, name));
         let cx = ctx(req, Need::Groups, None);
+        let stamp = self.s.inodes.stamp();
         self.spawn(|s| async move {
             // The kernel's 32-bit dev encoding equals glibc's dev_t for majors < 4096.
             let r = s
@@ -413,7 +449,7 @@ impl Filesystem for XlfsFs {
                 .top()
                 .mknod(&cx, loc, mode, u64::from(rdev), umask)
                 .await;
-            s.reply_entry(reply, r);
+            s.reply_entry(reply, r, stamp);
         });
     }
 
@@ -428,9 +464,10 @@ impl Filesystem for XlfsFs {
     ) {
         let loc = tri!(reply, self.loc(parent, name));
         let cx = ctx(req, Need::Groups, None);
+        let stamp = self.s.inodes.stamp();
         self.spawn(|s| async move {
             let r = s.graph().top().mkdir(&cx, loc, mode, umask).await;
-            s.reply_entry(reply, r);
+            s.reply_entry(reply, r, stamp);
         });
     }
 
@@ -462,9 +499,10 @@ impl Filesystem for XlfsFs {
         let loc = tri!(reply, self.loc(parent, link_name));
         let target = tri!(reply, name_str(target.as_os_str()));
         let cx = ctx(req, Need::Groups, None);
+        let stamp = self.s.inodes.stamp();
         self.spawn(|s| async move {
             let r = s.graph().top().symlink(&cx, loc, target).await;
-            s.reply_entry(reply, r);
+            s.reply_entry(reply, r, stamp);
         });
     }
 
@@ -500,10 +538,11 @@ impl Filesystem for XlfsFs {
         let gfid = tri!(reply, self.gfid(ino));
         let new = tri!(reply, self.loc(newparent, newname));
         let cx = ctx(req, Need::Groups, None);
+        let stamp = self.s.inodes.stamp();
         self.spawn(|s| async move {
             // The reply carries the new nlink, so the kernel's attributes are fresh.
             let r = s.graph().top().link(&cx, gfid, new).await;
-            s.reply_entry(reply, r);
+            s.reply_entry(reply, r, stamp);
         });
     }
 
@@ -514,8 +553,17 @@ impl Filesystem for XlfsFs {
             .fds
             .allocate(gfid, graph_open_flags(self.s.opts.writeback_cache, flags.0));
         let cx = ctx(req, Need::Groups, None);
+        // A truncating open changes the size and mtime behind the recorded attributes.
+        let truncates = flags.0 & libc::O_TRUNC != 0;
+        if truncates {
+            self.s.inodes.begin_write(ino);
+        }
         self.spawn(|s| async move {
-            match s.graph().top().open(&cx, fd).await {
+            let r = s.graph().top().open(&cx, fd).await;
+            if truncates {
+                s.inodes.end_write();
+            }
+            match r {
                 Ok(()) => {
                     let fh = s.fds.insert(fd);
                     reply.opened(fh, s.fopen_flags());
@@ -541,13 +589,14 @@ impl Filesystem for XlfsFs {
             graph_open_flags(self.s.opts.writeback_cache, flags),
         );
         let cx = ctx(req, Need::Groups, None);
+        let stamp = self.s.inodes.stamp();
         self.spawn(|s| async move {
             let r = s.graph().top().create(&cx, loc, fd, mode, umask).await;
             let e = match r {
                 Ok(e) => e,
                 Err(e) => return reply.error(errno(e)),
             };
-            let attr = match s.entry_attr(&e.attr) {
+            let attr = match s.entry_attr(&e.attr, stamp) {
                 Ok(a) => a,
                 Err(err) => {
                     // Opened in the graph but not by the kernel: close it there.
@@ -604,7 +653,7 @@ impl Filesystem for XlfsFs {
     fn write(
         &self,
         req: &Request,
-        _ino: INodeNo,
+        ino: INodeNo,
         fh: FileHandle,
         offset: u64,
         data: &[u8],
@@ -619,10 +668,13 @@ impl Filesystem for XlfsFs {
         let flags = graph_open_flags(self.s.opts.writeback_cache, flags.0);
         let cx = ctx(req, Need::Basic, lock_owner.map(|o| o.0));
         let kill_suidgid = write_flags.contains(WriteFlags::FUSE_WRITE_KILL_SUIDGID);
+        self.s.inodes.begin_write(ino);
         self.spawn(|s| async move {
             let graph = s.graph();
             let top = graph.top();
-            match top.writev(&cx, fd, offset, buf, flags).await {
+            let r = top.writev(&cx, fd, offset, buf, flags).await;
+            s.inodes.end_write();
+            match r {
                 Ok(r) => {
                     if kill_suidgid {
                         kill_suidgid_after_write(top, &cx, fd, r.attr.into_option()).await;
@@ -918,7 +970,7 @@ impl Filesystem for XlfsFs {
     fn fallocate(
         &self,
         req: &Request,
-        _ino: INodeNo,
+        ino: INodeNo,
         fh: FileHandle,
         offset: u64,
         length: u64,
@@ -927,6 +979,7 @@ impl Filesystem for XlfsFs {
     ) {
         let fd = tri!(reply, self.fd(fh));
         let cx = ctx(req, Need::Basic, None);
+        self.s.inodes.begin_write(ino);
         self.spawn(|s| async move {
             let graph = s.graph();
             let top = graph.top();
@@ -937,6 +990,7 @@ impl Filesystem for XlfsFs {
             } else {
                 top.fallocate(&cx, fd, mode, offset, length).await
             };
+            s.inodes.end_write();
             reply_empty(reply, r);
         });
     }
@@ -1051,6 +1105,43 @@ mod tests {
         let names: RVec<RString> = vec![RString::from("user.a"), RString::from("user.bc")].into();
         assert_eq!(xattr_list(&names), b"user.a\0user.bc\0");
         assert!(xattr_list(&RVec::new()).is_empty());
+    }
+
+    #[test]
+    fn only_a_resent_mtime_is_answered_locally() {
+        let last = Iatt {
+            mtime: xlator_api::Timespec { sec: 7, nsec: 9 },
+            ..Iatt::default()
+        };
+        let at = |sec, nsec| TimeSet::At(xlator_api::Timespec { sec, nsec });
+        let set = |mtime| SetAttr {
+            mtime,
+            ..SetAttr::default()
+        };
+        assert!(resends_known_times(&SetAttr::default(), &last));
+        assert!(resends_known_times(&set(at(7, 9)), &last));
+        assert!(!resends_known_times(&set(at(7, 8)), &last));
+        assert!(!resends_known_times(&set(TimeSet::Now), &last));
+        for other in [
+            SetAttr {
+                perm: ROption::RSome(0o644),
+                ..set(at(7, 9))
+            },
+            SetAttr {
+                size: ROption::RSome(0),
+                ..SetAttr::default()
+            },
+            SetAttr {
+                atime: at(7, 9),
+                ..set(at(7, 9))
+            },
+            SetAttr {
+                uid: ROption::RSome(0),
+                ..SetAttr::default()
+            },
+        ] {
+            assert!(!resends_known_times(&other, &last), "{other:?}");
+        }
     }
 
     #[test]

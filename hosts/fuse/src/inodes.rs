@@ -12,13 +12,17 @@
 //!   numbers), so `st_ino` is the same across remounts; on a collision with a live node of
 //!   another GFID the next free id is taken;
 //! - the count is raised *before* the reply is sent, so it is never below the kernel's.
+//!
+//! Each node also keeps the attributes this mount last sent the kernel for it, while no write
+//! through this mount could have changed them since (see [`InodeTable::note_attr`]). They let
+//! `setattr` answer the kernel's re-send of times it already has without a round trip.
 
 use std::collections::HashMap;
 use std::collections::hash_map::Entry;
 use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use fuser::INodeNo;
-use xlator_api::Gfid;
+use xlator_api::{Gfid, Iatt};
 
 /// The kernel's fixed node id of the mount root.
 pub const ROOT: INodeNo = INodeNo(1);
@@ -28,13 +32,23 @@ struct Node {
     gfid: Gfid,
     /// References the kernel holds (lookup replies not yet forgotten).
     nlookup: u64,
+    /// The attributes last sent to the kernel, if no write began since they were fetched.
+    last: Option<Iatt>,
 }
 
 #[derive(Debug, Default)]
 struct Inner {
     nodes: HashMap<u64, Node>,
     by_gfid: HashMap<Gfid, u64>,
+    /// Bumped when a data-changing request (write, fallocate, truncating open) starts or ends.
+    write_seq: u64,
+    /// Data-changing requests in flight.
+    writing: u64,
 }
+
+/// When a request that fetches attributes was sent; see [`InodeTable::note_attr`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Stamp(u64);
 
 /// The table; shared by every request.
 #[derive(Debug, Default)]
@@ -98,7 +112,11 @@ impl InodeTable {
         loop {
             match inner.nodes.entry(id) {
                 Entry::Vacant(v) => {
-                    v.insert(Node { gfid, nlookup: 1 });
+                    v.insert(Node {
+                        gfid,
+                        nlookup: 1,
+                        last: None,
+                    });
                     break;
                 }
                 Entry::Occupied(_) => {
@@ -144,6 +162,48 @@ impl InodeTable {
         }
     }
 
+    /// Stamp a request that will fetch attributes, before sending it.
+    pub fn stamp(&self) -> Stamp {
+        Stamp(self.read().write_seq)
+    }
+
+    /// Records `attr` as what the kernel now holds for `node`, but only if no data-changing
+    /// request started or finished since `stamp` and none is in flight: then the attributes
+    /// include every write this mount made. Anything else forgets what was recorded.
+    pub fn note_attr(&self, node: INodeNo, attr: &Iatt, stamp: Stamp) {
+        let mut inner = self.write();
+        let fresh = inner.write_seq == stamp.0 && inner.writing == 0;
+        if let Some(n) = inner.nodes.get_mut(&node.0) {
+            n.last = (fresh && n.gfid == attr.gfid).then_some(*attr);
+        }
+    }
+
+    /// What [`note_attr`](Self::note_attr) recorded for `node`.
+    pub fn last_attr(&self, node: INodeNo) -> Option<Iatt> {
+        let inner = self.read();
+        if inner.writing != 0 {
+            return None;
+        }
+        inner.nodes.get(&node.0).and_then(|n| n.last)
+    }
+
+    /// A data-changing request on `node` starts: its recorded attributes are stale.
+    pub fn begin_write(&self, node: INodeNo) {
+        let mut inner = self.write();
+        inner.writing += 1;
+        inner.write_seq += 1;
+        if let Some(n) = inner.nodes.get_mut(&node.0) {
+            n.last = None;
+        }
+    }
+
+    /// The request of a [`begin_write`](Self::begin_write) finished (either way).
+    pub fn end_write(&self) {
+        let mut inner = self.write();
+        inner.writing = inner.writing.saturating_sub(1);
+        inner.write_seq += 1;
+    }
+
     /// Live nodes, the root excluded.
     pub fn len(&self) -> usize {
         self.read().nodes.len()
@@ -165,6 +225,68 @@ mod tests {
         b[..8].copy_from_slice(&hi.to_be_bytes());
         b[8..].copy_from_slice(&lo.to_be_bytes());
         Gfid(b)
+    }
+
+    fn attr(g: Gfid, mtime: i64) -> Iatt {
+        Iatt {
+            gfid: g,
+            mtime: xlator_api::Timespec {
+                sec: mtime,
+                nsec: 0,
+            },
+            ..Iatt::default()
+        }
+    }
+
+    #[test]
+    fn recorded_attributes_never_predate_a_write() {
+        let t = InodeTable::new();
+        let g = Gfid::random();
+        let n = t.remember(g);
+        let s = t.stamp();
+        t.note_attr(n, &attr(g, 1), s);
+        assert_eq!(t.last_attr(n).map(|a| a.mtime.sec), Some(1));
+
+        // A write starts: forgotten, and nothing fetched before or during it is recorded.
+        let before = t.stamp();
+        t.begin_write(n);
+        assert_eq!(t.last_attr(n), None);
+        let during = t.stamp();
+        t.note_attr(n, &attr(g, 2), before);
+        t.note_attr(n, &attr(g, 2), during);
+        assert_eq!(t.last_attr(n), None);
+        t.end_write();
+        t.note_attr(n, &attr(g, 2), during);
+        assert_eq!(
+            t.last_attr(n),
+            None,
+            "fetched while the write was in flight"
+        );
+
+        // Fetched after it: recorded. A write on another file makes every stamp older.
+        let after = t.stamp();
+        t.note_attr(n, &attr(g, 3), after);
+        assert_eq!(t.last_attr(n).map(|a| a.mtime.sec), Some(3));
+        let other = t.remember(Gfid::random());
+        t.begin_write(other);
+        assert_eq!(
+            t.last_attr(n),
+            None,
+            "nothing is trusted while any write is in flight"
+        );
+        t.end_write();
+        assert_eq!(t.last_attr(n).map(|a| a.mtime.sec), Some(3));
+        t.note_attr(n, &attr(g, 4), after);
+        assert_eq!(
+            t.last_attr(n),
+            None,
+            "a stale fetch replaces the record with nothing"
+        );
+
+        // Attributes of another GFID (a reused node id) are not recorded.
+        let s = t.stamp();
+        t.note_attr(n, &attr(Gfid::random(), 5), s);
+        assert_eq!(t.last_attr(n), None);
     }
 
     #[test]

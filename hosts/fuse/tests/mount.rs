@@ -579,6 +579,55 @@ fn a_file_created_with_o_excl_is_written_without_a_getxattr() {
     assert_eq!(getxattrs, 1, "only the plain file asks:\n{stdout}");
 }
 
+/// With the writeback cache the kernel re-sends a file's mtime after every unlink of it. An
+/// unlinked file's re-send used to cost a round trip that failed with ESTALE; a file with
+/// another name left must keep its times.
+#[test]
+fn unlink_sends_no_setattr_and_keeps_a_linked_files_times() {
+    require_fuse!();
+    let tmp = tempdir();
+    let (vol, mnt) = (tmp.path().join("vol"), tmp.path().join("mnt"));
+    fs::create_dir(&mnt).expect("mkdir mnt");
+    let mut m = Mounted::start(&vol, &mnt, &["--dump-on-exit"]);
+    let when = std::time::UNIX_EPOCH + std::time::Duration::new(1_600_000_000, 5);
+    for name in ["gone", "kept"] {
+        let f = fs::File::create(mnt.join(name)).expect("create");
+        std::io::Write::write_all(&mut &f, b"data").expect("write");
+        f.set_permissions(fs::Permissions::from_mode(0o640))
+            .expect("fchmod");
+        f.set_times(fs::FileTimes::new().set_modified(when))
+            .expect("futimens");
+    }
+    fs::hard_link(mnt.join("kept"), mnt.join("kept2")).expect("link");
+    for name in ["gone", "kept2"] {
+        fs::metadata(mnt.join(name)).expect("stat");
+        fs::remove_file(mnt.join(name)).expect("unlink");
+    }
+    let kept = fs::metadata(mnt.join("kept")).expect("stat kept");
+    assert_eq!(kept.modified().expect("mtime"), when);
+    assert_eq!(kept.nlink(), 1);
+    m.signal(libc::SIGINT);
+    let (status, stdout) = m.wait();
+    assert!(status.success(), "exit status {status}:\n{}", m.log_text());
+    let setattr_errors: u64 = stdout
+        .lines()
+        .find_map(|l| {
+            let mut w = l.split_whitespace();
+            (w.next() == Some("setattr")).then(|| w.nth(1)?.parse().ok())?
+        })
+        .unwrap_or(0);
+    assert_eq!(
+        setattr_errors, 0,
+        "no setattr of an unlinked file:\n{stdout}"
+    );
+    // And the volume agrees after a remount (nothing cached).
+    let m = Mounted::start(&vol, &mnt, &[]);
+    let kept = fs::metadata(mnt.join("kept")).expect("stat kept after remount");
+    assert_eq!(kept.modified().expect("mtime"), when);
+    assert!(!mnt.join("gone").exists());
+    drop(m);
+}
+
 #[test]
 fn stale_mount_is_reported_then_forced_away() {
     require_fuse!();
