@@ -29,8 +29,8 @@ use std::sync::{Mutex, MutexGuard, PoisonError};
 use abi_stable::std_types::{ROption, RString, RVec};
 use xlator_api::{
     Buf, Ctx, DirEntry, Entry, EntrylkCmd, Errno, Fd, FileType, Flock, Gfid, Iatt, Init, InitArgs,
-    LkCmd, Loc, Options, ReadReply, SeekWhat, SetAttr, Statfs, Subvol, Translator, WriteReply,
-    Xattr, XattropOp, Xattrs,
+    LkCmd, Loc, Options, ReadReply, Removed, SeekWhat, SetAttr, Statfs, Subvol, Translator,
+    WriteReply, Xattr, XattropOp, Xattrs,
 };
 
 use inode::{Body, Table};
@@ -95,7 +95,7 @@ impl MemLeaf {
     }
 
     fn make(&self, cx: &Ctx, loc: &Loc, m: Make) -> Result<Entry, Errno> {
-        self.fs().make(cx, loc, m).map(|attr| Entry { attr })
+        self.fs().make(cx, loc, m).map(Entry::new)
     }
 }
 
@@ -134,7 +134,7 @@ impl Translator for MemLeaf {
     }
 
     async fn lookup(&self, cx: &Ctx, loc: Loc) -> Result<Entry, Errno> {
-        self.fs().lookup(cx, &loc).map(|attr| Entry { attr })
+        self.fs().lookup(cx, &loc).map(Entry::new)
     }
 
     async fn stat(&self, _cx: &Ctx, gfid: Gfid) -> Result<Iatt, Errno> {
@@ -198,12 +198,12 @@ impl Translator for MemLeaf {
         self.make(cx, &loc, make(FileType::Directory, mode, umask, 0, body))
     }
 
-    async fn unlink(&self, cx: &Ctx, loc: Loc) -> Result<(), Errno> {
-        self.fs().unlink(cx, &loc)
+    async fn unlink(&self, cx: &Ctx, loc: Loc) -> Result<Removed, Errno> {
+        self.fs().unlink(cx, &loc).map(|()| Removed::default())
     }
 
-    async fn rmdir(&self, cx: &Ctx, loc: Loc) -> Result<(), Errno> {
-        self.fs().rmdir(cx, &loc)
+    async fn rmdir(&self, cx: &Ctx, loc: Loc) -> Result<Removed, Errno> {
+        self.fs().rmdir(cx, &loc).map(|()| Removed::default())
     }
 
     async fn symlink(&self, cx: &Ctx, loc: Loc, target: RString) -> Result<Entry, Errno> {
@@ -222,7 +222,7 @@ impl Translator for MemLeaf {
     }
 
     async fn link(&self, cx: &Ctx, gfid: Gfid, new: Loc) -> Result<Entry, Errno> {
-        self.fs().link(cx, gfid, &new).map(|attr| Entry { attr })
+        self.fs().link(cx, gfid, &new).map(Entry::new)
     }
 
     async fn create(
@@ -255,7 +255,7 @@ impl Translator for MemLeaf {
             }
             Err(e) => return Err(e),
         };
-        Ok(Entry { attr })
+        Ok(Entry::new(attr))
     }
 
     async fn open(&self, cx: &Ctx, fd: Fd) -> Result<(), Errno> {

@@ -132,7 +132,7 @@ impl Remote {
         h.on(Fop::Stat, move |_| FopReply::Stat(Ok(r.iatt())));
         let r = self.clone();
         h.on(Fop::Lookup, move |_| {
-            FopReply::Lookup(Ok(Entry { attr: r.iatt() }))
+            FopReply::Lookup(Ok(Entry::new(r.iatt())))
         });
         let r = self.clone();
         h.on(Fop::Setattr, move |c| match c {

@@ -60,13 +60,11 @@ fn fd(gfid: Gfid) -> Fd {
 }
 
 fn entry(ino: u64) -> Entry {
-    Entry {
-        attr: Iatt {
-            gfid: Gfid::random(),
-            ino,
-            ..Iatt::default()
-        },
-    }
+    Entry::new(Iatt {
+        gfid: Gfid::random(),
+        ino,
+        ..Iatt::default()
+    })
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -29,9 +29,9 @@ macro_rules! for_each_fop {
             /// Makes a directory.
             mkdir Mkdir (loc: $crate::Loc, mode: u32, umask: u32) -> $crate::Entry;
             /// Removes a non-directory name.
-            unlink Unlink (loc: $crate::Loc) -> ();
+            unlink Unlink (loc: $crate::Loc) -> $crate::Removed;
             /// Removes an empty directory.
-            rmdir Rmdir (loc: $crate::Loc) -> ();
+            rmdir Rmdir (loc: $crate::Loc) -> $crate::Removed;
             /// Makes a symbolic link to `target`.
             symlink Symlink (loc: $crate::Loc, target: $crate::abi_stable::std_types::RString) -> $crate::Entry;
             /// Renames `old` to `new` (replacing it per POSIX); `flags` are renameat2 flags.

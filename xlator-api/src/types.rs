@@ -414,13 +414,38 @@ impl Fd {
     }
 }
 
-/// Reply of entry fops: the object found or made.
+/// Reply of entry fops: the object found or made and, when the answering translator knows
+/// them, the parent directory's attributes right after the fop (GlusterFS `postparent`). A
+/// host answers the kernel's next stat of that directory with them instead of a round trip
+/// (the FUSE kernel drops a directory's attributes after every create or removal in it).
+/// Translators that change the parent in a way the leaf did not see set it to `RNone`.
 #[repr(C)]
 #[derive(
     StableAbi, serde::Serialize, serde::Deserialize, Clone, Copy, PartialEq, Eq, Debug, Default,
 )]
 pub struct Entry {
     pub attr: Iatt,
+    pub postparent: ROption<Iatt>,
+}
+
+impl Entry {
+    /// An entry without parent attributes.
+    pub fn new(attr: Iatt) -> Entry {
+        Entry {
+            attr,
+            postparent: ROption::RNone,
+        }
+    }
+}
+
+/// Reply of `unlink` and `rmdir`: the parent directory's attributes right after the removal,
+/// when the answering translator knows them (see [`Entry::postparent`]).
+#[repr(C)]
+#[derive(
+    StableAbi, serde::Serialize, serde::Deserialize, Clone, Copy, PartialEq, Eq, Debug, Default,
+)]
+pub struct Removed {
+    pub postparent: ROption<Iatt>,
 }
 
 /// Reply of `readv`: the bytes read (a short read means end of file) and, when the answering

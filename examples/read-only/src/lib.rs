@@ -8,8 +8,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use abi_stable::std_types::{RString, RVec};
 use xlator_api::abi_stable;
 use xlator_api::{
-    Buf, Ctx, Entry, Errno, Fd, Gfid, Iatt, Init, Loc, SetAttr, Subvol, Translator, WriteReply,
-    Xattr, XattropOp, Xattrs,
+    Buf, Ctx, Entry, Errno, Fd, Gfid, Iatt, Init, Loc, Removed, SetAttr, Subvol, Translator,
+    WriteReply, Xattr, XattropOp, Xattrs,
 };
 
 xlator_api::options! {
@@ -120,11 +120,11 @@ impl Translator for ReadOnly {
         self.check()?;
         self.child().mkdir(cx, loc, mode, umask).await
     }
-    async fn unlink(&self, cx: &Ctx, loc: Loc) -> Result<(), Errno> {
+    async fn unlink(&self, cx: &Ctx, loc: Loc) -> Result<Removed, Errno> {
         self.check()?;
         self.child().unlink(cx, loc).await
     }
-    async fn rmdir(&self, cx: &Ctx, loc: Loc) -> Result<(), Errno> {
+    async fn rmdir(&self, cx: &Ctx, loc: Loc) -> Result<Removed, Errno> {
         self.check()?;
         self.child().rmdir(cx, loc).await
     }

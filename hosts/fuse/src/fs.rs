@@ -27,7 +27,7 @@ use crate::capcache::{CAPABILITY_XATTR, CapCache};
 use crate::creds::{Need, ctx};
 use crate::dir;
 use crate::fds::FdTable;
-use crate::inodes::{InodeTable, Stamp};
+use crate::inodes::{DirStamp, InodeTable, Stamp};
 use crate::options::FsOptions;
 
 /// Largest readahead to ask for; the kernel offers 128 KiB here and we take what it offers.
@@ -77,6 +77,16 @@ impl Shared {
         Ok(file_attr(node, a))
     }
 
+    /// Ends the entry fop in `parent` started with `ds`, recording the parent's attributes
+    /// the reply carries.
+    fn end_dir_op(&self, parent: INodeNo, ds: DirStamp, r: &Result<Entry, Errno>) {
+        let post = r
+            .as_ref()
+            .ok()
+            .and_then(|e| e.postparent.as_ref().into_option());
+        self.inodes.end_dir_op(parent, ds, post);
+    }
+
     fn reply_entry(&self, reply: ReplyEntry, r: Result<Entry, Errno>, stamp: Stamp) {
         match r
             .map_err(errno)
@@ -100,6 +110,22 @@ impl Shared {
             }
             Err(e) => reply.error(errno(e)),
         }
+    }
+
+    /// Ends the removal in `parent` started with `ds` and replies.
+    fn end_removal(
+        &self,
+        parent: INodeNo,
+        ds: DirStamp,
+        reply: ReplyEmpty,
+        r: Result<xlator_api::Removed, Errno>,
+    ) {
+        let post = r
+            .as_ref()
+            .ok()
+            .and_then(|e| e.postparent.as_ref().into_option());
+        self.inodes.end_dir_op(parent, ds, post);
+        reply_empty(reply, r.map(drop));
     }
 
     /// Flags for an open reply.
@@ -336,6 +362,10 @@ impl Filesystem for XlfsFs {
 
     fn getattr(&self, req: &Request, ino: INodeNo, fh: Option<FileHandle>, reply: ReplyAttr) {
         let gfid = tri!(reply, self.gfid(ino));
+        // A directory's attributes as the last entry fop in it left them (see inodes.rs).
+        if let Some(a) = self.s.inodes.fresh_attr(ino, self.s.opts.attr_timeout) {
+            return reply.attr(&self.s.opts.attr_timeout, &file_attr(ino, &a));
+        }
         let fd = fh.and_then(|fh| self.s.fds.get(fh));
         let cx = ctx(req, Need::Basic, None);
         let stamp = self.s.inodes.stamp();
@@ -397,6 +427,7 @@ impl Filesystem for XlfsFs {
         }
         let cx = ctx(req, Need::Groups, None);
         let stamp = self.s.inodes.stamp();
+        let ds = self.s.inodes.begin_dir_op(ino);
         self.spawn(|s| async move {
             let graph = s.graph();
             let top = graph.top();
@@ -414,6 +445,7 @@ impl Filesystem for XlfsFs {
                     r => r,
                 },
             };
+            s.inodes.end_dir_op(ino, ds, None);
             s.reply_attr(ino, reply, r, stamp);
         });
     }
@@ -442,6 +474,7 @@ impl Filesystem for XlfsFs {
         let loc = tri!(reply, self.loc(parent, name));
         let cx = ctx(req, Need::Groups, None);
         let stamp = self.s.inodes.stamp();
+        let ds = self.s.inodes.begin_dir_op(parent);
         self.spawn(|s| async move {
             // The kernel's 32-bit dev encoding equals glibc's dev_t for majors < 4096.
             let r = s
@@ -449,6 +482,7 @@ impl Filesystem for XlfsFs {
                 .top()
                 .mknod(&cx, loc, mode, u64::from(rdev), umask)
                 .await;
+            s.end_dir_op(parent, ds, &r);
             s.reply_entry(reply, r, stamp);
         });
     }
@@ -465,8 +499,10 @@ impl Filesystem for XlfsFs {
         let loc = tri!(reply, self.loc(parent, name));
         let cx = ctx(req, Need::Groups, None);
         let stamp = self.s.inodes.stamp();
+        let ds = self.s.inodes.begin_dir_op(parent);
         self.spawn(|s| async move {
             let r = s.graph().top().mkdir(&cx, loc, mode, umask).await;
+            s.end_dir_op(parent, ds, &r);
             s.reply_entry(reply, r, stamp);
         });
     }
@@ -474,17 +510,21 @@ impl Filesystem for XlfsFs {
     fn unlink(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
         let loc = tri!(reply, self.loc(parent, name));
         let cx = ctx(req, Need::Groups, None);
+        let ds = self.s.inodes.begin_dir_op(parent);
         self.spawn(|s| async move {
             // The kernel invalidates the victim's cached attributes (nlink, ctime) itself.
-            reply_empty(reply, s.graph().top().unlink(&cx, loc).await);
+            let r = s.graph().top().unlink(&cx, loc).await;
+            s.end_removal(parent, ds, reply, r);
         });
     }
 
     fn rmdir(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
         let loc = tri!(reply, self.loc(parent, name));
         let cx = ctx(req, Need::Groups, None);
+        let ds = self.s.inodes.begin_dir_op(parent);
         self.spawn(|s| async move {
-            reply_empty(reply, s.graph().top().rmdir(&cx, loc).await);
+            let r = s.graph().top().rmdir(&cx, loc).await;
+            s.end_removal(parent, ds, reply, r);
         });
     }
 
@@ -500,8 +540,10 @@ impl Filesystem for XlfsFs {
         let target = tri!(reply, name_str(target.as_os_str()));
         let cx = ctx(req, Need::Groups, None);
         let stamp = self.s.inodes.stamp();
+        let ds = self.s.inodes.begin_dir_op(parent);
         self.spawn(|s| async move {
             let r = s.graph().top().symlink(&cx, loc, target).await;
+            s.end_dir_op(parent, ds, &r);
             s.reply_entry(reply, r, stamp);
         });
     }
@@ -519,11 +561,15 @@ impl Filesystem for XlfsFs {
         let old = tri!(reply, self.loc(parent, name));
         let new = tri!(reply, self.loc(newparent, newname));
         let cx = ctx(req, Need::Groups, None);
+        let ds = [
+            self.s.inodes.begin_dir_op(parent),
+            self.s.inodes.begin_dir_op(newparent),
+        ];
         self.spawn(|s| async move {
-            reply_empty(
-                reply,
-                s.graph().top().rename(&cx, old, new, flags.bits()).await,
-            );
+            let r = s.graph().top().rename(&cx, old, new, flags.bits()).await;
+            s.inodes.end_dir_op(parent, ds[0], None);
+            s.inodes.end_dir_op(newparent, ds[1], None);
+            reply_empty(reply, r);
         });
     }
 
@@ -539,9 +585,11 @@ impl Filesystem for XlfsFs {
         let new = tri!(reply, self.loc(newparent, newname));
         let cx = ctx(req, Need::Groups, None);
         let stamp = self.s.inodes.stamp();
+        let ds = self.s.inodes.begin_dir_op(newparent);
         self.spawn(|s| async move {
             // The reply carries the new nlink, so the kernel's attributes are fresh.
             let r = s.graph().top().link(&cx, gfid, new).await;
+            s.end_dir_op(newparent, ds, &r);
             s.reply_entry(reply, r, stamp);
         });
     }
@@ -590,8 +638,10 @@ impl Filesystem for XlfsFs {
         );
         let cx = ctx(req, Need::Groups, None);
         let stamp = self.s.inodes.stamp();
+        let ds = self.s.inodes.begin_dir_op(parent);
         self.spawn(|s| async move {
             let r = s.graph().top().create(&cx, loc, fd, mode, umask).await;
+            s.end_dir_op(parent, ds, &r);
             let e = match r {
                 Ok(e) => e,
                 Err(e) => return reply.error(errno(e)),
@@ -850,11 +900,12 @@ impl Filesystem for XlfsFs {
         };
         self.s.caps.invalidate(&gfid);
         let cx = ctx(req, Need::Groups, None);
+        // It changes the ctime: a directory's recorded attributes are stale.
+        let ds = self.s.inodes.begin_dir_op(ino);
         self.spawn(|s| async move {
-            reply_empty(
-                reply,
-                s.graph().top().setxattr(&cx, gfid, xattr, flags).await,
-            );
+            let r = s.graph().top().setxattr(&cx, gfid, xattr, flags).await;
+            s.inodes.end_dir_op(ino, ds, None);
+            reply_empty(reply, r);
         });
     }
 
@@ -895,8 +946,11 @@ impl Filesystem for XlfsFs {
         let name = tri!(reply, name_str(name));
         self.s.caps.invalidate(&gfid);
         let cx = ctx(req, Need::Groups, None);
+        let ds = self.s.inodes.begin_dir_op(ino);
         self.spawn(|s| async move {
-            reply_empty(reply, s.graph().top().removexattr(&cx, gfid, name).await);
+            let r = s.graph().top().removexattr(&cx, gfid, name).await;
+            s.inodes.end_dir_op(ino, ds, None);
+            reply_empty(reply, r);
         });
     }
 

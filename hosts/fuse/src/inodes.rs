@@ -16,10 +16,16 @@
 //! Each node also keeps the attributes this mount last sent the kernel for it, while no write
 //! through this mount could have changed them since (see [`InodeTable::note_attr`]). They let
 //! `setattr` answer the kernel's re-send of times it already has without a round trip.
+//!
+//! A directory node keeps the attributes an entry fop in it returned (`postparent`), when no
+//! other entry fop in that directory overlapped it: the kernel drops a directory's attributes
+//! after each create or removal in it and asks again before its next permission check, and
+//! [`InodeTable::fresh_attr`] answers that without a round trip.
 
 use std::collections::HashMap;
 use std::collections::hash_map::Entry;
 use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::time::{Duration, Instant};
 
 use fuser::INodeNo;
 use xlator_api::{Gfid, Iatt};
@@ -34,6 +40,18 @@ struct Node {
     nlookup: u64,
     /// The attributes last sent to the kernel, if no write began since they were fetched.
     last: Option<Iatt>,
+    dir: DirState,
+}
+
+/// Entry fops in one directory, for its `postparent` attributes.
+#[derive(Debug, Default)]
+struct DirState {
+    /// The directory's attributes as an entry fop left them, and when they arrived.
+    fresh: Option<(Iatt, Instant)>,
+    /// Entry fops in flight in it.
+    ops: u32,
+    /// Bumped when one starts.
+    seq: u64,
 }
 
 #[derive(Debug, Default)]
@@ -44,6 +62,25 @@ struct Inner {
     write_seq: u64,
     /// Data-changing requests in flight.
     writing: u64,
+    /// The root's directory state (the root has no `Node`).
+    root_dir: DirState,
+}
+
+impl Inner {
+    fn dir_state(&mut self, node: INodeNo) -> Option<(Gfid, &mut DirState)> {
+        if node == ROOT {
+            return Some((Gfid::ROOT, &mut self.root_dir));
+        }
+        self.nodes.get_mut(&node.0).map(|n| (n.gfid, &mut n.dir))
+    }
+}
+
+/// When an entry fop in a directory was sent; see [`InodeTable::end_dir_op`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DirStamp {
+    seq: u64,
+    /// No other entry fop was in flight in the directory when this one started.
+    alone: bool,
 }
 
 /// When a request that fetches attributes was sent; see [`InodeTable::note_attr`].
@@ -116,6 +153,7 @@ impl InodeTable {
                         gfid,
                         nlookup: 1,
                         last: None,
+                        dir: DirState::default(),
                     });
                     break;
                 }
@@ -204,6 +242,49 @@ impl InodeTable {
         inner.write_seq += 1;
     }
 
+    /// An entry fop in directory `dir` (or anything else that changes it) starts: its
+    /// recorded attributes are stale from now on.
+    pub fn begin_dir_op(&self, dir: INodeNo) -> DirStamp {
+        let mut inner = self.write();
+        match inner.dir_state(dir) {
+            Some((_, d)) => {
+                d.seq += 1;
+                d.fresh = None;
+                let alone = d.ops == 0;
+                d.ops += 1;
+                DirStamp { seq: d.seq, alone }
+            }
+            None => DirStamp {
+                seq: 0,
+                alone: false,
+            },
+        }
+    }
+
+    /// The fop of `stamp` finished; `post` is the directory's attributes it returned. They
+    /// are recorded only if no other entry fop in the directory overlapped this one, so they
+    /// include every change this mount made to it.
+    pub fn end_dir_op(&self, dir: INodeNo, stamp: DirStamp, post: Option<&Iatt>) {
+        let mut inner = self.write();
+        if let Some((gfid, d)) = inner.dir_state(dir) {
+            d.ops = d.ops.saturating_sub(1);
+            let alone = stamp.alone && d.seq == stamp.seq && d.ops == 0;
+            d.fresh = post
+                .filter(|a| alone && a.gfid == gfid)
+                .map(|a| (*a, Instant::now()));
+        }
+    }
+
+    /// The attributes an entry fop left directory `node` with, if recorded less than
+    /// `max_age` ago.
+    pub fn fresh_attr(&self, node: INodeNo, max_age: Duration) -> Option<Iatt> {
+        let mut inner = self.write();
+        let (_, d) = inner.dir_state(node)?;
+        d.fresh
+            .filter(|(_, at)| at.elapsed() < max_age)
+            .map(|(a, _)| a)
+    }
+
     /// Live nodes, the root excluded.
     pub fn len(&self) -> usize {
         self.read().nodes.len()
@@ -287,6 +368,48 @@ mod tests {
         let s = t.stamp();
         t.note_attr(n, &attr(Gfid::random(), 5), s);
         assert_eq!(t.last_attr(n), None);
+    }
+
+    #[test]
+    fn directory_attributes_are_kept_only_from_a_lone_entry_fop() {
+        let t = InodeTable::new();
+        let g = Gfid::random();
+        let d = t.remember(g);
+        let hour = Duration::from_secs(3600);
+        for dir in [d, ROOT] {
+            let gfid = if dir == ROOT { Gfid::ROOT } else { g };
+            let s = t.begin_dir_op(dir);
+            t.end_dir_op(dir, s, Some(&attr(gfid, 1)));
+            assert_eq!(t.fresh_attr(dir, hour).map(|a| a.mtime.sec), Some(1));
+            assert_eq!(t.fresh_attr(dir, Duration::ZERO), None, "too old");
+
+            // Two overlapping fops: neither reply is known to be the later state.
+            let a = t.begin_dir_op(dir);
+            assert_eq!(t.fresh_attr(dir, hour), None);
+            let b = t.begin_dir_op(dir);
+            t.end_dir_op(dir, a, Some(&attr(gfid, 2)));
+            t.end_dir_op(dir, b, Some(&attr(gfid, 3)));
+            assert_eq!(t.fresh_attr(dir, hour), None);
+
+            // A reply without attributes, or with another object's, forgets them.
+            let s = t.begin_dir_op(dir);
+            t.end_dir_op(dir, s, Some(&attr(gfid, 4)));
+            let s = t.begin_dir_op(dir);
+            t.end_dir_op(dir, s, None);
+            assert_eq!(t.fresh_attr(dir, hour), None);
+            let s = t.begin_dir_op(dir);
+            t.end_dir_op(dir, s, Some(&attr(Gfid::random(), 5)));
+            assert_eq!(t.fresh_attr(dir, hour), None);
+
+            // After the overlap is over, a lone fop records again.
+            let s = t.begin_dir_op(dir);
+            t.end_dir_op(dir, s, Some(&attr(gfid, 6)));
+            assert_eq!(t.fresh_attr(dir, hour).map(|a| a.mtime.sec), Some(6));
+        }
+        // Unknown nodes are harmless.
+        let s = t.begin_dir_op(INodeNo(12345));
+        t.end_dir_op(INodeNo(12345), s, Some(&attr(g, 1)));
+        assert_eq!(t.fresh_attr(INodeNo(12345), hour), None);
     }
 
     #[test]

@@ -75,11 +75,12 @@ pub struct Cli {
 
     /// Do not ask the kernel to check permissions (`default_permissions`) against the
     /// attributes; leave every check to the translators (storage/posix runs every fop with
-    /// the caller's credentials, so the brick's kernel checks them). Faster for metadata-heavy
-    /// work: the kernel drops a directory's attributes on every create or unlink in it and,
-    /// with default_permissions, fetches them again (a GETATTR round trip) before the next
-    /// permission check. One difference: with the writeback cache, utimensat(UTIME_NOW) by a
-    /// user who neither owns nor may write the file fails with EPERM instead of EACCES.
+    /// the caller's credentials, so the brick's kernel checks them). The kernel drops a
+    /// directory's attributes on every create or unlink in it and, with default_permissions,
+    /// asks for them again before the next permission check; the mount answers that from the
+    /// attributes the entry fop returned when it can, else it is a round trip. One
+    /// difference: with the writeback cache, utimensat(UTIME_NOW) by a user who neither owns
+    /// nor may write the file fails with EPERM instead of EACCES.
     #[arg(long)]
     pub no_default_permissions: bool,
 

@@ -628,6 +628,48 @@ fn unlink_sends_no_setattr_and_keeps_a_linked_files_times() {
     drop(m);
 }
 
+/// The kernel drops a directory's attributes after each create or removal in it and asks
+/// before its next permission check; the entry fop's reply already carried them.
+#[test]
+fn entry_fops_answer_the_next_stat_of_their_directory() {
+    require_fuse!();
+    let tmp = tempdir();
+    let (vol, mnt) = (tmp.path().join("vol"), tmp.path().join("mnt"));
+    fs::create_dir(&mnt).expect("mkdir mnt");
+    let mut m = Mounted::start(&vol, &mnt, &["--dump-on-exit"]);
+    let d = mnt.join("d");
+    fs::create_dir(&d).expect("mkdir");
+    for i in 0..20 {
+        fs::write(d.join(format!("f{i}")), b"x").expect("create");
+    }
+    for i in 0..3 {
+        fs::create_dir(d.join(format!("sub{i}"))).expect("mkdir");
+    }
+    let st = fs::metadata(&d).expect("stat d");
+    assert_eq!(
+        st.nlink(),
+        5,
+        "the recorded attributes are the directory's own"
+    );
+    for i in 0..20 {
+        fs::remove_file(d.join(format!("f{i}"))).expect("unlink");
+    }
+    fs::remove_dir(d.join("sub0")).expect("rmdir");
+    assert_eq!(fs::metadata(&d).expect("stat d").nlink(), 4);
+    m.signal(libc::SIGINT);
+    let (status, stdout) = m.wait();
+    assert!(status.success(), "exit status {status}:\n{}", m.log_text());
+    let stats: u64 = stdout
+        .lines()
+        .find_map(|l| {
+            let mut w = l.split_whitespace();
+            (w.next() == Some("stat")).then(|| w.next()?.parse().ok())?
+        })
+        .unwrap_or(0);
+    // Without the parent's attributes in the replies: one per create, mkdir and removal.
+    assert!(stats < 10, "{stats} stats for 45 entry fops:\n{stdout}");
+}
+
 #[test]
 fn stale_mount_is_reported_then_forced_away() {
     require_fuse!();

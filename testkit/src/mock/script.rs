@@ -67,7 +67,7 @@ pub(crate) struct Script {
 
 /// How one call will be answered, decided on arrival.
 enum Answer {
-    Reply(FopReply),
+    Reply(Box<FopReply>),
     Handler(Handler),
     Forward,
     Error(Errno),
@@ -119,7 +119,7 @@ impl MockState {
                 ctx: cx.clone(),
             });
             let answer = match s.queued.get_mut(&fop).and_then(VecDeque::pop_front) {
-                Some(reply) => Answer::Reply(reply),
+                Some(reply) => Answer::Reply(Box::new(reply)),
                 None => match s.handlers.get(&fop) {
                     Some(h) => Answer::Handler(h.clone()),
                     None if child.is_some() => Answer::Forward,
@@ -140,7 +140,7 @@ impl MockState {
             services.sleep(d).await;
         }
         match (answer, child) {
-            (Answer::Reply(r), _) => r,
+            (Answer::Reply(r), _) => *r,
             (Answer::Handler(h), _) => h(&call),
             (Answer::Forward, Some(child)) => call.send(cx, child).await,
             (Answer::Forward, None) => FopReply::error(fop, Errno::ENOSYS),

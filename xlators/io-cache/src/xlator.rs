@@ -11,8 +11,8 @@ use std::sync::Arc;
 use abi_stable::std_types::{ROption, RVec};
 use xlator_api::abi_stable;
 use xlator_api::{
-    Buf, Ctx, DirEntry, DumpFormat, Entry, Errno, Fd, Gfid, Iatt, Init, Loc, ReadReply, SetAttr,
-    Subvol, TimeSet, Translator, WriteReply,
+    Buf, Ctx, DirEntry, DumpFormat, Entry, Errno, Fd, Gfid, Iatt, Init, Loc, ReadReply, Removed,
+    SetAttr, Subvol, TimeSet, Translator, WriteReply,
 };
 
 use crate::cache::{Cache, Snapshot, write_change};
@@ -119,16 +119,16 @@ impl Translator for IoCache {
         r
     }
 
-    async fn unlink(&self, cx: &Ctx, loc: Loc) -> Result<(), Errno> {
-        self.child().unlink(cx, loc.clone()).await?;
+    async fn unlink(&self, cx: &Ctx, loc: Loc) -> Result<Removed, Errno> {
+        let r = self.child().unlink(cx, loc.clone()).await?;
         self.cache.unlinked(loc.parent, &loc.name);
-        Ok(())
+        Ok(r)
     }
 
-    async fn rmdir(&self, cx: &Ctx, loc: Loc) -> Result<(), Errno> {
-        self.child().rmdir(cx, loc.clone()).await?;
+    async fn rmdir(&self, cx: &Ctx, loc: Loc) -> Result<Removed, Errno> {
+        let r = self.child().rmdir(cx, loc.clone()).await?;
         self.cache.unlinked(loc.parent, &loc.name);
-        Ok(())
+        Ok(r)
     }
 
     async fn rename(&self, cx: &Ctx, old: Loc, new: Loc, flags: u32) -> Result<(), Errno> {

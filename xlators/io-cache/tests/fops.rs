@@ -436,7 +436,7 @@ async fn unlink_and_rename_over_drop_cached_files() {
     read(&sv, rd(1), 0, 10).await;
     assert_eq!(counter(&sv, "pages"), 1);
     h.on(Fop::Rename, |_| FopReply::Rename(Ok(())));
-    h.on(Fop::Unlink, |_| FopReply::Unlink(Ok(())));
+    h.on(Fop::Unlink, |_| FopReply::Unlink(Ok(Default::default())));
     sv.rename(
         &Ctx::root(),
         Loc::new(Gfid::ROOT, "g"),

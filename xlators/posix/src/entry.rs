@@ -3,7 +3,10 @@
 
 use std::os::fd::AsFd;
 
-use xlator_api::{Entry, Errno, Fd, FileType, Gfid, Loc};
+use std::os::fd::BorrowedFd;
+
+use xlator_api::abi_stable::std_types::ROption;
+use xlator_api::{Entry, Errno, Fd, FileType, Gfid, Iatt, Loc, Removed};
 
 use crate::brick::{Brick, NameUse};
 use crate::creds::{self, Caller};
@@ -12,6 +15,23 @@ use crate::sys;
 
 fn is_dir(st: &libc::stat) -> bool {
     st.st_mode & libc::S_IFMT == libc::S_IFDIR
+}
+
+/// The parent's attributes after an entry fop (one `fstat` of its cached fd). `RNone` if that
+/// fails: the reply is still right, the host just asks again.
+fn postparent(pfd: BorrowedFd<'_>, parent: Gfid) -> ROption<Iatt> {
+    sys::fstat(pfd)
+        .ok()
+        .map(|st| crate::iatt::from_stat(&st, parent))
+        .into()
+}
+
+/// An entry made or opened in `parent`, with the parent's attributes.
+fn made(attr: Iatt, pfd: BorrowedFd<'_>, parent: Gfid) -> Entry {
+    Entry {
+        attr,
+        postparent: postparent(pfd, parent),
+    }
 }
 
 impl Brick {
@@ -29,9 +49,7 @@ impl Brick {
             }
             g
         };
-        Ok(Entry {
-            attr: crate::iatt::from_stat(&st, g),
-        })
+        Ok(Entry::new(crate::iatt::from_stat(&st, g)))
     }
 
     pub fn mkdir(
@@ -45,9 +63,8 @@ impl Brick {
         let name = self.entry_name(loc.parent, &loc.name, NameUse::Modify)?;
         let pfd = self.h.resolve_dir(loc.parent)?;
         sys::mkdirat(pfd.as_fd(), &name, mode & !umask & 0o7777)?;
-        Ok(Entry {
-            attr: self.adopt_new(c, loc.parent, pfd.as_fd(), &loc.name, req)?,
-        })
+        let attr = self.adopt_new(c, loc.parent, pfd.as_fd(), &loc.name, req)?;
+        Ok(made(attr, pfd.as_fd(), loc.parent))
     }
 
     pub fn mknod(
@@ -67,9 +84,8 @@ impl Brick {
         let pfd = self.h.resolve_dir(loc.parent)?;
         let m = (mode & libc::S_IFMT) | (mode & !umask & 0o7777);
         sys::mknodat(pfd.as_fd(), &name, m, rdev)?;
-        Ok(Entry {
-            attr: self.adopt_new(c, loc.parent, pfd.as_fd(), &loc.name, req)?,
-        })
+        let attr = self.adopt_new(c, loc.parent, pfd.as_fd(), &loc.name, req)?;
+        Ok(made(attr, pfd.as_fd(), loc.parent))
     }
 
     pub fn symlink(
@@ -82,9 +98,8 @@ impl Brick {
         let name = self.entry_name(loc.parent, &loc.name, NameUse::Modify)?;
         let pfd = self.h.resolve_dir(loc.parent)?;
         sys::symlinkat(&sys::cstr(target)?, pfd.as_fd(), &name)?;
-        Ok(Entry {
-            attr: self.adopt_new(c, loc.parent, pfd.as_fd(), &loc.name, req)?,
-        })
+        let attr = self.adopt_new(c, loc.parent, pfd.as_fd(), &loc.name, req)?;
+        Ok(made(attr, pfd.as_fd(), loc.parent))
     }
 
     /// Creates (or, without O_EXCL, opens an existing) regular file and registers `fd`.
@@ -112,7 +127,7 @@ impl Brick {
                     let attr = self.adopt_new(c, loc.parent, pfd.as_fd(), &loc.name, req)?;
                     self.fds
                         .insert(fd.id, OpenFile::new(file, attr.gfid, flags, false))?;
-                    return Ok(Entry { attr });
+                    return Ok(made(attr, pfd.as_fd(), loc.parent));
                 }
                 Err(Errno::EEXIST) if fd.flags & libc::O_EXCL == 0 => {}
                 Err(e) => return Err(e),
@@ -131,9 +146,11 @@ impl Brick {
                     let g = self.child_gfid(loc.parent, pfd.as_fd(), &loc.name, &st)?;
                     self.fds
                         .insert(fd.id, OpenFile::new(file, g, flags, false))?;
-                    return Ok(Entry {
-                        attr: crate::iatt::from_stat(&st, g),
-                    });
+                    return Ok(made(
+                        crate::iatt::from_stat(&st, g),
+                        pfd.as_fd(),
+                        loc.parent,
+                    ));
                 }
                 Err(Errno::ENOENT) => continue, // removed in between: try creating again
                 Err(e) => return Err(e),
@@ -142,7 +159,7 @@ impl Brick {
         Err(Errno::EAGAIN)
     }
 
-    pub fn unlink(&self, loc: &Loc) -> Result<(), Errno> {
+    pub fn unlink(&self, loc: &Loc) -> Result<Removed, Errno> {
         let name = self.entry_name(loc.parent, &loc.name, NameUse::Modify)?;
         let pfd = self.h.resolve_dir(loc.parent)?;
         let st = sys::fstatat(pfd.as_fd(), &name, libc::AT_SYMLINK_NOFOLLOW)?;
@@ -152,10 +169,12 @@ impl Brick {
         let g = self.child_gfid(loc.parent, pfd.as_fd(), &loc.name, &st)?;
         let _g = self.stripe(g);
         sys::unlinkat(pfd.as_fd(), &name, 0)?;
-        creds::as_root(|| self.h.drop_if_last(g, st.st_ino))
+        let postparent = postparent(pfd.as_fd(), loc.parent);
+        creds::as_root(|| self.h.drop_if_last(g, st.st_ino))?;
+        Ok(Removed { postparent })
     }
 
-    pub fn rmdir(&self, loc: &Loc) -> Result<(), Errno> {
+    pub fn rmdir(&self, loc: &Loc) -> Result<Removed, Errno> {
         let name = self.entry_name(loc.parent, &loc.name, NameUse::Modify)?;
         if name.as_bytes() == b"." {
             return Err(Errno::EINVAL);
@@ -170,10 +189,11 @@ impl Brick {
             self.gx().read(sys::XTarget::NoFollow(&p))
         })?;
         sys::unlinkat(pfd.as_fd(), &name, libc::AT_REMOVEDIR)?;
+        let postparent = postparent(pfd.as_fd(), loc.parent);
         if let Some(g) = g {
             creds::as_root(|| self.h.remove(g))?;
         }
-        Ok(())
+        Ok(Removed { postparent })
     }
 
     pub fn link(&self, gfid: Gfid, new: &Loc) -> Result<Entry, Errno> {
@@ -186,9 +206,11 @@ impl Brick {
         }
         let src = sys::proc_path(obj.as_fd());
         sys::linkat(None, &src, npfd.as_fd(), &name, libc::AT_SYMLINK_FOLLOW)?;
-        Ok(Entry {
-            attr: self.fd_iatt(obj.as_fd(), gfid)?,
-        })
+        Ok(made(
+            self.fd_iatt(obj.as_fd(), gfid)?,
+            npfd.as_fd(),
+            new.parent,
+        ))
     }
 
     pub fn rename(&self, old: &Loc, new: &Loc, flags: u32) -> Result<(), Errno> {

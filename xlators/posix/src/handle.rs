@@ -13,6 +13,7 @@ use std::collections::HashMap;
 use std::ffi::CString;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use xlator_api::{Errno, Gfid};
@@ -39,6 +40,37 @@ pub struct Handles {
     hdir_path: PathBuf,
     pub gx: GfidXattr,
     dirs: Mutex<HashMap<Gfid, ObjFd>>,
+    buckets: Buckets,
+}
+
+/// Which `ab/cd` bucket directories are known to exist, so a new handle costs no `mkdirat`
+/// (which fails with EEXIST almost always, and takes the handle directory's lock either way).
+/// A bit is only a hint: a bucket removed by hand shows up as ENOENT and is made again.
+struct Buckets([AtomicU64; 1024]);
+
+impl Buckets {
+    fn new() -> Buckets {
+        Buckets(std::array::from_fn(|_| AtomicU64::new(0)))
+    }
+
+    fn index(g: Gfid) -> (usize, u64) {
+        let n = usize::from(g.0[0]) << 8 | usize::from(g.0[1]);
+        (n / 64, 1 << (n % 64))
+    }
+
+    fn known(&self, g: Gfid) -> bool {
+        let (w, bit) = Self::index(g);
+        self.0[w].load(Ordering::Relaxed) & bit != 0
+    }
+
+    fn set(&self, g: Gfid, exists: bool) {
+        let (w, bit) = Self::index(g);
+        if exists {
+            self.0[w].fetch_or(bit, Ordering::Relaxed);
+        } else {
+            self.0[w].fetch_and(!bit, Ordering::Relaxed);
+        }
+    }
 }
 
 /// `ab/cd/<gfid>` relative to the handle directory.
@@ -80,6 +112,7 @@ impl Handles {
             hdir_path,
             gx,
             dirs: Mutex::new(HashMap::new()),
+            buckets: Buckets::new(),
         };
         // The root's handle, so the kernel can follow directory handle chains too (debugging).
         match h
@@ -199,6 +232,9 @@ impl Handles {
     }
 
     fn make_parents(&self, g: Gfid) -> Result<(), Errno> {
+        if self.buckets.known(g) {
+            return Ok(());
+        }
         let a = format!("{:02x}", g.0[0]);
         for d in [a.clone(), format!("{a}/{:02x}", g.0[1])] {
             match sys::mkdirat(self.hdir.as_fd(), &c(&d)?, 0o700) {
@@ -206,33 +242,50 @@ impl Handles {
                 Err(e) => return Err(e),
             }
         }
+        self.buckets.set(g, true);
         Ok(())
+    }
+
+    /// Runs `make` (which creates the handle of `g`) in its bucket, making the bucket first
+    /// if needed and again if it vanished (ENOENT).
+    fn in_bucket(&self, g: Gfid, make: impl Fn() -> Result<(), Errno>) -> Result<(), Errno> {
+        self.make_parents(g)?;
+        match make() {
+            Err(Errno::ENOENT) if self.buckets.known(g) => {
+                self.buckets.set(g, false);
+                self.make_parents(g)?;
+                make()
+            }
+            r => r,
+        }
     }
 
     /// Hard-links the non-directory `(dir, name)` as the handle of `g`. EEXIST when `g`
     /// already names an object.
     pub fn link_object(&self, g: Gfid, dir: BorrowedFd<'_>, name: &str) -> Result<(), Errno> {
-        self.make_parents(g)?;
         let src = sys::proc_child(dir, name)?;
-        sys::linkat(None, &src, self.hdir.as_fd(), &c(&rel(g))?, 0)
+        let dst = c(&rel(g))?;
+        self.in_bucket(g, || sys::linkat(None, &src, self.hdir.as_fd(), &dst, 0))
     }
 
     /// Points the handle of directory `g` at `(parent, name)`, replacing it atomically.
     pub fn set_dir_link(&self, g: Gfid, parent: Gfid, name: &str) -> Result<(), Errno> {
-        self.make_parents(g)?;
         let target = c(&format!("../../{}/{name}", rel(parent)))?;
         let r = rel(g);
         let tmp = c(&format!("{r}.tmp"))?;
-        let _ = sys::unlinkat(self.hdir.as_fd(), &tmp, 0);
-        sys::symlinkat(&target, self.hdir.as_fd(), &tmp)?;
-        sys::renameat2(self.hdir.as_fd(), &tmp, self.hdir.as_fd(), &c(&r)?, 0)
+        let dst = c(&r)?;
+        self.in_bucket(g, || {
+            let _ = sys::unlinkat(self.hdir.as_fd(), &tmp, 0);
+            sys::symlinkat(&target, self.hdir.as_fd(), &tmp)?;
+            sys::renameat2(self.hdir.as_fd(), &tmp, self.hdir.as_fd(), &dst, 0)
+        })
     }
 
     /// Creates the handle of a new directory; EEXIST when `g` is already taken.
     pub fn new_dir_link(&self, g: Gfid, parent: Gfid, name: &str) -> Result<(), Errno> {
-        self.make_parents(g)?;
         let target = c(&format!("../../{}/{name}", rel(parent)))?;
-        sys::symlinkat(&target, self.hdir.as_fd(), &c(&rel(g))?)
+        let dst = c(&rel(g))?;
+        self.in_bucket(g, || sys::symlinkat(&target, self.hdir.as_fd(), &dst))
     }
 
     /// Removes the handle of `g` (missing is fine).

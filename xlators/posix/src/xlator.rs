@@ -7,8 +7,8 @@ use std::sync::Arc;
 use xlator_api::abi_stable::std_types::{RString, RVec};
 use xlator_api::{
     Buf, Ctx, DirEntry, DumpFormat, Entry, EntrylkCmd, Errno, Fd, Flock, Gfid, HostServices, Iatt,
-    Init, LkCmd, Loc, ReadReply, SeekWhat, SetAttr, Statfs, Subvol, Translator, WriteReply, Xattr,
-    XattropOp, Xattrs,
+    Init, LkCmd, Loc, ReadReply, Removed, SeekWhat, SetAttr, Statfs, Subvol, Translator,
+    WriteReply, Xattr, XattropOp, Xattrs,
 };
 
 use crate::brick::Brick;
@@ -116,10 +116,10 @@ impl Translator for Posix {
         self.run(cx, move |b, c| b.mkdir(c, req, &loc, mode, umask))
             .await
     }
-    async fn unlink(&self, cx: &Ctx, loc: Loc) -> Result<(), Errno> {
+    async fn unlink(&self, cx: &Ctx, loc: Loc) -> Result<Removed, Errno> {
         self.run(cx, move |b, _| b.unlink(&loc)).await
     }
-    async fn rmdir(&self, cx: &Ctx, loc: Loc) -> Result<(), Errno> {
+    async fn rmdir(&self, cx: &Ctx, loc: Loc) -> Result<Removed, Errno> {
         self.run(cx, move |b, _| b.rmdir(&loc)).await
     }
     async fn symlink(&self, cx: &Ctx, loc: Loc, target: RString) -> Result<Entry, Errno> {

@@ -558,3 +558,106 @@ async fn lookup_recreates_a_missing_handle() {
     );
     assert!(top.stat(&cx, dir).await.expect("healed").is_dir());
 }
+
+/// Every entry fop that changes a directory returns the directory's attributes after it
+/// (`postparent`), the same a stat right after would give.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn entry_fops_return_the_parents_attributes_after_them() {
+    let (_d, top) = new_brick();
+    let cx = root();
+    let d = mkdir(&top, &cx, Gfid::ROOT, "d").await;
+    let dg = d.attr.gfid;
+    let check = |what: &str, post: Option<xlator_api::Iatt>, now: xlator_api::Iatt| {
+        let post = post.unwrap_or_else(|| panic!("{what}: no postparent"));
+        assert_eq!(post.gfid, dg, "{what}");
+        assert_eq!(
+            (post.nlink, post.size, post.mtime, post.ctime),
+            (now.nlink, now.size, now.mtime, now.ctime),
+            "{what}"
+        );
+    };
+    let stat = || async { top.stat(&cx, dg).await.expect("stat dir") };
+
+    let f = top
+        .create(&cx, loc(dg, "f"), fd(Gfid::NULL, libc::O_RDWR), 0o644, 0)
+        .await
+        .expect("create");
+    check("create", f.postparent.into_option(), stat().await);
+    top.release(&cx, fd(f.attr.gfid, libc::O_RDWR))
+        .await
+        .expect("release");
+    let sub = top
+        .mkdir(&cx, loc(dg, "sub"), 0o755, 0)
+        .await
+        .expect("mkdir");
+    check("mkdir", sub.postparent.into_option(), stat().await);
+    assert_eq!(sub.postparent.into_option().map(|p| p.nlink), Some(3));
+    let l = top
+        .link(&cx, f.attr.gfid, loc(dg, "l"))
+        .await
+        .expect("link");
+    check("link", l.postparent.into_option(), stat().await);
+    let s = top
+        .symlink(&cx, loc(dg, "s"), "f".into())
+        .await
+        .expect("symlink");
+    check("symlink", s.postparent.into_option(), stat().await);
+    let n = top
+        .mknod(&cx, loc(dg, "p"), libc::S_IFIFO | 0o644, 0, 0)
+        .await
+        .expect("mknod");
+    check("mknod", n.postparent.into_option(), stat().await);
+    let r = top.unlink(&cx, loc(dg, "l")).await.expect("unlink");
+    check("unlink", r.postparent.into_option(), stat().await);
+    let r = top.rmdir(&cx, loc(dg, "sub")).await.expect("rmdir");
+    check("rmdir", r.postparent.into_option(), stat().await);
+    assert_eq!(r.postparent.into_option().map(|p| p.nlink), Some(2));
+    // A lookup changes nothing and carries none.
+    let e = top.lookup(&cx, loc(dg, "f")).await.expect("lookup");
+    assert!(e.postparent.is_none());
+}
+
+/// The brick remembers which handle buckets exist; one removed by hand is made again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_handle_bucket_removed_by_hand_is_made_again() {
+    let (d, top) = new_brick();
+    let with_gfid = |b: u8| {
+        let mut g = Gfid::random();
+        g.0[0] = 0xab;
+        g.0[1] = 0xcd;
+        g.0[2] = b;
+        g
+    };
+    let (g1, g2, g3) = (with_gfid(1), with_gfid(2), with_gfid(3));
+    for (g, name) in [(g1, "f1"), (g2, "f2")] {
+        let cx = xlator_api::Ctx::builder(0, 0)
+            .ext(&xlfs_posix::GfidReq(g))
+            .build();
+        let f = fd(Gfid::NULL, libc::O_RDWR);
+        let e = top
+            .create(&cx, loc(Gfid::ROOT, name), f, 0o644, 0)
+            .await
+            .expect("create");
+        assert_eq!(e.attr.gfid, g);
+        top.release(&cx, fd(g, libc::O_RDWR))
+            .await
+            .expect("release");
+        if name == "f1" {
+            std::fs::remove_dir_all(d.path().join(".xlfs/handles/ab/cd")).expect("rm bucket");
+        }
+    }
+    let cx = xlator_api::Ctx::builder(0, 0)
+        .ext(&xlfs_posix::GfidReq(g3))
+        .build();
+    top.mkdir(&cx, loc(Gfid::ROOT, "d3"), 0o755, 0)
+        .await
+        .expect("mkdir in the remade bucket");
+    for g in [g2, g3] {
+        top.stat(&root(), g).await.expect("stat by gfid");
+    }
+    // f1's handle went with the bucket: a lookup by name heals it.
+    top.lookup(&root(), loc(Gfid::ROOT, "f1"))
+        .await
+        .expect("lookup");
+    top.stat(&root(), g1).await.expect("healed handle");
+}

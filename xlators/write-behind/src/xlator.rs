@@ -16,7 +16,7 @@ use std::sync::Arc;
 use xlator_api::abi_stable::std_types::{ROption::RNone, RVec};
 use xlator_api::{
     Buf, Ctx, DirEntry, DumpFormat, Entry, Errno, Event, EventKind, Fd, Flock, Gfid, Iatt, Init,
-    LkCmd, Loc, ReadReply, SeekWhat, SetAttr, Subvol, Translator, WriteReply,
+    LkCmd, Loc, ReadReply, Removed, SeekWhat, SetAttr, Subvol, Translator, WriteReply,
 };
 
 use crate::engine::Engine;
@@ -251,7 +251,7 @@ impl Translator for WriteBehind {
         self.child().rename(cx, old, new, flags).await
     }
 
-    async fn unlink(&self, cx: &Ctx, loc: Loc) -> Result<(), Errno> {
+    async fn unlink(&self, cx: &Ctx, loc: Loc) -> Result<Removed, Errno> {
         self.engine.barrier_all().await;
         self.child().unlink(cx, loc).await
     }

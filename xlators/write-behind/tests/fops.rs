@@ -622,9 +622,7 @@ async fn a_cancelled_waiter_does_not_block_the_file() {
 async fn lookup_replies_carry_fresh_attributes_of_files_being_written() {
     let (wb, h) = wb_mock(&[("trickling-writes", "off")]);
     h.on(Fop::Lookup, |_| {
-        FopReply::Lookup(Ok(Entry {
-            attr: attr(FILE, 0),
-        }))
+        FopReply::Lookup(Ok(Entry::new(attr(FILE, 0))))
     });
     assert_eq!(
         wb.lookup(&cx(), Loc::new(Gfid::ROOT, "f"))

@@ -11,7 +11,7 @@ use nfs3_types::nfs3::{
     SYMLINK3resfail, SYMLINK3resok, createhow3, createverf3, mknoddata3, nfsstat3, post_op_attr,
     post_op_fh3, sattr3, wcc_data,
 };
-use xlator_api::abi_stable::std_types::RString;
+use xlator_api::abi_stable::std_types::{ROption, RString};
 use xlator_api::{Ctx, Entry, Errno, Fd, FileType, Gfid, Iatt, Loc, SetAttr, TimeSet, Timespec};
 use xlfs_core::graph::Graph;
 
@@ -48,6 +48,21 @@ impl Nfs {
     /// The directory's post-op attributes as `wcc_data`.
     async fn dir_wcc(&self, g: &Graph, cx: &Ctx, dir: Gfid) -> wcc_data {
         wcc(None, self.attrs(g, cx, dir).await.as_ref(), self.fsid)
+    }
+
+    /// [`dir_wcc`](Self::dir_wcc), from the attributes the fop's reply carried when it has
+    /// them (`postparent`, exactly the state after the fop), else by asking.
+    async fn dir_wcc_from(
+        &self,
+        g: &Graph,
+        cx: &Ctx,
+        dir: Gfid,
+        post: Option<&ROption<Iatt>>,
+    ) -> wcc_data {
+        match post.and_then(|p| p.as_ref().into_option()) {
+            Some(a) if a.gfid == dir => wcc(None, Some(a), self.fsid),
+            _ => self.dir_wcc(g, cx, dir).await,
+        }
     }
 
     /// Applies what creation could not (owner, size, times), best effort: the object exists
@@ -159,7 +174,7 @@ impl Nfs {
             gfid: Gfid::NULL,
             flags: libc::O_RDWR | libc::O_CREAT | libc::O_EXCL,
         };
-        let Entry { attr: a } = g.top().create(cx, loc.clone(), fd, mode, 0).await?;
+        let Entry { attr: a, .. } = g.top().create(cx, loc.clone(), fd, mode, 0).await?;
         let opened = Fd { gfid: a.gfid, ..fd };
         if let Err(e) = g.top().release(cx, opened).await {
             tracing::warn!(gfid = %a.gfid, error = ?e, "release after create failed");
@@ -221,6 +236,7 @@ impl Nfs {
         let g = self.graph();
         let mode = attr::mode_or(&args.attributes, DIR_MODE);
         let r = g.top().mkdir(cx, Loc::new(dir, n), mode, 0).await;
+        let post = r.as_ref().ok().map(|e| e.postparent);
         let r = match r {
             Ok(e) => {
                 let set = attr::without_mode(attr::set_attr(&args.attributes));
@@ -228,7 +244,7 @@ impl Nfs {
             }
             Err(e) => Err(e),
         };
-        let dir_wcc = self.dir_wcc(&g, cx, dir).await;
+        let dir_wcc = self.dir_wcc_from(&g, cx, dir, post.as_ref()).await;
         match r {
             Ok(a) => Nfs3Result::Ok(MKDIR3resok {
                 obj: post_op_fh3::Some(self.fh(a.gfid)),
@@ -258,6 +274,7 @@ impl Nfs {
             .top()
             .symlink(cx, Loc::new(dir, n), RString::from(target))
             .await;
+        let post = r.as_ref().ok().map(|e| e.postparent);
         let r = match r {
             Ok(e) => {
                 // A symlink's mode means nothing on Linux.
@@ -266,7 +283,7 @@ impl Nfs {
             }
             Err(e) => Err(e),
         };
-        let dir_wcc = self.dir_wcc(&g, cx, dir).await;
+        let dir_wcc = self.dir_wcc_from(&g, cx, dir, post.as_ref()).await;
         match r {
             Ok(a) => Nfs3Result::Ok(SYMLINK3resok {
                 obj: post_op_fh3::Some(self.fh(a.gfid)),
@@ -304,14 +321,16 @@ impl Nfs {
         };
         let g = self.graph();
         let mode = kind.mode_bits() | attr::mode_or(&sattr, FILE_MODE);
-        let r = match g.top().mknod(cx, Loc::new(dir, n), mode, rdev, 0).await {
+        let r = g.top().mknod(cx, Loc::new(dir, n), mode, rdev, 0).await;
+        let post = r.as_ref().ok().map(|e| e.postparent);
+        let r = match r {
             Ok(e) => {
                 let set = attr::without_mode(attr::set_attr(&sattr));
                 Ok(self.apply_rest(&g, cx, e.attr, set).await)
             }
             Err(e) => Err(e),
         };
-        let dir_wcc = self.dir_wcc(&g, cx, dir).await;
+        let dir_wcc = self.dir_wcc_from(&g, cx, dir, post.as_ref()).await;
         match r {
             Ok(a) => Nfs3Result::Ok(MKNOD3resok {
                 obj: post_op_fh3::Some(self.fh(a.gfid)),
@@ -334,9 +353,10 @@ impl Nfs {
         };
         let g = self.graph();
         let r = g.top().unlink(cx, Loc::new(dir, n)).await;
-        let dir_wcc = self.dir_wcc(&g, cx, dir).await;
+        let post = r.as_ref().ok().map(|e| e.postparent);
+        let dir_wcc = self.dir_wcc_from(&g, cx, dir, post.as_ref()).await;
         match r {
-            Ok(()) => Nfs3Result::Ok(REMOVE3resok { dir_wcc }),
+            Ok(_) => Nfs3Result::Ok(REMOVE3resok { dir_wcc }),
             Err(e) => fail(status(e), dir_wcc),
         }
     }
@@ -355,9 +375,10 @@ impl Nfs {
         };
         let g = self.graph();
         let r = g.top().rmdir(cx, Loc::new(dir, n)).await;
-        let dir_wcc = self.dir_wcc(&g, cx, dir).await;
+        let post = r.as_ref().ok().map(|e| e.postparent);
+        let dir_wcc = self.dir_wcc_from(&g, cx, dir, post.as_ref()).await;
         match r {
-            Ok(()) => Nfs3Result::Ok(RMDIR3resok { dir_wcc }),
+            Ok(_) => Nfs3Result::Ok(RMDIR3resok { dir_wcc }),
             Err(e) => fail(status(e), dir_wcc),
         }
     }
@@ -420,7 +441,8 @@ impl Nfs {
         };
         let g = self.graph();
         let r = g.top().link(cx, file, Loc::new(dir, n)).await;
-        let linkdir_wcc = self.dir_wcc(&g, cx, dir).await;
+        let post = r.as_ref().ok().map(|e| e.postparent);
+        let linkdir_wcc = self.dir_wcc_from(&g, cx, dir, post.as_ref()).await;
         match r {
             Ok(e) => Nfs3Result::Ok(LINK3resok {
                 file_attributes: post_op(Some(&e.attr), self.fsid),

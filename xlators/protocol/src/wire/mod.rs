@@ -28,8 +28,9 @@ pub use fops::{FdVisitor, ReplyBody, Request, SCHEMA, SCHEMA_TEXT};
 pub use frame::{FrameReader, OutFrame, write_frames};
 pub use sender::{FrameSender, SendError};
 
-/// Version of this wire protocol; peers with different versions refuse each other.
-pub const PROTOCOL_VERSION: u32 = 1;
+/// Version of this wire protocol; peers with different versions refuse each other. 2: entry
+/// replies carry the parent's attributes (`Entry::postparent`).
+pub const PROTOCOL_VERSION: u32 = 2;
 /// First bytes of a [`Hello`], to tell an xlfs client from a stray connection.
 pub const MAGIC: [u8; 4] = *b"XLFS";
 /// Headroom above the largest write/read payload for headers.
@@ -206,6 +207,9 @@ pub enum ClientMsg {
 }
 
 /// Frames a server sends.
+// Replies are the common case and each message is decoded and consumed on its own: boxing
+// the big one would only add an allocation per reply.
+#[allow(clippy::large_enum_variant)]
 #[derive(Serialize, Deserialize, Debug)]
 pub enum ServerMsg {
     Welcome(Welcome),

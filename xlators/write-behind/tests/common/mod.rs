@@ -75,7 +75,7 @@ pub fn script_success(h: &MockHandle) {
     h.on(Fop::Fsync, |_| FopReply::Fsync(Ok(())));
     h.on(Fop::Release, |_| FopReply::Release(Ok(())));
     h.on(Fop::Rename, |_| FopReply::Rename(Ok(())));
-    h.on(Fop::Unlink, |_| FopReply::Unlink(Ok(())));
+    h.on(Fop::Unlink, |_| FopReply::Unlink(Ok(Default::default())));
     h.on(Fop::Fallocate, |_| FopReply::Fallocate(Ok(())));
     h.on(Fop::Discard, |_| FopReply::Discard(Ok(())));
     h.on(Fop::Zerofill, |_| FopReply::Zerofill(Ok(())));
