@@ -546,6 +546,29 @@ fn sigint_unmounts_and_dump_on_exit_prints_stats() {
 /// The kernel checks `security.capability` before the first write to each file. A file
 /// created with O_EXCL is known new, so that check is answered by the mount; a file opened
 /// with plain O_CREAT (maybe an existing one) still asks the graph once.
+/// A column of a fop's row in the io-stats table of a `--dump-on-exit` dump.
+enum Column {
+    Calls,
+    Errors,
+}
+
+fn io_stats(dump: &str, fop: &str, col: Column) -> u64 {
+    dump.lines()
+        .find_map(|l| {
+            let mut w = l.split_whitespace();
+            if w.next() != Some(fop) {
+                return None;
+            }
+            match col {
+                Column::Calls => w.next(),
+                Column::Errors => w.nth(1),
+            }?
+            .parse()
+            .ok()
+        })
+        .unwrap_or(0)
+}
+
 #[test]
 fn a_file_created_with_o_excl_is_written_without_a_getxattr() {
     require_fuse!();
@@ -569,13 +592,7 @@ fn a_file_created_with_o_excl_is_written_without_a_getxattr() {
 {}",
         m.log_text()
     );
-    let getxattrs: u64 = stdout
-        .lines()
-        .find_map(|l| {
-            let mut w = l.split_whitespace();
-            (w.next() == Some("getxattr")).then(|| w.next()?.parse().ok())?
-        })
-        .unwrap_or(0);
+    let getxattrs = io_stats(&stdout, "getxattr", Column::Calls);
     assert_eq!(getxattrs, 1, "only the plain file asks:\n{stdout}");
 }
 
@@ -609,13 +626,7 @@ fn unlink_sends_no_setattr_and_keeps_a_linked_files_times() {
     m.signal(libc::SIGINT);
     let (status, stdout) = m.wait();
     assert!(status.success(), "exit status {status}:\n{}", m.log_text());
-    let setattr_errors: u64 = stdout
-        .lines()
-        .find_map(|l| {
-            let mut w = l.split_whitespace();
-            (w.next() == Some("setattr")).then(|| w.nth(1)?.parse().ok())?
-        })
-        .unwrap_or(0);
+    let setattr_errors = io_stats(&stdout, "setattr", Column::Errors);
     assert_eq!(
         setattr_errors, 0,
         "no setattr of an unlinked file:\n{stdout}"
@@ -659,13 +670,7 @@ fn entry_fops_answer_the_next_stat_of_their_directory() {
     m.signal(libc::SIGINT);
     let (status, stdout) = m.wait();
     assert!(status.success(), "exit status {status}:\n{}", m.log_text());
-    let stats: u64 = stdout
-        .lines()
-        .find_map(|l| {
-            let mut w = l.split_whitespace();
-            (w.next() == Some("stat")).then(|| w.next()?.parse().ok())?
-        })
-        .unwrap_or(0);
+    let stats = io_stats(&stdout, "stat", Column::Calls);
     // Without the parent's attributes in the replies: one per create, mkdir and removal.
     assert!(stats < 10, "{stats} stats for 45 entry fops:\n{stdout}");
 }
