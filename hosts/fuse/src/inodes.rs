@@ -278,8 +278,12 @@ impl InodeTable {
     /// The attributes an entry fop left directory `node` with, if recorded less than
     /// `max_age` ago.
     pub fn fresh_attr(&self, node: INodeNo, max_age: Duration) -> Option<Iatt> {
-        let mut inner = self.write();
-        let (_, d) = inner.dir_state(node)?;
+        let inner = self.read();
+        let d = if node == ROOT {
+            &inner.root_dir
+        } else {
+            &inner.nodes.get(&node.0)?.dir
+        };
         d.fresh
             .filter(|(_, at)| at.elapsed() < max_age)
             .map(|(a, _)| a)
