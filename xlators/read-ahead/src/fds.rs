@@ -177,8 +177,11 @@ impl<F: Clone> Fds<F> {
             self.counters.direct += 1;
             return Plan::Direct;
         }
-        if size > count.saturating_mul(geo.page_size()) {
-            // Larger than the whole window: prefetching cannot stay ahead of it.
+        if size > geo.page_size() {
+            // Reads bigger than a page come from a reader that already reads ahead (the FUSE
+            // kernel sends 256-512 KiB requests for a sequential file): splitting them into
+            // page reads only multiplies the requests and copies. Reads up to a page still
+            // get the window.
             self.counters.direct += 1;
             return Plan::Direct;
         }
@@ -399,6 +402,27 @@ mod tests {
         );
         let (_, pre) = plan(&mut t, &f, 120, 100, &mut st).expect("sequential");
         assert_eq!(pre, vec![5]);
+    }
+
+    #[test]
+    fn reads_bigger_than_a_page_go_direct() {
+        let mut t = Fds::new(Geometry::new(PS));
+        let f = fd(1, 1);
+        let mut st = Vec::new();
+        for (off, size) in [(0, 101), (101, 101), (202, 101), (303, 101)] {
+            assert!(
+                plan(&mut t, &f, off, size, &mut st).is_none(),
+                "a reader this big already reads ahead"
+            );
+        }
+        assert!(st.is_empty() && t.pages_of(f.id).is_empty());
+        // The stream is still followed: page-sized reads after them are sequential.
+        let (_, pre) = plan(&mut t, &f, 404, 100, &mut st).expect("sequential");
+        assert_eq!(
+            pre,
+            vec![6, 7, 8],
+            "the window from page 5, where the read ends"
+        );
     }
 
     #[test]
