@@ -78,12 +78,9 @@ impl Shared {
     }
 
     /// Ends the entry fop in `parent` started with `ds`, recording the parent's attributes
-    /// the reply carries.
-    fn end_dir_op(&self, parent: INodeNo, ds: DirStamp, r: &Result<Entry, Errno>) {
-        let post = r
-            .as_ref()
-            .ok()
-            .and_then(|e| e.postparent.as_ref().into_option());
+    /// its reply carried (`postparent` of an `Entry` or `Removed`).
+    fn end_dir_op(&self, parent: INodeNo, ds: DirStamp, post: Option<&ROption<Iatt>>) {
+        let post = post.and_then(|p| p.as_ref().into_option());
         self.inodes.end_dir_op(parent, ds, post);
     }
 
@@ -120,11 +117,7 @@ impl Shared {
         reply: ReplyEmpty,
         r: Result<xlator_api::Removed, Errno>,
     ) {
-        let post = r
-            .as_ref()
-            .ok()
-            .and_then(|e| e.postparent.as_ref().into_option());
-        self.inodes.end_dir_op(parent, ds, post);
+        self.end_dir_op(parent, ds, r.as_ref().ok().map(|e| &e.postparent));
         reply_empty(reply, r.map(drop));
     }
 
@@ -482,7 +475,7 @@ impl Filesystem for XlfsFs {
                 .top()
                 .mknod(&cx, loc, mode, u64::from(rdev), umask)
                 .await;
-            s.end_dir_op(parent, ds, &r);
+            s.end_dir_op(parent, ds, r.as_ref().ok().map(|e| &e.postparent));
             s.reply_entry(reply, r, stamp);
         });
     }
@@ -502,7 +495,7 @@ impl Filesystem for XlfsFs {
         let ds = self.s.inodes.begin_dir_op(parent);
         self.spawn(|s| async move {
             let r = s.graph().top().mkdir(&cx, loc, mode, umask).await;
-            s.end_dir_op(parent, ds, &r);
+            s.end_dir_op(parent, ds, r.as_ref().ok().map(|e| &e.postparent));
             s.reply_entry(reply, r, stamp);
         });
     }
@@ -543,7 +536,7 @@ impl Filesystem for XlfsFs {
         let ds = self.s.inodes.begin_dir_op(parent);
         self.spawn(|s| async move {
             let r = s.graph().top().symlink(&cx, loc, target).await;
-            s.end_dir_op(parent, ds, &r);
+            s.end_dir_op(parent, ds, r.as_ref().ok().map(|e| &e.postparent));
             s.reply_entry(reply, r, stamp);
         });
     }
@@ -589,7 +582,7 @@ impl Filesystem for XlfsFs {
         self.spawn(|s| async move {
             // The reply carries the new nlink, so the kernel's attributes are fresh.
             let r = s.graph().top().link(&cx, gfid, new).await;
-            s.end_dir_op(newparent, ds, &r);
+            s.end_dir_op(newparent, ds, r.as_ref().ok().map(|e| &e.postparent));
             s.reply_entry(reply, r, stamp);
         });
     }
@@ -641,7 +634,7 @@ impl Filesystem for XlfsFs {
         let ds = self.s.inodes.begin_dir_op(parent);
         self.spawn(|s| async move {
             let r = s.graph().top().create(&cx, loc, fd, mode, umask).await;
-            s.end_dir_op(parent, ds, &r);
+            s.end_dir_op(parent, ds, r.as_ref().ok().map(|e| &e.postparent));
             let e = match r {
                 Ok(e) => e,
                 Err(e) => return reply.error(errno(e)),

@@ -73,6 +73,13 @@ impl Inner {
         }
         self.nodes.get_mut(&node.0).map(|n| (n.gfid, &mut n.dir))
     }
+
+    fn dir_ref(&self, node: INodeNo) -> Option<&DirState> {
+        if node == ROOT {
+            return Some(&self.root_dir);
+        }
+        self.nodes.get(&node.0).map(|n| &n.dir)
+    }
 }
 
 /// When an entry fop in a directory was sent; see [`InodeTable::end_dir_op`].
@@ -268,7 +275,8 @@ impl InodeTable {
         let mut inner = self.write();
         if let Some((gfid, d)) = inner.dir_state(dir) {
             d.ops = d.ops.saturating_sub(1);
-            let alone = stamp.alone && d.seq == stamp.seq && d.ops == 0;
+            // Started with none in flight and none started since: nothing overlapped.
+            let alone = stamp.alone && d.seq == stamp.seq;
             d.fresh = post
                 .filter(|a| alone && a.gfid == gfid)
                 .map(|a| (*a, Instant::now()));
@@ -278,13 +286,9 @@ impl InodeTable {
     /// The attributes an entry fop left directory `node` with, if recorded less than
     /// `max_age` ago.
     pub fn fresh_attr(&self, node: INodeNo, max_age: Duration) -> Option<Iatt> {
-        let inner = self.read();
-        let d = if node == ROOT {
-            &inner.root_dir
-        } else {
-            &inner.nodes.get(&node.0)?.dir
-        };
-        d.fresh
+        self.read()
+            .dir_ref(node)?
+            .fresh
             .filter(|(_, at)| at.elapsed() < max_age)
             .map(|(a, _)| a)
     }
