@@ -3,9 +3,14 @@
 //! Before every `write(2)` the kernel asks whether the file carries file capabilities that the
 //! write must drop (`file_remove_privs` -> `getxattr("security.capability")`); FUSE never marks
 //! inodes "no security xattrs", so without a cache each small write costs two round trips
-//! through the graph. Remembering "this GFID has none" for the attribute timeout removes the
-//! second one. Staleness is bounded like attribute caching: a capability set through another
-//! client shows up here within `attr_timeout`; one set through this mount drops the entry.
+//! through the graph. Remembering "this GFID has none" removes the second one.
+//!
+//! The answer only decides whether this kernel sends a removexattr before the write; the
+//! brick's own kernel drops `security.capability` on every write it makes anyway (a
+//! capability never survives a write, whoever writes). So the entry can outlive the attribute
+//! timeout (`--capability-timeout`, default 60 s): what it bounds is how late a capability
+//! set through another client shows in a getxattr here. One set or removed through this mount
+//! drops the entry at once.
 
 use std::collections::HashMap;
 use std::sync::Mutex;

@@ -48,7 +48,7 @@ pub struct Shared {
 
 impl Shared {
     pub fn new(volume: Arc<Volume>, opts: FsOptions, rt: Handle) -> Arc<Shared> {
-        let caps = CapCache::new(opts.attr_timeout);
+        let caps = CapCache::new(opts.capability_timeout);
         Arc::new(Shared {
             volume,
             inodes: InodeTable::new(),
@@ -126,8 +126,9 @@ impl Shared {
         if self.opts.direct_io {
             FopenFlags::FOPEN_DIRECT_IO
         } else {
-            // The page cache survives reopen; FUSE_AUTO_INVAL_DATA drops it when the size or
-            // mtime the graph reports changes.
+            // The page cache survives reopen. Without the writeback cache,
+            // FUSE_AUTO_INVAL_DATA drops it when the size or mtime the graph reports changes;
+            // with it the kernel's own size and mtime are the reference (see `init`).
             FopenFlags::FOPEN_KEEP_CACHE
         }
     }
@@ -283,7 +284,6 @@ impl Filesystem for XlfsFs {
         let o = &self.s.opts;
         let mut want = vec![
             ("PARALLEL_DIROPS", InitFlags::FUSE_PARALLEL_DIROPS),
-            ("AUTO_INVAL_DATA", InitFlags::FUSE_AUTO_INVAL_DATA),
             ("ASYNC_DIO", InitFlags::FUSE_ASYNC_DIO),
             ("CACHE_SYMLINKS", InitFlags::FUSE_CACHE_SYMLINKS),
             // The kernel then marks the superblock SB_NOSEC: without it every write(2) first
@@ -293,6 +293,11 @@ impl Filesystem for XlfsFs {
         ];
         if o.writeback_cache {
             want.push(("WRITEBACK_CACHE", InitFlags::FUSE_WRITEBACK_CACHE));
+        } else {
+            // Drop cached pages when the size or mtime the graph reports changes. With the
+            // writeback cache the kernel keeps size and mtime itself and never compares them,
+            // so there it would only add a GETATTR before reads once the attributes expire.
+            want.push(("AUTO_INVAL_DATA", InitFlags::FUSE_AUTO_INVAL_DATA));
         }
         if o.direct_io {
             // Shared mmap of direct-io files goes through the page cache instead of failing.
@@ -358,6 +363,13 @@ impl Filesystem for XlfsFs {
         // A directory's attributes as the last entry fop in it left them (see inodes.rs).
         if let Some(a) = self.s.inodes.fresh_attr(ino, self.s.opts.attr_timeout) {
             return reply.attr(&self.s.opts.attr_timeout, &file_attr(ino, &a));
+        }
+        // A regular file's attributes as its latest read left them, valid for what is left
+        // of the attribute timeout (the kernel keeps size and times itself; see inodes.rs).
+        if self.s.opts.writeback_cache
+            && let Some((a, left)) = self.s.inodes.file_attr(ino, self.s.opts.attr_timeout)
+        {
+            return reply.attr(&left, &file_attr(ino, &a));
         }
         let fd = fh.and_then(|fh| self.s.fds.get(fh));
         let cx = ctx(req, Need::Basic, None);
@@ -597,12 +609,12 @@ impl Filesystem for XlfsFs {
         // A truncating open changes the size and mtime behind the recorded attributes.
         let truncates = flags.0 & libc::O_TRUNC != 0;
         if truncates {
-            self.s.inodes.begin_write(ino);
+            self.s.inodes.begin_reshape(ino);
         }
         self.spawn(|s| async move {
             let r = s.graph().top().open(&cx, fd).await;
             if truncates {
-                s.inodes.end_write();
+                s.inodes.end_reshape();
             }
             match r {
                 Ok(()) => {
@@ -675,7 +687,7 @@ impl Filesystem for XlfsFs {
     fn read(
         &self,
         req: &Request,
-        _ino: INodeNo,
+        ino: INodeNo,
         fh: FileHandle,
         offset: u64,
         size: u32,
@@ -685,9 +697,19 @@ impl Filesystem for XlfsFs {
     ) {
         let fd = tri!(reply, self.fd(fh));
         let cx = ctx(req, Need::Basic, lock_owner.map(|o| o.0));
+        let stamp = self
+            .s
+            .opts
+            .writeback_cache
+            .then(|| self.s.inodes.meta_stamp());
         self.spawn(|s| async move {
             match s.graph().top().readv(&cx, fd, offset, size).await {
-                Ok(r) => reply.data(&r.data),
+                Ok(r) => {
+                    if let (Some(stamp), ROption::RSome(a)) = (stamp, &r.attr) {
+                        s.inodes.note_file_attr(ino, a, stamp);
+                    }
+                    reply.data(&r.data)
+                }
                 Err(e) => reply.error(errno(e)),
             }
         });
@@ -1026,7 +1048,7 @@ impl Filesystem for XlfsFs {
     ) {
         let fd = tri!(reply, self.fd(fh));
         let cx = ctx(req, Need::Basic, None);
-        self.s.inodes.begin_write(ino);
+        self.s.inodes.begin_reshape(ino);
         self.spawn(|s| async move {
             let graph = s.graph();
             let top = graph.top();
@@ -1037,7 +1059,7 @@ impl Filesystem for XlfsFs {
             } else {
                 top.fallocate(&cx, fd, mode, offset, length).await
             };
-            s.inodes.end_write();
+            s.inodes.end_reshape();
             reply_empty(reply, r);
         });
     }

@@ -21,6 +21,14 @@
 //! other entry fop in that directory overlapped it: the kernel drops a directory's attributes
 //! after each create or removal in it and asks again before its next permission check, and
 //! [`InodeTable::fresh_attr`] answers that without a round trip.
+//!
+//! A regular file's node keeps the attributes the brick sent with its latest read (see
+//! [`InodeTable::note_file_attr`]): with the writeback cache the kernel keeps size, mtime and
+//! ctime itself, re-asks for the rest every attribute timeout, and
+//! [`InodeTable::file_attr`] answers that from a read younger than the timeout. Any fop
+//! through this mount that can change what the kernel does take from the reply (mode, owner,
+//! link count: setattr, link, unlink, rename, xattrs, truncating open, fallocate) voids every
+//! such record, so they are never older than the kernel's own cache could have been.
 
 use std::collections::HashMap;
 use std::collections::hash_map::Entry;
@@ -28,7 +36,8 @@ use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::time::{Duration, Instant};
 
 use fuser::INodeNo;
-use xlator_api::{Gfid, Iatt};
+use libc::{S_ISGID, S_ISUID};
+use xlator_api::{FileType, Gfid, Iatt};
 
 /// The kernel's fixed node id of the mount root.
 pub const ROOT: INodeNo = INodeNo(1);
@@ -40,6 +49,9 @@ struct Node {
     nlookup: u64,
     /// The attributes last sent to the kernel, if no write began since they were fetched.
     last: Option<Iatt>,
+    /// A regular file's attributes from a read reply, when they arrived, and the
+    /// `meta_seq` they were recorded under.
+    file: Option<(Iatt, Instant, u64)>,
     dir: DirState,
 }
 
@@ -62,6 +74,11 @@ struct Inner {
     write_seq: u64,
     /// Data-changing requests in flight.
     writing: u64,
+    /// Bumped when a fop that may change a file's mode, owner or link count starts or ends;
+    /// a `file` record made under another value is void.
+    meta_seq: u64,
+    /// Such fops in flight.
+    meta_ops: u64,
     /// The root's directory state (the root has no `Node`).
     root_dir: DirState,
 }
@@ -93,6 +110,10 @@ pub struct DirStamp {
 /// When a request that fetches attributes was sent; see [`InodeTable::note_attr`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Stamp(u64);
+
+/// When a read was sent; see [`InodeTable::note_file_attr`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MetaStamp(u64);
 
 /// The table; shared by every request.
 #[derive(Debug, Default)]
@@ -160,6 +181,7 @@ impl InodeTable {
                         gfid,
                         nlookup: 1,
                         last: None,
+                        file: None,
                         dir: DirState::default(),
                     });
                     break;
@@ -249,10 +271,66 @@ impl InodeTable {
         inner.write_seq += 1;
     }
 
+    /// A truncating open or fallocate of `node` starts: a data change that also changes
+    /// allocation, so it voids the file records as well ([`end_reshape`](Self::end_reshape)).
+    pub fn begin_reshape(&self, node: INodeNo) {
+        self.begin_write(node);
+        let mut inner = self.write();
+        inner.meta_seq += 1;
+        inner.meta_ops += 1;
+    }
+
+    /// The request of a [`begin_reshape`](Self::begin_reshape) finished (either way).
+    pub fn end_reshape(&self) {
+        self.end_write();
+        let mut inner = self.write();
+        inner.meta_seq += 1;
+        inner.meta_ops = inner.meta_ops.saturating_sub(1);
+    }
+
+    /// Stamp a read before sending it.
+    pub fn meta_stamp(&self) -> MetaStamp {
+        MetaStamp(self.read().meta_seq)
+    }
+
+    /// Records the attributes a read of regular file `node` (stamped `stamp`) returned, if
+    /// no fop that changes mode, owner or link count overlapped the read. Setuid/setgid files
+    /// are left out: a write through this mount may clear those bits.
+    pub fn note_file_attr(&self, node: INodeNo, attr: &Iatt, stamp: MetaStamp) {
+        if attr.kind != FileType::Regular || attr.perm & (S_ISUID | S_ISGID) != 0 {
+            return;
+        }
+        let mut inner = self.write();
+        if inner.meta_seq != stamp.0 || inner.meta_ops != 0 {
+            return;
+        }
+        if let Some(n) = inner.nodes.get_mut(&node.0)
+            && n.gfid == attr.gfid
+        {
+            n.file = Some((*attr, Instant::now(), stamp.0));
+        }
+    }
+
+    /// The attributes a read of `node` returned less than `max_age` ago, with how long they
+    /// stay that young, if nothing since can have changed the fields the kernel takes from
+    /// them (only meaningful with the writeback cache; see the module notes).
+    pub fn file_attr(&self, node: INodeNo, max_age: Duration) -> Option<(Iatt, Duration)> {
+        let inner = self.read();
+        if inner.meta_ops != 0 {
+            return None;
+        }
+        let (attr, at, seq) = inner.nodes.get(&node.0)?.file?;
+        let left = max_age.checked_sub(at.elapsed())?;
+        (seq == inner.meta_seq && !left.is_zero()).then_some((attr, left))
+    }
+
     /// An entry fop in directory `dir` (or anything else that changes it) starts: its
     /// recorded attributes are stale from now on.
     pub fn begin_dir_op(&self, dir: INodeNo) -> DirStamp {
         let mut inner = self.write();
+        // It may change a file's mode, owner or link count too.
+        inner.meta_seq += 1;
+        inner.meta_ops += 1;
         match inner.dir_state(dir) {
             Some((_, d)) => {
                 d.seq += 1;
@@ -273,6 +351,8 @@ impl InodeTable {
     /// include every change this mount made to it.
     pub fn end_dir_op(&self, dir: INodeNo, stamp: DirStamp, post: Option<&Iatt>) {
         let mut inner = self.write();
+        inner.meta_seq += 1;
+        inner.meta_ops = inner.meta_ops.saturating_sub(1);
         if let Some((gfid, d)) = inner.dir_state(dir) {
             d.ops = d.ops.saturating_sub(1);
             // Started with none in flight and none started since: nothing overlapped.
@@ -376,6 +456,61 @@ mod tests {
         let s = t.stamp();
         t.note_attr(n, &attr(Gfid::random(), 5), s);
         assert_eq!(t.last_attr(n), None);
+    }
+
+    #[test]
+    fn read_attributes_serve_getattr_until_a_metadata_fop_or_the_timeout() {
+        let t = InodeTable::new();
+        let g = Gfid::random();
+        let n = t.remember(g);
+        let hour = Duration::from_secs(3600);
+        let s = t.meta_stamp();
+        t.note_file_attr(n, &attr(g, 1), s);
+        let (a, left) = t.file_attr(n, hour).expect("recorded");
+        assert_eq!(a.mtime.sec, 1);
+        assert!(left <= hour && left > Duration::from_secs(3500));
+        assert_eq!(
+            t.file_attr(n, Duration::ZERO),
+            None,
+            "older than the timeout"
+        );
+
+        // Writes leave it (the kernel keeps size and times itself).
+        t.begin_write(n);
+        t.end_write();
+        assert!(t.file_attr(n, hour).is_some());
+
+        // A chmod anywhere voids it, during and after; a read overlapping one is not kept.
+        let before = t.meta_stamp();
+        let d = t.begin_dir_op(ROOT);
+        assert_eq!(t.file_attr(n, hour), None);
+        let during = t.meta_stamp();
+        t.note_file_attr(n, &attr(g, 2), before);
+        t.note_file_attr(n, &attr(g, 2), during);
+        t.end_dir_op(ROOT, d, None);
+        assert_eq!(t.file_attr(n, hour), None);
+        t.note_file_attr(n, &attr(g, 2), during);
+        assert_eq!(t.file_attr(n, hour), None, "read overlapped the chmod");
+        let after = t.meta_stamp();
+        t.note_file_attr(n, &attr(g, 3), after);
+        assert_eq!(t.file_attr(n, hour).map(|(a, _)| a.mtime.sec), Some(3));
+
+        // A truncating open or fallocate voids it too.
+        t.begin_reshape(n);
+        assert_eq!(t.file_attr(n, hour), None);
+        t.end_reshape();
+        assert_eq!(t.file_attr(n, hour), None);
+
+        // Setuid files, directories and another GFID's attributes are never kept.
+        let s = t.meta_stamp();
+        let mut suid = attr(g, 4);
+        suid.perm = 0o4755;
+        t.note_file_attr(n, &suid, s);
+        let mut dir = attr(g, 4);
+        dir.kind = FileType::Directory;
+        t.note_file_attr(n, &dir, s);
+        t.note_file_attr(n, &attr(Gfid::random(), 4), s);
+        assert_eq!(t.file_attr(n, hour), None);
     }
 
     #[test]

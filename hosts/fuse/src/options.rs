@@ -105,6 +105,13 @@ pub struct Cli {
     #[arg(long, value_name = "DURATION", default_value = "1s", value_parser = parse_timeout)]
     pub entry_timeout: Duration,
 
+    /// How long the mount remembers that a file has no `security.capability` xattr. The
+    /// kernel asks before every write(2); the brick drops a capability on every write by
+    /// itself (its own kernel does), so this only bounds how late a capability set through
+    /// another client shows in getxattr here. 0: ask the brick every time.
+    #[arg(long, value_name = "DURATION", default_value = "60s", value_parser = parse_timeout)]
+    pub capability_timeout: Duration,
+
     /// How long the kernel may remember that a name does not exist (0: not at all).
     #[arg(long, value_name = "DURATION", default_value = "0", value_parser = parse_timeout)]
     pub negative_timeout: Duration,
@@ -172,6 +179,7 @@ pub struct FsOptions {
     pub attr_timeout: Duration,
     pub entry_timeout: Duration,
     pub negative_timeout: Duration,
+    pub capability_timeout: Duration,
     pub writeback_cache: bool,
     pub direct_io: bool,
     pub readdirplus: bool,
@@ -185,6 +193,7 @@ impl Default for FsOptions {
             attr_timeout: Duration::from_secs(1),
             entry_timeout: Duration::from_secs(1),
             negative_timeout: Duration::ZERO,
+            capability_timeout: Duration::from_secs(60),
             writeback_cache: true,
             direct_io: false,
             readdirplus: true,
@@ -247,6 +256,7 @@ impl Cli {
             attr_timeout: self.attr_timeout,
             entry_timeout: self.entry_timeout,
             negative_timeout: self.negative_timeout,
+            capability_timeout: self.capability_timeout,
             writeback_cache: !self.no_writeback_cache,
             direct_io: self.direct_io_mode,
             readdirplus: !self.no_readdirplus,
