@@ -5,8 +5,9 @@
 //! is what GlusterFS and NFS servers do. Brick bookkeeping (the handle directory, GFID xattrs)
 //! runs briefly as root through [`as_root`].
 //!
-//! The thread's umask is set to 0 for the job (on a private fs_struct, see
-//! [`sys::unshare_fs`]) so the caller's `umask` argument is the only one applied.
+//! For a fop that creates an object the thread's umask is set to 0 for the job (on a private
+//! fs_struct, see [`sys::unshare_fs`]) so the caller's `umask` argument is the only one
+//! applied.
 
 use std::cell::Cell;
 
@@ -49,16 +50,18 @@ pub struct CredsGuard {
     base_groups: Option<Vec<u32>>,
 }
 
-/// Switches this thread to `caller` (when `switch` is set: the brick runs as root).
-pub fn enter(caller: &Caller, switch: bool, base_groups: &[u32]) -> CredsGuard {
-    let private = PRIVATE_FS.with(|p| match p.get() {
-        Some(v) => v,
-        None => {
-            let ok = sys::unshare_fs().is_ok();
-            p.set(Some(ok));
-            ok
-        }
-    });
+/// Switches this thread to `caller` (when `switch` is set: the brick runs as root), with a
+/// umask of 0 when `creating`.
+pub fn enter(caller: &Caller, switch: bool, base_groups: &[u32], creating: bool) -> CredsGuard {
+    let private = creating
+        && PRIVATE_FS.with(|p| match p.get() {
+            Some(v) => v,
+            None => {
+                let ok = sys::unshare_fs().is_ok();
+                p.set(Some(ok));
+                ok
+            }
+        });
     let old_umask = private.then(|| sys::umask(0));
     let needs = switch && (caller.uid != 0 || caller.gid != 0 || !caller.groups.is_empty());
     if needs {

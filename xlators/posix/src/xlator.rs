@@ -30,13 +30,41 @@ impl Posix {
         R: Send + 'static,
         F: FnOnce(&Brick, &Caller) -> Result<R, Errno> + Send + 'static,
     {
+        self.run_as(cx, false, f)
+    }
+
+    /// [`run`](Self::run) for a fop that creates an object: the thread's umask is 0 for it,
+    /// so the caller's `umask` argument is the only one applied. (Other fops leave it alone:
+    /// two system calls saved on every read, write and stat.)
+    fn run_creating<R, F>(
+        &self,
+        cx: &Ctx,
+        f: F,
+    ) -> impl Future<Output = Result<R, Errno>> + Send + use<R, F>
+    where
+        R: Send + 'static,
+        F: FnOnce(&Brick, &Caller) -> Result<R, Errno> + Send + 'static,
+    {
+        self.run_as(cx, true, f)
+    }
+
+    fn run_as<R, F>(
+        &self,
+        cx: &Ctx,
+        creating: bool,
+        f: F,
+    ) -> impl Future<Output = Result<R, Errno>> + Send + use<R, F>
+    where
+        R: Send + 'static,
+        F: FnOnce(&Brick, &Caller) -> Result<R, Errno> + Send + 'static,
+    {
         let brick = self.brick.clone();
         let caller = Caller::from_ctx(cx);
         let services = self.services;
         async move {
             services
                 .spawn_blocking(move || {
-                    let _g = creds::enter(&caller, brick.root_mode, &brick.base_groups);
+                    let _g = creds::enter(&caller, brick.root_mode, &brick.base_groups, creating);
                     f(&brick, &caller)
                 })
                 .await?
@@ -108,12 +136,12 @@ impl Translator for Posix {
         umask: u32,
     ) -> Result<Entry, Errno> {
         let req = gfid_req(cx);
-        self.run(cx, move |b, c| b.mknod(c, req, &loc, mode, rdev, umask))
+        self.run_creating(cx, move |b, c| b.mknod(c, req, &loc, mode, rdev, umask))
             .await
     }
     async fn mkdir(&self, cx: &Ctx, loc: Loc, mode: u32, umask: u32) -> Result<Entry, Errno> {
         let req = gfid_req(cx);
-        self.run(cx, move |b, c| b.mkdir(c, req, &loc, mode, umask))
+        self.run_creating(cx, move |b, c| b.mkdir(c, req, &loc, mode, umask))
             .await
     }
     async fn unlink(&self, cx: &Ctx, loc: Loc) -> Result<Removed, Errno> {
@@ -124,7 +152,7 @@ impl Translator for Posix {
     }
     async fn symlink(&self, cx: &Ctx, loc: Loc, target: RString) -> Result<Entry, Errno> {
         let req = gfid_req(cx);
-        self.run(cx, move |b, c| b.symlink(c, req, &loc, &target))
+        self.run_creating(cx, move |b, c| b.symlink(c, req, &loc, &target))
             .await
     }
     async fn rename(&self, cx: &Ctx, old: Loc, new: Loc, flags: u32) -> Result<(), Errno> {
@@ -142,7 +170,7 @@ impl Translator for Posix {
         umask: u32,
     ) -> Result<Entry, Errno> {
         let req = gfid_req(cx);
-        self.run(cx, move |b, c| b.create(c, req, &loc, &fd, mode, umask))
+        self.run_creating(cx, move |b, c| b.create(c, req, &loc, &fd, mode, umask))
             .await
     }
     async fn open(&self, cx: &Ctx, fd: Fd) -> Result<(), Errno> {
