@@ -14,6 +14,7 @@ use crate::gfid::{self, GfidXattr};
 use crate::handle::{Handles, META_DIR};
 use crate::iatt;
 use crate::options::GfidXattrMode;
+use crate::reaper::Reaper;
 use crate::sys::{self, XTarget};
 
 const STRIPES: usize = 64;
@@ -27,6 +28,8 @@ pub struct Brick {
     pub base_groups: Vec<u32>,
     /// Per-GFID serialisation of read-modify-write bookkeeping (xattrop, last-link checks).
     stripes: Vec<Mutex<()>>,
+    /// Removes the handles of unlinked files after the reply.
+    pub reaper: Reaper,
 }
 
 /// What an entry fop may do with a name at the brick root.
@@ -67,7 +70,46 @@ impl Brick {
             root_mode,
             base_groups: sys::get_groups(),
             stripes: (0..STRIPES).map(|_| Mutex::new(())).collect(),
+            reaper: Reaper::default(),
         })
+    }
+
+    /// Where a cleanly stopped brick leaves its marker (see the reaper).
+    pub fn clean_marker(&self) -> std::path::PathBuf {
+        self.h
+            .brick()
+            .join(META_DIR)
+            .join(crate::reaper::CLEAN_MARKER)
+    }
+
+    /// Removes the handle of the non-directory `g` (inode `ino`) if it is the object's last
+    /// link, under its stripe lock; whether it did.
+    pub fn reap(&self, g: Gfid, ino: u64) -> bool {
+        let _g = self.stripe(g);
+        let r = self.h.drop_if_last(g, ino);
+        self.h.clear_pending(g);
+        match r {
+            Ok(removed) => removed,
+            Err(e) => {
+                tracing::warn!(target: "xlfs::posix", "cannot remove the handle of {g}: {e:?}");
+                false
+            }
+        }
+    }
+
+    /// After the name of non-directory `g` (inode `ino`) was removed, under its stripe lock:
+    /// if the handle is now its only link, the object is gone for GFID lookups at once and
+    /// the handle itself goes after the reply (see reaper.rs). Runs as root.
+    pub fn release_handle(&self, g: Gfid, ino: u64) -> Result<(), Errno> {
+        if !self.h.is_last_link(g, ino)? {
+            return Ok(());
+        }
+        self.h.mark_pending(g);
+        if !self.reaper.queue(g, ino) {
+            self.h.clear_pending(g);
+            self.h.drop_if_last(g, ino)?;
+        }
+        Ok(())
     }
 
     pub fn gx(&self) -> GfidXattr {

@@ -170,7 +170,7 @@ impl Brick {
         let _g = self.stripe(g);
         sys::unlinkat(pfd.as_fd(), &name, 0)?;
         let postparent = postparent(pfd.as_fd(), loc.parent);
-        creds::as_root(|| self.h.drop_if_last(g, st.st_ino))?;
+        creds::as_root(|| self.release_handle(g, st.st_ino))?;
         Ok(Removed { postparent })
     }
 
@@ -201,8 +201,13 @@ impl Brick {
         let obj = self.h.resolve(gfid)?;
         let npfd = self.h.resolve_dir(new.parent)?;
         let _g = self.stripe(gfid);
-        if is_dir(&sys::fstat(obj.as_fd())?) {
+        let st = sys::fstat(obj.as_fd())?;
+        if is_dir(&st) {
             return Err(Errno::EPERM);
+        }
+        if st.st_nlink <= 1 {
+            // Only its handle is left: unlinked, the handle not yet reaped.
+            return Err(Errno::ESTALE);
         }
         let src = sys::proc_path(obj.as_fd());
         sys::linkat(None, &src, npfd.as_fd(), &name, libc::AT_SYMLINK_FOLLOW)?;
@@ -247,7 +252,7 @@ impl Brick {
             } else if is_dir(&dst_st) {
                 self.h.remove(dg)?;
             } else {
-                self.h.drop_if_last(dg, dst_st.st_ino)?;
+                self.release_handle(dg, dst_st.st_ino)?;
             }
             Ok(())
         })?;

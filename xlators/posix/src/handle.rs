@@ -9,11 +9,11 @@
 //! of 40 nested symlinks would break deep trees), and the resulting `O_PATH` fds are cached:
 //! an fd follows its directory through renames, so the cache stays right.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::ffi::CString;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use xlator_api::{Errno, Gfid};
@@ -41,6 +41,10 @@ pub struct Handles {
     pub gx: GfidXattr,
     dirs: Mutex<HashMap<Gfid, ObjFd>>,
     buckets: Buckets,
+    /// Unlinked objects whose handle (their last link) the reaper has yet to remove: gone for
+    /// every GFID lookup. `npending` lets the common case skip the lock.
+    pending: Mutex<HashSet<Gfid>>,
+    npending: AtomicUsize,
 }
 
 /// Which `ab/cd` bucket directories are known to exist, so a new handle costs no `mkdirat`
@@ -113,6 +117,8 @@ impl Handles {
             gx,
             dirs: Mutex::new(HashMap::new()),
             buckets: Buckets::new(),
+            pending: Mutex::new(HashSet::new()),
+            npending: AtomicUsize::new(0),
         };
         // The root's handle, so the kernel can follow directory handle chains too (debugging).
         match h
@@ -142,7 +148,40 @@ impl Handles {
     /// Resolution runs as root: the handle directory is private to the brick, and opening by
     /// GFID skips the search permission of the object's ancestors (as an NFS handle does).
     pub fn resolve(&self, g: Gfid) -> Result<ObjFd, Errno> {
+        if self.is_pending(g) {
+            return Err(Errno::ESTALE);
+        }
         crate::creds::as_root(|| self.resolve_depth(g, 0))
+    }
+
+    fn pending(&self) -> std::sync::MutexGuard<'_, HashSet<Gfid>> {
+        self.pending.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Whether `g` was unlinked and only its handle is left (see [`mark_pending`]).
+    ///
+    /// [`mark_pending`]: Self::mark_pending
+    pub fn is_pending(&self, g: Gfid) -> bool {
+        self.npending.load(Ordering::Acquire) != 0 && self.pending().contains(&g)
+    }
+
+    /// `g`'s last name is gone and its handle awaits the reaper: GFID lookups fail from now.
+    pub fn mark_pending(&self, g: Gfid) {
+        let mut p = self.pending();
+        if p.insert(g) {
+            self.npending.fetch_add(1, Ordering::AcqRel);
+        }
+    }
+
+    /// The reaper is done with `g`.
+    pub fn clear_pending(&self, g: Gfid) {
+        if self.npending.load(Ordering::Acquire) == 0 {
+            return;
+        }
+        let mut p = self.pending();
+        if p.remove(&g) {
+            self.npending.fetch_sub(1, Ordering::AcqRel);
+        }
     }
 
     /// An `O_PATH` fd on the directory `g`; ENOTDIR when `g` is something else.
@@ -298,19 +337,36 @@ impl Handles {
     }
 
     /// Removes the handle of the non-directory `g` if it is that object's last link
-    /// (`ino` guards against a GFID reused for another inode).
-    pub fn drop_if_last(&self, g: Gfid, ino: u64) -> Result<(), Errno> {
+    /// (`ino` guards against a GFID reused for another inode); whether it did.
+    pub fn drop_if_last(&self, g: Gfid, ino: u64) -> Result<bool, Errno> {
+        if self.is_last_link(g, ino)? {
+            self.remove(g).map(|()| true)
+        } else {
+            Ok(false)
+        }
+    }
+
+    /// Whether the handle of the non-directory `g` (inode `ino`) is its object's only link.
+    pub fn is_last_link(&self, g: Gfid, ino: u64) -> Result<bool, Errno> {
         let r = c(&rel(g))?;
         match sys::fstatat(self.hdir.as_fd(), &r, libc::AT_SYMLINK_NOFOLLOW) {
-            Ok(st) if st.st_ino == ino && st.st_nlink <= 1 => self.remove(g),
-            Ok(_) | Err(Errno::ENOENT) => Ok(()),
+            Ok(st) => Ok(st.st_ino == ino
+                && st.st_nlink <= 1
+                && st.st_mode & libc::S_IFMT == libc::S_IFREG),
+            Err(Errno::ENOENT) => Ok(false),
             Err(e) => Err(e),
         }
+    }
+
+    /// The handle directory.
+    pub fn handles_path(&self) -> &Path {
+        &self.hdir_path
     }
 
     /// Whether the handle of `g` exists.
     pub fn exists(&self, g: Gfid) -> bool {
         g == Gfid::ROOT
+            || self.is_pending(g)
             || c(&rel(g))
                 .and_then(|r| sys::fstatat(self.hdir.as_fd(), &r, libc::AT_SYMLINK_NOFOLLOW))
                 .is_ok()

@@ -18,6 +18,7 @@ mod handle;
 mod iatt;
 mod inode;
 mod options;
+mod reaper;
 mod sys;
 mod xattr;
 mod xlator;

@@ -76,6 +76,13 @@ fn gfid_req(cx: &Ctx) -> Option<Gfid> {
     cx.ext::<GfidReq>().map(|r| r.0)
 }
 
+impl Drop for Posix {
+    /// A clean stop: the handles of unlinked files are removed before the marker is left.
+    fn drop(&mut self) {
+        self.brick.reaper.stop(&self.brick.clean_marker());
+    }
+}
+
 impl Translator for Posix {
     const TYPE: &'static str = "storage/posix";
     const DOC: &'static str = "A brick on a local directory: objects at their real paths, GFIDs \
@@ -87,8 +94,10 @@ impl Translator for Posix {
     fn init(init: Init<PosixOptions>) -> Result<Self, String> {
         let brick = Brick::mount(&init.options.directory, init.options.gfid_xattr)
             .map_err(|e| format!("{}: {e}", init.name))?;
+        let brick = Arc::new(brick);
+        crate::reaper::Reaper::start(&brick, brick.clean_marker());
         Ok(Posix {
-            brick: Arc::new(brick),
+            brick,
             services: init.services,
         })
     }

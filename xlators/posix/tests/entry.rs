@@ -200,17 +200,64 @@ async fn hard_links_share_gfid_and_handle_lives_until_last_link() {
         .await
         .expect("unlink");
     assert_eq!(top.stat(&cx, f.attr.gfid).await.err(), Some(Errno::ESTALE));
-    let handle = d
-        .path()
-        .join(".xlfs/handles")
-        .join(format!("{:02x}", f.attr.gfid.0[0]))
-        .join(format!("{:02x}", f.attr.gfid.0[1]))
-        .join(f.attr.gfid.to_string());
-    assert!(!handle.exists());
     assert_eq!(
         top.unlink(&cx, loc(Gfid::ROOT, "f")).await.err(),
         Some(Errno::ENOENT)
     );
+    // The handle goes after the reply; a clean stop waits for it.
+    drop(top);
+    assert!(!handle_path(d.path(), f.attr.gfid).exists());
+}
+
+fn handle_path(brick: &std::path::Path, g: Gfid) -> std::path::PathBuf {
+    brick
+        .join(".xlfs/handles")
+        .join(format!("{:02x}", g.0[0]))
+        .join(format!("{:02x}", g.0[1]))
+        .join(g.to_string())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unlinked_handles_are_reaped_and_orphans_removed_after_an_unclean_stop() {
+    let d = tempfile::tempdir().expect("tempdir");
+    let marker = d.path().join(".xlfs/clean-stop");
+    let cx = root();
+    let top = brick_at(d.path());
+    let a = mkfile(&top, &cx, Gfid::ROOT, "a", b"1").await;
+    let b = mkfile(&top, &cx, Gfid::ROOT, "b", b"2").await;
+    let c = mkfile(&top, &cx, Gfid::ROOT, "c", b"3").await;
+    top.unlink(&cx, loc(Gfid::ROOT, "a")).await.expect("unlink");
+    // Gone for GFID lookups at once, handle reaped or not.
+    assert_eq!(top.stat(&cx, a.attr.gfid).await.err(), Some(Errno::ESTALE));
+    assert_eq!(
+        top.link(&cx, a.attr.gfid, loc(Gfid::ROOT, "again"))
+            .await
+            .err(),
+        Some(Errno::ESTALE)
+    );
+    drop(top);
+    assert!(!handle_path(d.path(), a.attr.gfid).exists());
+    assert!(marker.exists(), "a clean stop leaves its marker");
+
+    // A crash between the two unlinks: the name is gone, the handle left, no marker.
+    std::fs::remove_file(d.path().join("b")).expect("remove name");
+    std::fs::remove_file(&marker).expect("remove marker");
+    assert!(handle_path(d.path(), b.attr.gfid).exists());
+    let top = brick_at(d.path());
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while handle_path(d.path(), b.attr.gfid).exists() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "orphaned handle not removed by the startup scan"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    // An object that still has a name keeps its handle.
+    assert!(handle_path(d.path(), c.attr.gfid).exists());
+    assert_eq!(top.stat(&cx, c.attr.gfid).await.expect("stat c").size, 1);
+    assert!(!marker.exists(), "a running brick has no marker");
+    drop(top);
+    assert!(marker.exists());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -1,0 +1,130 @@
+//! Handle removal after unlink, off the reply path.
+//!
+//! Unlinking a file's last name leaves its GFID handle (a hard link in `.xlfs/handles`) as the
+//! object's only link. Removing it is a second directory update as costly as the unlink
+//! itself, and nothing the client waits for: the reaper thread does it after the reply, under
+//! the object's stripe lock, and only if the handle is still its last link. From the unlink
+//! on, the object is gone for every GFID lookup (ESTALE, as before), and `link` refuses it;
+//! fds opened before keep working as on any file system.
+//!
+//! A crash can leave such orphans behind (and could before: between the two unlinks). A brick
+//! stopped cleanly drains the queue and leaves a `clean-stop` marker; a brick started without
+//! it scans the handle directory in the background and removes every non-directory handle
+//! that is its object's only link.
+
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+use std::sync::mpsc::{Receiver, Sender, channel};
+use std::sync::{Arc, Mutex, Weak};
+use std::thread::JoinHandle;
+
+use xlator_api::Gfid;
+
+use crate::brick::Brick;
+
+/// The marker a cleanly stopped brick leaves in its meta directory.
+pub const CLEAN_MARKER: &str = "clean-stop";
+
+/// The queue and its thread.
+#[derive(Default)]
+pub struct Reaper {
+    tx: Mutex<Option<Sender<(Gfid, u64)>>>,
+    thread: Mutex<Option<JoinHandle<()>>>,
+}
+
+impl Reaper {
+    /// Starts the thread for `brick`, and a scan for orphans if the brick was not stopped
+    /// cleanly (`marker` absent; it is removed now, so a crash from here on leaves none).
+    pub fn start(brick: &Arc<Brick>, marker: PathBuf) {
+        let (tx, rx) = channel();
+        let weak = Arc::downgrade(brick);
+        let clean = std::fs::remove_file(&marker).is_ok();
+        let scan = (!clean).then(|| brick.h.handles_path().to_owned());
+        let spawned = std::thread::Builder::new()
+            .name("posix-reaper".into())
+            .spawn(move || run(weak, rx, scan));
+        match spawned {
+            Ok(t) => {
+                *lock(&brick.reaper.tx) = Some(tx);
+                *lock(&brick.reaper.thread) = Some(t);
+            }
+            Err(e) => {
+                tracing::warn!(target: "xlfs::posix", "no reaper thread ({e}): handles are removed inline");
+            }
+        }
+    }
+
+    /// Queues the handle of `g` (inode `ino`) for removal if it is the last link; `false`
+    /// when there is no thread (the caller removes it itself).
+    pub fn queue(&self, g: Gfid, ino: u64) -> bool {
+        lock(&self.tx)
+            .as_ref()
+            .is_some_and(|tx| tx.send((g, ino)).is_ok())
+    }
+
+    /// Drains the queue and stops the thread; then leaves the clean-stop `marker`.
+    pub fn stop(&self, marker: &Path) {
+        drop(lock(&self.tx).take());
+        if let Some(t) = lock(&self.thread).take() {
+            if t.join().is_err() {
+                return;
+            }
+            if let Err(e) = std::fs::write(marker, b"") {
+                tracing::warn!(target: "xlfs::posix", "cannot write {marker:?}: {e}");
+            }
+        }
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn run(brick: Weak<Brick>, rx: Receiver<(Gfid, u64)>, scan: Option<PathBuf>) {
+    if let Some(dir) = scan {
+        let removed = scan_orphans(&brick, &dir);
+        if removed > 0 {
+            tracing::info!(target: "xlfs::posix", "removed {removed} orphaned handles in {dir:?} (brick not stopped cleanly)");
+        }
+    }
+    // Ends when the last sender is gone (`stop`, or the brick dropped).
+    while let Ok((g, ino)) = rx.recv() {
+        let Some(b) = brick.upgrade() else { return };
+        b.reap(g, ino);
+    }
+}
+
+/// Removes every non-directory handle under `dir` that is its object's only link.
+fn scan_orphans(brick: &Weak<Brick>, dir: &Path) -> u64 {
+    let mut removed = 0;
+    let Ok(top) = std::fs::read_dir(dir) else {
+        return 0;
+    };
+    for a in top.flatten() {
+        let Ok(mid) = std::fs::read_dir(a.path()) else {
+            continue;
+        };
+        for b in mid.flatten() {
+            let Ok(leaf) = std::fs::read_dir(b.path()) else {
+                continue;
+            };
+            for e in leaf.flatten() {
+                let Some(g) = e.file_name().to_str().and_then(Gfid::parse) else {
+                    continue;
+                };
+                let Ok(md) = e.path().symlink_metadata() else {
+                    continue;
+                };
+                if md.is_file() && md.nlink() <= 1 {
+                    let Some(brick) = brick.upgrade() else {
+                        return removed;
+                    };
+                    if brick.reap(g, md.ino()) {
+                        removed += 1;
+                    }
+                }
+            }
+        }
+    }
+    removed
+}
