@@ -30,6 +30,8 @@ pub struct Brick {
     stripes: Vec<Mutex<()>>,
     /// Removes the handles of unlinked files after the reply.
     pub reaper: Reaper,
+    /// Whether unlink leaves the handle to the reaper (option `background-unlink`).
+    pub background_unlink: bool,
 }
 
 /// What an entry fop may do with a name at the brick root.
@@ -71,6 +73,7 @@ impl Brick {
             base_groups: sys::get_groups(),
             stripes: (0..STRIPES).map(|_| Mutex::new(())).collect(),
             reaper: Reaper::default(),
+            background_unlink: true,
         })
     }
 
@@ -102,6 +105,10 @@ impl Brick {
     /// the handle itself goes after the reply (see reaper.rs). Runs as root.
     pub fn release_handle(&self, g: Gfid, ino: u64) -> Result<(), Errno> {
         if !self.h.is_last_link(g, ino)? {
+            return Ok(());
+        }
+        if !self.background_unlink {
+            self.h.drop_if_last(g, ino)?;
             return Ok(());
         }
         self.h.mark_pending(g);

@@ -12,6 +12,9 @@ xlator_api::options! {
         /// already uses, else `trusted` when running as root, else `user`).
         pub gfid_xattr: GfidXattrMode =
             OptionSpec::enumeration("gfid-xattr", "auto", &["auto", "trusted", "user"]),
+        /// Remove an unlinked file's GFID handle after replying (a reaper thread; the object
+        /// is gone for GFID lookups at once either way). off: before replying.
+        pub background_unlink: bool = OptionSpec::bool("background-unlink", "on"),
     }
 }
 

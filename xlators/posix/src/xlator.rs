@@ -92,8 +92,9 @@ impl Translator for Posix {
     type Options = PosixOptions;
 
     fn init(init: Init<PosixOptions>) -> Result<Self, String> {
-        let brick = Brick::mount(&init.options.directory, init.options.gfid_xattr)
+        let mut brick = Brick::mount(&init.options.directory, init.options.gfid_xattr)
             .map_err(|e| format!("{}: {e}", init.name))?;
+        brick.background_unlink = init.options.background_unlink;
         let brick = Arc::new(brick);
         crate::reaper::Reaper::start(&brick, brick.clean_marker());
         Ok(Posix {
