@@ -708,3 +708,15 @@ async fn a_handle_bucket_removed_by_hand_is_made_again() {
         .expect("lookup");
     top.stat(&root(), g1).await.expect("healed handle");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_background_unlink_the_handle_goes_before_the_reply() {
+    let d = tempfile::tempdir().expect("tempdir");
+    let top = try_brick(d.path(), &[("background-unlink", "off")]).expect("brick init");
+    let cx = root();
+    let f = mkfile(&top, &cx, Gfid::ROOT, "f", b"x").await;
+    assert!(handle_path(d.path(), f.attr.gfid).exists());
+    top.unlink(&cx, loc(Gfid::ROOT, "f")).await.expect("unlink");
+    assert!(!handle_path(d.path(), f.attr.gfid).exists());
+    assert_eq!(top.stat(&cx, f.attr.gfid).await.err(), Some(Errno::ESTALE));
+}

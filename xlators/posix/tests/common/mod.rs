@@ -12,6 +12,8 @@ pub fn try_brick(dir: &Path, extra: &[(&str, &str)]) -> Result<Subvol, String> {
     let mut options = Options::new();
     options.set("directory", dir.to_str().expect("utf-8 path"));
     options.set("gfid-xattr", "auto");
+    // instantiate() takes options as given (the graph engine fills schema defaults).
+    options.set("background-unlink", "on");
     for (k, v) in extra {
         options.set(k, v);
     }
