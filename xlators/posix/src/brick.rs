@@ -151,7 +151,7 @@ impl Brick {
         name: &str,
         st: &libc::stat,
     ) {
-        if self.h.exists(g) {
+        if !self.h.missing(g) {
             return;
         }
         let r = creds::as_root(|| {

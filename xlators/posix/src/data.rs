@@ -19,8 +19,11 @@ use crate::sys;
 const DIO_ALIGN: usize = 4096;
 
 /// Flags an `open` may pass to the kernel (creation flags are the entry fops' business).
+/// O_NOFOLLOW concerned the client's last path component, which its kernel already
+/// resolved; here the object is reopened through its `/proc/self/fd` link, which O_NOFOLLOW
+/// would refuse with ELOOP (a symlink object is refused before that).
 fn open_flags(flags: i32) -> i32 {
-    flags & !(libc::O_CREAT | libc::O_EXCL | libc::O_NOCTTY | libc::O_PATH)
+    flags & !(libc::O_CREAT | libc::O_EXCL | libc::O_NOCTTY | libc::O_PATH | libc::O_NOFOLLOW)
 }
 
 /// Opens `path` (relative to `dir`), retrying without O_DIRECT when the file system refuses

@@ -24,7 +24,7 @@ mod xattr;
 mod xlator;
 
 pub use gfid::{GfidReq, ino_of};
-pub use handle::META_DIR;
+pub use handle::{Layout, META_DIR};
 pub use options::{GfidXattrMode, PosixOptions};
 pub use xlator::Posix;
 

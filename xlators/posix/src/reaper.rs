@@ -1,6 +1,6 @@
 //! Handle removal after unlink, off the reply path.
 //!
-//! Unlinking a file's last name leaves its GFID handle (a hard link in `.xlfs/handles`) as the
+//! Unlinking a file's last name leaves its GFID handle (a hard link in the handle directory) as the
 //! object's only link. Removing it is a second directory update as costly as the unlink
 //! itself, and nothing the client waits for: the reaper thread does it after the reply, under
 //! the object's stripe lock, and only if the handle is still its last link. From the unlink
@@ -21,6 +21,7 @@ use std::thread::JoinHandle;
 use xlator_api::Gfid;
 
 use crate::brick::Brick;
+use crate::handle::Layout;
 
 /// The marker a cleanly stopped brick leaves in its meta directory.
 pub const CLEAN_MARKER: &str = "clean-stop";
@@ -39,7 +40,7 @@ impl Reaper {
         let (tx, rx) = channel();
         let weak = Arc::downgrade(brick);
         let clean = std::fs::remove_file(&marker).is_ok();
-        let scan = (!clean).then(|| brick.h.handles_path().to_owned());
+        let scan = (!clean).then(|| (brick.h.handles_path().to_owned(), brick.h.layout()));
         let spawned = std::thread::Builder::new()
             .name("posix-reaper".into())
             .spawn(move || run(weak, rx, scan));
@@ -80,9 +81,9 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-fn run(brick: Weak<Brick>, rx: Receiver<(Gfid, u64)>, scan: Option<PathBuf>) {
-    if let Some(dir) = scan {
-        let removed = scan_orphans(&brick, &dir);
+fn run(brick: Weak<Brick>, rx: Receiver<(Gfid, u64)>, scan: Option<(PathBuf, Layout)>) {
+    if let Some((dir, layout)) = scan {
+        let removed = scan_orphans(&brick, &dir, layout);
         if removed > 0 {
             tracing::info!(target: "xlfs::posix", "removed {removed} orphaned handles in {dir:?} (brick not stopped cleanly)");
         }
@@ -94,34 +95,39 @@ fn run(brick: Weak<Brick>, rx: Receiver<(Gfid, u64)>, scan: Option<PathBuf>) {
     }
 }
 
-/// Removes every non-directory handle under `dir` that is its object's only link.
-fn scan_orphans(brick: &Weak<Brick>, dir: &Path) -> u64 {
+/// Removes every non-directory handle under `dir` (laid out as `layout`) that is its
+/// object's only link.
+fn scan_orphans(brick: &Weak<Brick>, dir: &Path, layout: Layout) -> u64 {
+    let mut buckets = vec![dir.to_owned()];
+    for _ in 0..layout.levels() {
+        buckets = buckets
+            .iter()
+            .filter_map(|b| std::fs::read_dir(b).ok())
+            .flat_map(|rd| {
+                rd.flatten()
+                    .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+                    .map(|e| e.path())
+            })
+            .collect();
+    }
     let mut removed = 0;
-    let Ok(top) = std::fs::read_dir(dir) else {
-        return 0;
-    };
-    for a in top.flatten() {
-        let Ok(mid) = std::fs::read_dir(a.path()) else {
+    for bucket in buckets {
+        let Ok(leaf) = std::fs::read_dir(&bucket) else {
             continue;
         };
-        for b in mid.flatten() {
-            let Ok(leaf) = std::fs::read_dir(b.path()) else {
+        for e in leaf.flatten() {
+            let Some(g) = e.file_name().to_str().and_then(Gfid::parse) else {
                 continue;
             };
-            for e in leaf.flatten() {
-                let Some(g) = e.file_name().to_str().and_then(Gfid::parse) else {
-                    continue;
+            let Ok(md) = e.path().symlink_metadata() else {
+                continue;
+            };
+            if md.is_file() && md.nlink() <= 1 {
+                let Some(brick) = brick.upgrade() else {
+                    return removed;
                 };
-                let Ok(md) = e.path().symlink_metadata() else {
-                    continue;
-                };
-                if md.is_file() && md.nlink() <= 1 {
-                    let Some(brick) = brick.upgrade() else {
-                        return removed;
-                    };
-                    if brick.reap(g, md.ino()) {
-                        removed += 1;
-                    }
+                if brick.reap(g, md.ino()) {
+                    removed += 1;
                 }
             }
         }

@@ -86,7 +86,7 @@ impl Drop for Posix {
 impl Translator for Posix {
     const TYPE: &'static str = "storage/posix";
     const DOC: &'static str = "A brick on a local directory: objects at their real paths, GFIDs \
-        in xattrs, a .xlfs/handles directory to open any object by GFID.";
+        in xattrs, a .xlfs/gfid handle directory to open any object by GFID.";
     const MIN_CHILDREN: u32 = 0;
     const MAX_CHILDREN: u32 = 0;
     type Options = PosixOptions;

@@ -297,3 +297,35 @@ async fn reads_are_the_same_cached_or_not() {
         }
     }
 }
+
+/// O_NOFOLLOW was about the client's last path component: a file or directory opened by
+/// GFID opens; a symlink object is still refused with ELOOP.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn o_nofollow_opens_files_and_directories_but_not_symlinks() {
+    let (_d, top) = new_brick();
+    let cx = root();
+    let e = mkfile(&top, &cx, Gfid::ROOT, "f", b"data").await;
+    let f = fd(e.attr.gfid, libc::O_RDONLY | libc::O_NOFOLLOW);
+    top.open(&cx, f).await.expect("open file with O_NOFOLLOW");
+    assert_eq!(
+        &*top.readv(&cx, f, 0, 10).await.expect("read").data,
+        b"data"
+    );
+    let d = mkdir(&top, &cx, Gfid::ROOT, "d").await.attr.gfid;
+    let dfd = fd(d, libc::O_RDONLY | libc::O_DIRECTORY | libc::O_NOFOLLOW);
+    top.opendir(&cx, dfd)
+        .await
+        .expect("opendir with O_NOFOLLOW");
+    let l = top
+        .symlink(&cx, loc(Gfid::ROOT, "l"), "f".into())
+        .await
+        .expect("symlink")
+        .attr
+        .gfid;
+    assert_eq!(
+        top.open(&cx, fd(l, libc::O_RDONLY | libc::O_NOFOLLOW))
+            .await
+            .err(),
+        Some(Errno::ELOOP)
+    );
+}

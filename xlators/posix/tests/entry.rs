@@ -3,7 +3,8 @@
 mod common;
 
 use common::*;
-use xlator_api::{Errno, FileType, Gfid};
+use xlator_api::{Errno, FileType, Gfid, Subvol};
+use xlfs_posix::Layout;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn create_lookup_and_stable_ino() {
@@ -209,17 +210,39 @@ async fn hard_links_share_gfid_and_handle_lives_until_last_link() {
     assert!(!handle_path(d.path(), f.attr.gfid).exists());
 }
 
+/// Where a new brick keeps `g`'s handle.
 fn handle_path(brick: &std::path::Path, g: Gfid) -> std::path::PathBuf {
+    layout_handle(brick, Layout::Flat, g)
+}
+
+fn layout_handle(brick: &std::path::Path, l: Layout, g: Gfid) -> std::path::PathBuf {
     brick
-        .join(".xlfs/handles")
-        .join(format!("{:02x}", g.0[0]))
-        .join(format!("{:02x}", g.0[1]))
-        .join(g.to_string())
+        .join(xlfs_posix::META_DIR)
+        .join(l.dir_name())
+        .join(l.rel(g))
+}
+
+/// A brick whose handle directory uses the nested layout of older versions.
+fn nested_brick() -> (tempfile::TempDir, Subvol) {
+    let d = tempfile::tempdir().expect("tempdir");
+    std::fs::create_dir_all(d.path().join(".xlfs/handles")).expect("old handle dir");
+    let top = brick_at(d.path());
+    (d, top)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn unlinked_handles_are_reaped_and_orphans_removed_after_an_unclean_stop() {
+    for layout in [Layout::Flat, Layout::Nested] {
+        reaped_and_orphans_removed(layout).await;
+    }
+}
+
+async fn reaped_and_orphans_removed(layout: Layout) {
     let d = tempfile::tempdir().expect("tempdir");
+    if layout == Layout::Nested {
+        std::fs::create_dir_all(d.path().join(".xlfs/handles")).expect("old handle dir");
+    }
+    let handle_path = |_: &std::path::Path, g: Gfid| layout_handle(d.path(), layout, g);
     let marker = d.path().join(".xlfs/clean-stop");
     let cx = root();
     let top = brick_at(d.path());
@@ -574,12 +597,7 @@ async fn lookup_recreates_a_missing_handle() {
     let cx = root();
     let dir = mkdir(&top, &cx, Gfid::ROOT, "dir").await.attr.gfid;
     let f = mkfile(&top, &cx, dir, "f", b"x").await.attr.gfid;
-    let handle = |g: Gfid| {
-        d.path()
-            .join(".xlfs/handles")
-            .join(format!("{:02x}/{:02x}", g.0[0], g.0[1]))
-            .join(g.to_string())
-    };
+    let handle = |g: Gfid| handle_path(d.path(), g);
     std::fs::remove_file(handle(f)).expect("remove file handle");
     assert_eq!(top.stat(&cx, f).await.err(), Some(Errno::ESTALE));
     assert_eq!(
@@ -667,7 +685,16 @@ async fn entry_fops_return_the_parents_attributes_after_them() {
 /// The brick remembers which handle buckets exist; one removed by hand is made again.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_handle_bucket_removed_by_hand_is_made_again() {
-    let (d, top) = new_brick();
+    for layout in [Layout::Flat, Layout::Nested] {
+        let (d, top) = match layout {
+            Layout::Flat => new_brick(),
+            Layout::Nested => nested_brick(),
+        };
+        bucket_removed_by_hand(d.path(), &top, layout).await;
+    }
+}
+
+async fn bucket_removed_by_hand(d: &std::path::Path, top: &Subvol, layout: Layout) {
     let with_gfid = |b: u8| {
         let mut g = Gfid::random();
         g.0[0] = 0xab;
@@ -690,7 +717,9 @@ async fn a_handle_bucket_removed_by_hand_is_made_again() {
             .await
             .expect("release");
         if name == "f1" {
-            std::fs::remove_dir_all(d.path().join(".xlfs/handles/ab/cd")).expect("rm bucket");
+            let h = layout_handle(d, layout, g);
+            assert!(h.exists(), "{layout:?}: {h:?}");
+            std::fs::remove_dir_all(h.parent().expect("bucket")).expect("rm bucket");
         }
     }
     let cx = xlator_api::Ctx::builder(0, 0)
@@ -719,4 +748,44 @@ async fn without_background_unlink_the_handle_goes_before_the_reply() {
     top.unlink(&cx, loc(Gfid::ROOT, "f")).await.expect("unlink");
     assert!(!handle_path(d.path(), f.attr.gfid).exists());
     assert_eq!(top.stat(&cx, f.attr.gfid).await.err(), Some(Errno::ESTALE));
+}
+
+/// A brick made by a version with the nested handle layout keeps using it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_brick_with_the_nested_layout_keeps_it() {
+    let (d, top) = nested_brick();
+    let cx = root();
+    let a = mkdir(&top, &cx, Gfid::ROOT, "a").await.attr.gfid;
+    let b = mkdir(&top, &cx, a, "b").await.attr.gfid;
+    let f = mkfile(&top, &cx, b, "f", b"data").await.attr.gfid;
+    for g in [Gfid::ROOT, a, b, f] {
+        let h = layout_handle(d.path(), Layout::Nested, g);
+        assert!(h.symlink_metadata().is_ok(), "{h:?}");
+    }
+    top.rename(&cx, loc(Gfid::ROOT, "a"), loc(Gfid::ROOT, "a2"), 0)
+        .await
+        .expect("rename");
+    drop(top);
+    // After a restart no directory fd is cached: GFIDs resolve through the nested links.
+    let top = brick_at(d.path());
+    assert_eq!(top.stat(&cx, b).await.expect("stat b").gfid, b);
+    assert_eq!(top.stat(&cx, f).await.expect("stat f").size, 4);
+    assert!(
+        !d.path()
+            .join(".xlfs")
+            .join(Layout::Flat.dir_name())
+            .exists()
+    );
+}
+
+#[test]
+fn a_brick_with_both_handle_layouts_is_refused() {
+    let d = tempfile::tempdir().expect("tempdir");
+    for l in [Layout::Nested, Layout::Flat] {
+        std::fs::create_dir_all(d.path().join(".xlfs").join(l.dir_name())).expect("mkdir");
+    }
+    let Err(e) = try_brick(d.path(), &[]) else {
+        panic!("a brick with both layouts started");
+    };
+    assert!(e.contains("both"), "{e}");
 }
