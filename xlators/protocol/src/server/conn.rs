@@ -10,7 +10,7 @@ use std::sync::atomic::Ordering;
 use tokio::net::TcpStream;
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::sync::Semaphore;
-use xlator_api::Errno;
+use xlator_api::{Errno, Fop};
 
 use super::Shared;
 use super::session::Session;
@@ -235,6 +235,40 @@ async fn read_volfile(path: &std::path::Path) -> Result<String, String> {
     Ok(text)
 }
 
+/// Fops that cost a few system calls on the brick and no data transfer.
+fn short_metadata_fop(fop: Fop) -> bool {
+    matches!(
+        fop,
+        Fop::Lookup
+            | Fop::Stat
+            | Fop::Fstat
+            | Fop::Setattr
+            | Fop::Fsetattr
+            | Fop::Access
+            | Fop::Readlink
+            | Fop::Mknod
+            | Fop::Mkdir
+            | Fop::Unlink
+            | Fop::Rmdir
+            | Fop::Symlink
+            | Fop::Rename
+            | Fop::Link
+            | Fop::Create
+            | Fop::Open
+            | Fop::Opendir
+            | Fop::Flush
+            | Fop::Release
+            | Fop::Releasedir
+            | Fop::Statfs
+            | Fop::Getxattr
+            | Fop::Fgetxattr
+            | Fop::Setxattr
+            | Fop::Fsetxattr
+            | Fop::Removexattr
+            | Fop::Fremovexattr
+    )
+}
+
 /// Reads requests until the client leaves (`Ok(why)`), sends bad input (`Err`), or the
 /// server stops.
 async fn read_loop(
@@ -261,6 +295,7 @@ async fn read_loop(
         match wire::decode::<ClientMsg>(body)? {
             (ClientMsg::Call(mut call), mut payloads) => {
                 call.req.restore_payload(&mut payloads)?;
+                let alone = inflight.available_permits() == shared.max_inflight;
                 // Back-pressure: at the limit, stop reading from this client.
                 let permit = tokio::select! {
                     p = inflight.clone().acquire_owned() => p,
@@ -271,6 +306,7 @@ async fn read_loop(
                 };
                 let reads_an_open_fd =
                     matches!(&call.req, wire::Request::Readv { fd, .. } if !fd.is_anonymous());
+                let fop = call.req.fop();
                 let (session, tx) = (session.clone(), tx.clone());
                 // Run on a blocking-pool thread: the brick's disk work happens right there
                 // and the reply goes out from it, with no further thread switch (one
@@ -292,6 +328,21 @@ async fn read_loop(
                     // storage/posix answers a read of cached data without blocking (and goes
                     // to the pool itself otherwise): answer it from the reader, no wakeup.
                     xlfs_core::services::poll_here_then_spawn(request, false);
+                } else if alone
+                    && short_metadata_fop(fop)
+                    && shared
+                        .inline_busy
+                        .compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed)
+                        .is_ok()
+                {
+                    // Nothing else from this client is in flight (it waits for each reply,
+                    // as `tar x` through one mount does): run it right here on the reader,
+                    // saving the hand-off to a pool thread and its wakeup. Data, sync and
+                    // listing fops, any fop while others are in flight, and any while
+                    // another reader is doing the same go to the pool: at most one runtime
+                    // thread waits on the disk, and a busy client never waits behind it.
+                    xlfs_core::services::poll_here_then_spawn(request, true);
+                    shared.inline_busy.store(false, Ordering::Release);
                 } else {
                     tokio::task::spawn_blocking(move || {
                         xlfs_core::services::poll_here_then_spawn(request, true);

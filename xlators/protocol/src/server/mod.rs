@@ -10,7 +10,7 @@ mod session;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use std::time::Duration;
 
@@ -72,6 +72,9 @@ struct Shared {
     policy: RwLock<Policy>,
     max_frame: usize,
     max_inflight: usize,
+    /// Held while a connection's reader runs a fop itself (see `conn::read_loop`): one at a
+    /// time, so the other runtime threads keep serving the network while it blocks.
+    inline_busy: AtomicBool,
     handshake_timeout: Duration,
     frame_receive_timeout: Duration,
     client_idle_timeout: Duration,
@@ -300,6 +303,7 @@ impl Server {
             }),
             max_frame: o.max_write as usize + HEADER_ROOM,
             max_inflight: o.max_inflight_per_connection as usize,
+            inline_busy: AtomicBool::new(false),
             handshake_timeout: o.handshake_timeout,
             frame_receive_timeout: o.frame_receive_timeout,
             client_idle_timeout: o.client_idle_timeout,
