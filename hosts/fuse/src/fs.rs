@@ -27,6 +27,7 @@ use crate::capcache::{CAPABILITY_XATTR, CapCache};
 use crate::creds::{Need, ctx};
 use crate::dir;
 use crate::fds::FdTable;
+use crate::fresh::FreshDirs;
 use crate::inodes::{DirStamp, InodeTable, Stamp};
 use crate::options::FsOptions;
 
@@ -43,18 +44,21 @@ pub struct Shared {
     pub fds: FdTable,
     pub opts: FsOptions,
     caps: CapCache,
+    fresh: FreshDirs,
     rt: Handle,
 }
 
 impl Shared {
     pub fn new(volume: Arc<Volume>, opts: FsOptions, rt: Handle) -> Arc<Shared> {
         let caps = CapCache::new(opts.capability_timeout);
+        let fresh = FreshDirs::new(opts.fresh_dir_timeout);
         Arc::new(Shared {
             volume,
             inodes: InodeTable::new(),
             fds: FdTable::new(),
             opts,
             caps,
+            fresh,
             rt,
         })
     }
@@ -85,16 +89,32 @@ impl Shared {
     }
 
     fn reply_entry(&self, reply: ReplyEntry, r: Result<Entry, Errno>, stamp: Stamp) {
+        self.reply_entry_made(reply, r, stamp, None);
+    }
+
+    /// `reply_entry`, for mkdir: `made` is when it was sent (see fresh.rs).
+    fn reply_entry_made(
+        &self,
+        reply: ReplyEntry,
+        r: Result<Entry, Errno>,
+        stamp: Stamp,
+        made: Option<Instant>,
+    ) {
         match r
             .map_err(errno)
             .and_then(|e| self.entry_attr(&e.attr, stamp))
         {
-            Ok(attr) => reply.entry_with_ttls(
-                &self.opts.attr_timeout,
-                &self.opts.entry_timeout,
-                &attr,
-                Generation(0),
-            ),
+            Ok(attr) => {
+                if let Some(t) = made {
+                    self.fresh.made(attr.ino, t);
+                }
+                reply.entry_with_ttls(
+                    &self.opts.attr_timeout,
+                    &self.opts.entry_timeout,
+                    &attr,
+                    Generation(0),
+                )
+            }
             Err(e) => reply.error(e),
         }
     }
@@ -157,6 +177,13 @@ impl Shared {
             }
         }
     }
+}
+
+/// "No such name", cached by the kernel for `ttl`: node id 0 in an entry reply.
+fn reply_negative(reply: ReplyEntry, ttl: &Duration) {
+    let mut none = crate::attr::dot_attr(INodeNo(0));
+    none.kind = fuser::FileType::RegularFile;
+    reply.entry_with_ttls(&Duration::ZERO, ttl, &none, Generation(0));
 }
 
 /// Open flags as the graph should see them. With the writeback cache the kernel reads pages
@@ -335,20 +362,15 @@ impl Filesystem for XlfsFs {
 
     fn lookup(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
         let loc = tri!(reply, self.loc(parent, name));
+        if let Some(ttl) = self.s.fresh.absent(parent, name) {
+            return reply_negative(reply, &ttl);
+        }
         let cx = ctx(req, Need::Groups, None);
         let stamp = self.s.inodes.stamp();
         self.spawn(|s| async move {
             let r = s.graph().top().lookup(&cx, loc).await;
             if r == Err(Errno::ENOENT) && !s.opts.negative_timeout.is_zero() {
-                // Node id 0: the kernel caches "no such name" for the entry timeout.
-                let mut none = crate::attr::dot_attr(INodeNo(0));
-                none.kind = fuser::FileType::RegularFile;
-                return reply.entry_with_ttls(
-                    &Duration::ZERO,
-                    &s.opts.negative_timeout,
-                    &none,
-                    Generation(0),
-                );
+                return reply_negative(reply, &s.opts.negative_timeout);
             }
             s.reply_entry(reply, r, stamp);
         });
@@ -480,6 +502,7 @@ impl Filesystem for XlfsFs {
         let cx = ctx(req, Need::Groups, None);
         let stamp = self.s.inodes.stamp();
         let ds = self.s.inodes.begin_dir_op(parent);
+        self.s.fresh.adding(parent, name);
         self.spawn(|s| async move {
             // The kernel's 32-bit dev encoding equals glibc's dev_t for majors < 4096.
             let r = s
@@ -505,10 +528,12 @@ impl Filesystem for XlfsFs {
         let cx = ctx(req, Need::Groups, None);
         let stamp = self.s.inodes.stamp();
         let ds = self.s.inodes.begin_dir_op(parent);
+        self.s.fresh.adding(parent, name);
+        let sent = Instant::now();
         self.spawn(|s| async move {
             let r = s.graph().top().mkdir(&cx, loc, mode, umask).await;
             s.end_dir_op(parent, ds, r.as_ref().ok().map(|e| &e.postparent));
-            s.reply_entry(reply, r, stamp);
+            s.reply_entry_made(reply, r, stamp, Some(sent));
         });
     }
 
@@ -546,6 +571,7 @@ impl Filesystem for XlfsFs {
         let cx = ctx(req, Need::Groups, None);
         let stamp = self.s.inodes.stamp();
         let ds = self.s.inodes.begin_dir_op(parent);
+        self.s.fresh.adding(parent, link_name);
         self.spawn(|s| async move {
             let r = s.graph().top().symlink(&cx, loc, target).await;
             s.end_dir_op(parent, ds, r.as_ref().ok().map(|e| &e.postparent));
@@ -570,6 +596,7 @@ impl Filesystem for XlfsFs {
             self.s.inodes.begin_dir_op(parent),
             self.s.inodes.begin_dir_op(newparent),
         ];
+        self.s.fresh.adding(newparent, newname);
         self.spawn(|s| async move {
             let r = s.graph().top().rename(&cx, old, new, flags.bits()).await;
             s.inodes.end_dir_op(parent, ds[0], None);
@@ -591,6 +618,7 @@ impl Filesystem for XlfsFs {
         let cx = ctx(req, Need::Groups, None);
         let stamp = self.s.inodes.stamp();
         let ds = self.s.inodes.begin_dir_op(newparent);
+        self.s.fresh.adding(newparent, newname);
         self.spawn(|s| async move {
             // The reply carries the new nlink, so the kernel's attributes are fresh.
             let r = s.graph().top().link(&cx, gfid, new).await;
@@ -644,6 +672,7 @@ impl Filesystem for XlfsFs {
         let cx = ctx(req, Need::Groups, None);
         let stamp = self.s.inodes.stamp();
         let ds = self.s.inodes.begin_dir_op(parent);
+        self.s.fresh.adding(parent, name);
         self.spawn(|s| async move {
             let r = s.graph().top().create(&cx, loc, fd, mode, umask).await;
             s.end_dir_op(parent, ds, r.as_ref().ok().map(|e| &e.postparent));

@@ -15,6 +15,7 @@ mod capcache;
 mod creds;
 mod dir;
 mod fds;
+mod fresh;
 mod fs;
 mod inodes;
 mod mount;

@@ -116,6 +116,14 @@ pub struct Cli {
     #[arg(long, value_name = "DURATION", default_value = "0", value_parser = parse_timeout)]
     pub negative_timeout: Duration,
 
+    /// For this long after this mount makes a directory, a lookup there of a name the mount
+    /// did not create is answered "no such name" without asking the bricks (the directory
+    /// was empty when made). Saves the lookup before each create of `tar x` or `cp -r`.
+    /// Bounds how late a name another client creates in such a directory shows up here.
+    /// 0: always ask.
+    #[arg(long, value_name = "DURATION", default_value = "1s", value_parser = parse_timeout)]
+    pub fresh_dir_timeout: Duration,
+
     /// Open every file with FOPEN_DIRECT_IO: no page cache, reads and writes reach the graph
     /// at the application's size. Otherwise files keep their page cache across opens and the
     /// kernel drops it when size or mtime change.
@@ -179,6 +187,7 @@ pub struct FsOptions {
     pub attr_timeout: Duration,
     pub entry_timeout: Duration,
     pub negative_timeout: Duration,
+    pub fresh_dir_timeout: Duration,
     pub capability_timeout: Duration,
     pub writeback_cache: bool,
     pub direct_io: bool,
@@ -193,6 +202,7 @@ impl Default for FsOptions {
             attr_timeout: Duration::from_secs(1),
             entry_timeout: Duration::from_secs(1),
             negative_timeout: Duration::ZERO,
+            fresh_dir_timeout: Duration::from_secs(1),
             capability_timeout: Duration::from_secs(60),
             writeback_cache: true,
             direct_io: false,
@@ -256,6 +266,7 @@ impl Cli {
             attr_timeout: self.attr_timeout,
             entry_timeout: self.entry_timeout,
             negative_timeout: self.negative_timeout,
+            fresh_dir_timeout: self.fresh_dir_timeout,
             capability_timeout: self.capability_timeout,
             writeback_cache: !self.no_writeback_cache,
             direct_io: self.direct_io_mode,

@@ -675,6 +675,67 @@ fn entry_fops_answer_the_next_stat_of_their_directory() {
     assert!(stats < 10, "{stats} stats for 45 entry fops:\n{stdout}");
 }
 
+/// Lookups in a directory this mount just made are answered locally for names it did not
+/// create: no lookup reaches the graph, the mount's own names are found even after the kernel
+/// forgets them, and another client's name shows up once the window is over.
+#[test]
+fn a_fresh_directory_answers_lookups_locally_within_its_window() {
+    require_fuse!();
+    const WINDOW: Duration = Duration::from_secs(4);
+    let tmp = tempdir();
+    let vol = tmp.path().join("vol");
+    let (ma, mb) = (tmp.path().join("a"), tmp.path().join("b"));
+    for d in [&ma, &mb] {
+        fs::create_dir(d).expect("mkdir mnt");
+    }
+    let mut a = Mounted::start(&vol, &ma, &["--fresh-dir-timeout", "4s", "--dump-on-exit"]);
+    let b = Mounted::start(&vol, &mb, &["--fresh-dir-timeout", "0"]);
+    let made = Instant::now();
+    fs::create_dir(ma.join("d")).expect("mkdir");
+    for i in 0..20 {
+        fs::write(ma.join(format!("d/f{i}")), b"x").expect("create");
+    }
+    // The kernel forgets its dentries; the names this mount made are looked up again.
+    fs::write("/proc/sys/vm/drop_caches", b"2").expect("drop dentries");
+    assert_eq!(
+        fs::read(ma.join("d/f7")).expect("own file after drop"),
+        b"x"
+    );
+    // Another client's name in the fresh directory: hidden here at most until the window ends.
+    fs::write(mb.join("d/theirs"), b"y").expect("create through b");
+    assert_eq!(
+        fs::read(mb.join("d/f3")).expect("b sees a's file at once"),
+        b"x"
+    );
+    if made.elapsed() < WINDOW - Duration::from_secs(1) {
+        assert!(
+            !ma.join("d/theirs").exists(),
+            "answered from the fresh-directory record"
+        );
+    }
+    let deadline = made + WINDOW + Duration::from_secs(3);
+    while !ma.join("d/theirs").exists() {
+        assert!(
+            Instant::now() < deadline,
+            "another client's name still hidden {:?} after the mkdir",
+            made.elapsed()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(fs::read(ma.join("d/theirs")).expect("read theirs"), b"y");
+    drop(b);
+    a.signal(libc::SIGINT);
+    let (status, stdout) = a.wait();
+    assert!(status.success(), "exit status {status}:\n{}", a.log_text());
+    // The 20 creates' negative lookups never reached the graph (only the one for "d", in
+    // the root, did); the lookups that did succeeded.
+    let failed = io_stats(&stdout, "lookup", Column::Errors);
+    assert!(
+        failed < 5,
+        "{failed} failed lookups: the creates' lookups reached the graph:\n{stdout}"
+    );
+}
+
 #[test]
 fn stale_mount_is_reported_then_forced_away() {
     require_fuse!();
