@@ -166,7 +166,11 @@ fn pjdfstest_and_fsx_pass_through_protocol_and_the_performance_plugins() {
         .arg("--name")
         .arg("conf")
         .arg("--port")
-        .arg(port.to_string());
+        .arg(port.to_string())
+        // io-cache is off by default (the kernel page cache does its job); the bar holds with
+        // all three performance plugins loaded.
+        .arg("--set")
+        .arg("performance.io-cache=on");
     // The same bar as the local volume: every pjdfstest case and 100,000 fsx ops (with and
     // without mmap). XLFS_FSX_OPS=N shortens the fsx runs for a quick local check.
     let ops = std::env::var("XLFS_FSX_OPS")

@@ -176,8 +176,16 @@ fn performance_stack_follows_the_build() {
         names(&Types::real(), &s),
         ["protocol/client", "debug/io-stats"]
     );
+    // io-cache is off unless asked for (the kernel page cache does its job under FUSE).
     assert_eq!(
         names(&Types::real_plus(&["performance/io-cache"]), &s),
+        ["protocol/client", "debug/io-stats"]
+    );
+    let mut ic = s.clone();
+    ic.options
+        .insert("performance.io-cache".into(), "on".into());
+    assert_eq!(
+        names(&Types::real_plus(&["performance/io-cache"]), &ic),
         ["protocol/client", "performance/io-cache", "debug/io-stats"]
     );
     let all = Types::real_plus(&PERFORMANCE);
@@ -187,12 +195,22 @@ fn performance_stack_follows_the_build() {
             "protocol/client",
             "performance/write-behind",
             "performance/read-ahead",
+            "performance/md-cache",
+            "debug/io-stats"
+        ]
+    );
+    assert_eq!(
+        names(&all, &ic),
+        [
+            "protocol/client",
+            "performance/write-behind",
+            "performance/read-ahead",
             "performance/io-cache",
             "performance/md-cache",
             "debug/io-stats"
         ]
     );
-    let mut off = s.clone();
+    let mut off = ic.clone();
     off.options
         .insert("performance.read-ahead".into(), "off".into());
     off.options

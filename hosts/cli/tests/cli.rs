@@ -201,3 +201,25 @@ fn a_second_volume_gets_its_own_ports_and_bricks() {
         "[\"one\"]"
     );
 }
+
+/// `xlfs up --set` checks each setting before anything starts.
+#[test]
+fn up_refuses_a_bad_setting_before_starting() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let state = tmp.path().join("state");
+    let dir = tmp.path().join("demo");
+    let dir_s = dir.to_str().expect("utf-8");
+    let o = xlfs(&state, &["up", dir_s, "--set", "io-cache"]);
+    assert_eq!(code(&o), 2, "{}", stderr(&o));
+    assert!(stderr(&o).contains("is not KEY=VALUE"), "{}", stderr(&o));
+    let o = xlfs(
+        &state,
+        &["up", dir_s, "--set", "performance.io-cache=maybe"],
+    );
+    assert_ne!(code(&o), 0, "{}", stdout(&o));
+    assert!(stderr(&o).contains("not a boolean"), "{}", stderr(&o));
+    assert!(
+        !state.join("volumes/demo/run.json").exists(),
+        "nothing was started"
+    );
+}

@@ -5,7 +5,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use xlfs_volgen::{Brick, VolumeSpec};
+use xlfs_volgen::{Brick, Catalog, VolumeSpec};
 
 use super::{Ctx, XLFS_MOUNT, XLFSD};
 use crate::error::{CliError, Result, code};
@@ -19,7 +19,8 @@ XLFS_STATE_DIR says otherwise. Running it again on the same DIR reuses the volum
 
 Examples:
   xlfs up /srv/demo                 brick /srv/demo/brick, mounted on /srv/demo/mnt
-  xlfs up /srv/demo /mnt/demo --name demo")]
+  xlfs up /srv/demo /mnt/demo --name demo
+  xlfs up /srv/demo --set performance.io-cache=on -- --attr-timeout 5s")]
 pub struct Args {
     /// Data directory (created if missing).
     pub dir: PathBuf,
@@ -31,6 +32,9 @@ pub struct Args {
     /// Brick port (default: the first free from 49152).
     #[arg(long)]
     pub port: Option<u16>,
+    /// Set a volume option first, as `xlfs volume set` does (repeatable; kept for later runs).
+    #[arg(long = "set", value_name = "KEY=VALUE", value_parser = parse_setting)]
+    pub set: Vec<(String, String)>,
     /// Extra options for xlfs-mount (after `--`).
     #[arg(last = true, value_name = "XLFS-MOUNT OPTIONS")]
     pub extra: Vec<String>,
@@ -53,7 +57,7 @@ pub fn run(ctx: &Ctx, a: Args) -> Result<u8> {
     // instead of killing this process and leaving bricks and a mount behind.
     let mut signals = Signals::install()?;
 
-    let (vd, spec) = match state.load(&name) {
+    let (vd, mut spec) = match state.load(&name) {
         Ok(found) => found,
         Err(CliError::NoVolume { .. }) => {
             let brick = dir.join("brick");
@@ -68,6 +72,13 @@ pub fn run(ctx: &Ctx, a: Args) -> Result<u8> {
         }
         Err(e) => return Err(e),
     };
+    if !a.set.is_empty() {
+        let catalog = Catalog::new(&super::registry());
+        for (key, value) in &a.set {
+            catalog.set(&mut spec, key, value)?;
+        }
+        super::generate_and_write(&vd, &spec)?;
+    }
     let mut run = vd.load_run()?;
     super::start::start_bricks(&vd, &spec, &mut run)?;
     let mp = match super::mount::check_mountpoint(&mp) {
@@ -109,6 +120,16 @@ pub fn run(ctx: &Ctx, a: Args) -> Result<u8> {
             "{what} exited unexpectedly; everything was stopped (logs in {})",
             vd.log_dir().display()
         ))),
+    }
+}
+
+/// `KEY=VALUE` of `--set`.
+fn parse_setting(s: &str) -> std::result::Result<(String, String), String> {
+    match s.split_once('=') {
+        Some((k, v)) if !k.trim().is_empty() => Ok((k.trim().to_owned(), v.to_owned())),
+        _ => Err(format!(
+            "{s:?} is not KEY=VALUE (e.g. performance.io-cache=on; `xlfs volume options` lists the keys)"
+        )),
     }
 }
 
