@@ -41,6 +41,9 @@
 #   --no-install        do not apt-get install missing tools (fail or skip instead)
 #   --mount-opts "..."  extra xlfs-mount options for every xlfs volume
 #                       (e.g. "--no-writeback-cache"; see target/release/xlfs-mount --help)
+#   --volume-opts "..." options set on every xlfs volume before it starts, KEY=VALUE
+#                       separated by spaces (e.g. "performance.io-cache=on"; see
+#                       target/release/xlfs volume options)
 #   --remount-on-drop   W2/W4: also unmount + remount xlfs volumes when caches are dropped,
 #                       so the client-side io-cache is cold too (default: kernel caches only,
 #                       as for the GlusterFS peer)
@@ -78,7 +81,7 @@ BENCH_BIN=$REL/xlfs-bench
 
 ALL_TARGETS="brick,bindfs,bindfs-mt,xlfs,xlfs-replica2,xlfs-stripe4,xlfs-dist4,gluster,gluster-replica2,gluster-dist4,gluster-shard4"
 QUICK=0; ROUNDS=3; ONLY=w1,w2,w3,w4,w5; TARGETS=$ALL_TARGETS; OUT=$HERE/results
-BUILD=1; INSTALL=1; MOUNT_OPTS=; REMOUNT=0; GLUSTER=auto; CLEANUP_ONLY=0; TIMEOUT=
+BUILD=1; INSTALL=1; MOUNT_OPTS=; VOLUME_OPTS=; REMOUNT=0; GLUSTER=auto; CLEANUP_ONLY=0; TIMEOUT=
 BENCH_DIR=${BENCH_DIR:-/var/tmp/xlfs-bench}
 ARGS_USED="$*"
 
@@ -96,6 +99,7 @@ while [ $# -gt 0 ]; do
         --no-build) BUILD=0;;
         --no-install) INSTALL=0;;
         --mount-opts) MOUNT_OPTS=${2?--mount-opts STRING}; shift;;
+        --volume-opts) VOLUME_OPTS=${2?--volume-opts STRING}; shift;;
         --remount-on-drop) REMOUNT=1;;
         --gluster) GLUSTER=${2:?--gluster auto|off}; shift;;
         --bench-dir) BENCH_DIR=${2:?--bench-dir DIR}; shift;;
@@ -120,8 +124,8 @@ MODE=full; [ "$QUICK" = 0 ] || MODE=quick
 # A partial run (some workloads, or extra mount options) is named after what it ran, e.g.
 # DATE-w5-no-default-permissions.md, and leaves latest-MODE pointing at the last whole run.
 TAG=$MODE
-if [ "$ONLY" != w1,w2,w3,w4,w5 ] || [ -n "$MOUNT_OPTS" ]; then
-    TAG=${ONLY//,/-}$(printf '%s' "$MOUNT_OPTS" | tr -s ' =' '--' | sed 's/^-*/-/; s/[^A-Za-z0-9_.-]//g; s/^-$//')
+if [ "$ONLY" != w1,w2,w3,w4,w5 ] || [ -n "$MOUNT_OPTS$VOLUME_OPTS" ]; then
+    TAG=${ONLY//,/-}$(printf '%s %s' "$MOUNT_OPTS" "$VOLUME_OPTS" | tr -s ' =' '--' | sed 's/^-*/-/; s/[^A-Za-z0-9_.-]//g; s/-$//; s/^-$//')
     [ "$QUICK" = 0 ] || TAG=$TAG-quick
 fi
 
@@ -337,6 +341,13 @@ setup_xlfs() { # setup_xlfs NAME: volume create (volgen), start, mount
     fi
     echo "$err" >> "$LOG"
     VOLUMES+=("$vol")
+    local kv
+    for kv in $VOLUME_OPTS; do
+        if ! err=$("$XLFS" volume set "$vol" "${kv%%=*}" "${kv#*=}" 2>&1); then
+            skip "$name" "$layout: xlfs volume set $kv refused: $(echo "$err" | one_line)"; return
+        fi
+        echo "$err" >> "$LOG"
+    done
     if ! err=$("$XLFS" volume start "$vol" 2>&1 9>&-); then
         skip "$name" "$layout: xlfs volume start failed: $(echo "$err" | one_line)"; return
     fi
@@ -355,7 +366,7 @@ setup_xlfs() { # setup_xlfs NAME: volume create (volgen), start, mount
     if [ "$REMOUNT" = 1 ]; then
         hook="'$XLFS' umount '$mnt' >/dev/null && '$XLFS' mount '$vol' '$mnt' ${mo[*]} >/dev/null"
     fi
-    add_target "$name" "$mnt" xlfs "xlfs volume $vol, $layout (volgen default client stack)${MOUNT_OPTS:+, xlfs-mount $MOUNT_OPTS}" "$hook"
+    add_target "$name" "$mnt" xlfs "xlfs volume $vol, $layout (volgen default client stack${VOLUME_OPTS:+ with $VOLUME_OPTS})${MOUNT_OPTS:+, xlfs-mount $MOUNT_OPTS}" "$hook"
 }
 
 gluster_up() { # starts glusterd bound to 127.0.0.1 unless one answers already; 0 when usable
@@ -563,6 +574,7 @@ main() {
     meta opt.only "$ONLY"
     meta opt.targets "$TARGETS"
     meta opt.mount_opts "${MOUNT_OPTS:-(none)}"
+    meta opt.volume_opts "${VOLUME_OPTS:-(none)}"
     meta opt.remount_on_drop "$REMOUNT"
     meta opt.timeout_s "$TIMEOUT"
     meta opt.bench_dir "$BENCH_DIR"
