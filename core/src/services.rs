@@ -48,6 +48,30 @@ extern "C" fn sleep(nanos: u64) -> FfiFuture<()> {
 thread_local! {
     /// Set while [`poll_here_then_spawn`] polls on a thread that may block.
     static BLOCKING_INLINE: Cell<bool> = const { Cell::new(false) };
+    /// Set by [`with_reply_spin`].
+    static REPLY_SPIN: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Runs `f` (a host's first poll of a request, on its own thread, with someone waiting for
+/// the answer) with [`may_spin_for_reply`] true: a network client that sent the only call
+/// on its connection may then spin briefly for the reply on this thread instead of sleeping
+/// until another thread reads it and wakes the request (on a virtual machine, each of those
+/// wakeups costs tens of microseconds of latency).
+pub fn with_reply_spin<R>(f: impl FnOnce() -> R) -> R {
+    struct Reset(bool);
+    impl Drop for Reset {
+        fn drop(&mut self) {
+            REPLY_SPIN.set(self.0);
+        }
+    }
+    let _reset = Reset(REPLY_SPIN.replace(true));
+    f()
+}
+
+/// Whether this thread is inside [`with_reply_spin`]: never true on the runtime's workers,
+/// where spinning would hold up other tasks.
+pub fn may_spin_for_reply() -> bool {
+    REPLY_SPIN.get()
 }
 
 extern "C" fn spawn_blocking(job: BlockingJob) {

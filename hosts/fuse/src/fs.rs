@@ -274,7 +274,11 @@ impl XlfsFs {
     {
         // Translators and the protocol client may use the runtime (timers, spawns) when polled.
         let _rt = self.s.rt.enter();
-        xlfs_core::services::poll_here_then_spawn(f(self.s.clone()), false);
+        // A lone call to the brick may spin for its reply here (protocol/client `reply-spin`):
+        // the request then completes on this thread without the reader's wakeup.
+        xlfs_core::services::with_reply_spin(|| {
+            xlfs_core::services::poll_here_then_spawn(f(self.s.clone()), false)
+        });
     }
 
     fn gfid(&self, node: INodeNo) -> Result<Gfid, fuser::Errno> {

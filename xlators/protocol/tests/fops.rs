@@ -496,3 +496,81 @@ async fn flush_goes_to_the_brick_only_for_files_with_locks() {
     top.flush(&c, plain).await.expect("flush");
     assert_eq!(h.count(xlator_api::Fop::Flush), 2, "{:?}", h.fops());
 }
+
+/// Host threads spinning for their replies (`reply-spin`, as the FUSE reader does) and the
+/// reader task share one socket: every reply, small or a 1 MiB read assembled by whichever
+/// side got there, reaches its caller intact.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn callers_spinning_for_replies_and_the_reader_share_the_socket() {
+    let leaf = MemLeaf::new();
+    let (_server, addr) = common::server(&leaf, &[]);
+    let top = common::client(addr, &[("reply-spin", "2ms")]);
+    common::wait_up(&top).await;
+    let c = cx();
+    let e = top
+        .create(
+            &c,
+            Loc::new(Gfid::ROOT, "spun"),
+            fd(1, Gfid::NULL, libc::O_RDWR),
+            0o644,
+            0,
+        )
+        .await
+        .expect("create");
+    let f = fd(1, e.attr.gfid, libc::O_RDWR);
+    let data: Arc<Vec<u8>> = Arc::new((0..1u32 << 20).map(|i| (i * 7 % 251) as u8).collect());
+    top.writev(&c, f, 0, Buf::from_vec(data.to_vec()), 0)
+        .await
+        .expect("writev");
+
+    let rt = tokio::runtime::Handle::current();
+    let mut threads = Vec::new();
+    for t in 0..3 {
+        let (top, rt, data) = (top.clone(), rt.clone(), data.clone());
+        threads.push(std::thread::spawn(move || {
+            let _rt = rt.enter();
+            for i in 0..150 {
+                let (tx, rx) = std::sync::mpsc::channel();
+                let top = top.clone();
+                let big = (i + t) % 8 == 0;
+                xlfs_core::services::with_reply_spin(|| {
+                    xlfs_core::services::poll_here_then_spawn(
+                        async move {
+                            let r = if big {
+                                top.readv(&Ctx::root(), f, 0, 1 << 20)
+                                    .await
+                                    .map(|r| r.data.to_vec())
+                            } else {
+                                top.stat(&Ctx::root(), f.gfid)
+                                    .await
+                                    .map(|a| a.size.to_be_bytes().to_vec())
+                            };
+                            let _ = tx.send(r);
+                        },
+                        false,
+                    )
+                });
+                let got = rx
+                    .recv_timeout(Duration::from_secs(20))
+                    .expect("answered")
+                    .expect("call succeeded");
+                if big {
+                    assert!(got == *data, "thread {t} call {i}: read data differs");
+                } else {
+                    assert_eq!(got, (1u64 << 20).to_be_bytes().to_vec());
+                }
+            }
+        }));
+    }
+    // Meanwhile calls from the runtime's tasks, which never spin.
+    for _ in 0..300 {
+        assert_eq!(top.stat(&c, f.gfid).await.expect("stat").size, 1 << 20);
+    }
+    tokio::task::spawn_blocking(move || {
+        for t in threads {
+            t.join().expect("spinning thread");
+        }
+    })
+    .await
+    .expect("join");
+}

@@ -3,19 +3,20 @@
 //! arrives for the ping timeout.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
 use tokio::net::TcpStream;
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::sync::{oneshot, watch};
-use xlator_api::{Ctx, Errno};
+use xlator_api::{Buf, Ctx, Errno, Fop};
 
 use super::options::Target;
 use crate::wire::{
-    self, ClientMsg, FrameReader, FrameSender, HANDSHAKE_MAX_FRAME, Hello, MAGIC, PROTOCOL_VERSION,
-    ReplyBody, Request, SCHEMA, SendError, ServerMsg, Welcome, WireCtx, WireError,
+    self, ClientMsg, FramePump, FrameReader, FrameSender, HANDSHAKE_MAX_FRAME, Hello, MAGIC,
+    PROTOCOL_VERSION, Pumped, ReplyBody, Request, SCHEMA, SendError, ServerMsg, Welcome, WireCtx,
+    WireError,
 };
 
 /// Why a connection attempt failed.
@@ -45,15 +46,18 @@ pub enum ConnectError {
 pub struct Timeouts {
     ping_ms: AtomicU64,
     frame_ms: AtomicU64,
+    spin_us: AtomicU64,
 }
 
 impl Timeouts {
-    pub fn new(ping: Duration, frame: Duration) -> Timeouts {
+    pub fn new(ping: Duration, frame: Duration, spin: Duration) -> Timeouts {
         let t = Timeouts {
             ping_ms: AtomicU64::new(0),
             frame_ms: AtomicU64::new(0),
+            spin_us: AtomicU64::new(0),
         };
         t.set(ping, frame);
+        t.set_spin(spin);
         t
     }
     pub fn set(&self, ping: Duration, frame: Duration) {
@@ -62,11 +66,61 @@ impl Timeouts {
         self.frame_ms
             .store(frame.as_millis() as u64, Ordering::Relaxed);
     }
+    pub fn set_spin(&self, spin: Duration) {
+        self.spin_us
+            .store(spin.as_micros() as u64, Ordering::Relaxed);
+    }
     pub fn ping(&self) -> Duration {
         Duration::from_millis(self.ping_ms.load(Ordering::Relaxed))
     }
     pub fn frame(&self) -> Duration {
         Duration::from_millis(self.frame_ms.load(Ordering::Relaxed))
+    }
+    /// The `reply-spin` budget.
+    pub fn spin(&self) -> Duration {
+        Duration::from_micros(self.spin_us.load(Ordering::Relaxed))
+    }
+}
+
+/// Per fop: whether spinning for replies pays. A miss (no reply within the budget) doubles
+/// how many of the next calls of that fop skip spinning, up to [`SPIN_MAX_SKIP`]; a hit
+/// resets it. Races between threads only blur the heuristic.
+struct SpinPolicy {
+    backoff: [AtomicU8; FOP_SLOTS],
+    skip: [AtomicU8; FOP_SLOTS],
+}
+
+const FOP_SLOTS: usize = 64;
+const SPIN_MAX_SKIP: u8 = 63;
+
+impl SpinPolicy {
+    fn new() -> SpinPolicy {
+        SpinPolicy {
+            backoff: std::array::from_fn(|_| AtomicU8::new(0)),
+            skip: std::array::from_fn(|_| AtomicU8::new(0)),
+        }
+    }
+    fn slot(fop: Fop) -> usize {
+        fop as usize % FOP_SLOTS
+    }
+    fn should_spin(&self, fop: Fop) -> bool {
+        let skip = &self.skip[Self::slot(fop)];
+        let n = skip.load(Ordering::Relaxed);
+        if n == 0 {
+            return true;
+        }
+        skip.store(n - 1, Ordering::Relaxed);
+        false
+    }
+    fn hit(&self, fop: Fop) {
+        self.backoff[Self::slot(fop)].store(0, Ordering::Relaxed);
+    }
+    fn miss(&self, fop: Fop) {
+        let i = Self::slot(fop);
+        let b = self.backoff[i].load(Ordering::Relaxed);
+        let b = (b.saturating_mul(2) + 1).min(SPIN_MAX_SKIP);
+        self.backoff[i].store(b, Ordering::Relaxed);
+        self.skip[i].store(b, Ordering::Relaxed);
     }
 }
 
@@ -164,6 +218,11 @@ pub struct Conn {
     /// Largest frame the server accepts.
     send_max: usize,
     sender: Arc<FrameSender<OwnedWriteHalf>>,
+    /// The socket's read side: read by the reader task when it is readable, and by a caller
+    /// spinning for its reply ([`Conn::spin_for`]); frames are assembled under `pump`.
+    rx: OwnedReadHalf,
+    pump: Mutex<FramePump>,
+    spin: SpinPolicy,
     pending: Mutex<Pending>,
     next_id: AtomicU64,
     epoch: Instant,
@@ -187,11 +246,15 @@ impl Conn {
     ) -> Arc<Conn> {
         let sender = FrameSender::start(hs.writer, WRITE_QUEUE);
         let (closed, _) = watch::channel(None);
+        let (rx, buffered, max) = hs.reader.into_parts();
         let conn = Arc::new(Conn {
             generation,
             peer: target.addr(),
             send_max: (hs.welcome.max_frame as usize).min(target.max_frame),
             sender,
+            rx,
+            pump: Mutex::new(FramePump::new(buffered, max)),
+            spin: SpinPolicy::new(),
             pending: Mutex::new(Pending {
                 closed: false,
                 waiters: HashMap::new(),
@@ -203,7 +266,7 @@ impl Conn {
             timeouts,
         });
         tokio::spawn(close_on_failure(conn.clone()));
-        tokio::spawn(read_loop(conn.clone(), hs.reader));
+        tokio::spawn(read_loop(conn.clone()));
         tokio::spawn(ping_loop(conn.clone()));
         conn
     }
@@ -284,6 +347,7 @@ impl Conn {
                 });
                 return Err(Errno::ENOTCONN);
             }
+            self.spin_for(id, fop);
             rx.await.map_err(|_| Errno::ENOTCONN)?
         };
         let limit = self.timeouts.frame();
@@ -314,6 +378,91 @@ impl Conn {
     }
 }
 
+impl Conn {
+    /// On a host thread that may spin ([`xlfs_core::services::may_spin_for_reply`]), with
+    /// call `id` the only one in flight: reads the socket here until its reply has been
+    /// delivered or the `reply-spin` budget is spent. The caller's next poll then finds the
+    /// reply waiting, without the reader task's wakeup and the one it would cause.
+    fn spin_for(&self, id: u64, fop: Fop) {
+        let budget = self.timeouts.spin();
+        if budget.is_zero()
+            || !xlfs_core::services::may_spin_for_reply()
+            || self.pending().waiters.len() != 1
+            || !self.spin.should_spin(fop)
+        {
+            return;
+        }
+        let deadline = Instant::now() + budget;
+        loop {
+            if let Ok(pump) = self.pump.try_lock()
+                && let Err(why) = self.drain(pump)
+            {
+                return self.fail(why);
+            }
+            if !self.pending().waiters.contains_key(&id) {
+                return self.spin.hit(fop);
+            }
+            if Instant::now() >= deadline {
+                return self.spin.miss(fop);
+            }
+            // Yield rather than spin: the server's thread may have been woken on this CPU.
+            std::thread::yield_now();
+        }
+    }
+
+    /// Reads what the socket holds and delivers every complete frame. `Err` says why the
+    /// connection must fail.
+    fn drain(&self, mut pump: MutexGuard<'_, FramePump>) -> Result<(), String> {
+        let mut frames: Vec<Buf> = Vec::new();
+        let r = pump.pump(|v| self.rx.try_read_buf(v), |f| frames.push(f));
+        drop(pump);
+        if !frames.is_empty() {
+            self.touch();
+        }
+        for f in frames {
+            self.dispatch(f)?;
+        }
+        match r {
+            Ok(Pumped::Drained) => Ok(()),
+            Ok(Pumped::Closed) => Err("the brick closed the connection".into()),
+            Err(e) => Err(format!("read from brick failed: {e}")),
+        }
+    }
+
+    /// Delivers one frame from the server.
+    fn dispatch(&self, body: Buf) -> Result<(), String> {
+        let (msg, mut payloads) =
+            wire::decode::<ServerMsg>(body).map_err(|e| format!("bad frame from brick: {e}"))?;
+        match msg {
+            ServerMsg::Reply(r) => {
+                let result = match r.result {
+                    Ok(mut body) => match body.restore_payload(&mut payloads) {
+                        Ok(()) => Ok(body),
+                        Err(e) => return Err(format!("bad reply from brick: {e}")),
+                    },
+                    Err(e) => Err(e),
+                };
+                let waiter = self.pending().waiters.remove(&r.id);
+                match waiter {
+                    Some(w) => {
+                        let _ = w.send(result);
+                    }
+                    None => tracing::debug!("{}: late reply to call {} dropped", self.peer, r.id),
+                }
+                Ok(())
+            }
+            ServerMsg::Pong(_) => Ok(()),
+            ServerMsg::Welcome(_) | ServerMsg::Refused(_) | ServerMsg::Volfile(_) => {
+                Err("brick sent a handshake message mid-connection".into())
+            }
+        }
+    }
+
+    fn pump_lock(&self) -> MutexGuard<'_, FramePump> {
+        self.pump.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
 /// Removes a call's waiter when the call ends in any way (reply, error, cancellation).
 struct PendingGuard<'a> {
     conn: &'a Conn,
@@ -332,46 +481,43 @@ async fn close_on_failure(conn: Arc<Conn>) {
     conn.sender.close().await;
 }
 
-async fn read_loop(conn: Arc<Conn>, mut reader: FrameReader<OwnedReadHalf>) {
+/// Reads replies whenever the socket is readable (a spinning caller may have read them
+/// first). Once the first byte of a frame has arrived, the rest must come within the ping
+/// timeout.
+async fn read_loop(conn: Arc<Conn>) {
     let mut closed = conn.closed.subscribe();
     conn.touch();
     loop {
         let body_timeout = conn.timeouts.ping();
-        let next = tokio::select! {
-            r = reader.next(body_timeout) => r,
-            _ = closed.wait_for(Option::is_some) => return,
-        };
-        let body = match next {
-            Ok(Some(b)) => b,
-            Ok(None) => return conn.fail("the brick closed the connection".into()),
-            Err(e) => return conn.fail(format!("read from brick failed: {e}")),
-        };
-        conn.touch();
-        let (msg, mut payloads) = match wire::decode::<ServerMsg>(body) {
-            Ok(m) => m,
-            Err(e) => return conn.fail(format!("bad frame from brick: {e}")),
-        };
-        match msg {
-            ServerMsg::Reply(r) => {
-                let result = match r.result {
-                    Ok(mut body) => match body.restore_payload(&mut payloads) {
-                        Ok(()) => Ok(body),
-                        Err(e) => return conn.fail(format!("bad reply from brick: {e}")),
-                    },
-                    Err(e) => Err(e),
-                };
-                let waiter = conn.pending().waiters.remove(&r.id);
-                match waiter {
-                    Some(w) => {
-                        let _ = w.send(result);
+        let partial = conn.pump_lock().partial_since();
+        let readable = async {
+            match partial {
+                None => conn.rx.readable().await.map(|()| true),
+                Some(since) => {
+                    let left = body_timeout.saturating_sub(since.elapsed());
+                    match tokio::time::timeout(left, conn.rx.readable()).await {
+                        Ok(r) => r.map(|()| true),
+                        Err(_) => Ok(false),
                     }
-                    None => tracing::debug!("{}: late reply to call {} dropped", conn.peer, r.id),
                 }
             }
-            ServerMsg::Pong(_) => {}
-            ServerMsg::Welcome(_) | ServerMsg::Refused(_) | ServerMsg::Volfile(_) => {
-                return conn.fail("brick sent a handshake message mid-connection".into());
+        };
+        let readable = tokio::select! {
+            r = readable => r,
+            _ = closed.wait_for(Option::is_some) => return,
+        };
+        match readable {
+            Ok(true) => {}
+            Ok(false) => {
+                return conn.fail(format!(
+                    "read from brick failed: {}",
+                    WireError::SlowSender(body_timeout)
+                ));
             }
+            Err(e) => return conn.fail(format!("read from brick failed: {e}")),
+        }
+        if let Err(why) = conn.drain(conn.pump_lock()) {
+            return conn.fail(why);
         }
     }
 }

@@ -78,6 +78,153 @@ impl<R: AsyncRead + Unpin> FrameReader<R> {
     }
 }
 
+impl<R: AsyncRead> FrameReader<R> {
+    /// The stream and the bytes already read from it but not yet returned as frames.
+    pub fn into_parts(self) -> (R, Vec<u8>, usize) {
+        let buffered = self.inner.buffer().to_vec();
+        (self.inner.into_inner(), buffered, self.max)
+    }
+}
+
+/// Frames assembled from non-blocking reads, by whichever thread gets to read: a task
+/// woken by readiness, or a caller spinning for its reply. Same layout and limits as
+/// [`FrameReader`]; small frames come out of one staging buffer, a large body is read
+/// straight into its own allocation. Reads append to a `Vec`'s spare capacity (no zeroing).
+pub struct FramePump {
+    /// Bytes read and not yet consumed are `stage[start..]`; its capacity is [`STAGE`].
+    stage: Vec<u8>,
+    start: usize,
+    /// The body being assembled and its full length.
+    body: Option<(Vec<u8>, usize)>,
+    max: usize,
+    /// When the frame being assembled began (its first byte arrived).
+    partial_since: Option<std::time::Instant>,
+}
+
+/// How one [`FramePump::pump`] ended.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Pumped {
+    /// The socket has nothing more for now.
+    Drained,
+    /// The peer closed the stream between frames.
+    Closed,
+}
+
+const STAGE: usize = 64 << 10;
+
+impl FramePump {
+    /// A pump whose first bytes are `buffered` (left over from a [`FrameReader`]).
+    pub fn new(buffered: Vec<u8>, max: usize) -> FramePump {
+        let mut stage = Vec::with_capacity(STAGE.max(buffered.len()));
+        stage.extend_from_slice(&buffered);
+        FramePump {
+            partial_since: (!stage.is_empty()).then(std::time::Instant::now),
+            stage,
+            start: 0,
+            body: None,
+            max,
+        }
+    }
+
+    /// When the frame now being assembled began, if one is.
+    pub fn partial_since(&self) -> Option<std::time::Instant> {
+        self.partial_since
+    }
+
+    /// Reads with `read` until it would block, passing every complete frame body to `frame`.
+    /// `read` is a non-blocking read appending to the `Vec` at most its spare capacity
+    /// (which is never zero), `WouldBlock` when nothing is there.
+    pub fn pump(
+        &mut self,
+        mut read: impl FnMut(&mut Vec<u8>) -> std::io::Result<usize>,
+        mut frame: impl FnMut(Buf),
+    ) -> Result<Pumped, WireError> {
+        loop {
+            self.take_frames(&mut frame)?;
+            let direct = matches!(&self.body, Some((body, len))
+                if *len - body.len() >= STAGE
+                    && body.capacity() == *len
+                    && self.start == self.stage.len());
+            let got = if direct {
+                // A large remainder goes straight into the body: no copy through the stage.
+                read(&mut self.body.as_mut().expect("checked").0)
+            } else {
+                if self.start == self.stage.len() {
+                    self.stage.clear();
+                    self.start = 0;
+                } else if self.stage.len() == self.stage.capacity() {
+                    self.stage.drain(..self.start);
+                    self.start = 0;
+                }
+                read(&mut self.stage)
+            };
+            match got {
+                Ok(0) => {
+                    return if self.body.is_none() && self.start == self.stage.len() {
+                        Ok(Pumped::Closed)
+                    } else {
+                        Err(WireError::Truncated)
+                    };
+                }
+                Ok(_) => {
+                    if self.partial_since.is_none() {
+                        self.partial_since = Some(std::time::Instant::now());
+                    }
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                    return Ok(Pumped::Drained);
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(WireError::Io(e)),
+            }
+        }
+    }
+
+    /// Hands out every frame complete in the stage (and the body being assembled).
+    fn take_frames(&mut self, frame: &mut impl FnMut(Buf)) -> Result<(), WireError> {
+        loop {
+            let avail = self.stage.len() - self.start;
+            if self.body.is_none() {
+                if avail < 4 {
+                    break;
+                }
+                let mut prefix = [0u8; 4];
+                prefix.copy_from_slice(&self.stage[self.start..self.start + 4]);
+                let len = u32::from_be_bytes(prefix) as usize;
+                if len > self.max {
+                    return Err(WireError::FrameTooLarge {
+                        len: len as u64,
+                        max: self.max,
+                    });
+                }
+                if len == 0 {
+                    return Err(WireError::EmptyFrame);
+                }
+                self.start += 4;
+                let mut body = Vec::new();
+                body.try_reserve_exact(len)
+                    .map_err(|_| WireError::FrameTooLarge {
+                        len: len as u64,
+                        max: self.max,
+                    })?;
+                self.body = Some((body, len));
+                continue;
+            }
+            let (body, len) = self.body.as_mut().expect("checked");
+            let take = (*len - body.len()).min(avail);
+            body.extend_from_slice(&self.stage[self.start..self.start + take]);
+            self.start += take;
+            if body.len() < *len {
+                break;
+            }
+            let (body, _) = self.body.take().expect("checked");
+            frame(Buf::from_vec(body));
+            self.partial_since = (self.start != self.stage.len()).then(std::time::Instant::now);
+        }
+        Ok(())
+    }
+}
+
 async fn read_exact<R: AsyncRead + Unpin>(r: &mut R, buf: &mut [u8]) -> Result<(), WireError> {
     match r.read_exact(buf).await {
         Ok(_) => Ok(()),
@@ -167,5 +314,113 @@ mod tests {
         ));
         let mut r = FrameReader::new(&[][..], 1 << 20);
         assert!(matches!(r.next(Duration::from_secs(1)).await, Ok(None)));
+    }
+
+    /// A non-blocking source: hands out `chunks` one read at a time (at most the spare
+    /// capacity), `WouldBlock` between chunks, then end of stream.
+    struct Chunks {
+        chunks: std::collections::VecDeque<Vec<u8>>,
+        blocked: bool,
+    }
+
+    impl Chunks {
+        fn read(&mut self, v: &mut Vec<u8>) -> std::io::Result<usize> {
+            assert!(v.capacity() > v.len(), "read with no spare capacity");
+            if self.blocked {
+                self.blocked = false;
+                return Err(std::io::ErrorKind::WouldBlock.into());
+            }
+            let Some(c) = self.chunks.front_mut() else {
+                return Ok(0);
+            };
+            let n = c.len().min(v.capacity() - v.len());
+            v.extend_from_slice(&c[..n]);
+            c.drain(..n);
+            if c.is_empty() {
+                self.chunks.pop_front();
+                self.blocked = true;
+            }
+            Ok(n)
+        }
+    }
+
+    fn framed(bodies: &[Vec<u8>]) -> Vec<u8> {
+        let mut out = Vec::new();
+        for b in bodies {
+            out.extend_from_slice(&(b.len() as u32).to_be_bytes());
+            out.extend_from_slice(b);
+        }
+        out
+    }
+
+    /// Pumps `bytes` split every `step` bytes; returns the frames and how it ended.
+    fn pump_all(
+        bytes: &[u8],
+        step: usize,
+        max: usize,
+    ) -> (Vec<Vec<u8>>, Result<Pumped, WireError>) {
+        let mut src = Chunks {
+            chunks: bytes.chunks(step).map(<[u8]>::to_vec).collect(),
+            blocked: false,
+        };
+        let mut pump = FramePump::new(Vec::new(), max);
+        let mut got = Vec::new();
+        loop {
+            match pump.pump(|v| src.read(v), |f| got.push(f.to_vec())) {
+                Ok(Pumped::Drained) => continue,
+                r => return (got, r),
+            }
+        }
+    }
+
+    #[test]
+    fn pump_reassembles_frames_from_any_split() {
+        let bodies: Vec<Vec<u8>> = [1usize, 3, 4, 5, 100, 65_535, 65_536, 200_000, 7, 1 << 20]
+            .iter()
+            .enumerate()
+            .map(|(i, &n)| (0..n).map(|j| (i * 31 + j * 7) as u8).collect())
+            .collect();
+        let bytes = framed(&bodies);
+        for step in [1, 2, 3, 5, 4096, 65_536, 70_000, 1 << 21] {
+            let (got, end) = pump_all(&bytes, step, 2 << 20);
+            assert_eq!(end.ok(), Some(Pumped::Closed), "step {step}");
+            assert_eq!(got.len(), bodies.len(), "step {step}");
+            assert!(got == bodies, "step {step}: frames differ");
+        }
+    }
+
+    #[test]
+    fn pump_refuses_bad_lengths_and_truncation() {
+        let mut bytes = framed(&[b"ok".to_vec()]);
+        bytes.extend_from_slice(&0xffff_fff0u32.to_be_bytes());
+        let (got, end) = pump_all(&bytes, 3, 1 << 20);
+        assert_eq!(got, vec![b"ok".to_vec()]);
+        assert!(matches!(end, Err(WireError::FrameTooLarge { .. })));
+        let (_, end) = pump_all(&[0, 0, 0, 0], 4, 1 << 20);
+        assert!(matches!(end, Err(WireError::EmptyFrame)));
+        let (_, end) = pump_all(&[0, 0, 0, 9, 1, 2], 2, 1 << 20);
+        assert!(matches!(end, Err(WireError::Truncated)));
+        let (_, end) = pump_all(&[0, 0], 2, 1 << 20);
+        assert!(matches!(end, Err(WireError::Truncated)));
+    }
+
+    #[test]
+    fn pump_starts_with_bytes_a_reader_had_buffered() {
+        let bytes = framed(&[b"first".to_vec(), b"second".to_vec()]);
+        let (head, tail) = bytes.split_at(11);
+        let mut pump = FramePump::new(head.to_vec(), 1 << 20);
+        assert!(pump.partial_since().is_some());
+        let mut src = Chunks {
+            chunks: [tail.to_vec()].into(),
+            blocked: false,
+        };
+        let mut got = Vec::new();
+        while pump
+            .pump(|v| src.read(v), |f| got.push(f.to_vec()))
+            .expect("ok")
+            != Pumped::Closed
+        {}
+        assert_eq!(got, vec![b"first".to_vec(), b"second".to_vec()]);
+        assert!(pump.partial_since().is_none());
     }
 }

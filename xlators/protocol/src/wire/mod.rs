@@ -25,7 +25,7 @@ use serde::{Deserialize, Serialize};
 use xlator_api::{Buf, Ctx, Errno, Fop, LkOwner};
 
 pub use fops::{FdVisitor, ReplyBody, Request, SCHEMA, SCHEMA_TEXT};
-pub use frame::{FrameReader, OutFrame, write_frames};
+pub use frame::{FramePump, FrameReader, OutFrame, Pumped, write_frames};
 pub use sender::{FrameSender, SendError};
 
 /// Version of this wire protocol; peers with different versions refuse each other. 2: entry
