@@ -19,6 +19,7 @@ fn target(addr: std::net::SocketAddr, volume: &str, secret: Option<&str>) -> Tar
         volume: volume.into(),
         secret: secret.map(str::to_owned),
         max_frame: (1 << 20) + wire::HEADER_ROOM,
+        unix_socket: None,
     }
 }
 

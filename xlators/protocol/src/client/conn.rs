@@ -7,16 +7,15 @@ use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
-use tokio::net::TcpStream;
-use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
+use tokio::net::{TcpStream, UnixStream};
 use tokio::sync::{oneshot, watch};
 use xlator_api::{Buf, Ctx, Errno, Fop};
 
 use super::options::Target;
 use crate::wire::{
     self, ClientMsg, FramePump, FrameReader, FrameSender, HANDSHAKE_MAX_FRAME, Hello, MAGIC,
-    PROTOCOL_VERSION, Pumped, ReplyBody, Request, SCHEMA, SendError, ServerMsg, Welcome, WireCtx,
-    WireError,
+    PROTOCOL_VERSION, Pumped, ReadHalf, ReplyBody, Request, SCHEMA, SendError, ServerMsg, Stream,
+    Welcome, WireCtx, WireError, WriteHalf,
 };
 
 /// Why a connection attempt failed.
@@ -126,9 +125,30 @@ impl SpinPolicy {
 
 /// A handshaken socket, ready for [`Conn::start`].
 pub struct Handshaken {
-    pub reader: FrameReader<OwnedReadHalf>,
-    pub writer: OwnedWriteHalf,
+    pub reader: FrameReader<ReadHalf>,
+    pub writer: WriteHalf,
+    /// `"tcp"` or `"unix"`.
+    pub transport: &'static str,
     pub welcome: Welcome,
+}
+
+/// The brick's Unix socket when it is local and has one, else TCP.
+async fn connect(target: &Target, addr: &str) -> Result<Stream, ConnectError> {
+    if let Some(path) = &target.unix_socket {
+        match UnixStream::connect(path).await {
+            Ok(s) => return Ok(Stream::Unix(s)),
+            // No socket (an older brick, another directory, not root): TCP it is.
+            Err(e) => tracing::debug!("{addr}: {}: {e}; using TCP", path.display()),
+        }
+    }
+    let sock = TcpStream::connect((target.host.as_str(), target.port))
+        .await
+        .map_err(|source| ConnectError::Connect {
+            addr: addr.to_owned(),
+            source,
+        })?;
+    let _ = sock.set_nodelay(true);
+    Ok(Stream::Tcp(sock))
 }
 
 /// Connects to `target` and handshakes, all within `timeout`.
@@ -151,13 +171,8 @@ async fn handshake_inner(
     addr: &str,
 ) -> Result<Handshaken, ConnectError> {
     let addr = addr.to_owned();
-    let sock = TcpStream::connect((target.host.as_str(), target.port))
-        .await
-        .map_err(|source| ConnectError::Connect {
-            addr: addr.clone(),
-            source,
-        })?;
-    let _ = sock.set_nodelay(true);
+    let sock = connect(target, &addr).await?;
+    let transport = sock.kind();
     let (r, mut writer) = sock.into_split();
     let mut reader = FrameReader::new(r, HANDSHAKE_MAX_FRAME);
     let hello = Hello {
@@ -188,6 +203,7 @@ async fn handshake_inner(
         ServerMsg::Welcome(welcome) => {
             reader.set_max(target.max_frame);
             Ok(Handshaken {
+                transport,
                 reader,
                 writer,
                 welcome,
@@ -215,12 +231,14 @@ pub struct Conn {
     /// Counts connections of one client: fds opened on an older generation are stale.
     pub generation: u64,
     pub peer: String,
+    /// `"tcp"` or `"unix"`.
+    pub transport: &'static str,
     /// Largest frame the server accepts.
     send_max: usize,
-    sender: Arc<FrameSender<OwnedWriteHalf>>,
+    sender: Arc<FrameSender<WriteHalf>>,
     /// The socket's read side: read by the reader task when it is readable, and by a caller
     /// spinning for its reply ([`Conn::spin_for`]); frames are assembled under `pump`.
-    rx: OwnedReadHalf,
+    rx: ReadHalf,
     pump: Mutex<FramePump>,
     spin: SpinPolicy,
     pending: Mutex<Pending>,
@@ -250,6 +268,7 @@ impl Conn {
         let conn = Arc::new(Conn {
             generation,
             peer: target.addr(),
+            transport: hs.transport,
             send_max: (hs.welcome.max_frame as usize).min(target.max_frame),
             sender,
             rx,

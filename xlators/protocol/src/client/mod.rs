@@ -125,8 +125,9 @@ async fn run(shared: Arc<Shared>) {
                 shared.set_error(None);
                 backoff = MIN_BACKOFF;
                 tracing::info!(
-                    "{}: connected to brick {addr} (volume {:?}, server {server})",
+                    "{}: connected to brick {addr} over {} (volume {:?}, server {server})",
                     shared.name,
+                    conn.transport,
                     shared.target.volume
                 );
                 shared.state.send_replace(State::Up(conn.clone()));
@@ -334,17 +335,18 @@ impl Client {
 
     fn dump_state(&self, format: DumpFormat) -> String {
         let s = &self.shared;
-        let (state, generation, inflight) = match &*s.state.borrow() {
-            State::Connecting { .. } => ("connecting", 0, 0),
-            State::Up(c) => ("up", c.generation, c.inflight()),
-            State::Down => ("down", 0, 0),
-            State::Stopped => ("stopped", 0, 0),
+        let (state, generation, inflight, transport) = match &*s.state.borrow() {
+            State::Connecting { .. } => ("connecting", 0, 0, None),
+            State::Up(c) => ("up", c.generation, c.inflight(), Some(c.transport)),
+            State::Down => ("down", 0, 0, None),
+            State::Stopped => ("stopped", 0, 0, None),
         };
         let v = serde_json::json!({
             "remote": s.target.addr(),
             "volume": s.target.volume,
             "state": state,
             "generation": generation,
+            "transport": transport,
             "inflight": inflight,
             "open-fds": s.fds.len(),
             "connects": s.connects.load(Ordering::Relaxed),

@@ -7,21 +7,21 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
-use tokio::net::TcpStream;
-use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::sync::Semaphore;
 use xlator_api::{Errno, Fop};
 
 use super::Shared;
 use super::session::Session;
 use crate::wire::{
-    self, ClientMsg, FrameReader, FrameSender, HANDSHAKE_MAX_FRAME, Hello, ServerMsg,
-    VOLFILE_MAX_FRAME, VolfileReply, VolfileRequest, WireError,
+    self, ClientMsg, FrameReader, FrameSender, HANDSHAKE_MAX_FRAME, Hello, ReadHalf, ServerMsg,
+    Stream, VOLFILE_MAX_FRAME, VolfileReply, VolfileRequest, WireError, WriteHalf,
 };
 
 /// Serves one accepted socket until it closes.
-pub async fn serve(shared: Arc<Shared>, sock: TcpStream, peer: SocketAddr) {
-    let _ = sock.set_nodelay(true);
+pub async fn serve(shared: Arc<Shared>, sock: Stream, peer: SocketAddr) {
+    if let Stream::Tcp(t) = &sock {
+        let _ = t.set_nodelay(true);
+    }
     let (r, mut w) = sock.into_split();
     let mut reader = FrameReader::new(r, HANDSHAKE_MAX_FRAME);
     let first = match tokio::time::timeout(
@@ -149,7 +149,7 @@ enum First {
 
 /// The first message, or `None` if the peer closed before sending anything.
 async fn read_first(
-    reader: &mut FrameReader<OwnedReadHalf>,
+    reader: &mut FrameReader<ReadHalf>,
     shared: &Shared,
 ) -> Result<Option<First>, WireError> {
     let Some(body) = reader.next(shared.frame_receive_timeout).await? else {
@@ -166,12 +166,7 @@ async fn read_first(
 
 /// Answers a volfile request (the volfile or a refusal), then closes the connection. No
 /// session is attached.
-async fn serve_volfile(
-    shared: &Shared,
-    mut w: OwnedWriteHalf,
-    req: VolfileRequest,
-    peer: SocketAddr,
-) {
+async fn serve_volfile(shared: &Shared, mut w: WriteHalf, req: VolfileRequest, peer: SocketAddr) {
     let answer = match shared.volfile_for(&req, peer) {
         Ok(path) => match read_volfile(&path).await {
             Ok(text) => Ok(text),
@@ -273,9 +268,9 @@ fn short_metadata_fop(fop: Fop) -> bool {
 /// server stops.
 async fn read_loop(
     shared: &Arc<Shared>,
-    reader: &mut FrameReader<OwnedReadHalf>,
+    reader: &mut FrameReader<ReadHalf>,
     session: &Arc<Session>,
-    tx: &Arc<FrameSender<OwnedWriteHalf>>,
+    tx: &Arc<FrameSender<WriteHalf>>,
     inflight: &Arc<Semaphore>,
     peer_max: usize,
 ) -> Result<&'static str, WireError> {

@@ -21,7 +21,8 @@ pub use auth::AllowList;
 pub use options::ServerOptions;
 
 use crate::wire::{
-    self, HEADER_ROOM, Hello, MAGIC, PROTOCOL_VERSION, ReplyBody, Request, VolfileRequest, Welcome,
+    self, HEADER_ROOM, Hello, MAGIC, PROTOCOL_VERSION, ReplyBody, Request, Stream, VolfileRequest,
+    Welcome, unix_socket_path,
 };
 use session::Session;
 
@@ -223,12 +224,78 @@ pub struct Server {
     children: Vec<Subvol>,
     shared: Arc<Shared>,
     local: SocketAddr,
+    /// The Unix socket for local clients, removed when the server stops.
+    unix_path: Option<PathBuf>,
     stop: watch::Sender<bool>,
 }
 
 impl Drop for Server {
     fn drop(&mut self) {
         self.stop.send_replace(true);
+        if let Some(p) = &self.unix_path {
+            let _ = std::fs::remove_file(p);
+        }
+    }
+}
+
+/// Accepts on the brick's Unix socket; its clients count as 127.0.0.1 for `auth-allow`.
+async fn accept_unix(shared: Arc<Shared>, listener: std::os::unix::net::UnixListener) {
+    let listener = match tokio::net::UnixListener::from_std(listener) {
+        Ok(l) => l,
+        Err(e) => {
+            tracing::error!("{}: cannot serve the Unix socket: {e}", shared.name);
+            return;
+        }
+    };
+    let local = SocketAddr::from((std::net::Ipv4Addr::LOCALHOST, 0));
+    let mut stop = shared.stop.clone();
+    loop {
+        let accepted = tokio::select! {
+            r = listener.accept() => r,
+            _ = stop.wait_for(|s| *s) => break,
+        };
+        match accepted {
+            Ok((sock, _)) => {
+                shared.accepted.fetch_add(1, Ordering::Relaxed);
+                tokio::spawn(conn::serve(shared.clone(), Stream::Unix(sock), local));
+            }
+            Err(e) => {
+                tracing::warn!("{}: accept on the Unix socket failed: {e}", shared.name);
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        }
+    }
+}
+
+/// Binds `dir/brick-<port>.sock` (replacing a stale one), open to every local user as the
+/// loopback port is. `None` (with a warning) if it cannot.
+fn bind_unix(
+    name: &str,
+    dir: &str,
+    port: u16,
+) -> Option<(std::os::unix::net::UnixListener, PathBuf)> {
+    use std::os::unix::fs::PermissionsExt;
+    let path = unix_socket_path(std::path::Path::new(dir), port);
+    let made = (|| {
+        std::fs::create_dir_all(dir)?;
+        match std::fs::remove_file(&path) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e),
+            _ => {}
+        }
+        let l = std::os::unix::net::UnixListener::bind(&path)?;
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o666))?;
+        l.set_nonblocking(true)?;
+        Ok(l)
+    })();
+    match made {
+        Ok(l) => Some((l, path)),
+        Err(e) => {
+            tracing::warn!(
+                "{name}: no Unix socket at {} ({e}); local clients use TCP",
+                path.display()
+            );
+            None
+        }
     }
 }
 
@@ -249,7 +316,7 @@ async fn accept_loop(shared: Arc<Shared>, listener: std::net::TcpListener) {
         match accepted {
             Ok((sock, peer)) => {
                 shared.accepted.fetch_add(1, Ordering::Relaxed);
-                tokio::spawn(conn::serve(shared.clone(), sock, peer));
+                tokio::spawn(conn::serve(shared.clone(), Stream::Tcp(sock), peer));
             }
             Err(e) => {
                 // EMFILE and friends: back off instead of spinning.
@@ -326,15 +393,26 @@ impl Server {
                 .collect::<Vec<_>>()
                 .join(" / ")
         );
-        let task = accept_loop(shared.clone(), listener);
-        match tokio::runtime::Handle::try_current() {
-            Ok(h) => drop(h.spawn(task)),
-            Err(_) => init.services.spawn(task),
-        }
+        let unix = (!o.unix_socket_dir.is_empty())
+            .then(|| bind_unix(&shared.name, &o.unix_socket_dir, local.port()))
+            .flatten();
+        let spawn = |task: std::pin::Pin<Box<dyn Future<Output = ()> + Send>>| {
+            match tokio::runtime::Handle::try_current() {
+                Ok(h) => drop(h.spawn(task)),
+                Err(_) => init.services.spawn(task),
+            }
+        };
+        spawn(Box::pin(accept_loop(shared.clone(), listener)));
+        let unix_path = unix.map(|(l, path)| {
+            tracing::info!("{}: local clients: {}", shared.name, path.display());
+            spawn(Box::pin(accept_unix(shared.clone(), l)));
+            path
+        });
         Ok(Server {
             children: init.children,
             shared,
             local,
+            unix_path,
             stop,
         })
     }
@@ -378,6 +456,7 @@ impl Server {
         };
         let v = serde_json::json!({
             "listen": self.local.to_string(),
+            "unix-socket": self.unix_path.as_ref().map(|p| p.display().to_string()),
             "volume-names": s.volume_names,
             "auth-allow": allow,
             "connections": s.connections.load(Ordering::Relaxed),

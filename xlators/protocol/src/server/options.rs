@@ -44,6 +44,12 @@ xlator_api::options! {
         /// file is served at once. Empty: none. `xlfsd --client-volfile` sets it.
         pub client_volfile: String =
             OptionSpec::string("client-volfile", "").reconfigurable(),
+        /// Directory of the brick's Unix socket, `brick-<listen-port>.sock`: a client on
+        /// this machine (its `remote-host` a loopback address, its `unix-socket-dir` the
+        /// same) connects there instead of TCP, with the same handshake and checks (it
+        /// counts as 127.0.0.1 for `auth-allow`). Created if missing; if the socket cannot
+        /// be made, the brick serves TCP only and says so. Empty: no Unix socket.
+        pub unix_socket_dir: String = OptionSpec::string("unix-socket-dir", "/run/xlfs"),
         /// The volume name `client-volfile` is served under; required with it.
         pub client_volfile_name: String =
             OptionSpec::string("client-volfile-name", "").reconfigurable(),

@@ -20,6 +20,7 @@
 mod fops;
 mod frame;
 mod sender;
+mod stream;
 
 use serde::{Deserialize, Serialize};
 use xlator_api::{Buf, Ctx, Errno, Fop, LkOwner};
@@ -27,6 +28,7 @@ use xlator_api::{Buf, Ctx, Errno, Fop, LkOwner};
 pub use fops::{FdVisitor, ReplyBody, Request, SCHEMA, SCHEMA_TEXT};
 pub use frame::{FramePump, FrameReader, OutFrame, Pumped, write_frames};
 pub use sender::{FrameSender, SendError};
+pub use stream::{ReadHalf, Stream, WriteHalf, unix_socket_path};
 
 /// Version of this wire protocol; peers with different versions refuse each other. 2: entry
 /// replies carry the parent's attributes (`Entry::postparent`).
