@@ -574,3 +574,39 @@ async fn callers_spinning_for_replies_and_the_reader_share_the_socket() {
     .await
     .expect("join");
 }
+
+/// `request-spin`: the server polls for a lone client's next request; a client that then
+/// goes quiet costs the poll and no more, and other clients are served meanwhile.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn request_spin_serves_lone_and_busy_clients_alike() {
+    let leaf = MemLeaf::new();
+    let (_server, addr) = common::server(&leaf, &[("request-spin", "5ms")]);
+    let quiet = common::client(addr, &[]);
+    let busy = common::client(addr, &[]);
+    common::wait_up(&quiet).await;
+    common::wait_up(&busy).await;
+    let c = cx();
+    let start = Instant::now();
+    for round in 0..20 {
+        // One lone request, then silence on this connection while the other works.
+        quiet.stat(&c, Gfid::ROOT).await.expect("quiet stat");
+        let e = busy
+            .mkdir(
+                &c,
+                Loc::new(Gfid::ROOT, format!("d{round}").as_str()),
+                0o755,
+                0,
+            )
+            .await
+            .expect("mkdir");
+        for _ in 0..10 {
+            assert!(busy.stat(&c, e.attr.gfid).await.expect("stat").is_dir());
+        }
+    }
+    // 240 calls; a poll that never ended would leave a worker stuck for good.
+    assert!(
+        start.elapsed() < Duration::from_secs(10),
+        "took {:?}",
+        start.elapsed()
+    );
+}

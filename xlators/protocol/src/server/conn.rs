@@ -6,6 +6,7 @@
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
 
 use tokio::sync::Semaphore;
 use xlator_api::{Errno, Fop};
@@ -264,6 +265,43 @@ fn short_metadata_fop(fop: Fop) -> bool {
     )
 }
 
+/// `request-spin` of one connection: polling for a lone client's next request.
+#[derive(Default)]
+struct SpinState {
+    /// Requests still to skip polling for, after misses.
+    skip: u8,
+    backoff: u8,
+}
+
+impl SpinState {
+    /// Polls the socket (yielding between polls) until a request is there or `request-spin`
+    /// has passed. The following read then finds it without the reactor's sleep.
+    fn wait_for_next(&mut self, reader: &FrameReader<ReadHalf>, shared: &Shared) {
+        let budget = Duration::from_micros(shared.request_spin_us.load(Ordering::Relaxed));
+        let (sock, buffered) = reader.get_ref();
+        if budget.is_zero() || buffered {
+            return;
+        }
+        if self.skip > 0 {
+            self.skip -= 1;
+            return;
+        }
+        let deadline = Instant::now() + budget;
+        loop {
+            if sock.ready_now() {
+                self.backoff = 0;
+                return;
+            }
+            if Instant::now() >= deadline {
+                self.backoff = (self.backoff.saturating_mul(2) + 1).min(63);
+                self.skip = self.backoff;
+                return;
+            }
+            std::thread::yield_now();
+        }
+    }
+}
+
 /// Reads requests until the client leaves (`Ok(why)`), sends bad input (`Err`), or the
 /// server stops.
 async fn read_loop(
@@ -275,7 +313,13 @@ async fn read_loop(
     peer_max: usize,
 ) -> Result<&'static str, WireError> {
     let mut stop = shared.stop.clone();
+    let mut spin = SpinState::default();
+    // Whether the last request came while the client had nothing else in flight.
+    let mut last_alone = false;
     loop {
+        if last_alone {
+            spin.wait_for_next(reader, shared);
+        }
         let idle = shared.client_idle_timeout;
         let next = tokio::select! {
             r = tokio::time::timeout(idle, reader.next(shared.frame_receive_timeout)) => match r {
@@ -291,6 +335,7 @@ async fn read_loop(
             (ClientMsg::Call(mut call), mut payloads) => {
                 call.req.restore_payload(&mut payloads)?;
                 let alone = inflight.available_permits() == shared.max_inflight;
+                last_alone = alone;
                 // Back-pressure: at the limit, stop reading from this client.
                 let permit = tokio::select! {
                     p = inflight.clone().acquire_owned() => p,

@@ -76,6 +76,8 @@ struct Shared {
     /// Held while a connection's reader runs a fop itself (see `conn::read_loop`): one at a
     /// time, so the other runtime threads keep serving the network while it blocks.
     inline_busy: AtomicBool,
+    /// `request-spin` in microseconds.
+    request_spin_us: AtomicU64,
     handshake_timeout: Duration,
     frame_receive_timeout: Duration,
     client_idle_timeout: Duration,
@@ -371,6 +373,7 @@ impl Server {
             max_frame: o.max_write as usize + HEADER_ROOM,
             max_inflight: o.max_inflight_per_connection as usize,
             inline_busy: AtomicBool::new(false),
+            request_spin_us: AtomicU64::new(o.request_spin.as_micros() as u64),
             handshake_timeout: o.handshake_timeout,
             frame_receive_timeout: o.frame_receive_timeout,
             client_idle_timeout: o.client_idle_timeout,
@@ -425,6 +428,9 @@ impl Server {
     fn reconfigure_options(&self, o: ServerOptions) -> Result<(), String> {
         let allow = AllowList::parse(&o.auth_allow)?;
         let volfile = ServedVolfile::from_options(&o)?;
+        self.shared
+            .request_spin_us
+            .store(o.request_spin.as_micros() as u64, Ordering::Relaxed);
         let mut p = self
             .shared
             .policy

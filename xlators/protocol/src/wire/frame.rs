@@ -29,6 +29,11 @@ impl<R: AsyncRead + Unpin> FrameReader<R> {
         }
     }
 
+    /// The stream, and whether bytes already read from it wait in the buffer.
+    pub fn get_ref(&self) -> (&R, bool) {
+        (self.inner.get_ref(), !self.inner.buffer().is_empty())
+    }
+
     /// Changes the maximum frame size (raised after the handshake).
     pub fn set_max(&mut self, max: usize) {
         self.max = max;

@@ -52,6 +52,28 @@ impl ReadHalf {
         }
     }
 
+    /// Whether a read would not block now (data, end of stream or an error waits), asked
+    /// of the socket itself: the runtime's readiness flags are only updated when a thread
+    /// polls the reactor.
+    pub fn ready_now(&self) -> bool {
+        use std::os::fd::AsRawFd;
+        let fd = match self {
+            ReadHalf::Tcp(r) => r.as_ref().as_raw_fd(),
+            ReadHalf::Unix(r) => r.as_ref().as_raw_fd(),
+        };
+        let mut byte = 0u8;
+        // SAFETY: a one-byte peek into a local buffer on a socket this half keeps open.
+        let n = unsafe {
+            libc::recv(
+                fd,
+                (&raw mut byte).cast(),
+                1,
+                libc::MSG_PEEK | libc::MSG_DONTWAIT,
+            )
+        };
+        n >= 0 || std::io::Error::last_os_error().kind() != io::ErrorKind::WouldBlock
+    }
+
     /// A non-blocking read appended to `v`'s spare capacity (`WouldBlock` if none waits).
     pub fn try_read_buf(&self, v: &mut Vec<u8>) -> io::Result<usize> {
         match self {
