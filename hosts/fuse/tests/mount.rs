@@ -328,6 +328,20 @@ fn file_ops(m: &Path) {
     assert!(md.is_file());
     assert_eq!(md.len(), 11);
 
+    // An ioctl the file system does not know: ENOTTY, as on a local file (isatty()).
+    {
+        use std::os::fd::AsRawFd;
+        let f = File::open(&a).expect("open a");
+        let mut t = std::mem::MaybeUninit::<libc::termios>::uninit();
+        // SAFETY: TCGETS fills a termios we own, or fails.
+        let r = unsafe { libc::ioctl(f.as_raw_fd(), libc::TCGETS, t.as_mut_ptr()) };
+        assert_eq!(r, -1);
+        assert_eq!(
+            std::io::Error::last_os_error().raw_os_error(),
+            Some(libc::ENOTTY)
+        );
+    }
+
     // Positional writes and a sparse extension.
     let f = OpenOptions::new()
         .read(true)
