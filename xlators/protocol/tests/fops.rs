@@ -610,3 +610,42 @@ async fn request_spin_serves_lone_and_busy_clients_alike() {
         start.elapsed()
     );
 }
+
+/// Small writes run on the connection's reader unless `inline-write-max` is 0; either way
+/// the data lands intact and in order.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn small_writes_land_the_same_inline_or_on_the_pool() {
+    for max in ["64KiB", "0"] {
+        let leaf = MemLeaf::new();
+        let (_server, addr) = common::server(&leaf, &[("inline-write-max", max)]);
+        let top = common::client(addr, &[]);
+        common::wait_up(&top).await;
+        let c = cx();
+        let e = top
+            .create(
+                &c,
+                Loc::new(Gfid::ROOT, "w"),
+                fd(1, Gfid::NULL, libc::O_RDWR),
+                0o644,
+                0,
+            )
+            .await
+            .expect("create");
+        let f = fd(1, e.attr.gfid, libc::O_RDWR);
+        let mut want = vec![0u8; 320 << 10];
+        for (i, size) in [4096usize, 65_536, 65_537, 100, 131_072].iter().enumerate() {
+            let off = (i as u64) * 40_000;
+            let data = vec![i as u8 + 1; *size];
+            want[off as usize..off as usize + size].copy_from_slice(&data);
+            top.writev(&c, f, off, Buf::from_vec(data), 0)
+                .await
+                .expect("writev");
+        }
+        let len = 4 * 40_000 + 131_072;
+        let got = top.readv(&c, f, 0, len as u32).await.expect("readv");
+        assert!(
+            got.data[..] == want[..len],
+            "inline-write-max {max}: content differs"
+        );
+    }
+}

@@ -346,6 +346,12 @@ async fn read_loop(
                 };
                 let reads_an_open_fd =
                     matches!(&call.req, wire::Request::Readv { fd, .. } if !fd.is_anonymous());
+                // A small buffered write usually only copies into the page cache.
+                let write_max = shared.inline_write_max.load(Ordering::Relaxed);
+                let small_write = matches!(&call.req, wire::Request::Writev { data, flags, .. }
+                    if (data.len() as u64) <= write_max
+                        && !data.is_empty()
+                        && flags & (libc::O_SYNC | libc::O_DSYNC | libc::O_DIRECT) == 0);
                 let fop = call.req.fop();
                 let (session, tx) = (session.clone(), tx.clone());
                 // Run on a blocking-pool thread: the brick's disk work happens right there
@@ -368,19 +374,20 @@ async fn read_loop(
                     // storage/posix answers a read of cached data without blocking (and goes
                     // to the pool itself otherwise): answer it from the reader, no wakeup.
                     xlfs_core::services::poll_here_then_spawn(request, false);
-                } else if alone
-                    && short_metadata_fop(fop)
+                } else if ((alone && short_metadata_fop(fop)) || small_write)
                     && shared
                         .inline_busy
                         .compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed)
                         .is_ok()
                 {
-                    // Nothing else from this client is in flight (it waits for each reply,
-                    // as `tar x` through one mount does): run it right here on the reader,
-                    // saving the hand-off to a pool thread and its wakeup. Data, sync and
-                    // listing fops, any fop while others are in flight, and any while
-                    // another reader is doing the same go to the pool: at most one runtime
-                    // thread waits on the disk, and a busy client never waits behind it.
+                    // Run it right here on the reader, saving the hand-off to a pool
+                    // thread and its wakeup: a short metadata fop when nothing else from
+                    // this client is in flight (it waits for each reply, as `tar x` through
+                    // one mount does), or a small buffered write (`inline-write-max`),
+                    // which usually only copies into the page cache. Reads of data, sync
+                    // and listing fops, other fops while others are in flight, and any
+                    // while another reader is doing the same go to the pool: at most one
+                    // runtime thread waits on the disk.
                     xlfs_core::services::poll_here_then_spawn(request, true);
                     shared.inline_busy.store(false, Ordering::Release);
                 } else {

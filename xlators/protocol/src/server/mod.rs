@@ -78,6 +78,8 @@ struct Shared {
     inline_busy: AtomicBool,
     /// `request-spin` in microseconds.
     request_spin_us: AtomicU64,
+    /// `inline-write-max` in bytes.
+    pub inline_write_max: AtomicU64,
     handshake_timeout: Duration,
     frame_receive_timeout: Duration,
     client_idle_timeout: Duration,
@@ -374,6 +376,7 @@ impl Server {
             max_inflight: o.max_inflight_per_connection as usize,
             inline_busy: AtomicBool::new(false),
             request_spin_us: AtomicU64::new(o.request_spin.as_micros() as u64),
+            inline_write_max: AtomicU64::new(o.inline_write_max),
             handshake_timeout: o.handshake_timeout,
             frame_receive_timeout: o.frame_receive_timeout,
             client_idle_timeout: o.client_idle_timeout,
@@ -431,6 +434,9 @@ impl Server {
         self.shared
             .request_spin_us
             .store(o.request_spin.as_micros() as u64, Ordering::Relaxed);
+        self.shared
+            .inline_write_max
+            .store(o.inline_write_max, Ordering::Relaxed);
         let mut p = self
             .shared
             .policy

@@ -60,6 +60,15 @@ xlator_api::options! {
         pub request_spin: Duration = OptionSpec::duration("request-spin", "50us")
             .range(0, 10)
             .reconfigurable(),
+        /// Buffered writes up to this size run right on the connection's reader instead of
+        /// a pool thread, one at a time per brick (others go to the pool): such a write
+        /// usually only copies into the page cache, and the handoff would cost more. While
+        /// one runs (or waits, when the kernel throttles dirty pages), that connection's
+        /// next requests wait. 0: every write goes to the pool. O_SYNC/O_DSYNC/O_DIRECT
+        /// writes always do.
+        pub inline_write_max: u64 = OptionSpec::size("inline-write-max", "64KiB")
+            .range(0, 67_108_864)
+            .reconfigurable(),
         /// The volume name `client-volfile` is served under; required with it.
         pub client_volfile_name: String =
             OptionSpec::string("client-volfile-name", "").reconfigurable(),
