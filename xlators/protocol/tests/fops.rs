@@ -25,6 +25,30 @@ fn fd(id: u64, gfid: Gfid, flags: i32) -> Fd {
     }
 }
 
+/// A client of a new in-memory brick (the server is returned to keep it alive) and a file
+/// `name` created in its root, open read-write as fd 1.
+async fn brick_with_file(
+    server_opts: &[(&str, &str)],
+    client_opts: &[(&str, &str)],
+    name: &str,
+) -> (Subvol, Subvol, Fd) {
+    let leaf = MemLeaf::new();
+    let (server, addr) = common::server(&leaf, server_opts);
+    let top = common::client(addr, client_opts);
+    common::wait_up(&top).await;
+    let e = top
+        .create(
+            &cx(),
+            Loc::new(Gfid::ROOT, name),
+            fd(1, Gfid::NULL, libc::O_RDWR),
+            0o644,
+            0,
+        )
+        .await
+        .expect("create");
+    (server, top, fd(1, e.attr.gfid, libc::O_RDWR))
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn every_fop_family_round_trips() {
     let leaf = MemLeaf::new();
@@ -240,22 +264,8 @@ async fn every_fop_family_round_trips() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn big_writes_and_reads_are_intact_and_oversize_is_einval() {
-    let leaf = MemLeaf::new();
-    let (_server, addr) = common::server(&leaf, &[]);
-    let top = common::client(addr, &[]);
-    common::wait_up(&top).await;
+    let (_server, top, f) = brick_with_file(&[], &[], "big").await;
     let c = cx();
-    let e = top
-        .create(
-            &c,
-            Loc::new(Gfid::ROOT, "big"),
-            fd(1, Gfid::NULL, libc::O_RDWR),
-            0o644,
-            0,
-        )
-        .await
-        .expect("create");
-    let f = fd(1, e.attr.gfid, libc::O_RDWR);
     let mut seed = 0x9e37_79b9_u32;
     let data: Vec<u8> = (0..(1 << 20))
         .map(|_| {
@@ -502,22 +512,8 @@ async fn flush_goes_to_the_brick_only_for_files_with_locks() {
 /// side got there, reaches its caller intact.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn callers_spinning_for_replies_and_the_reader_share_the_socket() {
-    let leaf = MemLeaf::new();
-    let (_server, addr) = common::server(&leaf, &[]);
-    let top = common::client(addr, &[("reply-spin", "2ms")]);
-    common::wait_up(&top).await;
+    let (_server, top, f) = brick_with_file(&[], &[("reply-spin", "2ms")], "spun").await;
     let c = cx();
-    let e = top
-        .create(
-            &c,
-            Loc::new(Gfid::ROOT, "spun"),
-            fd(1, Gfid::NULL, libc::O_RDWR),
-            0o644,
-            0,
-        )
-        .await
-        .expect("create");
-    let f = fd(1, e.attr.gfid, libc::O_RDWR);
     let data: Arc<Vec<u8>> = Arc::new((0..1u32 << 20).map(|i| (i * 7 % 251) as u8).collect());
     top.writev(&c, f, 0, Buf::from_vec(data.to_vec()), 0)
         .await
@@ -616,22 +612,8 @@ async fn request_spin_serves_lone_and_busy_clients_alike() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn small_writes_land_the_same_inline_or_on_the_pool() {
     for max in ["64KiB", "0"] {
-        let leaf = MemLeaf::new();
-        let (_server, addr) = common::server(&leaf, &[("inline-write-max", max)]);
-        let top = common::client(addr, &[]);
-        common::wait_up(&top).await;
+        let (_server, top, f) = brick_with_file(&[("inline-write-max", max)], &[], "w").await;
         let c = cx();
-        let e = top
-            .create(
-                &c,
-                Loc::new(Gfid::ROOT, "w"),
-                fd(1, Gfid::NULL, libc::O_RDWR),
-                0o644,
-                0,
-            )
-            .await
-            .expect("create");
-        let f = fd(1, e.attr.gfid, libc::O_RDWR);
         let mut want = vec![0u8; 320 << 10];
         for (i, size) in [4096usize, 65_536, 65_537, 100, 131_072].iter().enumerate() {
             let off = (i as u64) * 40_000;

@@ -242,31 +242,36 @@ impl Drop for Server {
     }
 }
 
-/// Accepts on the brick's Unix socket; its clients count as 127.0.0.1 for `auth-allow`.
-async fn accept_unix(shared: Arc<Shared>, listener: std::os::unix::net::UnixListener) {
-    let listener = match tokio::net::UnixListener::from_std(listener) {
-        Ok(l) => l,
-        Err(e) => {
-            tracing::error!("{}: cannot serve the Unix socket: {e}", shared.name);
-            return;
-        }
-    };
-    let local = SocketAddr::from((std::net::Ipv4Addr::LOCALHOST, 0));
-    let mut stop = shared.stop.clone();
-    loop {
-        let accepted = tokio::select! {
-            r = listener.accept() => r,
-            _ = stop.wait_for(|s| *s) => break,
-        };
-        match accepted {
-            Ok((sock, _)) => {
-                shared.accepted.fetch_add(1, Ordering::Relaxed);
-                tokio::spawn(conn::serve(shared.clone(), Stream::Unix(sock), local));
-            }
-            Err(e) => {
-                tracing::warn!("{}: accept on the Unix socket failed: {e}", shared.name);
-                tokio::time::sleep(Duration::from_millis(100)).await;
-            }
+/// A listening socket of either transport.
+enum Listener {
+    Tcp(std::net::TcpListener),
+    Unix(std::os::unix::net::UnixListener),
+}
+
+impl Listener {
+    fn into_tokio(self) -> std::io::Result<TokioListener> {
+        Ok(match self {
+            Listener::Tcp(l) => TokioListener::Tcp(tokio::net::TcpListener::from_std(l)?),
+            Listener::Unix(l) => TokioListener::Unix(tokio::net::UnixListener::from_std(l)?),
+        })
+    }
+}
+
+enum TokioListener {
+    Tcp(tokio::net::TcpListener),
+    Unix(tokio::net::UnixListener),
+}
+
+impl TokioListener {
+    /// The next connection and its peer address; the Unix socket's clients count as
+    /// 127.0.0.1 for `auth-allow`.
+    async fn accept(&self) -> std::io::Result<(Stream, SocketAddr)> {
+        match self {
+            TokioListener::Tcp(l) => l.accept().await.map(|(s, a)| (Stream::Tcp(s), a)),
+            TokioListener::Unix(l) => l.accept().await.map(|(s, _)| {
+                let local = SocketAddr::from((std::net::Ipv4Addr::LOCALHOST, 0));
+                (Stream::Unix(s), local)
+            }),
         }
     }
 }
@@ -303,11 +308,15 @@ fn bind_unix(
     }
 }
 
-async fn accept_loop(shared: Arc<Shared>, listener: std::net::TcpListener) {
-    let listener = match tokio::net::TcpListener::from_std(listener) {
+async fn accept_loop(shared: Arc<Shared>, listener: Listener) {
+    let what = match &listener {
+        Listener::Tcp(_) => "the listening socket",
+        Listener::Unix(_) => "the Unix socket",
+    };
+    let listener = match listener.into_tokio() {
         Ok(l) => l,
         Err(e) => {
-            tracing::error!("{}: cannot serve the listening socket: {e}", shared.name);
+            tracing::error!("{}: cannot serve {what}: {e}", shared.name);
             return;
         }
     };
@@ -320,11 +329,11 @@ async fn accept_loop(shared: Arc<Shared>, listener: std::net::TcpListener) {
         match accepted {
             Ok((sock, peer)) => {
                 shared.accepted.fetch_add(1, Ordering::Relaxed);
-                tokio::spawn(conn::serve(shared.clone(), Stream::Tcp(sock), peer));
+                tokio::spawn(conn::serve(shared.clone(), sock, peer));
             }
             Err(e) => {
                 // EMFILE and friends: back off instead of spinning.
-                tracing::warn!("{}: accept failed: {e}", shared.name);
+                tracing::warn!("{}: accept on {what} failed: {e}", shared.name);
                 tokio::time::sleep(Duration::from_millis(100)).await;
             }
         }
@@ -402,16 +411,17 @@ impl Server {
         let unix = (!o.unix_socket_dir.is_empty())
             .then(|| bind_unix(&shared.name, &o.unix_socket_dir, local.port()))
             .flatten();
-        let spawn = |task: std::pin::Pin<Box<dyn Future<Output = ()> + Send>>| {
+        let spawn = |listener| {
+            let task = accept_loop(shared.clone(), listener);
             match tokio::runtime::Handle::try_current() {
                 Ok(h) => drop(h.spawn(task)),
                 Err(_) => init.services.spawn(task),
             }
         };
-        spawn(Box::pin(accept_loop(shared.clone(), listener)));
+        spawn(Listener::Tcp(listener));
         let unix_path = unix.map(|(l, path)| {
             tracing::info!("{}: local clients: {}", shared.name, path.display());
-            spawn(Box::pin(accept_unix(shared.clone(), l)));
+            spawn(Listener::Unix(l));
             path
         });
         Ok(Server {

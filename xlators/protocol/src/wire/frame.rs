@@ -54,22 +54,7 @@ impl<R: AsyncRead + Unpin> FrameReader<R> {
     async fn read_rest(&mut self) -> Result<Buf, WireError> {
         let mut prefix = [0u8; 4];
         read_exact(&mut self.inner, &mut prefix).await?;
-        let len = u32::from_be_bytes(prefix) as usize;
-        if len > self.max {
-            return Err(WireError::FrameTooLarge {
-                len: len as u64,
-                max: self.max,
-            });
-        }
-        if len == 0 {
-            return Err(WireError::EmptyFrame);
-        }
-        let mut body: Vec<u8> = Vec::new();
-        body.try_reserve_exact(len)
-            .map_err(|_| WireError::FrameTooLarge {
-                len: len as u64,
-                max: self.max,
-            })?;
+        let (mut body, len) = body_for(prefix, self.max)?;
         while body.len() < len {
             // `take` bounds the read to this frame; large reads bypass the BufReader's buffer
             // and land directly in `body`.
@@ -195,24 +180,8 @@ impl FramePump {
                 }
                 let mut prefix = [0u8; 4];
                 prefix.copy_from_slice(&self.stage[self.start..self.start + 4]);
-                let len = u32::from_be_bytes(prefix) as usize;
-                if len > self.max {
-                    return Err(WireError::FrameTooLarge {
-                        len: len as u64,
-                        max: self.max,
-                    });
-                }
-                if len == 0 {
-                    return Err(WireError::EmptyFrame);
-                }
+                self.body = Some(body_for(prefix, self.max)?);
                 self.start += 4;
-                let mut body = Vec::new();
-                body.try_reserve_exact(len)
-                    .map_err(|_| WireError::FrameTooLarge {
-                        len: len as u64,
-                        max: self.max,
-                    })?;
-                self.body = Some((body, len));
                 continue;
             }
             let (body, len) = self.body.as_mut().expect("checked");
@@ -228,6 +197,25 @@ impl FramePump {
         }
         Ok(())
     }
+}
+
+/// Checks a frame's length prefix against `max` and allocates its body (empty, with room
+/// for exactly the length): returns it with the length.
+fn body_for(prefix: [u8; 4], max: usize) -> Result<(Vec<u8>, usize), WireError> {
+    let len = u32::from_be_bytes(prefix) as usize;
+    let too_large = || WireError::FrameTooLarge {
+        len: len as u64,
+        max,
+    };
+    if len > max {
+        return Err(too_large());
+    }
+    if len == 0 {
+        return Err(WireError::EmptyFrame);
+    }
+    let mut body = Vec::new();
+    body.try_reserve_exact(len).map_err(|_| too_large())?;
+    Ok((body, len))
 }
 
 async fn read_exact<R: AsyncRead + Unpin>(r: &mut R, buf: &mut [u8]) -> Result<(), WireError> {
