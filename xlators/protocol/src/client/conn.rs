@@ -3,7 +3,7 @@
 //! arrives for the ping timeout.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
@@ -12,6 +12,7 @@ use tokio::sync::{oneshot, watch};
 use xlator_api::{Buf, Ctx, Errno, Fop};
 
 use super::options::Target;
+use crate::wire::spin::Backoff;
 use crate::wire::{
     self, ClientMsg, FramePump, FrameReader, FrameSender, HANDSHAKE_MAX_FRAME, Hello, MAGIC,
     PROTOCOL_VERSION, Pumped, ReadHalf, ReplyBody, Request, SCHEMA, SendError, ServerMsg, Stream,
@@ -81,45 +82,18 @@ impl Timeouts {
     }
 }
 
-/// Per fop: whether spinning for replies pays. A miss (no reply within the budget) doubles
-/// how many of the next calls of that fop skip spinning, up to [`SPIN_MAX_SKIP`]; a hit
-/// resets it. Races between threads only blur the heuristic.
-struct SpinPolicy {
-    backoff: [AtomicU8; FOP_SLOTS],
-    skip: [AtomicU8; FOP_SLOTS],
-}
+/// One [`Backoff`] per fop: a fop whose replies keep missing the `reply-spin` window stops
+/// spinning, others keep it.
+struct SpinPolicy([Backoff; FOP_SLOTS]);
 
 const FOP_SLOTS: usize = 64;
-const SPIN_MAX_SKIP: u8 = 63;
 
 impl SpinPolicy {
     fn new() -> SpinPolicy {
-        SpinPolicy {
-            backoff: std::array::from_fn(|_| AtomicU8::new(0)),
-            skip: std::array::from_fn(|_| AtomicU8::new(0)),
-        }
+        SpinPolicy(std::array::from_fn(|_| Backoff::default()))
     }
-    fn slot(fop: Fop) -> usize {
-        fop as usize % FOP_SLOTS
-    }
-    fn should_spin(&self, fop: Fop) -> bool {
-        let skip = &self.skip[Self::slot(fop)];
-        let n = skip.load(Ordering::Relaxed);
-        if n == 0 {
-            return true;
-        }
-        skip.store(n - 1, Ordering::Relaxed);
-        false
-    }
-    fn hit(&self, fop: Fop) {
-        self.backoff[Self::slot(fop)].store(0, Ordering::Relaxed);
-    }
-    fn miss(&self, fop: Fop) {
-        let i = Self::slot(fop);
-        let b = self.backoff[i].load(Ordering::Relaxed);
-        let b = (b.saturating_mul(2) + 1).min(SPIN_MAX_SKIP);
-        self.backoff[i].store(b, Ordering::Relaxed);
-        self.skip[i].store(b, Ordering::Relaxed);
+    fn of(&self, fop: Fop) -> &Backoff {
+        &self.0[fop as usize % FOP_SLOTS]
     }
 }
 
@@ -127,8 +101,6 @@ impl SpinPolicy {
 pub struct Handshaken {
     pub reader: FrameReader<ReadHalf>,
     pub writer: WriteHalf,
-    /// `"tcp"` or `"unix"`.
-    pub transport: &'static str,
     pub welcome: Welcome,
 }
 
@@ -172,7 +144,6 @@ async fn handshake_inner(
 ) -> Result<Handshaken, ConnectError> {
     let addr = addr.to_owned();
     let sock = connect(target, &addr).await?;
-    let transport = sock.kind();
     let (r, mut writer) = sock.into_split();
     let mut reader = FrameReader::new(r, HANDSHAKE_MAX_FRAME);
     let hello = Hello {
@@ -203,7 +174,6 @@ async fn handshake_inner(
         ServerMsg::Welcome(welcome) => {
             reader.set_max(target.max_frame);
             Ok(Handshaken {
-                transport,
                 reader,
                 writer,
                 welcome,
@@ -231,8 +201,6 @@ pub struct Conn {
     /// Counts connections of one client: fds opened on an older generation are stale.
     pub generation: u64,
     pub peer: String,
-    /// `"tcp"` or `"unix"`.
-    pub transport: &'static str,
     /// Largest frame the server accepts.
     send_max: usize,
     sender: Arc<FrameSender<WriteHalf>>,
@@ -268,7 +236,6 @@ impl Conn {
         let conn = Arc::new(Conn {
             generation,
             peer: target.addr(),
-            transport: hs.transport,
             send_max: (hs.welcome.max_frame as usize).min(target.max_frame),
             sender,
             rx,
@@ -403,44 +370,43 @@ impl Conn {
     /// delivered or the `reply-spin` budget is spent. The caller's next poll then finds the
     /// reply waiting, without the reader task's wakeup and the one it would cause.
     fn spin_for(&self, id: u64, fop: Fop) {
-        let budget = self.timeouts.spin();
-        if budget.is_zero()
-            || !xlfs_core::services::may_spin_for_reply()
-            || self.pending().waiters.len() != 1
-            || !self.spin.should_spin(fop)
-        {
+        if !xlfs_core::services::may_spin_for_reply() || self.pending().waiters.len() != 1 {
             return;
         }
-        let deadline = Instant::now() + budget;
-        loop {
+        let mut failed = None;
+        self.spin.of(fop).poll_until(self.timeouts.spin(), || {
             if let Ok(pump) = self.pump.try_lock()
                 && let Err(why) = self.drain(pump)
             {
-                return self.fail(why);
+                failed = Some(why);
+                return true;
             }
-            if !self.pending().waiters.contains_key(&id) {
-                return self.spin.hit(fop);
-            }
-            if Instant::now() >= deadline {
-                return self.spin.miss(fop);
-            }
-            // Yield rather than spin: the server's thread may have been woken on this CPU.
-            std::thread::yield_now();
+            !self.pending().waiters.contains_key(&id)
+        });
+        if let Some(why) = failed {
+            self.fail(why);
         }
+    }
+
+    /// `"tcp"` or `"unix"`.
+    pub fn transport(&self) -> &'static str {
+        self.rx.kind()
     }
 
     /// Reads what the socket holds and delivers every complete frame. `Err` says why the
     /// connection must fail.
     fn drain(&self, mut pump: MutexGuard<'_, FramePump>) -> Result<(), String> {
-        let mut frames: Vec<Buf> = Vec::new();
-        let r = pump.pump(|v| self.rx.try_read_buf(v), |f| frames.push(f));
-        drop(pump);
-        if !frames.is_empty() {
-            self.touch();
-        }
-        for f in frames {
-            self.dispatch(f)?;
-        }
+        let mut bad = Ok(());
+        let r = pump.pump(
+            |v| self.rx.try_read_buf(v),
+            |f| {
+                self.touch();
+                if bad.is_ok() {
+                    bad = self.dispatch(f);
+                }
+            },
+        );
+        bad?;
         match r {
             Ok(Pumped::Drained) => Ok(()),
             Ok(Pumped::Closed) => Err("the brick closed the connection".into()),

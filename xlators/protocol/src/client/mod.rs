@@ -127,7 +127,7 @@ async fn run(shared: Arc<Shared>) {
                 tracing::info!(
                     "{}: connected to brick {addr} over {} (volume {:?}, server {server})",
                     shared.name,
-                    conn.transport,
+                    conn.transport(),
                     shared.target.volume
                 );
                 shared.state.send_replace(State::Up(conn.clone()));
@@ -337,7 +337,7 @@ impl Client {
         let s = &self.shared;
         let (state, generation, inflight, transport) = match &*s.state.borrow() {
             State::Connecting { .. } => ("connecting", 0, 0, None),
-            State::Up(c) => ("up", c.generation, c.inflight(), Some(c.transport)),
+            State::Up(c) => ("up", c.generation, c.inflight(), Some(c.transport())),
             State::Down => ("down", 0, 0, None),
             State::Stopped => ("stopped", 0, 0, None),
         };

@@ -6,13 +6,14 @@
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use tokio::sync::Semaphore;
 use xlator_api::{Errno, Fop};
 
 use super::Shared;
 use super::session::Session;
+use crate::wire::spin::Backoff;
 use crate::wire::{
     self, ClientMsg, FrameReader, FrameSender, HANDSHAKE_MAX_FRAME, Hello, ReadHalf, ServerMsg,
     Stream, VOLFILE_MAX_FRAME, VolfileReply, VolfileRequest, WireError, WriteHalf,
@@ -265,40 +266,13 @@ fn short_metadata_fop(fop: Fop) -> bool {
     )
 }
 
-/// `request-spin` of one connection: polling for a lone client's next request.
-#[derive(Default)]
-struct SpinState {
-    /// Requests still to skip polling for, after misses.
-    skip: u8,
-    backoff: u8,
-}
-
-impl SpinState {
-    /// Polls the socket (yielding between polls) until a request is there or `request-spin`
-    /// has passed. The following read then finds it without the reactor's sleep.
-    fn wait_for_next(&mut self, reader: &FrameReader<ReadHalf>, shared: &Shared) {
+/// `request-spin`: polls the socket until a request is there or the budget has passed. The
+/// following read then finds it without the reactor's sleep.
+fn wait_for_next(reader: &FrameReader<ReadHalf>, shared: &Shared, backoff: &Backoff) {
+    let (sock, buffered) = reader.get_ref();
+    if !buffered {
         let budget = Duration::from_micros(shared.request_spin_us.load(Ordering::Relaxed));
-        let (sock, buffered) = reader.get_ref();
-        if budget.is_zero() || buffered {
-            return;
-        }
-        if self.skip > 0 {
-            self.skip -= 1;
-            return;
-        }
-        let deadline = Instant::now() + budget;
-        loop {
-            if sock.ready_now() {
-                self.backoff = 0;
-                return;
-            }
-            if Instant::now() >= deadline {
-                self.backoff = (self.backoff.saturating_mul(2) + 1).min(63);
-                self.skip = self.backoff;
-                return;
-            }
-            std::thread::yield_now();
-        }
+        backoff.poll_until(budget, || sock.ready_now());
     }
 }
 
@@ -313,12 +287,12 @@ async fn read_loop(
     peer_max: usize,
 ) -> Result<&'static str, WireError> {
     let mut stop = shared.stop.clone();
-    let mut spin = SpinState::default();
+    let spin = Backoff::default();
     // Whether the last request came while the client had nothing else in flight.
     let mut last_alone = false;
     loop {
         if last_alone {
-            spin.wait_for_next(reader, shared);
+            wait_for_next(reader, shared, &spin);
         }
         let idle = shared.client_idle_timeout;
         let next = tokio::select! {

@@ -79,7 +79,7 @@ struct Shared {
     /// `request-spin` in microseconds.
     request_spin_us: AtomicU64,
     /// `inline-write-max` in bytes.
-    pub inline_write_max: AtomicU64,
+    inline_write_max: AtomicU64,
     handshake_timeout: Duration,
     frame_receive_timeout: Duration,
     client_idle_timeout: Duration,

@@ -20,6 +20,7 @@
 mod fops;
 mod frame;
 mod sender;
+pub mod spin;
 mod stream;
 
 use serde::{Deserialize, Serialize};

@@ -27,14 +27,6 @@ impl Stream {
             }
         }
     }
-
-    /// `"tcp"` or `"unix"`, for messages and statedumps.
-    pub fn kind(&self) -> &'static str {
-        match self {
-            Stream::Tcp(_) => "tcp",
-            Stream::Unix(_) => "unix",
-        }
-    }
 }
 
 /// The read side of a [`Stream`].
@@ -44,6 +36,14 @@ pub enum ReadHalf {
 }
 
 impl ReadHalf {
+    /// `"tcp"` or `"unix"`, for messages and statedumps.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            ReadHalf::Tcp(_) => "tcp",
+            ReadHalf::Unix(_) => "unix",
+        }
+    }
+
     /// Waits until the socket may be readable.
     pub async fn readable(&self) -> io::Result<()> {
         match self {
