@@ -20,6 +20,7 @@ pub mod graph;
 pub mod hop;
 pub mod loader;
 pub mod logging;
+pub mod malloc;
 pub mod registry;
 pub mod services;
 pub mod source;

@@ -235,6 +235,8 @@ async fn serve(args: Args) -> Result<(), Error> {
 }
 
 fn main() -> ExitCode {
+    // Before any thread starts: payload buffers then stay in the heap (see the module).
+    xlfs_core::malloc::tune();
     let args = Args::parse();
     if let Err(e) = xlfs_core::logging::init(&args.log_level) {
         eprintln!("xlfsd: {e}");

@@ -75,6 +75,8 @@ fn io_err(what: &'static str) -> impl FnOnce(std::io::Error) -> Error {
 }
 
 fn main() -> ExitCode {
+    // Before any thread starts: payload buffers then stay in the heap (see the module).
+    xlfs_core::malloc::tune();
     let cli = Cli::parse();
     // A missing or doubled source is a usage error (clap's message, exit status 2).
     let (source, mountpoint) = match cli.source() {

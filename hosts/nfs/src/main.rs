@@ -79,6 +79,8 @@ fn io_err(what: impl Into<String>) -> impl FnOnce(std::io::Error) -> Error {
 }
 
 fn main() -> ExitCode {
+    // Before any thread starts: payload buffers then stay in the heap (see the module).
+    xlfs_core::malloc::tune();
     let cli = Cli::parse();
     if let Err(e) = xlfs_core::logging::init(&cli.log_level) {
         eprintln!("xlfs-nfsd: {e}");
