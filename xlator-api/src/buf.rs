@@ -1,20 +1,137 @@
 //! [`Buf`]: the reference-counted, sliceable, FFI-safe byte buffer that carries read and write
 //! payloads. Cloning and slicing never copy bytes, so a write passing through N translators and
 //! the wire is copied only where it enters the process and where it reaches the disk.
+//!
+//! A buffer may also hold its bytes in a pipe ([`Buf::from_pipe`]): storage/posix fills one
+//! with `splice` from the file (the page cache pages are referenced, not copied), and a
+//! sender that owns the only view hands the pipe to the socket with another `splice`
+//! ([`Buf::take_pipe`]), so read data crosses the brick without a copy in user space. Anyone
+//! else who looks at the bytes (`as_slice`, `Deref`) drains the pipe into memory once, so a
+//! pipe-held buffer behaves like any other.
 
+use std::cell::UnsafeCell;
 use std::fmt;
 use std::ops::{Deref, RangeBounds};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::sync::atomic::{AtomicI32, AtomicU8, Ordering};
 
 use abi_stable::StableAbi;
-use abi_stable::std_types::{RArc, RVec};
+use abi_stable::std_types::{RArc, ROption, RVec};
 
-/// An immutable view `[off, off + len)` into a shared byte vector.
+/// An immutable view `[off, off + len)` into a shared byte vector, or into bytes held in a
+/// pipe until someone needs them.
 #[repr(C)]
 #[derive(StableAbi, Clone)]
 pub struct Buf {
     data: RArc<RVec<u8>>,
     off: usize,
     len: usize,
+    /// When set, the bytes are this pipe's (and `data` is empty).
+    pipe: ROption<RArc<PipeBytes>>,
+}
+
+/// `len` bytes waiting in a pipe; drained into `bytes` the first time they are looked at.
+#[repr(C)]
+#[derive(StableAbi)]
+struct PipeBytes {
+    /// The read end; -1 once drained or taken.
+    fd: AtomicI32,
+    len: usize,
+    /// One of the `PIPE_*` states.
+    state: AtomicU8,
+    /// Written once, by the thread that moved `state` from `PIPE_FULL` to `PIPE_DRAINING`;
+    /// read only after `state` is `PIPE_DRAINED` (acquire).
+    bytes: UnsafeCell<RVec<u8>>,
+}
+
+const PIPE_FULL: u8 = 0;
+const PIPE_DRAINING: u8 = 1;
+const PIPE_DRAINED: u8 = 2;
+const PIPE_TAKEN: u8 = 3;
+const PIPE_FAILED: u8 = 4;
+
+// SAFETY: `bytes` is written by exactly one thread (the one that won the FULL -> DRAINING
+// transition) before it publishes DRAINED with release ordering; every reader first observes
+// DRAINED with acquire ordering, and nobody writes it again.
+unsafe impl Sync for PipeBytes {}
+unsafe impl Send for PipeBytes {}
+// A panic while draining publishes FAILED first, so no reader ever sees half-written bytes.
+impl std::panic::RefUnwindSafe for PipeBytes {}
+
+impl PipeBytes {
+    /// The bytes, draining the pipe first if nobody has.
+    fn bytes(&self) -> &[u8] {
+        loop {
+            match self.state.compare_exchange(
+                PIPE_FULL,
+                PIPE_DRAINING,
+                Ordering::Acquire,
+                Ordering::Acquire,
+            ) {
+                Ok(_) => match self.drain() {
+                    Ok(v) => {
+                        // SAFETY: this thread won the FULL -> DRAINING transition: no one
+                        // else reads or writes `bytes` until DRAINED is published below.
+                        unsafe { *self.bytes.get() = v };
+                        self.state.store(PIPE_DRAINED, Ordering::Release);
+                    }
+                    Err(e) => {
+                        // Never leave DRAINING behind: the other readers would wait forever.
+                        self.state.store(PIPE_FAILED, Ordering::Release);
+                        panic!("Buf: {e}");
+                    }
+                },
+                Err(PIPE_DRAINED) => {
+                    // SAFETY: DRAINED was published (acquire) after the only write.
+                    return unsafe { (*self.bytes.get()).as_slice() };
+                }
+                Err(PIPE_DRAINING) => std::thread::yield_now(),
+                Err(PIPE_TAKEN) => panic!("Buf: bytes read after the pipe was handed to a sender"),
+                Err(_) => panic!("Buf: its pipe could not be read"),
+            }
+        }
+    }
+
+    /// Reads the whole pipe (it holds exactly `len` bytes, written before the buffer was
+    /// made) and closes it.
+    fn drain(&self) -> Result<RVec<u8>, String> {
+        let fd = self.fd.swap(-1, Ordering::AcqRel);
+        if fd < 0 {
+            return Err("its pipe was already drained".into());
+        }
+        // SAFETY: the fd was ours (from `from_pipe`) and is closed exactly once, here.
+        let pipe = unsafe { OwnedFd::from_raw_fd(fd) };
+        let mut v = Vec::with_capacity(self.len);
+        while v.len() < self.len {
+            let want = self.len - v.len();
+            let room = &mut v.spare_capacity_mut()[..want];
+            // SAFETY: reading into the vector's spare capacity; only the bytes read are kept.
+            let n = unsafe { libc::read(pipe.as_raw_fd(), room.as_mut_ptr().cast(), room.len()) };
+            if n < 0 {
+                let e = std::io::Error::last_os_error();
+                if e.kind() == std::io::ErrorKind::Interrupted {
+                    continue;
+                }
+                return Err(format!("reading its pipe failed: {e}"));
+            }
+            if n == 0 {
+                return Err(format!("its pipe held {} of {} bytes", v.len(), self.len));
+            }
+            // SAFETY: `n` more bytes were initialised by the read.
+            unsafe { v.set_len(v.len() + n as usize) };
+        }
+        Ok(RVec::from(v))
+    }
+}
+
+impl Drop for PipeBytes {
+    fn drop(&mut self) {
+        let fd = *self.fd.get_mut();
+        if fd >= 0 {
+            // SAFETY: still ours: neither drained nor taken.
+            drop(unsafe { OwnedFd::from_raw_fd(fd) });
+        }
+    }
 }
 
 impl Buf {
@@ -30,7 +147,51 @@ impl Buf {
             data: RArc::new(RVec::from(v)),
             off: 0,
             len,
+            pipe: ROption::RNone,
         }
+    }
+
+    /// A buffer whose `len` bytes are all in the pipe `read_end` already (the write end
+    /// closed or at least done writing). The pipe is closed when the buffer goes.
+    pub fn from_pipe(read_end: OwnedFd, len: usize) -> Buf {
+        Buf {
+            data: RArc::new(RVec::new()),
+            off: 0,
+            len,
+            pipe: ROption::RSome(RArc::new(PipeBytes {
+                fd: AtomicI32::new(std::os::fd::IntoRawFd::into_raw_fd(read_end)),
+                len,
+                state: AtomicU8::new(PIPE_FULL),
+                bytes: UnsafeCell::new(RVec::new()),
+            })),
+        }
+    }
+
+    /// Whether the bytes are still in a pipe (nobody has looked at them).
+    pub fn in_pipe(&self) -> bool {
+        match &self.pipe {
+            ROption::RSome(p) => p.state.load(Ordering::Acquire) == PIPE_FULL,
+            ROption::RNone => false,
+        }
+    }
+
+    /// The pipe holding this buffer's bytes, for a sender to `splice` them on: only when
+    /// this is the only view of the whole pipe and nobody has drained it. Afterwards the
+    /// bytes cannot be read through this buffer (`as_slice` panics): the caller must own
+    /// the buffer (no other thread may look at it), send the bytes, then drop it.
+    pub fn take_pipe(&self) -> Option<OwnedFd> {
+        let ROption::RSome(p) = &self.pipe else {
+            return None;
+        };
+        if self.off != 0 || self.len != p.len || RArc::strong_count(p) != 1 {
+            return None;
+        }
+        p.state
+            .compare_exchange(PIPE_FULL, PIPE_TAKEN, Ordering::AcqRel, Ordering::Acquire)
+            .ok()?;
+        let fd = p.fd.swap(-1, Ordering::AcqRel);
+        // SAFETY: the fd was ours and, now TAKEN, is handed out exactly once.
+        (fd >= 0).then(|| unsafe { OwnedFd::from_raw_fd(fd) })
     }
 
     /// Copies `s` into a new buffer.
@@ -52,7 +213,10 @@ impl Buf {
     }
 
     pub fn as_slice(&self) -> &[u8] {
-        &self.data[self.off..self.off + self.len]
+        match &self.pipe {
+            ROption::RSome(p) => &p.bytes()[self.off..self.off + self.len],
+            ROption::RNone => &self.data[self.off..self.off + self.len],
+        }
     }
 
     /// A sub-view sharing the same storage. Panics if the range is out of bounds, like slicing.
@@ -77,19 +241,27 @@ impl Buf {
             data: self.data.clone(),
             off: self.off + start,
             len: end - start,
+            pipe: self.pipe.clone(),
         }
     }
 
     /// Whether two buffers view the same storage (used by tests to prove zero-copy).
     pub fn shares_storage_with(&self, other: &Buf) -> bool {
-        std::ptr::eq(
-            &*self.data as *const RVec<u8>,
-            &*other.data as *const RVec<u8>,
-        )
+        match (&self.pipe, &other.pipe) {
+            (ROption::RSome(a), ROption::RSome(b)) => std::ptr::eq(&**a, &**b),
+            (ROption::RNone, ROption::RNone) => std::ptr::eq(
+                &*self.data as *const RVec<u8>,
+                &*other.data as *const RVec<u8>,
+            ),
+            _ => false,
+        }
     }
 
     /// The bytes as a `Vec`, without copying when this is the only view of the whole storage.
     pub fn into_vec(self) -> Vec<u8> {
+        if self.pipe.is_some() {
+            return self.as_slice().to_vec();
+        }
         if self.off == 0 && self.len == self.data.len() {
             match RArc::try_unwrap(self.data) {
                 Ok(v) => return v.into_vec(),
@@ -219,5 +391,79 @@ mod tests {
         let b = Buf::from_vec(v);
         let back = b.into_vec();
         assert_eq!(back.as_ptr(), p);
+    }
+
+    /// A pipe holding `bytes` (read end, write end closed).
+    fn pipe_with(bytes: &[u8]) -> OwnedFd {
+        let mut fds = [0; 2];
+        // SAFETY: plain pipe2 into a 2-element array.
+        assert_eq!(unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) }, 0);
+        // SAFETY: both fds are new and ours.
+        let (r, w) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+        let mut done = 0;
+        while done < bytes.len() {
+            // SAFETY: writing from a live slice.
+            let n = unsafe {
+                libc::write(
+                    w.as_raw_fd(),
+                    bytes[done..].as_ptr().cast(),
+                    bytes.len() - done,
+                )
+            };
+            assert!(n > 0, "pipe write");
+            done += n as usize;
+        }
+        r
+    }
+
+    #[test]
+    fn a_pipe_buffer_reads_like_any_other_and_its_slices_share_it() {
+        let want: Vec<u8> = (0..40_000u32).map(|i| (i % 251) as u8).collect();
+        let b = Buf::from_pipe(pipe_with(&want), want.len());
+        assert!(b.in_pipe());
+        assert_eq!(b.len(), want.len());
+        let s = b.slice(100..200);
+        assert!(s.shares_storage_with(&b));
+        assert!(b.in_pipe(), "slicing does not drain");
+        assert_eq!(&*s, &want[100..200]);
+        assert!(!b.in_pipe());
+        assert_eq!(b, Buf::from_vec(want.clone()));
+        assert_eq!(b.clone().into_vec(), want);
+        assert!(!s.shares_storage_with(&Buf::from_vec(want)));
+    }
+
+    #[test]
+    fn threads_reading_a_pipe_buffer_at_once_all_see_the_bytes() {
+        let want: Vec<u8> = (0..60_000u32).map(|i| (i % 253) as u8).collect();
+        let b = Buf::from_pipe(pipe_with(&want), want.len());
+        std::thread::scope(|sc| {
+            for _ in 0..8 {
+                sc.spawn(|| assert_eq!(b.as_slice(), &want[..]));
+            }
+        });
+    }
+
+    #[test]
+    fn only_the_sole_view_of_an_undrained_pipe_can_take_it() {
+        let want = vec![9u8; 5000];
+        let b = Buf::from_pipe(pipe_with(&want), want.len());
+        let c = b.clone();
+        assert!(b.take_pipe().is_none(), "another view exists");
+        drop(c);
+        let part = b.slice(1..);
+        assert!(part.take_pipe().is_none(), "not the whole pipe");
+        drop(part);
+        let fd = b.take_pipe().expect("sole whole view");
+        let mut got = vec![0u8; 6000];
+        // SAFETY: reading into a live buffer.
+        let n = unsafe { libc::read(fd.as_raw_fd(), got.as_mut_ptr().cast(), got.len()) };
+        assert_eq!(n, 5000);
+        assert!(got[..5000].iter().all(|&x| x == 9));
+        assert!(b.take_pipe().is_none(), "taken once");
+
+        let drained = Buf::from_pipe(pipe_with(&want), want.len());
+        assert_eq!(drained.len(), drained.as_slice().len());
+        assert!(drained.take_pipe().is_none(), "already drained");
+        assert_eq!(Buf::from_vec(want).take_pipe().map(|_| ()), None);
     }
 }

@@ -154,6 +154,23 @@ impl CtxExtension for GfidReq {
     }
 }
 
+/// Tells the leaf that whoever asked for this read can send its data straight out of a pipe
+/// ([`crate::Buf::from_pipe`]): protocol/server sets it on large reads, and storage/posix
+/// then fills a pipe with `splice` instead of copying the data into memory. Any translator
+/// in between still sees ordinary bytes if it looks (the pipe is drained on first look).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub struct PipePayloadOk;
+
+impl CtxExtension for PipePayloadOk {
+    const KEY: &'static str = "xlfs/pipe-payload-ok";
+    fn encode(&self) -> Vec<u8> {
+        Vec::new()
+    }
+    fn decode(_: &[u8]) -> Option<Self> {
+        Some(PipePayloadOk)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

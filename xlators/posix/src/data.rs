@@ -126,6 +126,30 @@ impl Brick {
         })
     }
 
+    /// `readv` whose data stays in the kernel: the file's pages are spliced into a pipe and the
+    /// reply's [`Buf`] holds that pipe ([`Buf::from_pipe`]), for a sender that splices it on
+    /// to its socket. Blocks on the disk like [`Brick::readv`] (pool only). Anonymous,
+    /// O_DIRECT and directory fds, and file systems or limits that refuse the pipe or the
+    /// splice, get a plain read.
+    pub fn readv_spliced(&self, fd: &Fd, offset: u64, size: u32) -> Result<ReadReply, Errno> {
+        let f = self.file_for(fd, libc::O_RDONLY)?;
+        if f.is_dir || f.direct() || fd.is_anonymous() {
+            return self.readv(fd, offset, size, Vec::new());
+        }
+        let data = match splice_read(f.as_fd(), offset, size as usize) {
+            Ok(b) => b,
+            Err(Errno::EINVAL | Errno::EPERM | Errno::ENOSYS | Errno::EMFILE | Errno::ENFILE) => {
+                read_rest(f.as_fd(), offset, size as usize, Vec::new())?
+            }
+            Err(e) => return Err(e),
+        };
+        let attr = self.fd_iatt(f.as_fd(), f.gfid)?;
+        Ok(ReadReply {
+            data,
+            attr: ROption::RSome(attr),
+        })
+    }
+
     /// `readv` through an opened fd answered from the page cache alone, without blocking,
     /// so it may run on any thread (no credentials needed: the fd was checked at open).
     /// [`Cached::Miss`] when the data is not all cached, or the fd is anonymous, O_DIRECT or a
@@ -319,6 +343,34 @@ fn read_aligned(fd: BorrowedFd<'_>, offset: u64, size: usize) -> Result<Buf, Err
         }
     }
     Ok(Buf::from_vec(v).slice(start..start + got.min(size)))
+}
+
+/// Up to `size` bytes of `file` at `offset` in a pipe (fewer only at the end of the file).
+/// Should the pipe fill up short of the end of the file (it is sized for the range, so it
+/// should not), what it holds is read out and the rest read normally: a plain buffer comes
+/// back.
+fn splice_read(file: BorrowedFd<'_>, offset: u64, size: usize) -> Result<Buf, Errno> {
+    let (r, w) = sys::pipe_for(offset, size)?;
+    let mut got = 0;
+    while got < size {
+        match sys::splice_to_pipe(file, offset + got as u64, w.as_fd(), size - got) {
+            Ok(0) => break,
+            Ok(n) => got += n,
+            Err(Errno::EAGAIN) => {
+                // A full pipe: at the end of the file that is the whole answer (the
+                // range's last slot filled up exactly), else the rest is read normally.
+                if offset + got as u64 >= sys::fstat(file)?.st_size as u64 {
+                    break;
+                }
+                drop(w);
+                let have = sys::read_pipe(r.as_fd(), got)?;
+                return read_rest(file, offset, size, have);
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    drop(w);
+    Ok(Buf::from_pipe(r, got))
 }
 
 /// Completes a read of up to `size` bytes at `offset` whose first `have.len()` bytes are

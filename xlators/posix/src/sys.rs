@@ -220,6 +220,77 @@ pub fn pread(fd: BorrowedFd<'_>, buf: &mut [u8], offset: u64) -> Result<usize, E
 /// first: the kernel writes every byte it reports). Returns the bytes read, now initialised.
 /// With `RWF_NOWAIT` it reads only what the page cache holds and fails with EAGAIN (or
 /// ENOTSUP where unsupported) when that is nothing.
+/// A pipe (read end, write end) with room for `len` bytes of a file starting at `offset`:
+/// a file splices into a pipe one page per slot, so an unaligned range needs a slot more
+/// than its length suggests (`F_SETPIPE_SZ`; beyond `/proc/sys/fs/pipe-max-size` this needs
+/// CAP_SYS_RESOURCE, else EPERM).
+pub fn pipe_for(offset: u64, len: usize) -> Result<(OwnedFd, OwnedFd), Errno> {
+    let mut fds = [0; 2];
+    // SAFETY: pipe2 fills the 2-element array.
+    check_i(unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) })?;
+    // SAFETY: both fds are new and owned from here on.
+    let (r, w) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+    const PAGE: usize = 4096;
+    let pages = ((offset % PAGE as u64) as usize + len)
+        .div_ceil(PAGE)
+        .max(1);
+    let want = libc::c_int::try_from(pages * PAGE).map_err(|_| Errno::EINVAL)?;
+    // SAFETY: fcntl on an fd we own.
+    let got = unsafe { libc::fcntl(w.as_raw_fd(), libc::F_SETPIPE_SZ, want) };
+    check_i(got.min(0))?;
+    if (got as usize) < pages * PAGE {
+        return Err(Errno::EINVAL);
+    }
+    Ok((r, w))
+}
+
+/// Moves up to `len` bytes of `file` at `offset` into `pipe` (`splice`: the pipe references
+/// the page cache pages, no copy). Short at the end of the file; EAGAIN when the pipe is
+/// full (it never waits for room).
+pub fn splice_to_pipe(
+    file: BorrowedFd<'_>,
+    offset: u64,
+    pipe: BorrowedFd<'_>,
+    len: usize,
+) -> Result<usize, Errno> {
+    let mut off = i64::try_from(offset).map_err(|_| Errno::EINVAL)?;
+    loop {
+        // SAFETY: valid fds; `off` is a live i64 the kernel advances.
+        let r = unsafe {
+            libc::splice(
+                file.as_raw_fd(),
+                &mut off,
+                pipe.as_raw_fd(),
+                std::ptr::null_mut(),
+                len,
+                libc::SPLICE_F_NONBLOCK,
+            )
+        };
+        match check(r as libc::c_long) {
+            Ok(n) => return Ok(n as usize),
+            Err(Errno::EINTR) => continue,
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+/// Reads exactly `len` bytes that `pipe` holds.
+pub fn read_pipe(pipe: BorrowedFd<'_>, len: usize) -> Result<Vec<u8>, Errno> {
+    let mut v = vec![0u8; len];
+    let mut got = 0;
+    while got < len {
+        // SAFETY: reading into the live vector's unread tail.
+        let r = unsafe { libc::read(pipe.as_raw_fd(), v[got..].as_mut_ptr().cast(), len - got) };
+        match check(r as libc::c_long) {
+            Ok(0) => return Err(Errno::EIO),
+            Ok(n) => got += n as usize,
+            Err(Errno::EINTR) => continue,
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(v)
+}
+
 pub fn pread_uninit(
     fd: BorrowedFd<'_>,
     buf: &mut [std::mem::MaybeUninit<u8>],

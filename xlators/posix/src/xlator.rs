@@ -7,8 +7,8 @@ use std::sync::Arc;
 use xlator_api::abi_stable::std_types::{RString, RVec};
 use xlator_api::{
     Buf, Ctx, DirEntry, DumpFormat, Entry, EntrylkCmd, Errno, Fd, Flock, Gfid, HostServices, Iatt,
-    Init, LkCmd, Loc, ReadReply, Removed, SeekWhat, SetAttr, Statfs, Subvol, Translator,
-    WriteReply, Xattr, XattropOp, Xattrs,
+    Init, LkCmd, Loc, PipePayloadOk, ReadReply, Removed, SeekWhat, SetAttr, Statfs, Subvol,
+    Translator, WriteReply, Xattr, XattropOp, Xattrs,
 };
 
 use crate::brick::Brick;
@@ -190,6 +190,13 @@ impl Translator for Posix {
         self.run(cx, move |b, _| b.opendir(&fd)).await
     }
     async fn readv(&self, cx: &Ctx, fd: Fd, offset: u64, size: u32) -> Result<ReadReply, Errno> {
+        if cx.ext::<PipePayloadOk>().is_some() && !fd.is_anonymous() {
+            // The caller sends the data on from a pipe (protocol/server does, for reads of
+            // its `splice-read-min` and up): splice it there, no copy.
+            return self
+                .run(cx, move |b, _| b.readv_spliced(&fd, offset, size))
+                .await;
+        }
         // Cached data is read right here, on the polling thread: no handoff to the pool.
         let have = match self.brick.readv_cached(&fd, offset, size) {
             Cached::Reply(r) => return r,

@@ -251,9 +251,25 @@ async fn unlinked_open_file_stays_readable() {
 /// blocking read.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn reads_are_the_same_cached_or_not() {
+    reads_come_back_the_same(false).await;
+}
+
+/// The same reads by a caller that takes pipes ([`xlator_api::PipePayloadOk`], as
+/// protocol/server is): the data comes back in a pipe and reads the same.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn spliced_reads_are_the_same_cached_or_not() {
+    reads_come_back_the_same(true).await;
+}
+
+async fn reads_come_back_the_same(spliced: bool) {
     use std::os::fd::AsRawFd;
     let (d, top) = new_brick();
     let cx = root();
+    let rcx = if spliced {
+        cx.to_builder().ext(&xlator_api::PipePayloadOk).build()
+    } else {
+        cx.clone()
+    };
     let e = mkfile(&top, &cx, Gfid::ROOT, "f", b"").await;
     let f = fd(e.attr.gfid, libc::O_RDWR);
     top.open(&cx, f).await.expect("open");
@@ -286,8 +302,14 @@ async fn reads_are_the_same_cached_or_not() {
             (999_000, 4096),
             (2_000_000, 10),
         ] {
-            let r = top.readv(&cx, f, off, len).await.expect("read");
+            let r = top.readv(&rcx, f, off, len).await.expect("read");
             let end = (off as usize + len as usize).min(data.len());
+            if spliced && !r.data.is_empty() {
+                assert!(
+                    r.data.in_pipe(),
+                    "pass {pass}: {len} bytes at {off} not in a pipe"
+                );
+            }
             let want = data.get(off as usize..end).unwrap_or(&[]);
             assert_eq!(&*r.data, want, "pass {pass}, {len} bytes at {off}");
             assert_eq!(r.attr.map(|a| a.size), ROption::RSome(1_000_000));

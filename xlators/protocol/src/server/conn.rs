@@ -9,7 +9,7 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use tokio::sync::Semaphore;
-use xlator_api::{Errno, Fop};
+use xlator_api::{Errno, Fop, PipePayloadOk};
 
 use super::Shared;
 use super::session::Session;
@@ -327,12 +327,20 @@ async fn read_loop(
                         && !data.is_empty()
                         && flags & (libc::O_SYNC | libc::O_DSYNC | libc::O_DIRECT) == 0);
                 let fop = call.req.fop();
+                // A large read may come back in a pipe, spliced on to the socket.
+                let splice_min = shared.splice_read_min.load(Ordering::Relaxed);
+                let pipe_ok = matches!(&call.req, wire::Request::Readv { fd, size, .. }
+                    if splice_min > 0 && u64::from(*size) >= splice_min && !fd.is_anonymous());
                 let (session, tx) = (session.clone(), tx.clone());
                 // Run on a blocking-pool thread: the brick's disk work happens right there
                 // and the reply goes out from it, with no further thread switch (one
                 // wakeup per request instead of three). See `poll_here_then_spawn`.
                 let request = async move {
-                    let cx = call.ctx.to_ctx();
+                    let cx = if pipe_ok {
+                        call.ctx.to_ctx().to_builder().ext(&PipePayloadOk).build()
+                    } else {
+                        call.ctx.to_ctx()
+                    };
                     let fop = call.req.fop();
                     let result = session.execute(&cx, call.req).await;
                     let frame = wire::encode_reply(call.id, result, peer_max).or_else(|e| {

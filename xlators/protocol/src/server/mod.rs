@@ -80,6 +80,7 @@ struct Shared {
     request_spin_us: AtomicU64,
     /// `inline-write-max` in bytes.
     inline_write_max: AtomicU64,
+    splice_read_min: AtomicU64,
     handshake_timeout: Duration,
     frame_receive_timeout: Duration,
     client_idle_timeout: Duration,
@@ -386,6 +387,7 @@ impl Server {
             inline_busy: AtomicBool::new(false),
             request_spin_us: AtomicU64::new(o.request_spin.as_micros() as u64),
             inline_write_max: AtomicU64::new(o.inline_write_max),
+            splice_read_min: AtomicU64::new(o.splice_read_min),
             handshake_timeout: o.handshake_timeout,
             frame_receive_timeout: o.frame_receive_timeout,
             client_idle_timeout: o.client_idle_timeout,
@@ -447,6 +449,9 @@ impl Server {
         self.shared
             .inline_write_max
             .store(o.inline_write_max, Ordering::Relaxed);
+        self.shared
+            .splice_read_min
+            .store(o.splice_read_min, Ordering::Relaxed);
         let mut p = self
             .shared
             .policy

@@ -69,6 +69,13 @@ xlator_api::options! {
         pub inline_write_max: u64 = OptionSpec::size("inline-write-max", "64KiB")
             .range(0, 67_108_864)
             .reconfigurable(),
+        /// Reads of this size and up on an open file are answered without copying their data
+        /// through the brick's memory: the leaf (storage/posix) splices the file's pages into
+        /// a pipe and the reply is spliced from it into the socket. Smaller reads are copied
+        /// (cheaper, and a cached one is answered on the connection's reader). 0: never.
+        pub splice_read_min: u64 = OptionSpec::size("splice-read-min", "64KiB")
+            .range(0, 67_108_864)
+            .reconfigurable(),
         /// The volume name `client-volfile` is served under; required with it.
         pub client_volfile_name: String =
             OptionSpec::string("client-volfile-name", "").reconfigurable(),

@@ -254,8 +254,30 @@ impl OutFrame {
     }
 }
 
+/// A stream that may take bytes straight out of a pipe ([`Buf::take_pipe`]).
+pub trait PipeSink {
+    /// The socket to `splice` into, if this stream is one.
+    fn splice_target(&mut self) -> Option<&mut super::stream::WriteHalf> {
+        None
+    }
+}
+
+impl PipeSink for super::stream::WriteHalf {
+    fn splice_target(&mut self) -> Option<&mut super::stream::WriteHalf> {
+        Some(self)
+    }
+}
+
+impl PipeSink for tokio::io::DuplexStream {}
+impl PipeSink for Vec<u8> {}
+impl PipeSink for tokio::net::tcp::OwnedWriteHalf {}
+impl PipeSink for tokio::net::TcpStream {}
+impl PipeSink for tokio::net::UnixStream {}
+
 /// Writes `frames` in as few system calls as possible (vectored, no copy of large payloads).
-pub async fn write_frames<W: AsyncWrite + Unpin>(
+/// A payload whose bytes are still in a pipe goes to a socket with `splice`, never through
+/// this process's memory.
+pub async fn write_frames<W: AsyncWrite + Unpin + PipeSink>(
     w: &mut W,
     frames: &[OutFrame],
 ) -> std::io::Result<()> {
@@ -263,12 +285,32 @@ pub async fn write_frames<W: AsyncWrite + Unpin>(
     for f in frames {
         slices.push(IoSlice::new(&f.head));
         for p in &f.payload {
-            if !p.is_empty() {
-                slices.push(IoSlice::new(p));
+            if p.is_empty() {
+                continue;
             }
+            if p.in_pipe()
+                && w.splice_target().is_some()
+                && let Some(pipe) = p.take_pipe()
+            {
+                write_all_vectored(w, &mut slices).await?;
+                slices.clear();
+                if let Some(sock) = w.splice_target() {
+                    sock.splice_from(&pipe, p.len()).await?;
+                }
+                continue;
+            }
+            slices.push(IoSlice::new(p));
         }
     }
-    let mut rest: &mut [IoSlice<'_>] = &mut slices;
+    write_all_vectored(w, &mut slices).await
+}
+
+/// Writes every byte of `slices`.
+async fn write_all_vectored<W: AsyncWrite + Unpin>(
+    w: &mut W,
+    slices: &mut [IoSlice<'_>],
+) -> std::io::Result<()> {
+    let mut rest: &mut [IoSlice<'_>] = slices;
     while !rest.is_empty() {
         let n = w.write_vectored(rest).await?;
         if n == 0 {

@@ -14,7 +14,7 @@ use std::sync::Arc;
 use tokio::io::AsyncWrite;
 use tokio::sync::{Mutex, mpsc, watch};
 
-use super::frame::{OutFrame, write_frames};
+use super::frame::{OutFrame, PipeSink, write_frames};
 
 /// Frames and bytes the writer task gathers into one vectored write.
 const COALESCE_FRAMES: usize = 256;
@@ -38,7 +38,7 @@ pub struct FrameSender<W> {
     closing: watch::Sender<bool>,
 }
 
-impl<W: AsyncWrite + Unpin + Send + 'static> FrameSender<W> {
+impl<W: AsyncWrite + PipeSink + Unpin + Send + 'static> FrameSender<W> {
     /// A sender over `w` and its writer task (spawned on the current runtime; it ends when
     /// the sender is closed or dropped). `queue` bounds the frames waiting for the task;
     /// senders wait when it is full.
@@ -89,7 +89,7 @@ impl<W: AsyncWrite + Unpin + Send + 'static> FrameSender<W> {
 }
 
 /// Writes `frames` on the socket in `sock`, closing it on error or if dropped half-way.
-async fn write_now<W: AsyncWrite + Unpin>(
+async fn write_now<W: AsyncWrite + PipeSink + Unpin>(
     sock: &mut Option<W>,
     frames: &[OutFrame],
 ) -> Result<(), SendError> {
@@ -116,7 +116,7 @@ async fn write_now<W: AsyncWrite + Unpin>(
 }
 
 /// The writer task: drains the queue in batches while the sender lives and the socket is up.
-async fn write_queued<W: AsyncWrite + Unpin + Send + 'static>(
+async fn write_queued<W: AsyncWrite + PipeSink + Unpin + Send + 'static>(
     sender: std::sync::Weak<FrameSender<W>>,
     mut rx: mpsc::Receiver<OutFrame>,
 ) {
