@@ -290,8 +290,11 @@ async fn two_concurrent_writers_are_linearizable() {
                 last.len()
             );
         }
+        // A guard against a vacuous check, not a property of write-behind: how many bytes
+        // have a single possible last writer depends on how the two tasks interleaved, and
+        // on a loaded 2-CPU machine (the whole suite running) it has been as low as a third.
         assert!(
-            determined > got.len() / 2,
+            determined > got.len() / 10,
             "config {config:?}: the check is too weak: {determined} of {} bytes determined",
             got.len()
         );
