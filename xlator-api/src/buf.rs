@@ -167,6 +167,46 @@ impl Buf {
         }
     }
 
+    /// A copy of `bytes` held in a new pipe (for tests, and for a leaf that has its data in
+    /// memory but answers a caller that takes pipes). Fails if the pipe cannot be made that
+    /// large (`F_SETPIPE_SZ`, limited by `/proc/sys/fs/pipe-max-size` without
+    /// CAP_SYS_RESOURCE).
+    pub fn copy_into_pipe(bytes: &[u8]) -> std::io::Result<Buf> {
+        let mut fds = [0; 2];
+        // SAFETY: pipe2 fills the 2-element array.
+        if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        // SAFETY: both fds are new and owned from here on.
+        let (r, w) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+        let size = bytes.len().div_ceil(4096).max(1).next_power_of_two() * 4096;
+        let size = libc::c_int::try_from(size).map_err(std::io::Error::other)?;
+        // SAFETY: fcntl on an fd we own.
+        if unsafe { libc::fcntl(w.as_raw_fd(), libc::F_SETPIPE_SZ, size) } < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        let mut done = 0;
+        while done < bytes.len() {
+            // SAFETY: writing from a live slice.
+            let n = unsafe {
+                libc::write(
+                    w.as_raw_fd(),
+                    bytes[done..].as_ptr().cast(),
+                    bytes.len() - done,
+                )
+            };
+            if n < 0 {
+                let e = std::io::Error::last_os_error();
+                if e.kind() != std::io::ErrorKind::Interrupted {
+                    return Err(e);
+                }
+                continue;
+            }
+            done += n as usize;
+        }
+        Ok(Buf::from_pipe(r, bytes.len()))
+    }
+
     /// Whether the bytes are still in a pipe (nobody has looked at them).
     pub fn in_pipe(&self) -> bool {
         match &self.pipe {
@@ -393,33 +433,10 @@ mod tests {
         assert_eq!(back.as_ptr(), p);
     }
 
-    /// A pipe holding `bytes` (read end, write end closed).
-    fn pipe_with(bytes: &[u8]) -> OwnedFd {
-        let mut fds = [0; 2];
-        // SAFETY: plain pipe2 into a 2-element array.
-        assert_eq!(unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) }, 0);
-        // SAFETY: both fds are new and ours.
-        let (r, w) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
-        let mut done = 0;
-        while done < bytes.len() {
-            // SAFETY: writing from a live slice.
-            let n = unsafe {
-                libc::write(
-                    w.as_raw_fd(),
-                    bytes[done..].as_ptr().cast(),
-                    bytes.len() - done,
-                )
-            };
-            assert!(n > 0, "pipe write");
-            done += n as usize;
-        }
-        r
-    }
-
     #[test]
     fn a_pipe_buffer_reads_like_any_other_and_its_slices_share_it() {
         let want: Vec<u8> = (0..40_000u32).map(|i| (i % 251) as u8).collect();
-        let b = Buf::from_pipe(pipe_with(&want), want.len());
+        let b = Buf::copy_into_pipe(&want).expect("pipe");
         assert!(b.in_pipe());
         assert_eq!(b.len(), want.len());
         let s = b.slice(100..200);
@@ -435,7 +452,7 @@ mod tests {
     #[test]
     fn threads_reading_a_pipe_buffer_at_once_all_see_the_bytes() {
         let want: Vec<u8> = (0..60_000u32).map(|i| (i % 253) as u8).collect();
-        let b = Buf::from_pipe(pipe_with(&want), want.len());
+        let b = Buf::copy_into_pipe(&want).expect("pipe");
         std::thread::scope(|sc| {
             for _ in 0..8 {
                 sc.spawn(|| assert_eq!(b.as_slice(), &want[..]));
@@ -446,7 +463,7 @@ mod tests {
     #[test]
     fn only_the_sole_view_of_an_undrained_pipe_can_take_it() {
         let want = vec![9u8; 5000];
-        let b = Buf::from_pipe(pipe_with(&want), want.len());
+        let b = Buf::copy_into_pipe(&want).expect("pipe");
         let c = b.clone();
         assert!(b.take_pipe().is_none(), "another view exists");
         drop(c);
@@ -461,7 +478,7 @@ mod tests {
         assert!(got[..5000].iter().all(|&x| x == 9));
         assert!(b.take_pipe().is_none(), "taken once");
 
-        let drained = Buf::from_pipe(pipe_with(&want), want.len());
+        let drained = Buf::copy_into_pipe(&want).expect("pipe");
         assert_eq!(drained.len(), drained.as_slice().len());
         assert!(drained.take_pipe().is_none(), "already drained");
         assert_eq!(Buf::from_vec(want).take_pipe().map(|_| ()), None);

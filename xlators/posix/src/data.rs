@@ -363,7 +363,7 @@ fn splice_read(file: BorrowedFd<'_>, offset: u64, size: usize) -> Result<Buf, Er
                     break;
                 }
                 drop(w);
-                let have = sys::read_pipe(r.as_fd(), got)?;
+                let have = Buf::from_pipe(r, got).into_vec();
                 return read_rest(file, offset, size, have);
             }
             Err(e) => return Err(e),

@@ -274,23 +274,6 @@ pub fn splice_to_pipe(
     }
 }
 
-/// Reads exactly `len` bytes that `pipe` holds.
-pub fn read_pipe(pipe: BorrowedFd<'_>, len: usize) -> Result<Vec<u8>, Errno> {
-    let mut v = vec![0u8; len];
-    let mut got = 0;
-    while got < len {
-        // SAFETY: reading into the live vector's unread tail.
-        let r = unsafe { libc::read(pipe.as_raw_fd(), v[got..].as_mut_ptr().cast(), len - got) };
-        match check(r as libc::c_long) {
-            Ok(0) => return Err(Errno::EIO),
-            Ok(n) => got += n as usize,
-            Err(Errno::EINTR) => continue,
-            Err(e) => return Err(e),
-        }
-    }
-    Ok(v)
-}
-
 pub fn pread_uninit(
     fd: BorrowedFd<'_>,
     buf: &mut [std::mem::MaybeUninit<u8>],

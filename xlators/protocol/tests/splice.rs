@@ -4,7 +4,6 @@
 
 mod common;
 
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use xlator_api::{
@@ -39,41 +38,10 @@ impl Translator for PipeLeaf {
         let mut r = self.children[0].readv(cx, fd, offset, size).await?;
         if cx.ext::<PipePayloadOk>().is_some() {
             ASKED[self.slot].fetch_add(1, Ordering::Relaxed);
-            r.data = in_pipe(&r.data);
+            r.data = Buf::copy_into_pipe(&r.data).expect("pipe");
         }
         Ok(r)
     }
-}
-
-/// `bytes` in a new pipe, as a pipe-held Buf.
-fn in_pipe(bytes: &[u8]) -> Buf {
-    let mut fds = [0; 2];
-    // SAFETY: pipe2 fills the array; both fds are then owned here.
-    assert_eq!(unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) }, 0);
-    let (r, w) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
-    let size = bytes.len().div_ceil(4096).max(1).next_power_of_two() * 4096;
-    // SAFETY: fcntl on an owned fd.
-    let got = unsafe { libc::fcntl(w.as_raw_fd(), libc::F_SETPIPE_SZ, size as libc::c_int) };
-    assert!(
-        got as usize >= bytes.len(),
-        "pipe of {got} for {}",
-        bytes.len()
-    );
-    let mut done = 0;
-    while done < bytes.len() {
-        // SAFETY: writing from a live slice.
-        let n = unsafe {
-            libc::write(
-                w.as_raw_fd(),
-                bytes[done..].as_ptr().cast(),
-                bytes.len() - done,
-            )
-        };
-        assert!(n > 0, "pipe write");
-        done += n as usize;
-    }
-    drop(w);
-    Buf::from_pipe(r, bytes.len())
 }
 
 fn fd(id: u64, gfid: Gfid) -> Fd {

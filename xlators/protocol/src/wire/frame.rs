@@ -295,7 +295,7 @@ pub async fn write_frames<W: AsyncWrite + Unpin + PipeSink>(
                 write_all_vectored(w, &mut slices).await?;
                 slices.clear();
                 if let Some(sock) = w.splice_target() {
-                    sock.splice_from(&pipe, p.len()).await?;
+                    sock.splice_from(pipe, p.len()).await?;
                 }
                 continue;
             }

@@ -109,19 +109,23 @@ impl WriteHalf {
     /// takes the pipe's pages by reference, TCP sends from them), waiting for room as needed.
     /// If the kernel refuses to splice into this socket before any byte has moved, the bytes
     /// are read out of the pipe and written instead.
-    pub async fn splice_from(&mut self, pipe: &OwnedFd, len: usize) -> io::Result<()> {
+    pub async fn splice_from(&mut self, pipe: OwnedFd, len: usize) -> io::Result<()> {
         let mut left = len;
         while left > 0 {
             let r = match self {
                 WriteHalf::Tcp(w) => {
                     let s: &TcpStream = w.as_ref();
                     s.writable().await?;
-                    s.try_io(Interest::WRITABLE, || splice_out(pipe, s.as_raw_fd(), left))
+                    s.try_io(Interest::WRITABLE, || {
+                        splice_out(&pipe, s.as_raw_fd(), left)
+                    })
                 }
                 WriteHalf::Unix(w) => {
                     let s: &UnixStream = w.as_ref();
                     s.writable().await?;
-                    s.try_io(Interest::WRITABLE, || splice_out(pipe, s.as_raw_fd(), left))
+                    s.try_io(Interest::WRITABLE, || {
+                        splice_out(&pipe, s.as_raw_fd(), left)
+                    })
                 }
             };
             match r {
@@ -130,7 +134,7 @@ impl WriteHalf {
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 Err(e) if left == len && e.raw_os_error() == Some(libc::EINVAL) => {
-                    let bytes = read_pipe(pipe, len)?;
+                    let bytes = xlator_api::Buf::from_pipe(pipe, len);
                     return tokio::io::AsyncWriteExt::write_all(self, &bytes).await;
                 }
                 Err(e) => return Err(e),
@@ -158,27 +162,6 @@ fn splice_out(pipe: &OwnedFd, sock: RawFd, len: usize) -> io::Result<usize> {
     } else {
         Ok(r as usize)
     }
-}
-
-/// All `len` bytes of a pipe that holds them.
-fn read_pipe(pipe: &OwnedFd, len: usize) -> io::Result<Vec<u8>> {
-    let mut v = vec![0u8; len];
-    let mut got = 0;
-    while got < len {
-        // SAFETY: reading into the live vector's unread tail.
-        let r = unsafe { libc::read(pipe.as_raw_fd(), v[got..].as_mut_ptr().cast(), len - got) };
-        match r {
-            0 => return Err(io::ErrorKind::UnexpectedEof.into()),
-            r if r < 0 => {
-                let e = io::Error::last_os_error();
-                if e.kind() != io::ErrorKind::Interrupted {
-                    return Err(e);
-                }
-            }
-            r => got += r as usize,
-        }
-    }
-    Ok(v)
 }
 
 impl AsyncWrite for WriteHalf {
