@@ -190,18 +190,21 @@ impl Translator for Posix {
         self.run(cx, move |b, _| b.opendir(&fd)).await
     }
     async fn readv(&self, cx: &Ctx, fd: Fd, offset: u64, size: u32) -> Result<ReadReply, Errno> {
-        if cx.ext::<PipePayloadOk>().is_some() && !fd.is_anonymous() {
-            // The caller sends the data on from a pipe (protocol/server does, for reads of
-            // its `splice-read-min` and up): splice it there, no copy.
-            return self
-                .run(cx, move |b, _| b.readv_spliced(&fd, offset, size))
-                .await;
-        }
         // Cached data is read right here, on the polling thread: no handoff to the pool.
+        // (Copying cached pages costs less than moving them through a pipe one by one: a
+        // 1 MiB sequential read measured about half as fast spliced.)
         let have = match self.brick.readv_cached(&fd, offset, size) {
             Cached::Reply(r) => return r,
             Cached::Miss(have) => have,
         };
+        if have.is_empty() && cx.ext::<PipePayloadOk>().is_some() {
+            // Not cached, and the caller sends the data on from a pipe (protocol/server
+            // does, for reads of its `splice-read-min` and up): splice it there from the
+            // disk, no copy.
+            return self
+                .run(cx, move |b, _| b.readv_spliced(&fd, offset, size))
+                .await;
+        }
         self.run(cx, move |b, _| b.readv(&fd, offset, size, have))
             .await
     }
