@@ -1,6 +1,7 @@
 //! Reads whose data the leaf hands back in a pipe (`Buf::from_pipe`, as storage/posix does
 //! when protocol/server asks with `PipePayloadOk`) are spliced into the socket and arrive
-//! intact, over the Unix socket and over TCP; `splice-read-min` decides which reads ask.
+//! intact, over the Unix socket and over TCP; `splice-read-min` (off by default) decides
+//! which reads ask.
 
 mod common;
 
@@ -99,7 +100,8 @@ const READS: [(u64, u32); 5] = [
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn large_reads_come_through_a_pipe_intact_over_both_transports() {
     let data: Vec<u8> = (0..1_100_000u32).map(|i| (i % 251) as u8).collect();
-    let (_dir, _server, unix, tcp, g) = setup("pipe-0", &[], &data).await;
+    let (_dir, _server, unix, tcp, g) =
+        setup("pipe-0", &[("splice-read-min", "64KiB")], &data).await;
     let cx = Ctx::root();
     for (client, id) in [(&unix, 1), (&tcp, 2)] {
         for (off, len) in READS {
@@ -110,7 +112,7 @@ async fn large_reads_come_through_a_pipe_intact_over_both_transports() {
             assert!(&*r.data == want, "{len} bytes at {off} differ");
         }
     }
-    // Reads of the default 64 KiB and up asked for a pipe; the 4 KiB one did not.
+    // Reads of 64 KiB and up asked for a pipe; the 4 KiB one did not.
     assert_eq!(ASKED[0].load(Ordering::Relaxed), 2 * 4);
 }
 
