@@ -172,19 +172,7 @@ impl Buf {
     /// large (`F_SETPIPE_SZ`, limited by `/proc/sys/fs/pipe-max-size` without
     /// CAP_SYS_RESOURCE).
     pub fn copy_into_pipe(bytes: &[u8]) -> std::io::Result<Buf> {
-        let mut fds = [0; 2];
-        // SAFETY: pipe2 fills the 2-element array.
-        if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
-            return Err(std::io::Error::last_os_error());
-        }
-        // SAFETY: both fds are new and owned from here on.
-        let (r, w) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
-        let size = bytes.len().div_ceil(4096).max(1).next_power_of_two() * 4096;
-        let size = libc::c_int::try_from(size).map_err(std::io::Error::other)?;
-        // SAFETY: fcntl on an fd we own.
-        if unsafe { libc::fcntl(w.as_raw_fd(), libc::F_SETPIPE_SZ, size) } < 0 {
-            return Err(std::io::Error::last_os_error());
-        }
+        let (r, w) = pipe_with_room(bytes.len())?;
         let mut done = 0;
         while done < bytes.len() {
             // SAFETY: writing from a live slice.
@@ -320,6 +308,30 @@ impl Buf {
         }
         Buf::from_vec(v)
     }
+}
+
+/// A new pipe (read end, write end, both close-on-exec) that holds at least `bytes` bytes
+/// written to it (`F_SETPIPE_SZ`, one page per slot); EINVAL if the kernel gave less, EPERM
+/// beyond `/proc/sys/fs/pipe-max-size` without CAP_SYS_RESOURCE.
+pub fn pipe_with_room(bytes: usize) -> std::io::Result<(OwnedFd, OwnedFd)> {
+    let mut fds = [0; 2];
+    // SAFETY: pipe2 fills the 2-element array.
+    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: both fds are new and owned from here on.
+    let (r, w) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+    let want = libc::c_int::try_from(bytes.max(1).div_ceil(4096) * 4096)
+        .map_err(|_| std::io::Error::from_raw_os_error(libc::EINVAL))?;
+    // SAFETY: fcntl on an fd we own.
+    let got = unsafe { libc::fcntl(w.as_raw_fd(), libc::F_SETPIPE_SZ, want) };
+    if got < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    if (got as usize) < bytes {
+        return Err(std::io::Error::from_raw_os_error(libc::EINVAL));
+    }
+    Ok((r, w))
 }
 
 impl Default for Buf {

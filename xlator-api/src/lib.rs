@@ -43,7 +43,7 @@ pub use abi::{
     MODULE_SYMBOL_PREFIX, StaticModule, Subvol, TypeInfo, XlatorModule, XlatorModuleRef,
     XlatorVTable, static_modules,
 };
-pub use buf::Buf;
+pub use buf::{Buf, pipe_with_room};
 pub use ctx::{Ctx, CtxBuilder, CtxExtension, GfidReq, PipePayloadOk};
 pub use fops::Fop;
 pub use options::{

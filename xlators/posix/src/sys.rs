@@ -216,32 +216,17 @@ pub fn pread(fd: BorrowedFd<'_>, buf: &mut [u8], offset: u64) -> Result<usize, E
     pread_uninit(fd, buf, offset, 0)
 }
 
-/// `preadv2` with `RWF_*` flags into uninitialised memory (a read buffer need not be zeroed
-/// first: the kernel writes every byte it reports). Returns the bytes read, now initialised.
-/// With `RWF_NOWAIT` it reads only what the page cache holds and fails with EAGAIN (or
-/// ENOTSUP where unsupported) when that is nothing.
 /// A pipe (read end, write end) with room for `len` bytes of a file starting at `offset`:
 /// a file splices into a pipe one page per slot, so an unaligned range needs a slot more
 /// than its length suggests (`F_SETPIPE_SZ`; beyond `/proc/sys/fs/pipe-max-size` this needs
 /// CAP_SYS_RESOURCE, else EPERM).
 pub fn pipe_for(offset: u64, len: usize) -> Result<(OwnedFd, OwnedFd), Errno> {
-    let mut fds = [0; 2];
-    // SAFETY: pipe2 fills the 2-element array.
-    check_i(unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) })?;
-    // SAFETY: both fds are new and owned from here on.
-    let (r, w) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
     const PAGE: usize = 4096;
     let pages = ((offset % PAGE as u64) as usize + len)
         .div_ceil(PAGE)
         .max(1);
-    let want = libc::c_int::try_from(pages * PAGE).map_err(|_| Errno::EINVAL)?;
-    // SAFETY: fcntl on an fd we own.
-    let got = unsafe { libc::fcntl(w.as_raw_fd(), libc::F_SETPIPE_SZ, want) };
-    check_i(got.min(0))?;
-    if (got as usize) < pages * PAGE {
-        return Err(Errno::EINVAL);
-    }
-    Ok((r, w))
+    xlator_api::pipe_with_room(pages * PAGE)
+        .map_err(|e| Errno(e.raw_os_error().unwrap_or(libc::EINVAL)))
 }
 
 /// Moves up to `len` bytes of `file` at `offset` into `pipe` (`splice`: the pipe references
@@ -274,6 +259,10 @@ pub fn splice_to_pipe(
     }
 }
 
+/// `preadv2` with `RWF_*` flags into uninitialised memory (a read buffer need not be zeroed
+/// first: the kernel writes every byte it reports). Returns the bytes read, now initialised.
+/// With `RWF_NOWAIT` it reads only what the page cache holds and fails with EAGAIN (or
+/// ENOTSUP where unsupported) when that is nothing.
 pub fn pread_uninit(
     fd: BorrowedFd<'_>,
     buf: &mut [std::mem::MaybeUninit<u8>],

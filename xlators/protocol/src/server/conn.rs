@@ -337,7 +337,7 @@ async fn read_loop(
                 // wakeup per request instead of three). See `poll_here_then_spawn`.
                 let request = async move {
                     let cx = if pipe_ok {
-                        call.ctx.to_ctx().to_builder().ext(&PipePayloadOk).build()
+                        call.ctx.to_builder().ext(&PipePayloadOk).build()
                     } else {
                         call.ctx.to_ctx()
                     };

@@ -288,8 +288,7 @@ pub async fn write_frames<W: AsyncWrite + Unpin + PipeSink>(
             if p.is_empty() {
                 continue;
             }
-            if p.in_pipe()
-                && w.splice_target().is_some()
+            if w.splice_target().is_some()
                 && let Some(pipe) = p.take_pipe()
             {
                 write_all_vectored(w, &mut slices).await?;

@@ -24,7 +24,7 @@ pub mod spin;
 mod stream;
 
 use serde::{Deserialize, Serialize};
-use xlator_api::{Buf, Ctx, Errno, Fop, LkOwner};
+use xlator_api::{Buf, Ctx, CtxBuilder, Errno, Fop, LkOwner};
 
 pub use fops::{FdVisitor, ReplyBody, Request, SCHEMA, SCHEMA_TEXT};
 pub use frame::{FramePump, FrameReader, OutFrame, Pumped, write_frames};
@@ -118,12 +118,16 @@ impl WireCtx {
     }
 
     pub fn to_ctx(&self) -> Ctx {
+        self.to_builder().build()
+    }
+
+    /// A builder holding this context, for a server that adds extensions before building.
+    pub fn to_builder(&self) -> CtxBuilder {
         Ctx::builder(self.uid, self.gid)
             .groups(&self.groups)
             .pid(self.pid)
             .lk_owner(self.lk_owner)
             .request_id(self.request_id)
-            .build()
     }
 }
 
