@@ -144,6 +144,13 @@ pub struct Cli {
     #[arg(long, value_name = "SIZE", default_value = "1MiB", value_parser = parse_max_write)]
     pub max_write: u32,
 
+    /// Kernel readahead for this mount (e.g. 4MiB, 128KiB; 0 keeps the kernel's 128 KiB).
+    /// Larger windows let one sequential reader keep several large reads in flight and read a
+    /// file of up to half a window in two requests. Set through
+    /// /sys/class/bdi/*/read_ahead_kb, which needs root; otherwise the kernel's stays.
+    #[arg(long, value_name = "SIZE", default_value = "4MiB", value_parser = parse_read_ahead)]
+    pub read_ahead: u64,
+
     /// Number of FUSE request-reading loops, each on its own cloned /dev/fuse fd. Requests
     /// are served concurrently on the async runtime either way; more loops spread decoding.
     #[arg(long, value_name = "N", default_value_t = 2, value_parser = clap::value_parser!(u16).range(1..=64))]
@@ -292,6 +299,15 @@ pub fn parse_timeout(s: &str) -> Result<Duration, String> {
     xlator_api::parse_duration(t)
 }
 
+/// Bytes (whole KiB), up to 64 MiB.
+fn parse_read_ahead(s: &str) -> Result<u64, String> {
+    let n = xlator_api::parse_size(s)?;
+    if n > 64 << 20 || !n.is_multiple_of(1024) {
+        return Err(format!("{s:?} is not a whole number of KiB up to 64MiB"));
+    }
+    Ok(n)
+}
+
 fn parse_max_write(s: &str) -> Result<u32, String> {
     let n = xlator_api::parse_size(s)?;
     if !(4096..=16 << 20).contains(&n) {
@@ -397,5 +413,11 @@ mod tests {
         assert_eq!(cli.max_write, 128 << 10);
         assert!(parse(&["--local", "/d", "--max-write", "1", "/mnt"]).is_err());
         assert!(parse(&["--local", "/d", "--threads", "0", "/mnt"]).is_err());
+        let cli = parse(&["--local", "/d", "/mnt"]).expect("parse");
+        assert_eq!(cli.read_ahead, 4 << 20);
+        let cli = parse(&["--local", "/d", "--read-ahead", "0", "/mnt"]).expect("parse");
+        assert_eq!(cli.read_ahead, 0);
+        assert!(parse(&["--local", "/d", "--read-ahead", "1000", "/mnt"]).is_err());
+        assert!(parse(&["--local", "/d", "--read-ahead", "1GiB", "/mnt"]).is_err());
     }
 }

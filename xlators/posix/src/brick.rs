@@ -4,6 +4,7 @@
 use std::ffi::CString;
 use std::os::fd::{AsFd, BorrowedFd};
 use std::path::Path;
+use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::sync::{Mutex, MutexGuard};
 
 use xlator_api::{Errno, Gfid, Iatt};
@@ -32,6 +33,11 @@ pub struct Brick {
     pub reaper: Reaper,
     /// Whether unlink leaves the handle to the reaper (option `background-unlink`).
     pub background_unlink: bool,
+    /// Reads of this many bytes and up whose range the page cache holds none of go around
+    /// it (O_DIRECT); 0: never (option `direct-read-min`, reconfigurable).
+    pub direct_read_min: AtomicU64,
+    /// Cleared when `cachestat(2)` is missing (before Linux 6.5) or refused.
+    pub cachestat_works: AtomicBool,
 }
 
 /// What an entry fop may do with a name at the brick root.
@@ -74,6 +80,8 @@ impl Brick {
             stripes: (0..STRIPES).map(|_| Mutex::new(())).collect(),
             reaper: Reaper::default(),
             background_unlink: true,
+            direct_read_min: AtomicU64::new(0),
+            cachestat_works: AtomicBool::new(true),
         })
     }
 

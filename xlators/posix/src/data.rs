@@ -6,6 +6,7 @@ use std::ffi::CStr;
 use std::mem::MaybeUninit;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 
 use xlator_api::abi_stable::std_types::ROption;
 use xlator_api::{Buf, Errno, Fd, FdId, Gfid, ReadReply, SeekWhat, WriteReply};
@@ -49,6 +50,9 @@ pub enum Cached {
     Reply(Result<ReadReply, Errno>),
     /// Not all of it: the bytes it did hold from the start of the range (maybe none).
     Miss(Vec<u8>),
+    /// None of it, and the read qualifies for `direct-read-min`: pass it to
+    /// [`Brick::readv_direct`] on the blocking pool.
+    Cold,
 }
 
 impl Brick {
@@ -165,6 +169,11 @@ impl Brick {
         if f.is_dir || f.direct() {
             return Cached::Miss(Vec::new());
         }
+        if self.cold_direct(&f, offset, size) {
+            // Checked before the RWF_NOWAIT read below, which would start page cache
+            // readahead of the range on a miss.
+            return Cached::Cold;
+        }
         let mut v = Vec::new();
         let nowait = |buf: &mut _| sys::pread_uninit(f.as_fd(), buf, offset, libc::RWF_NOWAIT);
         match append_read(&mut v, size as usize, nowait) {
@@ -185,6 +194,56 @@ impl Brick {
             data: Buf::from_vec(v),
             attr: ROption::RSome(attr),
         }))
+    }
+
+    /// Whether a read of `size` at `offset` through `f` should go around the page cache
+    /// (`direct-read-min`): large enough, aligned, through an fd open for reading, and not
+    /// one page of the range cached (so nothing dirty either).
+    fn cold_direct(&self, f: &OpenFile, offset: u64, size: u32) -> bool {
+        let min = self.direct_read_min.load(Ordering::Relaxed);
+        if min == 0
+            || u64::from(size) < min
+            || !offset.is_multiple_of(DIO_ALIGN as u64)
+            || f.flags & libc::O_ACCMODE == libc::O_WRONLY
+            || !self.cachestat_works.load(Ordering::Relaxed)
+        {
+            return false;
+        }
+        match sys::cached_pages(f.as_fd(), offset, u64::from(size)) {
+            Ok(n) => n == 0,
+            Err(e) => {
+                if matches!(e, Errno::ENOSYS | Errno::EPERM) {
+                    tracing::info!(
+                        "cachestat(2) is not available ({e}): direct-read-min has no effect"
+                    );
+                    self.cachestat_works.store(false, Ordering::Relaxed);
+                }
+                false
+            }
+        }
+    }
+
+    /// `readv` of data the page cache does not hold ([`Cached::Cold`]), read with O_DIRECT
+    /// through the fd's twin so the brick neither caches nor copies it. Falls back to a
+    /// buffered read where O_DIRECT is refused (file system or alignment). Blocks on the
+    /// disk (pool only).
+    pub fn readv_direct(&self, fd: &Fd, offset: u64, size: u32) -> Result<ReadReply, Errno> {
+        let f = self.file_for(fd, libc::O_RDONLY)?;
+        if f.is_dir {
+            return Err(Errno::EISDIR);
+        }
+        let data = match direct_twin(&f)? {
+            Some(twin) => match read_aligned(twin, offset, size as usize) {
+                Err(Errno::EINVAL) => read_rest(f.as_fd(), offset, size as usize, Vec::new())?,
+                r => r?,
+            },
+            None => read_rest(f.as_fd(), offset, size as usize, Vec::new())?,
+        };
+        let attr = self.fd_iatt(f.as_fd(), f.gfid)?;
+        Ok(ReadReply {
+            data,
+            attr: ROption::RSome(attr),
+        })
     }
 
     /// `have` is empty for O_DIRECT fds ([`Brick::readv_cached`] leaves those alone).
@@ -313,6 +372,24 @@ fn buffered(f: &OpenFile) -> Result<BorrowedFd<'_>, Errno> {
     f.buffered.get().map(|fd| fd.as_fd()).ok_or(Errno::EIO)
 }
 
+/// The O_DIRECT twin of a buffered fd open for reading (opened once, as root: the open was
+/// authorised; read-only whatever the fd's own mode). `None` when the file system refuses
+/// O_DIRECT, remembered for the fd's life.
+fn direct_twin(f: &OpenFile) -> Result<Option<BorrowedFd<'_>>, Errno> {
+    if let Some(twin) = f.direct.get() {
+        return Ok(twin.as_ref().map(|fd| fd.as_fd()));
+    }
+    let path = sys::proc_path(f.as_fd());
+    let twin = match creds::as_root(|| sys::openat(None, &path, libc::O_RDONLY | libc::O_DIRECT, 0))
+    {
+        Ok(fd) => Some(fd),
+        Err(Errno::EINVAL) => None,
+        Err(e) => return Err(e),
+    };
+    let _ = f.direct.set(twin);
+    Ok(f.direct.get().and_then(|t| t.as_ref()).map(|fd| fd.as_fd()))
+}
+
 /// A zeroed vector with a `DIO_ALIGN`-aligned window of `len` bytes starting at the index
 /// returned.
 fn aligned_vec(len: usize) -> (Vec<u8>, usize) {
@@ -326,14 +403,15 @@ fn read_aligned(fd: BorrowedFd<'_>, offset: u64, size: usize) -> Result<Buf, Err
         return Err(Errno::EINVAL);
     }
     let rounded = size.div_ceil(DIO_ALIGN) * DIO_ALIGN;
-    let (mut v, start) = aligned_vec(rounded);
+    // Not zeroed first: the disk fills the aligned window (a cold read's buffer is large).
+    let mut v: Vec<u8> = Vec::with_capacity(rounded + DIO_ALIGN);
+    let start = v.as_ptr().align_offset(DIO_ALIGN).min(DIO_ALIGN);
+    let spare = v.spare_capacity_mut();
+    spare[..start].fill(MaybeUninit::new(0));
+    let window = &mut spare[start..start + rounded];
     let mut got = 0;
     while got < size {
-        let n = sys::pread(
-            fd,
-            &mut v[start + got..start + rounded],
-            offset + got as u64,
-        )?;
+        let n = sys::pread_uninit(fd, &mut window[got..], offset + got as u64, 0)?;
         if n == 0 {
             break;
         }
@@ -342,6 +420,8 @@ fn read_aligned(fd: BorrowedFd<'_>, offset: u64, size: usize) -> Result<Buf, Err
             break; // short read: end of file
         }
     }
+    // SAFETY: the first `start` bytes were zeroed above and the next `got` read into.
+    unsafe { v.set_len(start + got) };
     Ok(Buf::from_vec(v).slice(start..start + got.min(size)))
 }
 

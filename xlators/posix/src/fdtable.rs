@@ -17,6 +17,9 @@ pub struct OpenFile {
     pub dir_pos: Mutex<()>,
     /// A buffered twin of an `O_DIRECT` fd, for I/O the device cannot take unaligned.
     pub buffered: OnceLock<OwnedFd>,
+    /// An O_DIRECT twin of a buffered fd, for large reads of data the page cache does not
+    /// hold (`direct-read-min`); `None` once the file system refused O_DIRECT.
+    pub direct: OnceLock<Option<OwnedFd>>,
 }
 
 impl OpenFile {
@@ -28,6 +31,7 @@ impl OpenFile {
             is_dir,
             dir_pos: Mutex::new(()),
             buffered: OnceLock::new(),
+            direct: OnceLock::new(),
         }
     }
     pub fn as_fd(&self) -> BorrowedFd<'_> {

@@ -15,6 +15,19 @@ xlator_api::options! {
         /// Remove an unlinked file's GFID handle after replying (a reaper thread; the object
         /// is gone for GFID lookups at once either way). off: before replying.
         pub background_unlink: bool = OptionSpec::bool("background-unlink", "on"),
+        /// Reads of this size and up (at a 4 KiB-aligned offset, through an fd open for
+        /// reading) whose range the brick's page cache holds no page of are read with
+        /// O_DIRECT: the disk writes straight into the reply's buffer, and the data is not
+        /// cached a second time on the brick (the client caches what it reads). Saves the
+        /// brick filling and then copying page cache pages it will not read again: on this
+        /// machine 30 concurrent readers of 500-800 KiB files read 10-30% more files per
+        /// second, and a cold sequential 1 MiB read ran about 1.35x faster. Reads of cached
+        /// (or partly cached) data, smaller or unaligned reads, and file systems that refuse
+        /// O_DIRECT use the page cache as before. Needs cachestat(2) (Linux 6.5); older
+        /// kernels always use the page cache. 0: never.
+        pub direct_read_min: u64 = OptionSpec::size("direct-read-min", "64KiB")
+            .range(0, 67_108_864)
+            .reconfigurable(),
     }
 }
 

@@ -3,6 +3,7 @@
 
 use std::future::Future;
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 
 use xlator_api::abi_stable::std_types::{RString, RVec};
 use xlator_api::{
@@ -95,6 +96,9 @@ impl Translator for Posix {
         let mut brick = Brick::mount(&init.options.directory, init.options.gfid_xattr)
             .map_err(|e| format!("{}: {e}", init.name))?;
         brick.background_unlink = init.options.background_unlink;
+        brick
+            .direct_read_min
+            .store(init.options.direct_read_min, Ordering::Relaxed);
         let brick = Arc::new(brick);
         crate::reaper::Reaper::start(&brick, brick.clean_marker());
         Ok(Posix {
@@ -105,6 +109,13 @@ impl Translator for Posix {
 
     fn children(&self) -> &[Subvol] {
         &[]
+    }
+
+    fn reconfigure(&self, options: PosixOptions) -> Result<(), String> {
+        self.brick
+            .direct_read_min
+            .store(options.direct_read_min, Ordering::Relaxed);
+        Ok(())
     }
 
     fn dump(&self, _format: DumpFormat) -> String {
@@ -193,9 +204,10 @@ impl Translator for Posix {
         // Cached data is read right here, on the polling thread: no handoff to the pool.
         // (Copying cached pages costs less than moving them through a pipe one by one: a
         // 1 MiB sequential read measured about half as fast spliced.)
-        let have = match self.brick.readv_cached(&fd, offset, size) {
+        let (have, cold) = match self.brick.readv_cached(&fd, offset, size) {
             Cached::Reply(r) => return r,
-            Cached::Miss(have) => have,
+            Cached::Miss(have) => (have, false),
+            Cached::Cold => (Vec::new(), true),
         };
         if have.is_empty() && cx.ext::<PipePayloadOk>().is_some() {
             // Not cached, and the caller sends the data on from a pipe (protocol/server
@@ -203,6 +215,12 @@ impl Translator for Posix {
             // disk, no copy.
             return self
                 .run(cx, move |b, _| b.readv_spliced(&fd, offset, size))
+                .await;
+        }
+        if cold {
+            // None of it cached and large (`direct-read-min`): around the page cache.
+            return self
+                .run(cx, move |b, _| b.readv_direct(&fd, offset, size))
                 .await;
         }
         self.run(cx, move |b, _| b.readv(&fd, offset, size, have))

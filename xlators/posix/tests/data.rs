@@ -325,6 +325,118 @@ async fn reads_come_back_the_same(spliced: bool) {
     }
 }
 
+/// How many pages of `file` the page cache holds (cachestat(2), Linux 6.5).
+fn cached_pages(file: &std::fs::File) -> u64 {
+    use std::os::fd::AsRawFd;
+    let range = [0u64, 0]; // offset 0, length 0: to the end of the file
+    let mut st = [0u64; 5];
+    // SAFETY: the kernel's struct cachestat_range and struct cachestat layouts (all u64).
+    let r = unsafe {
+        libc::syscall(
+            451,
+            file.as_raw_fd(),
+            range.as_ptr(),
+            st.as_mut_ptr(),
+            0 as libc::c_uint,
+        )
+    };
+    assert_eq!(r, 0, "cachestat: {}", std::io::Error::last_os_error());
+    st[0]
+}
+
+/// Large reads of data the brick's page cache holds none of go around it (O_DIRECT,
+/// `direct-read-min`): the same bytes, nothing left in the page cache. Partly cached,
+/// dirty, small and unaligned reads use the page cache; a write-only fd still cannot read.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cold_large_reads_go_around_the_page_cache() {
+    use std::os::fd::AsRawFd;
+    use std::os::unix::fs::OpenOptionsExt;
+    // Not /tmp: it may be tmpfs, whose pages are the file.
+    let d = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).expect("tempdir");
+    let top = common::brick_at(d.path());
+    let cx = root();
+    let e = mkfile(&top, &cx, Gfid::ROOT, "f", b"").await;
+    let f = fd(e.attr.gfid, libc::O_RDWR);
+    top.open(&cx, f).await.expect("open");
+    let mut data: Vec<u8> = (0..1_000_000u32).map(|i| (i % 251) as u8).collect();
+    top.writev(&cx, f, 0, Buf::from_vec(data.clone()), 0)
+        .await
+        .expect("write");
+    top.fsync(&cx, f, false).await.expect("fsync");
+    let path = d.path().join("f");
+    let file = std::fs::File::open(&path).expect("brick file");
+    let evict = || {
+        // SAFETY: plain fd and integer arguments.
+        let r = unsafe { libc::posix_fadvise(file.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) };
+        assert_eq!(r, 0, "fadvise");
+    };
+    evict();
+    let direct_works = cached_pages(&file) == 0
+        && std::fs::File::options()
+            .read(true)
+            .custom_flags(libc::O_DIRECT)
+            .open(&path)
+            .is_ok();
+
+    let r = top.readv(&cx, f, 0, 1_000_000).await.expect("cold read");
+    assert_eq!(&*r.data, &data[..]);
+    assert_eq!(r.attr.map(|a| a.size), ROption::RSome(1_000_000));
+    if direct_works {
+        assert_eq!(
+            cached_pages(&file),
+            0,
+            "a cold 1 MB read filled the page cache"
+        );
+    } else {
+        eprintln!("this file system keeps its pages or refuses O_DIRECT: cache not checked");
+    }
+    // Past the end of the file, and a short tail, read direct as well.
+    let r = top.readv(&cx, f, 999_424, 65536).await.expect("tail");
+    assert_eq!(&*r.data, &data[999_424..]);
+    let r = top.readv(&cx, f, 2 << 20, 65536).await.expect("past eof");
+    assert!(r.data.is_empty());
+
+    // Small and unaligned reads go through the page cache; a large read of a range that
+    // is then partly cached does too, and reads the same.
+    let r = top.readv(&cx, f, 4096, 4096).await.expect("small");
+    assert_eq!(&*r.data, &data[4096..8192]);
+    let r = top.readv(&cx, f, 100, 100_000).await.expect("unaligned");
+    assert_eq!(&*r.data, &data[100..100_100]);
+    if direct_works {
+        assert!(
+            cached_pages(&file) > 0,
+            "small reads did not use the page cache"
+        );
+    }
+    let r = top
+        .readv(&cx, f, 0, 1_000_000)
+        .await
+        .expect("partly cached");
+    assert_eq!(&*r.data, &data[..]);
+
+    // Data written but not yet on the disk (dirty pages) is what a read returns.
+    evict();
+    data[..70_000].fill(7);
+    top.writev(&cx, f, 0, Buf::from_vec(vec![7; 70_000]), 0)
+        .await
+        .expect("rewrite");
+    let r = top.readv(&cx, f, 0, 1_000_000).await.expect("dirty read");
+    assert_eq!(&*r.data, &data[..]);
+
+    // The O_DIRECT twin reads whatever the fd's mode: a write-only fd still cannot.
+    top.fsync(&cx, f, false).await.expect("fsync");
+    let w = fd(e.attr.gfid, libc::O_WRONLY);
+    top.open(&cx, w).await.expect("open wo");
+    evict();
+    assert_eq!(
+        top.readv(&cx, w, 0, 1 << 20).await.err(),
+        Some(Errno::EBADF)
+    );
+    for x in [f, w] {
+        top.release(&cx, x).await.expect("release");
+    }
+}
+
 /// O_NOFOLLOW was about the client's last path component: a file or directory opened by
 /// GFID opens; a symlink object is still refused with ELOOP.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -14,6 +14,7 @@ pub fn try_brick(dir: &Path, extra: &[(&str, &str)]) -> Result<Subvol, String> {
     options.set("gfid-xattr", "auto");
     // instantiate() takes options as given (the graph engine fills schema defaults).
     options.set("background-unlink", "on");
+    options.set("direct-read-min", "64KiB");
     for (k, v) in extra {
         options.set(k, v);
     }
