@@ -531,6 +531,43 @@ fn real_mount_file_ops_and_clean_unmount() {
     assert!(!is_mounted(&mnt), "still mounted after SIGTERM");
 }
 
+/// The kernel readahead of the mount on `path` (KiB), from its backing device info.
+fn bdi_read_ahead_kb(path: &Path) -> u64 {
+    let info = fs::read_to_string("/proc/self/mountinfo").expect("mountinfo");
+    let want = path.as_os_str().as_bytes();
+    let dev = info
+        .lines()
+        .filter(|l| l.split(' ').nth(4).map(unescape).as_deref() == Some(want))
+        .filter_map(|l| l.split(' ').nth(2))
+        .last()
+        .expect("mount in mountinfo");
+    let text = fs::read_to_string(format!("/sys/class/bdi/{dev}/read_ahead_kb")).expect("bdi");
+    text.trim().parse().expect("a number")
+}
+
+/// The mount sets its kernel readahead (`--read-ahead`, 4 MiB by default), which the kernel
+/// otherwise leaves at 128 KiB for every FUSE mount.
+#[test]
+fn the_mount_sets_its_read_ahead() {
+    require_fuse!();
+    // SAFETY: no arguments, no side effects.
+    if unsafe { libc::geteuid() } != 0 {
+        eprintln!("SKIPPED: setting read_ahead_kb needs root");
+        println!("SKIPPED: needs root");
+        return;
+    }
+    let tmp = tempdir();
+    let (vol, mnt) = (tmp.path().join("vol"), tmp.path().join("mnt"));
+    fs::create_dir(&mnt).expect("mkdir mnt");
+    for (extra, kb) in [(&[][..], 4096), (&["--read-ahead", "256KiB"][..], 256)] {
+        let mut m = Mounted::start(&vol, &mnt, extra);
+        assert_eq!(bdi_read_ahead_kb(&mnt), kb, "{extra:?}");
+        m.signal(libc::SIGTERM);
+        let (status, _) = m.wait();
+        assert!(status.success(), "exit status {status}:\n{}", m.log_text());
+    }
+}
+
 #[test]
 fn sigint_unmounts_and_dump_on_exit_prints_stats() {
     require_fuse!();

@@ -211,15 +211,14 @@ impl Brick {
         }
         match sys::cached_pages(f.as_fd(), offset, u64::from(size)) {
             Ok(n) => n == 0,
-            Err(e) => {
-                if matches!(e, Errno::ENOSYS | Errno::EPERM) {
-                    tracing::info!(
-                        "cachestat(2) is not available ({e}): direct-read-min has no effect"
-                    );
-                    self.cachestat_works.store(false, Ordering::Relaxed);
-                }
+            Err(Errno::ENOSYS) => {
+                tracing::info!("cachestat(2) is not available: direct-read-min has no effect");
+                self.cachestat_works.store(false, Ordering::Relaxed);
                 false
             }
+            // EPERM: neither owner nor writer of the file (a brick not run as root), or a
+            // seccomp filter; other errors: not a regular file. The page cache it is.
+            Err(_) => false,
         }
     }
 
