@@ -537,9 +537,9 @@ fn bdi_read_ahead_kb(path: &Path) -> u64 {
     let want = path.as_os_str().as_bytes();
     let dev = info
         .lines()
+        .rev()
         .filter(|l| l.split(' ').nth(4).map(unescape).as_deref() == Some(want))
-        .filter_map(|l| l.split(' ').nth(2))
-        .last()
+        .find_map(|l| l.split(' ').nth(2))
         .expect("mount in mountinfo");
     let text = fs::read_to_string(format!("/sys/class/bdi/{dev}/read_ahead_kb")).expect("bdi");
     text.trim().parse().expect("a number")
