@@ -171,6 +171,24 @@ impl CtxExtension for PipePayloadOk {
     }
 }
 
+/// Which client connection a request came from: protocol/server numbers its connections
+/// (unique for the life of the server process; a reconnecting client gets a new number) and
+/// sets this on every request it passes down. Absent on requests that did not come through
+/// a server (a local graph). storage/posix uses it to tell a file read by several clients,
+/// which it caches, from one client's read, which that client's own kernel caches.
+#[derive(Clone, Copy, PartialEq, Eq, Debug, Hash)]
+pub struct ClientId(pub u64);
+
+impl CtxExtension for ClientId {
+    const KEY: &'static str = "xlfs/client-id";
+    fn encode(&self) -> Vec<u8> {
+        self.0.to_le_bytes().to_vec()
+    }
+    fn decode(bytes: &[u8]) -> Option<Self> {
+        Some(ClientId(u64::from_le_bytes(bytes.try_into().ok()?)))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -194,5 +212,8 @@ mod tests {
         let cx2 = cx.to_builder().ext(&Tag(1)).build();
         assert_eq!(cx2.ext::<Tag>().map(|t| t.0), Some(1));
         assert_eq!(cx.ext::<Tag>().map(|t| t.0), Some(42));
+        let cx3 = cx.to_builder().ext(&ClientId(u64::MAX - 1)).build();
+        assert_eq!(cx3.ext::<ClientId>(), Some(ClientId(u64::MAX - 1)));
+        assert_eq!(cx.ext::<ClientId>(), None);
     }
 }

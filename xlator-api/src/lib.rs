@@ -44,7 +44,7 @@ pub use abi::{
     XlatorVTable, static_modules,
 };
 pub use buf::{Buf, pipe_with_room};
-pub use ctx::{Ctx, CtxBuilder, CtxExtension, GfidReq, PipePayloadOk};
+pub use ctx::{ClientId, Ctx, CtxBuilder, CtxExtension, GfidReq, PipePayloadOk};
 pub use fops::Fop;
 pub use options::{
     FromOption, OptionKind, OptionKv, OptionSpec, Options, XlatorOptions, parse_bool,

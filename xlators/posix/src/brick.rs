@@ -10,6 +10,7 @@ use std::sync::{Mutex, MutexGuard};
 use xlator_api::{Errno, Gfid, Iatt};
 
 use crate::creds::{self, Caller};
+use crate::direct::DirectReaders;
 use crate::fdtable::FdTable;
 use crate::gfid::{self, GfidXattr};
 use crate::handle::{Handles, META_DIR};
@@ -36,7 +37,11 @@ pub struct Brick {
     /// Reads of this many bytes and up whose range the page cache holds none of go around
     /// it (O_DIRECT); 0: never (option `direct-read-min`, reconfigurable).
     pub direct_read_min: AtomicU64,
-    /// Cleared when `cachestat(2)` is missing (before Linux 6.5) or refused.
+    /// Option `direct-read-share-window`, in milliseconds (reconfigurable).
+    pub direct_share_window_ms: AtomicU64,
+    /// Which files' cold reads went direct through which fd (see [`DirectReaders`]).
+    pub direct_readers: DirectReaders,
+    /// Cleared when `cachestat(2)` is missing (before Linux 6.5).
     pub cachestat_works: AtomicBool,
 }
 
@@ -81,6 +86,8 @@ impl Brick {
             reaper: Reaper::default(),
             background_unlink: true,
             direct_read_min: AtomicU64::new(0),
+            direct_share_window_ms: AtomicU64::new(30_000),
+            direct_readers: DirectReaders::default(),
             cachestat_works: AtomicBool::new(true),
         })
     }

@@ -7,6 +7,7 @@ use std::mem::MaybeUninit;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
 
 use xlator_api::abi_stable::std_types::ROption;
 use xlator_api::{Buf, Errno, Fd, FdId, Gfid, ReadReply, SeekWhat, WriteReply};
@@ -56,6 +57,14 @@ pub enum Cached {
 }
 
 impl Brick {
+    /// Applies the direct-read options (`direct-read-min`, `direct-read-share-window`).
+    pub fn set_direct_reads(&self, o: &crate::options::PosixOptions) {
+        self.direct_read_min
+            .store(o.direct_read_min, Ordering::Relaxed);
+        let window = u64::try_from(o.direct_read_share_window.as_millis()).unwrap_or(u64::MAX);
+        self.direct_share_window_ms.store(window, Ordering::Relaxed);
+    }
+
     /// Opens the object `g` under the caller's credentials (permission checked on the object
     /// alone, as for an open by handle).
     pub fn open_gfid(&self, g: Gfid, flags: i32) -> Result<OpenFile, Errno> {
@@ -157,8 +166,10 @@ impl Brick {
     /// `readv` through an opened fd answered from the page cache alone, without blocking,
     /// so it may run on any thread (no credentials needed: the fd was checked at open).
     /// [`Cached::Miss`] when the data is not all cached, or the fd is anonymous, O_DIRECT or a
-    /// directory: pass its bytes to [`Brick::readv`] on the blocking pool.
-    pub fn readv_cached(&self, fd: &Fd, offset: u64, size: u32) -> Cached {
+    /// directory: pass its bytes to [`Brick::readv`] on the blocking pool. [`Cached::Cold`]
+    /// when none of it is cached and the read should go direct (`client`: see
+    /// [`crate::direct`]).
+    pub fn readv_cached(&self, fd: &Fd, offset: u64, size: u32, client: u64) -> Cached {
         if fd.is_anonymous() {
             return Cached::Miss(Vec::new());
         }
@@ -169,7 +180,7 @@ impl Brick {
         if f.is_dir || f.direct() {
             return Cached::Miss(Vec::new());
         }
-        if self.cold_direct(&f, offset, size) {
+        if self.cold_direct(&f, client, offset, size) {
             // Checked before the RWF_NOWAIT read below, which would start page cache
             // readahead of the range on a miss.
             return Cached::Cold;
@@ -196,10 +207,11 @@ impl Brick {
         }))
     }
 
-    /// Whether a read of `size` at `offset` through `f` should go around the page cache
-    /// (`direct-read-min`): large enough, aligned, through an fd open for reading, and not
-    /// one page of the range cached (so nothing dirty either).
-    fn cold_direct(&self, f: &OpenFile, offset: u64, size: u32) -> bool {
+    /// Whether a read of `size` at `offset` through `f` by `client` should go around the page
+    /// cache (`direct-read-min`): large enough, aligned, through an fd open for reading, not
+    /// one page of the range cached (so nothing dirty either), and the file not read by
+    /// another client lately ([`crate::direct`]).
+    fn cold_direct(&self, f: &OpenFile, client: u64, offset: u64, size: u32) -> bool {
         let min = self.direct_read_min.load(Ordering::Relaxed);
         if min == 0
             || u64::from(size) < min
@@ -210,7 +222,16 @@ impl Brick {
             return false;
         }
         match sys::cached_pages(f.as_fd(), offset, u64::from(size)) {
-            Ok(n) => n == 0,
+            Ok(0) => {
+                let window = self.direct_share_window_ms.load(Ordering::Relaxed);
+                self.direct_readers.may_read_direct(
+                    f.gfid,
+                    client,
+                    Duration::from_millis(window),
+                    Instant::now(),
+                )
+            }
+            Ok(_) => false,
             Err(Errno::ENOSYS) => {
                 tracing::info!("cachestat(2) is not available: direct-read-min has no effect");
                 self.cachestat_works.store(false, Ordering::Relaxed);

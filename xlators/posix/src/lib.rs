@@ -11,6 +11,7 @@ mod brick;
 mod creds;
 mod data;
 mod dir;
+mod direct;
 mod entry;
 mod fdtable;
 mod gfid;

@@ -3,13 +3,12 @@
 
 use std::future::Future;
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
 
 use xlator_api::abi_stable::std_types::{RString, RVec};
 use xlator_api::{
-    Buf, Ctx, DirEntry, DumpFormat, Entry, EntrylkCmd, Errno, Fd, Flock, Gfid, HostServices, Iatt,
-    Init, LkCmd, Loc, PipePayloadOk, ReadReply, Removed, SeekWhat, SetAttr, Statfs, Subvol,
-    Translator, WriteReply, Xattr, XattropOp, Xattrs,
+    Buf, ClientId, Ctx, DirEntry, DumpFormat, Entry, EntrylkCmd, Errno, Fd, Flock, Gfid,
+    HostServices, Iatt, Init, LkCmd, Loc, PipePayloadOk, ReadReply, Removed, SeekWhat, SetAttr,
+    Statfs, Subvol, Translator, WriteReply, Xattr, XattropOp, Xattrs,
 };
 
 use crate::brick::Brick;
@@ -96,9 +95,7 @@ impl Translator for Posix {
         let mut brick = Brick::mount(&init.options.directory, init.options.gfid_xattr)
             .map_err(|e| format!("{}: {e}", init.name))?;
         brick.background_unlink = init.options.background_unlink;
-        brick
-            .direct_read_min
-            .store(init.options.direct_read_min, Ordering::Relaxed);
+        brick.set_direct_reads(&init.options);
         let brick = Arc::new(brick);
         crate::reaper::Reaper::start(&brick, brick.clean_marker());
         Ok(Posix {
@@ -112,9 +109,7 @@ impl Translator for Posix {
     }
 
     fn reconfigure(&self, options: PosixOptions) -> Result<(), String> {
-        self.brick
-            .direct_read_min
-            .store(options.direct_read_min, Ordering::Relaxed);
+        self.brick.set_direct_reads(&options);
         Ok(())
     }
 
@@ -204,7 +199,9 @@ impl Translator for Posix {
         // Cached data is read right here, on the polling thread: no handoff to the pool.
         // (Copying cached pages costs less than moving them through a pipe one by one: a
         // 1 MiB sequential read measured about half as fast spliced.)
-        let (have, cold) = match self.brick.readv_cached(&fd, offset, size) {
+        // Requests through a server carry their connection; a local graph is one client.
+        let client = cx.ext::<ClientId>().map_or(0, |c| c.0);
+        let (have, cold) = match self.brick.readv_cached(&fd, offset, size, client) {
             Cached::Reply(r) => return r,
             Cached::Miss(have) => (have, false),
             Cached::Cold => (Vec::new(), true),

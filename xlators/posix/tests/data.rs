@@ -437,6 +437,81 @@ async fn cold_large_reads_go_around_the_page_cache() {
     }
 }
 
+/// A file read cold by a second client while the first one reads it direct counts as shared:
+/// its reads then fill the brick's page cache, so many clients reading one file cost one disk
+/// read, not one each (`direct-read-share-window`; 0 turns that off). Two fds of one client
+/// (its kernel caches for all its processes) do not make a file shared.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_file_two_clients_read_is_cached_on_the_brick() {
+    use std::os::fd::AsRawFd;
+    use std::os::unix::fs::OpenOptionsExt;
+    use xlator_api::ClientId;
+    for window in ["30s", "0"] {
+        let d = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).expect("tempdir");
+        let top =
+            common::try_brick(d.path(), &[("direct-read-share-window", window)]).expect("brick");
+        let cx = root();
+        let client = |n| cx.to_builder().ext(&ClientId(n)).build();
+        let e = mkfile(&top, &cx, Gfid::ROOT, "f", b"").await;
+        let w = fd(e.attr.gfid, libc::O_WRONLY);
+        top.open(&cx, w).await.expect("open wo");
+        let data: Vec<u8> = (0..1_000_000u32).map(|i| (i % 249) as u8).collect();
+        top.writev(&cx, w, 0, Buf::from_vec(data.clone()), 0)
+            .await
+            .expect("write");
+        top.fsync(&cx, w, false).await.expect("fsync");
+        let path = d.path().join("f");
+        let file = std::fs::File::open(&path).expect("brick file");
+        let evict = || {
+            // SAFETY: plain fd and integer arguments.
+            let r =
+                unsafe { libc::posix_fadvise(file.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) };
+            assert_eq!(r, 0, "fadvise");
+        };
+        evict();
+        if cached_pages(&file) != 0
+            || std::fs::File::options()
+                .read(true)
+                .custom_flags(libc::O_DIRECT)
+                .open(&path)
+                .is_err()
+        {
+            eprintln!("this file system keeps its pages or refuses O_DIRECT: nothing to check");
+            return;
+        }
+        let shared = window != "0";
+        // (client, fd, whether the read leaves pages cached)
+        let (a1, a2, b) = (
+            fd(e.attr.gfid, libc::O_RDONLY),
+            fd(e.attr.gfid, libc::O_RDONLY),
+            fd(e.attr.gfid, libc::O_RDONLY),
+        );
+        let reads = [
+            (1, a1, false),
+            (1, a2, false), // the same client through another fd
+            (2, b, shared), // a second client
+            (1, a1, shared),
+        ];
+        for (i, (n, x, want_cached)) in reads.into_iter().enumerate() {
+            let cx = client(n);
+            if i < 3 {
+                top.open(&cx, x).await.expect("open");
+            }
+            evict();
+            let r = top.readv(&cx, x, 0, 1_000_000).await.expect("read");
+            assert_eq!(&*r.data, &data[..]);
+            assert_eq!(
+                cached_pages(&file) > 0,
+                want_cached,
+                "window {window}, read {i} by client {n}"
+            );
+        }
+        for x in [a1, a2, b, w] {
+            top.release(&cx, x).await.expect("release");
+        }
+    }
+}
+
 /// O_NOFOLLOW was about the client's last path component: a file or directory opened by
 /// GFID opens; a symlink object is still refused with ELOOP.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -15,6 +15,7 @@ pub fn try_brick(dir: &Path, extra: &[(&str, &str)]) -> Result<Subvol, String> {
     // instantiate() takes options as given (the graph engine fills schema defaults).
     options.set("background-unlink", "on");
     options.set("direct-read-min", "64KiB");
+    options.set("direct-read-share-window", "30s");
     for (k, v) in extra {
         options.set(k, v);
     }

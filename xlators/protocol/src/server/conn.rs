@@ -9,7 +9,7 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use tokio::sync::Semaphore;
-use xlator_api::{Errno, Fop, PipePayloadOk};
+use xlator_api::{ClientId, Errno, Fop, PipePayloadOk};
 
 use super::Shared;
 use super::session::Session;
@@ -112,7 +112,17 @@ pub async fn serve(shared: Arc<Shared>, sock: Stream, peer: SocketAddr) {
     let tx = FrameSender::start(w, 1024);
     let inflight = Arc::new(Semaphore::new(shared.max_inflight));
 
-    let outcome = read_loop(&shared, &mut reader, &session, &tx, &inflight, peer_max).await;
+    let client = ClientId(shared.next_client.fetch_add(1, Ordering::Relaxed));
+    let outcome = read_loop(
+        &shared,
+        &mut reader,
+        &session,
+        client,
+        &tx,
+        &inflight,
+        peer_max,
+    )
+    .await;
     match &outcome {
         Ok(why) => {
             tracing::info!("{}: client {:?} ({peer}) {why}", shared.name, hello.client);
@@ -282,6 +292,7 @@ async fn read_loop(
     shared: &Arc<Shared>,
     reader: &mut FrameReader<ReadHalf>,
     session: &Arc<Session>,
+    client: ClientId,
     tx: &Arc<FrameSender<WriteHalf>>,
     inflight: &Arc<Semaphore>,
     peer_max: usize,
@@ -336,11 +347,8 @@ async fn read_loop(
                 // and the reply goes out from it, with no further thread switch (one
                 // wakeup per request instead of three). See `poll_here_then_spawn`.
                 let request = async move {
-                    let cx = if pipe_ok {
-                        call.ctx.to_builder().ext(&PipePayloadOk).build()
-                    } else {
-                        call.ctx.to_ctx()
-                    };
+                    let cx = call.ctx.to_builder().ext(&client);
+                    let cx = if pipe_ok { cx.ext(&PipePayloadOk) } else { cx }.build();
                     let fop = call.req.fop();
                     let result = session.execute(&cx, call.req).await;
                     let frame = wire::encode_reply(call.id, result, peer_max).or_else(|e| {

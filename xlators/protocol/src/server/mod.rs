@@ -86,6 +86,8 @@ struct Shared {
     client_idle_timeout: Duration,
     /// Server-side fd ids, unique in the brick graph across all clients.
     next_fd: Arc<AtomicU64>,
+    /// The next connection's [`xlator_api::ClientId`].
+    next_client: AtomicU64,
     stop: watch::Receiver<bool>,
     sessions: Mutex<Vec<Arc<Session>>>,
     connections: AtomicU64,
@@ -392,6 +394,7 @@ impl Server {
             frame_receive_timeout: o.frame_receive_timeout,
             client_idle_timeout: o.client_idle_timeout,
             next_fd: Arc::new(AtomicU64::new(1)),
+            next_client: AtomicU64::new(1),
             stop: stop_rx,
             sessions: Mutex::new(Vec::new()),
             connections: AtomicU64::new(0),
