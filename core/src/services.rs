@@ -1,7 +1,7 @@
 //! The host side of [`HostServices`]: tokio spawn, timer and blocking pool, a monotonic clock,
 //! and the log sink that re-emits plugin log lines through the host's `tracing` subscriber.
 
-use std::cell::Cell;
+use std::cell::{Cell, RefCell};
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU8, Ordering};
@@ -48,6 +48,8 @@ extern "C" fn sleep(nanos: u64) -> FfiFuture<()> {
 thread_local! {
     /// Set while [`poll_here_then_spawn`] polls on a thread that may block.
     static BLOCKING_INLINE: Cell<bool> = const { Cell::new(false) };
+    /// Set while [`poll_here_then_pool`] polls: blocking jobs submitted meanwhile wait here.
+    static DEFERRED: RefCell<Option<Vec<BlockingJob>>> = const { RefCell::new(None) };
     /// Set by [`with_reply_spin`].
     static REPLY_SPIN: Cell<bool> = const { Cell::new(false) };
 }
@@ -78,10 +80,90 @@ extern "C" fn spawn_blocking(job: BlockingJob) {
     let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         if BLOCKING_INLINE.get() {
             job.run();
-        } else {
+            return;
+        }
+        let job = DEFERRED.with_borrow_mut(|d| match d {
+            Some(jobs) => {
+                jobs.push(job);
+                None
+            }
+            None => Some(job),
+        });
+        if let Some(job) = job {
             handle().spawn_blocking(move || job.run());
         }
     }));
+}
+
+/// Polls `fut` once on this thread, which must not block (a connection's reader), and, if it
+/// submitted blocking jobs and must wait for them, moves the jobs and the rest of `fut` to
+/// one thread of the blocking pool: the jobs run there, then `fut` is polled there (as by
+/// [`poll_here_then_spawn`] with `may_block`), so a request whose data is not cached reads
+/// the disk and sends its reply from that one thread. Otherwise the pool thread that ran the
+/// job would wake a runtime worker to finish the request: one more thread switch per such
+/// request. A request that completes, or waits for something other than its jobs, goes on as
+/// with [`poll_here_then_spawn`] without `may_block`. Must be called inside the runtime's
+/// context.
+pub fn poll_here_then_pool<F: Future<Output = ()> + Send + 'static>(fut: F) {
+    struct Collect(Option<Vec<BlockingJob>>);
+    impl Drop for Collect {
+        fn drop(&mut self) {
+            // Restores the caller's collection (none, normally) if polling panicked.
+            let _ = DEFERRED.replace(self.0.take());
+        }
+    }
+    let mut fut: ParkedFuture = Box::pin(fut);
+    let parked = Arc::new(Parked {
+        state: AtomicU8::new(POLLING),
+        fut: Mutex::new(None),
+        handle: handle(),
+    });
+    let waker = Waker::from(parked.clone());
+    let (pending, jobs) = {
+        let guard = Collect(DEFERRED.replace(Some(Vec::new())));
+        let mut cx = Context::from_waker(&waker);
+        let pending = fut.as_mut().poll(&mut cx) == Poll::Pending;
+        let jobs = DEFERRED.replace(None).unwrap_or_default();
+        drop(guard);
+        (pending, jobs)
+    };
+    if jobs.is_empty() {
+        if pending {
+            park(parked, fut);
+        }
+        return;
+    }
+    if !pending {
+        // Done without waiting for them (fire and forget): they run as usual.
+        for job in jobs {
+            parked.handle.spawn_blocking(move || job.run());
+        }
+        return;
+    }
+    // The first poll's waker is left in POLLING with an empty slot: its wakes (the jobs
+    // finishing) do nothing; the pool thread polls the future next, with a waker of its own.
+    let handle = parked.handle.clone();
+    handle.spawn_blocking(move || {
+        for job in jobs {
+            job.run();
+        }
+        poll_boxed_here(fut, true);
+    });
+}
+
+/// Parks a future that returned `Pending` on its first poll until its waker fires.
+fn park(parked: Arc<Parked>, fut: ParkedFuture) {
+    *parked.slot() = Some(fut);
+    if let Err(state) =
+        parked
+            .state
+            .compare_exchange(POLLING, PARKED, Ordering::AcqRel, Ordering::Acquire)
+    {
+        // Woken while we were polling: it is ready to make progress now.
+        debug_assert_eq!(state, WOKEN);
+        parked.state.store(GONE, Ordering::Release);
+        parked.resume();
+    }
 }
 
 /// Polls `fut` once on this thread and, if it must wait, lets whatever wakes it run the rest
@@ -98,13 +180,16 @@ extern "C" fn spawn_blocking(job: BlockingJob) {
 /// on the thread that received it. Later polls happen on the runtime's workers, where
 /// blocking jobs go to the pool as usual. Must be called inside the runtime's context.
 pub fn poll_here_then_spawn<F: Future<Output = ()> + Send + 'static>(fut: F, may_block: bool) {
+    poll_boxed_here(Box::pin(fut), may_block);
+}
+
+fn poll_boxed_here(mut fut: ParkedFuture, may_block: bool) {
     struct Reset(bool);
     impl Drop for Reset {
         fn drop(&mut self) {
             BLOCKING_INLINE.set(self.0);
         }
     }
-    let mut fut: ParkedFuture = Box::pin(fut);
     let parked = Arc::new(Parked {
         state: AtomicU8::new(POLLING),
         fut: Mutex::new(None),
@@ -116,19 +201,8 @@ pub fn poll_here_then_spawn<F: Future<Output = ()> + Send + 'static>(fut: F, may
         let mut cx = Context::from_waker(&waker);
         fut.as_mut().poll(&mut cx) == Poll::Pending
     };
-    if !pending {
-        return;
-    }
-    *parked.slot() = Some(fut);
-    if let Err(state) =
-        parked
-            .state
-            .compare_exchange(POLLING, PARKED, Ordering::AcqRel, Ordering::Acquire)
-    {
-        // Woken while we were polling: it is ready to make progress now.
-        debug_assert_eq!(state, WOKEN);
-        parked.state.store(GONE, Ordering::Release);
-        parked.resume();
+    if pending {
+        park(parked, fut);
     }
 }
 
@@ -322,6 +396,52 @@ mod tests {
         tokio::time::timeout(Duration::from_secs(5), rx)
             .await
             .expect("resumed after the early wake")
+            .expect("sent");
+    }
+    /// A request that submits a blocking job and waits for it runs the job and the rest of
+    /// itself on one pool thread; one that needs no job finishes on the caller; one that waits
+    /// for something else is parked; a job nobody waits for still runs.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn poll_here_then_pool_moves_the_job_and_the_rest_to_one_thread() {
+        let caller = std::thread::current().id();
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        poll_here_then_pool(async move {
+            let first = std::thread::current().id();
+            let job = job_thread().await;
+            let _ = tx.send((first, job, std::thread::current().id()));
+        });
+        let (first, job, rest) = rx.await.expect("finished");
+        assert_eq!(first, caller, "the first poll is the caller's");
+        assert_ne!(job, caller, "the job left the caller's thread");
+        assert_eq!(rest, job, "the rest ran where the job ran");
+        assert!(DEFERRED.with_borrow(Option::is_none), "collection left on");
+
+        // No job: done in the first poll.
+        let (tx, mut rx) = tokio::sync::oneshot::channel();
+        poll_here_then_pool(async move {
+            let _ = tx.send(std::thread::current().id());
+        });
+        assert_eq!(rx.try_recv().expect("done in the first poll"), caller);
+
+        // Waiting for something else: parked until woken, then finished.
+        let (go_tx, go_rx) = tokio::sync::oneshot::channel::<u32>();
+        let (done_tx, done_rx) = tokio::sync::oneshot::channel();
+        poll_here_then_pool(async move {
+            let _ = done_tx.send(go_rx.await.expect("value"));
+        });
+        go_tx.send(3).expect("still waiting");
+        assert_eq!(done_rx.await.expect("resumed"), 3);
+
+        // A job submitted by a request that does not wait for it still runs.
+        let (job_tx, job_rx) = tokio::sync::oneshot::channel();
+        poll_here_then_pool(async move {
+            drop(host_services().spawn_blocking(move || {
+                let _ = job_tx.send(());
+            }));
+        });
+        tokio::time::timeout(Duration::from_secs(5), job_rx)
+            .await
+            .expect("the job ran")
             .expect("sent");
     }
 }

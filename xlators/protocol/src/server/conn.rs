@@ -361,9 +361,10 @@ async fn read_loop(
                     drop(permit);
                 };
                 if reads_an_open_fd {
-                    // storage/posix answers a read of cached data without blocking (and goes
-                    // to the pool itself otherwise): answer it from the reader, no wakeup.
-                    xlfs_core::services::poll_here_then_spawn(request, false);
+                    // storage/posix answers a read of cached data without blocking: answer it
+                    // from the reader, no wakeup. Otherwise posix submits a blocking job, and
+                    // the job and the rest of the request (the reply) go to one pool thread.
+                    xlfs_core::services::poll_here_then_pool(request);
                 } else if ((alone && short_metadata_fop(fop)) || small_write)
                     && shared
                         .inline_busy
