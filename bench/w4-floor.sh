@@ -15,6 +15,7 @@
 # Env: PS (reader counts, default "1 5 30"), ROUNDS (default 3), W4_FILES (default 2000).
 # Prints one line per target and P: the median files/s and its ratio to the brick's.
 set -euo pipefail
+case "${1:-}" in -h|--help) sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//'; exit 0;; esac
 HERE=$(cd "$(dirname "$0")" && pwd)
 ROOT=$(cd "$HERE/.." && pwd)
 WORK=${1:-${TMPDIR:-/tmp}/xlfs-w4-floor}
