@@ -37,8 +37,9 @@ cleanup() {
     for m in "$WORK/splicefs" "$WORK/bindfs-mt"; do
         mountpoint -q "$m" && { umount "$m" 2>/dev/null || umount -l "$m"; }
     done
-    if [ -n "$SPLICEFS" ]; then kill "$SPLICEFS" 2>/dev/null; wait "$SPLICEFS" 2>/dev/null || true; fi
-    if [ -n "$UP" ]; then kill -INT "$UP" 2>/dev/null; wait "$UP" 2>/dev/null || true; fi
+    # (set -e: a kill of a process already gone must not end the cleanup early.)
+    if [ -n "$SPLICEFS" ]; then kill "$SPLICEFS" 2>/dev/null || true; wait "$SPLICEFS" 2>/dev/null || true; fi
+    if [ -n "$UP" ]; then kill -INT "$UP" 2>/dev/null || true; wait "$UP" 2>/dev/null || true; fi
     for _ in $(seq 50); do mountpoint -q "$WORK/vol/mnt" || break; sleep 0.1; done
     mountpoint -q "$WORK/vol/mnt" && umount -l "$WORK/vol/mnt" || true
 }
