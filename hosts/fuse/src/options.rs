@@ -145,8 +145,8 @@ pub struct Cli {
     pub max_write: u32,
 
     /// Kernel readahead for this mount (e.g. 4MiB, 128KiB; 0 keeps the kernel's 128 KiB).
-    /// Larger windows let one sequential reader keep several large reads in flight and read a
-    /// file of up to half a window in two requests. Set through
+    /// A larger window lets a sequential reader keep more large reads in flight (a 650 KiB
+    /// file takes two read requests instead of three). Set through
     /// /sys/class/bdi/*/read_ahead_kb, which needs root; otherwise the kernel's stays.
     #[arg(long, value_name = "SIZE", default_value = "4MiB", value_parser = parse_read_ahead)]
     pub read_ahead: u64,

@@ -28,11 +28,11 @@ xlator_api::options! {
         pub direct_read_min: u64 = OptionSpec::size("direct-read-min", "64KiB")
             .range(0, 67_108_864)
             .reconfigurable(),
-        /// A file whose cold reads went direct through one fd and that another fd reads
-        /// within this long of the first one's last direct read counts as shared: its reads
-        /// use the page cache, so many clients reading one input set cost one disk read of
-        /// each byte (two at most), not one per client. It stays shared until a whole window
-        /// passes without a read of it through another fd. 0: never shared.
+        /// A file whose cold reads went direct for one client (connection) and that another
+        /// client reads within this long of the first one's last direct read counts as
+        /// shared: its reads use the page cache, so many clients reading one input set cost
+        /// at most two disk reads of each byte, not one per client. It stays shared until a
+        /// whole window passes without a read by another client. 0: never shared.
         pub direct_read_share_window: std::time::Duration =
             OptionSpec::duration("direct-read-share-window", "30s").reconfigurable(),
     }
