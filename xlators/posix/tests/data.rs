@@ -270,14 +270,7 @@ async fn reads_come_back_the_same(spliced: bool) {
     } else {
         cx.clone()
     };
-    let e = mkfile(&top, &cx, Gfid::ROOT, "f", b"").await;
-    let f = fd(e.attr.gfid, libc::O_RDWR);
-    top.open(&cx, f).await.expect("open");
-    let data: Vec<u8> = (0..1_000_000u32).map(|i| (i % 253) as u8).collect();
-    top.writev(&cx, f, 0, Buf::from_vec(data.clone()), 0)
-        .await
-        .expect("write");
-    top.fsync(&cx, f, false).await.expect("fsync");
+    let (_, f, data) = synced_file(&top, &cx, libc::O_RDWR, 253).await;
     let file = std::fs::File::open(d.path().join("f")).expect("brick file");
     let evict = |off: i64, len: i64| {
         // SAFETY: plain fd and integer arguments.
@@ -344,39 +337,61 @@ fn cached_pages(file: &std::fs::File) -> u64 {
     st[0]
 }
 
+/// Drops every cached page of `file` (it must be clean: written back).
+fn evict_all(file: &std::fs::File) {
+    use std::os::fd::AsRawFd;
+    // SAFETY: plain fd and integer arguments.
+    let r = unsafe { libc::posix_fadvise(file.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) };
+    assert_eq!(r, 0, "fadvise");
+}
+
+/// Whether reads of `path` can go around the page cache here: its pages can be dropped
+/// (not tmpfs) and it opens with O_DIRECT. Evicts `file` on the way.
+fn direct_reads_bypass_the_cache(file: &std::fs::File, path: &std::path::Path) -> bool {
+    use std::os::unix::fs::OpenOptionsExt;
+    evict_all(file);
+    cached_pages(file) == 0
+        && std::fs::File::options()
+            .read(true)
+            .custom_flags(libc::O_DIRECT)
+            .open(path)
+            .is_ok()
+}
+
+/// Creates "f" in the root holding 1,000,000 bytes of a pattern (`i % modulus`), written
+/// through an fd opened with `flags` (left open) and synced. Returns its entry, that fd and
+/// the bytes.
+async fn synced_file(
+    top: &xlator_api::Subvol,
+    cx: &xlator_api::Ctx,
+    flags: i32,
+    modulus: u32,
+) -> (xlator_api::Entry, Fd, Vec<u8>) {
+    let e = mkfile(top, cx, Gfid::ROOT, "f", b"").await;
+    let f = fd(e.attr.gfid, flags);
+    top.open(cx, f).await.expect("open");
+    let data: Vec<u8> = (0..1_000_000u32).map(|i| (i % modulus) as u8).collect();
+    top.writev(cx, f, 0, Buf::from_vec(data.clone()), 0)
+        .await
+        .expect("write");
+    top.fsync(cx, f, false).await.expect("fsync");
+    (e, f, data)
+}
+
 /// Large reads of data the brick's page cache holds none of go around it (O_DIRECT,
 /// `direct-read-min`): the same bytes, nothing left in the page cache. Partly cached,
 /// dirty, small and unaligned reads use the page cache; a write-only fd still cannot read.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cold_large_reads_go_around_the_page_cache() {
-    use std::os::fd::AsRawFd;
-    use std::os::unix::fs::OpenOptionsExt;
     // Not /tmp: it may be tmpfs, whose pages are the file.
     let d = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).expect("tempdir");
     let top = common::brick_at(d.path());
     let cx = root();
-    let e = mkfile(&top, &cx, Gfid::ROOT, "f", b"").await;
-    let f = fd(e.attr.gfid, libc::O_RDWR);
-    top.open(&cx, f).await.expect("open");
-    let mut data: Vec<u8> = (0..1_000_000u32).map(|i| (i % 251) as u8).collect();
-    top.writev(&cx, f, 0, Buf::from_vec(data.clone()), 0)
-        .await
-        .expect("write");
-    top.fsync(&cx, f, false).await.expect("fsync");
+    let (e, f, mut data) = synced_file(&top, &cx, libc::O_RDWR, 251).await;
     let path = d.path().join("f");
     let file = std::fs::File::open(&path).expect("brick file");
-    let evict = || {
-        // SAFETY: plain fd and integer arguments.
-        let r = unsafe { libc::posix_fadvise(file.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) };
-        assert_eq!(r, 0, "fadvise");
-    };
-    evict();
-    let direct_works = cached_pages(&file) == 0
-        && std::fs::File::options()
-            .read(true)
-            .custom_flags(libc::O_DIRECT)
-            .open(&path)
-            .is_ok();
+    let evict = || evict_all(&file);
+    let direct_works = direct_reads_bypass_the_cache(&file, &path);
 
     let r = top.readv(&cx, f, 0, 1_000_000).await.expect("cold read");
     assert_eq!(&*r.data, &data[..]);
@@ -443,8 +458,6 @@ async fn cold_large_reads_go_around_the_page_cache() {
 /// (its kernel caches for all its processes) do not make a file shared.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_file_two_clients_read_is_cached_on_the_brick() {
-    use std::os::fd::AsRawFd;
-    use std::os::unix::fs::OpenOptionsExt;
     use xlator_api::ClientId;
     for window in ["30s", "0"] {
         let d = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).expect("tempdir");
@@ -452,30 +465,11 @@ async fn a_file_two_clients_read_is_cached_on_the_brick() {
             common::try_brick(d.path(), &[("direct-read-share-window", window)]).expect("brick");
         let cx = root();
         let client = |n| cx.to_builder().ext(&ClientId(n)).build();
-        let e = mkfile(&top, &cx, Gfid::ROOT, "f", b"").await;
-        let w = fd(e.attr.gfid, libc::O_WRONLY);
-        top.open(&cx, w).await.expect("open wo");
-        let data: Vec<u8> = (0..1_000_000u32).map(|i| (i % 249) as u8).collect();
-        top.writev(&cx, w, 0, Buf::from_vec(data.clone()), 0)
-            .await
-            .expect("write");
-        top.fsync(&cx, w, false).await.expect("fsync");
+        let (e, w, data) = synced_file(&top, &cx, libc::O_WRONLY, 249).await;
         let path = d.path().join("f");
         let file = std::fs::File::open(&path).expect("brick file");
-        let evict = || {
-            // SAFETY: plain fd and integer arguments.
-            let r =
-                unsafe { libc::posix_fadvise(file.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) };
-            assert_eq!(r, 0, "fadvise");
-        };
-        evict();
-        if cached_pages(&file) != 0
-            || std::fs::File::options()
-                .read(true)
-                .custom_flags(libc::O_DIRECT)
-                .open(&path)
-                .is_err()
-        {
+        let evict = || evict_all(&file);
+        if !direct_reads_bypass_the_cache(&file, &path) {
             eprintln!("this file system keeps its pages or refuses O_DIRECT: nothing to check");
             return;
         }
