@@ -19,10 +19,46 @@ use crate::wire::{
     Stream, VOLFILE_MAX_FRAME, VolfileReply, VolfileRequest, WireError, WriteHalf,
 };
 
+/// Gives `sock` a send buffer of `size` bytes as the kernel counts them (it doubles what it
+/// is asked for): SO_SNDBUFFORCE, which may exceed net.core.wmem_max but needs
+/// CAP_NET_ADMIN, else SO_SNDBUF (capped at wmem_max).
+fn set_send_buffer(sock: &tokio::net::UnixStream, size: u64) -> std::io::Result<()> {
+    use std::os::fd::AsRawFd;
+    let half = libc::c_int::try_from(size / 2).unwrap_or(libc::c_int::MAX);
+    let set = |opt| {
+        // SAFETY: a valid socket fd and a pointer to a c_int of the size passed.
+        let r = unsafe {
+            libc::setsockopt(
+                sock.as_raw_fd(),
+                libc::SOL_SOCKET,
+                opt,
+                (&raw const half).cast(),
+                std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+            )
+        };
+        if r == 0 {
+            Ok(())
+        } else {
+            Err(std::io::Error::last_os_error())
+        }
+    };
+    set(libc::SO_SNDBUFFORCE).or_else(|_| set(libc::SO_SNDBUF))
+}
+
 /// Serves one accepted socket until it closes.
 pub async fn serve(shared: Arc<Shared>, sock: Stream, peer: SocketAddr) {
-    if let Stream::Tcp(t) = &sock {
-        let _ = t.set_nodelay(true);
+    match &sock {
+        Stream::Tcp(t) => {
+            let _ = t.set_nodelay(true);
+        }
+        Stream::Unix(u) => {
+            let size = shared.unix_send_buffer.load(Ordering::Relaxed);
+            if size > 0
+                && let Err(e) = set_send_buffer(u, size)
+            {
+                tracing::debug!("{}: unix-send-buffer not set for {peer}: {e}", shared.name);
+            }
+        }
     }
     let (r, mut w) = sock.into_split();
     let mut reader = FrameReader::new(r, HANDSHAKE_MAX_FRAME);
@@ -399,6 +435,45 @@ async fn read_loop(
                     "handshake message in the middle of a connection",
                 )));
             }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::fd::AsRawFd;
+
+    fn send_buffer(sock: &tokio::net::UnixStream) -> i64 {
+        let mut v: libc::c_int = 0;
+        let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
+        // SAFETY: a valid socket fd, an int to write and its size.
+        let r = unsafe {
+            libc::getsockopt(
+                sock.as_raw_fd(),
+                libc::SOL_SOCKET,
+                libc::SO_SNDBUF,
+                (&raw mut v).cast(),
+                &mut len,
+            )
+        };
+        assert_eq!(r, 0, "getsockopt: {}", std::io::Error::last_os_error());
+        i64::from(v)
+    }
+
+    /// The kernel keeps what `unix-send-buffer` says (root may exceed wmem_max; others get
+    /// at most wmem_max, still more than the default when wmem_max allows).
+    #[tokio::test]
+    async fn unix_send_buffer_is_what_the_option_says() {
+        let (a, _b) = tokio::net::UnixStream::pair().expect("pair");
+        let before = send_buffer(&a);
+        set_send_buffer(&a, 4 << 20).expect("set");
+        let after = send_buffer(&a);
+        // SAFETY: no arguments.
+        if unsafe { libc::geteuid() } == 0 {
+            assert_eq!(after, 4 << 20, "before: {before}");
+        } else {
+            assert!(after >= before, "{before} -> {after}");
         }
     }
 }

@@ -80,6 +80,8 @@ struct Shared {
     request_spin_us: AtomicU64,
     /// `inline-write-max` in bytes.
     inline_write_max: AtomicU64,
+    /// Option `unix-send-buffer` (bytes; 0: the kernel's).
+    pub(crate) unix_send_buffer: AtomicU64,
     splice_read_min: AtomicU64,
     handshake_timeout: Duration,
     frame_receive_timeout: Duration,
@@ -389,6 +391,7 @@ impl Server {
             inline_busy: AtomicBool::new(false),
             request_spin_us: AtomicU64::new(o.request_spin.as_micros() as u64),
             inline_write_max: AtomicU64::new(o.inline_write_max),
+            unix_send_buffer: AtomicU64::new(o.unix_send_buffer),
             splice_read_min: AtomicU64::new(o.splice_read_min),
             handshake_timeout: o.handshake_timeout,
             frame_receive_timeout: o.frame_receive_timeout,
@@ -452,6 +455,9 @@ impl Server {
         self.shared
             .inline_write_max
             .store(o.inline_write_max, Ordering::Relaxed);
+        self.shared
+            .unix_send_buffer
+            .store(o.unix_send_buffer, Ordering::Relaxed);
         self.shared
             .splice_read_min
             .store(o.splice_read_min, Ordering::Relaxed);

@@ -79,6 +79,16 @@ xlator_api::options! {
         pub splice_read_min: u64 = OptionSpec::size("splice-read-min", "0")
             .range(0, 67_108_864)
             .reconfigurable(),
+        /// Send buffer of each Unix-socket connection (local clients), as the kernel counts
+        /// it. Replies to large reads fill the default (about 208 KiB) at once, so a 512 KiB
+        /// reply went out in three writes with waits between them while its client drained
+        /// the socket. Set with SO_SNDBUFFORCE when the brick may (root), else SO_SNDBUF,
+        /// which the kernel caps at net.core.wmem_max. TCP connections keep the kernel's
+        /// autotuning. 0: the kernel's default. Applies to connections accepted after a
+        /// change.
+        pub unix_send_buffer: u64 = OptionSpec::size("unix-send-buffer", "4MiB")
+            .range(0, 67_108_864)
+            .reconfigurable(),
         /// The volume name `client-volfile` is served under; required with it.
         pub client_volfile_name: String =
             OptionSpec::string("client-volfile-name", "").reconfigurable(),
