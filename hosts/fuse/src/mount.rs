@@ -240,13 +240,14 @@ pub fn mount(
 /// the mount point would be a FUSE request, before anything serves them). The kernel starts a
 /// FUSE mount at 128 KiB whatever the file system offers at init, which splits a large
 /// sequential read into more, smaller requests.
+/// `mountpoint` must be canonical, as [`preflight`] returns it: resolving it now would walk
+/// into the mount.
 pub fn set_read_ahead(mountpoint: &Path, kb: u64) -> io::Result<()> {
     let text = std::fs::read_to_string("/proc/self/mountinfo")?;
-    let canonical = std::fs::canonicalize(mountpoint).unwrap_or_else(|_| mountpoint.into());
     let entry = parse_mountinfo(&text)
         .into_iter()
         .rev()
-        .find(|m| is_xlfs(m) && (m.mount_point == mountpoint || m.mount_point == canonical))
+        .find(|m| is_xlfs(m) && m.mount_point == mountpoint)
         .ok_or_else(|| io::Error::new(io::ErrorKind::NotFound, "mount not in mountinfo"))?;
     std::fs::write(
         format!("/sys/class/bdi/{}/read_ahead_kb", entry.dev),

@@ -39,7 +39,7 @@ pub struct Brick {
     pub direct_read_min: AtomicU64,
     /// Option `direct-read-share-window`, in milliseconds (reconfigurable).
     pub direct_share_window_ms: AtomicU64,
-    /// Which files' cold reads went direct through which fd (see [`DirectReaders`]).
+    /// Which files' cold reads went direct for which client (see [`DirectReaders`]).
     pub direct_readers: DirectReaders,
     /// Cleared when `cachestat(2)` is missing (before Linux 6.5).
     pub cachestat_works: AtomicBool,

@@ -8,8 +8,8 @@
 //! ([`xlator_api::ClientId`], one per connection; a local graph is one client); when another
 //! client reads it while the first one's last direct read is less than
 //! `direct-read-share-window` old, the file counts as shared: its reads use the page cache
-//! until it has gone a whole window without a read by another client. At most two disk reads
-//! of a byte per window, then cached.
+//! (so they are mostly cached reads, which never come here) until a whole window passes
+//! without a cold read of it. At most two disk reads of a byte per window, then cached.
 
 use std::collections::HashMap;
 use std::sync::Mutex;

@@ -32,7 +32,7 @@ xlator_api::options! {
         /// client reads within this long of the first one's last direct read counts as
         /// shared: its reads use the page cache, so many clients reading one input set cost
         /// at most two disk reads of each byte, not one per client. It stays shared until a
-        /// whole window passes without a read by another client. 0: never shared.
+        /// whole window passes without a cold read of it. 0: never shared.
         pub direct_read_share_window: std::time::Duration =
             OptionSpec::duration("direct-read-share-window", "30s").reconfigurable(),
     }
