@@ -6,7 +6,7 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
-use std::task::{Context, Poll, Wake, Waker};
+use std::task::{Context, Wake, Waker};
 use std::time::{Duration, Instant};
 
 use abi_stable::std_types::RString;
@@ -113,23 +113,17 @@ pub fn poll_here_then_pool<F: Future<Output = ()> + Send + 'static>(fut: F) {
         }
     }
     let mut fut: ParkedFuture = Box::pin(fut);
-    let parked = Arc::new(Parked {
-        state: AtomicU8::new(POLLING),
-        fut: Mutex::new(None),
-        handle: handle(),
-    });
-    let waker = Waker::from(parked.clone());
+    let parked = Parked::new();
     let (pending, jobs) = {
         let guard = Collect(DEFERRED.replace(Some(Vec::new())));
-        let mut cx = Context::from_waker(&waker);
-        let pending = fut.as_mut().poll(&mut cx) == Poll::Pending;
-        let jobs = DEFERRED.replace(None).unwrap_or_default();
+        let pending = parked.first_poll(&mut fut);
+        let jobs = DEFERRED.take().unwrap_or_default();
         drop(guard);
         (pending, jobs)
     };
     if jobs.is_empty() {
         if pending {
-            park(parked, fut);
+            parked.park(fut);
         }
         return;
     }
@@ -149,21 +143,6 @@ pub fn poll_here_then_pool<F: Future<Output = ()> + Send + 'static>(fut: F) {
         }
         poll_boxed_here(fut, true);
     });
-}
-
-/// Parks a future that returned `Pending` on its first poll until its waker fires.
-fn park(parked: Arc<Parked>, fut: ParkedFuture) {
-    *parked.slot() = Some(fut);
-    if let Err(state) =
-        parked
-            .state
-            .compare_exchange(POLLING, PARKED, Ordering::AcqRel, Ordering::Acquire)
-    {
-        // Woken while we were polling: it is ready to make progress now.
-        debug_assert_eq!(state, WOKEN);
-        parked.state.store(GONE, Ordering::Release);
-        parked.resume();
-    }
 }
 
 /// Polls `fut` once on this thread and, if it must wait, lets whatever wakes it run the rest
@@ -190,19 +169,13 @@ fn poll_boxed_here(mut fut: ParkedFuture, may_block: bool) {
             BLOCKING_INLINE.set(self.0);
         }
     }
-    let parked = Arc::new(Parked {
-        state: AtomicU8::new(POLLING),
-        fut: Mutex::new(None),
-        handle: handle(),
-    });
-    let waker = Waker::from(parked.clone());
+    let parked = Parked::new();
     let pending = {
         let _reset = Reset(BLOCKING_INLINE.replace(may_block));
-        let mut cx = Context::from_waker(&waker);
-        fut.as_mut().poll(&mut cx) == Poll::Pending
+        parked.first_poll(&mut fut)
     };
     if pending {
-        park(parked, fut);
+        parked.park(fut);
     }
 }
 
@@ -225,6 +198,36 @@ struct Parked {
 }
 
 impl Parked {
+    fn new() -> Arc<Parked> {
+        Arc::new(Parked {
+            state: AtomicU8::new(POLLING),
+            fut: Mutex::new(None),
+            handle: handle(),
+        })
+    }
+
+    /// Polls `fut` once with this as its waker; whether it must wait.
+    fn first_poll(self: &Arc<Self>, fut: &mut ParkedFuture) -> bool {
+        let waker = Waker::from(self.clone());
+        fut.as_mut()
+            .poll(&mut Context::from_waker(&waker))
+            .is_pending()
+    }
+
+    /// Keeps a future that returned `Pending` on its first poll until its waker fires.
+    fn park(self: Arc<Self>, fut: ParkedFuture) {
+        *self.slot() = Some(fut);
+        if let Err(state) =
+            self.state
+                .compare_exchange(POLLING, PARKED, Ordering::AcqRel, Ordering::Acquire)
+        {
+            // Woken while we were polling: it is ready to make progress now.
+            debug_assert_eq!(state, WOKEN);
+            self.state.store(GONE, Ordering::Release);
+            self.resume();
+        }
+    }
+
     fn slot(&self) -> MutexGuard<'_, Option<ParkedFuture>> {
         self.fut.lock().unwrap_or_else(PoisonError::into_inner)
     }
@@ -311,6 +314,7 @@ pub fn max_log_level() -> LogLevel {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::task::Poll;
     use std::thread::ThreadId;
 
     /// Where a blocking job submitted through the services ran.

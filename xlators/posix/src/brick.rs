@@ -4,13 +4,12 @@
 use std::ffi::CString;
 use std::os::fd::{AsFd, BorrowedFd};
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::sync::{Mutex, MutexGuard};
 
 use xlator_api::{Errno, Gfid, Iatt};
 
 use crate::creds::{self, Caller};
-use crate::direct::DirectReaders;
+use crate::direct::DirectReads;
 use crate::fdtable::FdTable;
 use crate::gfid::{self, GfidXattr};
 use crate::handle::{Handles, META_DIR};
@@ -34,15 +33,9 @@ pub struct Brick {
     pub reaper: Reaper,
     /// Whether unlink leaves the handle to the reaper (option `background-unlink`).
     pub background_unlink: bool,
-    /// Reads of this many bytes and up whose range the page cache holds none of go around
-    /// it (O_DIRECT); 0: never (option `direct-read-min`, reconfigurable).
-    pub direct_read_min: AtomicU64,
-    /// Option `direct-read-share-window`, in milliseconds (reconfigurable).
-    pub direct_share_window_ms: AtomicU64,
-    /// Which files' cold reads went direct for which client (see [`DirectReaders`]).
-    pub direct_readers: DirectReaders,
-    /// Cleared when `cachestat(2)` is missing (before Linux 6.5).
-    pub cachestat_works: AtomicBool,
+    /// Which cold reads go around the page cache (options `direct-read-min` and
+    /// `direct-read-share-window`).
+    pub direct: DirectReads,
 }
 
 /// What an entry fop may do with a name at the brick root.
@@ -85,10 +78,7 @@ impl Brick {
             stripes: (0..STRIPES).map(|_| Mutex::new(())).collect(),
             reaper: Reaper::default(),
             background_unlink: true,
-            direct_read_min: AtomicU64::new(0),
-            direct_share_window_ms: AtomicU64::new(30_000),
-            direct_readers: DirectReaders::default(),
-            cachestat_works: AtomicBool::new(true),
+            direct: DirectReads::default(),
         })
     }
 

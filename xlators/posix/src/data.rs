@@ -6,8 +6,6 @@ use std::ffi::CStr;
 use std::mem::MaybeUninit;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
-use std::time::{Duration, Instant};
 
 use xlator_api::abi_stable::std_types::ROption;
 use xlator_api::{Buf, Errno, Fd, FdId, Gfid, ReadReply, SeekWhat, WriteReply};
@@ -18,7 +16,7 @@ use crate::fdtable::OpenFile;
 use crate::sys;
 
 /// Logical block size assumed for O_DIRECT alignment.
-const DIO_ALIGN: usize = 4096;
+pub(crate) const DIO_ALIGN: usize = 4096;
 
 /// Flags an `open` may pass to the kernel (creation flags are the entry fops' business).
 /// O_NOFOLLOW concerned the client's last path component, which its kernel already
@@ -57,14 +55,6 @@ pub enum Cached {
 }
 
 impl Brick {
-    /// Applies the direct-read options (`direct-read-min`, `direct-read-share-window`).
-    pub fn set_direct_reads(&self, o: &crate::options::PosixOptions) {
-        self.direct_read_min
-            .store(o.direct_read_min, Ordering::Relaxed);
-        let window = u64::try_from(o.direct_read_share_window.as_millis()).unwrap_or(u64::MAX);
-        self.direct_share_window_ms.store(window, Ordering::Relaxed);
-    }
-
     /// Opens the object `g` under the caller's credentials (permission checked on the object
     /// alone, as for an open by handle).
     pub fn open_gfid(&self, g: Gfid, flags: i32) -> Result<OpenFile, Errno> {
@@ -132,6 +122,11 @@ impl Brick {
     ) -> Result<ReadReply, Errno> {
         let f = self.file_for(fd, libc::O_RDONLY)?;
         let data = self.read_file(&f, offset, size, have)?;
+        self.read_reply(&f, data)
+    }
+
+    /// A read's reply: `data` and the attributes of `f` after it.
+    fn read_reply(&self, f: &OpenFile, data: Buf) -> Result<ReadReply, Errno> {
         let attr = self.fd_iatt(f.as_fd(), f.gfid)?;
         Ok(ReadReply {
             data,
@@ -156,19 +151,15 @@ impl Brick {
             }
             Err(e) => return Err(e),
         };
-        let attr = self.fd_iatt(f.as_fd(), f.gfid)?;
-        Ok(ReadReply {
-            data,
-            attr: ROption::RSome(attr),
-        })
+        self.read_reply(&f, data)
     }
 
     /// `readv` through an opened fd answered from the page cache alone, without blocking,
     /// so it may run on any thread (no credentials needed: the fd was checked at open).
     /// [`Cached::Miss`] when the data is not all cached, or the fd is anonymous, O_DIRECT or a
     /// directory: pass its bytes to [`Brick::readv`] on the blocking pool. [`Cached::Cold`]
-    /// when none of it is cached and the read should go direct (`client`: see
-    /// [`crate::direct`]).
+    /// when none of it is cached and the read should go direct ([`crate::direct`];
+    /// `client` is the caller's connection).
     pub fn readv_cached(&self, fd: &Fd, offset: u64, size: u32, client: u64) -> Cached {
         if fd.is_anonymous() {
             return Cached::Miss(Vec::new());
@@ -180,7 +171,7 @@ impl Brick {
         if f.is_dir || f.direct() {
             return Cached::Miss(Vec::new());
         }
-        if self.cold_direct(&f, client, offset, size) {
+        if self.direct.wanted(&f, client, offset, size) {
             // Checked before the RWF_NOWAIT read below, which would start page cache
             // readahead of the range on a miss.
             return Cached::Cold;
@@ -207,63 +198,18 @@ impl Brick {
         }))
     }
 
-    /// Whether a read of `size` at `offset` through `f` by `client` should go around the page
-    /// cache (`direct-read-min`): large enough, aligned, through an fd open for reading, not
-    /// one page of the range cached (so nothing dirty either), and the file not read by
-    /// another client lately ([`crate::direct`]).
-    fn cold_direct(&self, f: &OpenFile, client: u64, offset: u64, size: u32) -> bool {
-        let min = self.direct_read_min.load(Ordering::Relaxed);
-        if min == 0
-            || u64::from(size) < min
-            || !offset.is_multiple_of(DIO_ALIGN as u64)
-            || f.flags & libc::O_ACCMODE == libc::O_WRONLY
-            || !self.cachestat_works.load(Ordering::Relaxed)
-        {
-            return false;
-        }
-        match sys::cached_pages(f.as_fd(), offset, u64::from(size)) {
-            Ok(0) => {
-                let window = self.direct_share_window_ms.load(Ordering::Relaxed);
-                self.direct_readers.may_read_direct(
-                    f.gfid,
-                    client,
-                    Duration::from_millis(window),
-                    Instant::now(),
-                )
-            }
-            Ok(_) => false,
-            Err(Errno::ENOSYS) => {
-                tracing::info!("cachestat(2) is not available: direct-read-min has no effect");
-                self.cachestat_works.store(false, Ordering::Relaxed);
-                false
-            }
-            // EPERM: neither owner nor writer of the file (a brick not run as root), or a
-            // seccomp filter; other errors: not a regular file. The page cache it is.
-            Err(_) => false,
-        }
-    }
-
     /// `readv` of data the page cache does not hold ([`Cached::Cold`]), read with O_DIRECT
     /// through the fd's twin so the brick neither caches nor copies it. Falls back to a
     /// buffered read where O_DIRECT is refused (file system or alignment). Blocks on the
     /// disk (pool only).
     pub fn readv_direct(&self, fd: &Fd, offset: u64, size: u32) -> Result<ReadReply, Errno> {
         let f = self.file_for(fd, libc::O_RDONLY)?;
-        if f.is_dir {
-            return Err(Errno::EISDIR);
-        }
-        let data = match direct_twin(&f)? {
-            Some(twin) => match read_aligned(twin, offset, size as usize) {
-                Err(Errno::EINVAL) => read_rest(f.as_fd(), offset, size as usize, Vec::new())?,
-                r => r?,
-            },
-            None => read_rest(f.as_fd(), offset, size as usize, Vec::new())?,
+        let twin = if f.is_dir { None } else { direct_twin(&f)? };
+        let data = match twin {
+            Some(twin) => read_direct(twin, offset, size as usize, Vec::new(), || Ok(f.as_fd()))?,
+            None => self.read_file(&f, offset, size, Vec::new())?,
         };
-        let attr = self.fd_iatt(f.as_fd(), f.gfid)?;
-        Ok(ReadReply {
-            data,
-            attr: ROption::RSome(attr),
-        })
+        self.read_reply(&f, data)
     }
 
     /// `have` is empty for O_DIRECT fds ([`Brick::readv_cached`] leaves those alone).
@@ -273,11 +219,7 @@ impl Brick {
         }
         let size = size as usize;
         if f.direct() {
-            match read_aligned(f.as_fd(), offset, size) {
-                Err(Errno::EINVAL) => {}
-                r => return r,
-            }
-            return read_rest(buffered(f)?, offset, size, have);
+            return read_direct(f.as_fd(), offset, size, have, || buffered(f));
         }
         read_rest(f.as_fd(), offset, size, have)
     }
@@ -443,6 +385,21 @@ fn read_aligned(fd: BorrowedFd<'_>, offset: u64, size: usize) -> Result<Buf, Err
     // SAFETY: the first `start` bytes were zeroed above and the next `got` read into.
     unsafe { v.set_len(start + got) };
     Ok(Buf::from_vec(v).slice(start..start + got.min(size)))
+}
+
+/// Reads through the O_DIRECT fd `direct`, or through `buffered()` where the device refuses
+/// the alignment (EINVAL).
+fn read_direct<'a>(
+    direct: BorrowedFd<'_>,
+    offset: u64,
+    size: usize,
+    have: Vec<u8>,
+    buffered: impl FnOnce() -> Result<BorrowedFd<'a>, Errno>,
+) -> Result<Buf, Errno> {
+    match read_aligned(direct, offset, size) {
+        Err(Errno::EINVAL) => read_rest(buffered()?, offset, size, have),
+        r => r,
+    }
 }
 
 /// Up to `size` bytes of `file` at `offset` in a pipe (fewer only at the end of the file).

@@ -13,9 +13,14 @@
 
 use std::collections::HashMap;
 use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use xlator_api::Gfid;
+use xlator_api::{Errno, Gfid};
+
+use crate::data::DIO_ALIGN;
+use crate::fdtable::OpenFile;
+use crate::sys;
 
 /// Files remembered at once. A full table (after forgetting the expired) reads through the
 /// page cache: the safe side.
@@ -28,15 +33,70 @@ struct Seen {
     at: Instant,
 }
 
-/// See the module documentation.
-#[derive(Default)]
-pub struct DirectReaders {
+/// See the module documentation: the options, and which files went direct for whom.
+pub struct DirectReads {
+    /// `direct-read-min` in bytes; 0: never.
+    min: AtomicU64,
+    /// `direct-read-share-window` in milliseconds.
+    window_ms: AtomicU64,
+    /// Cleared when `cachestat(2)` is missing (before Linux 6.5).
+    cachestat_works: AtomicBool,
     files: Mutex<HashMap<Gfid, Seen>>,
 }
 
-impl DirectReaders {
+impl Default for DirectReads {
+    /// Off until [`DirectReads::configure`] (the translator passes its options).
+    fn default() -> Self {
+        DirectReads {
+            min: AtomicU64::new(0),
+            window_ms: AtomicU64::new(30_000),
+            cachestat_works: AtomicBool::new(true),
+            files: Mutex::new(HashMap::new()),
+        }
+    }
+}
+
+impl DirectReads {
+    /// Applies `direct-read-min` and `direct-read-share-window`.
+    pub fn configure(&self, min: u64, window: Duration) {
+        self.min.store(min, Ordering::Relaxed);
+        let ms = u64::try_from(window.as_millis()).unwrap_or(u64::MAX);
+        self.window_ms.store(ms, Ordering::Relaxed);
+    }
+
+    /// Whether a read of `size` at `offset` through `f` by `client` should go around the page
+    /// cache: large enough, aligned, through an fd open for reading, not one page of the
+    /// range cached (so nothing dirty either), and the file not read by another client
+    /// lately.
+    pub fn wanted(&self, f: &OpenFile, client: u64, offset: u64, size: u32) -> bool {
+        let min = self.min.load(Ordering::Relaxed);
+        if min == 0
+            || u64::from(size) < min
+            || !offset.is_multiple_of(DIO_ALIGN as u64)
+            || f.flags & libc::O_ACCMODE == libc::O_WRONLY
+            || !self.cachestat_works.load(Ordering::Relaxed)
+        {
+            return false;
+        }
+        match sys::cached_pages(f.as_fd(), offset, u64::from(size)) {
+            Ok(0) => {
+                let window = Duration::from_millis(self.window_ms.load(Ordering::Relaxed));
+                self.may_read_direct(f.gfid, client, window, Instant::now())
+            }
+            Ok(_) => false,
+            Err(Errno::ENOSYS) => {
+                tracing::info!("cachestat(2) is not available: direct-read-min has no effect");
+                self.cachestat_works.store(false, Ordering::Relaxed);
+                false
+            }
+            // EPERM: neither owner nor writer of the file (a brick not run as root), or a
+            // seccomp filter; other errors: not a regular file. The page cache it is.
+            Err(_) => false,
+        }
+    }
+
     /// Whether a cold read of `gfid` by `client` may go direct, as of `now`, noting it.
-    pub fn may_read_direct(&self, gfid: Gfid, client: u64, window: Duration, now: Instant) -> bool {
+    fn may_read_direct(&self, gfid: Gfid, client: u64, window: Duration, now: Instant) -> bool {
         let mut files = self.files.lock().unwrap_or_else(|p| p.into_inner());
         let fresh = |s: &Seen| now.saturating_duration_since(s.at) < window;
         match files.get_mut(&gfid) {
@@ -93,7 +153,7 @@ mod tests {
 
     #[test]
     fn one_client_reads_direct_a_second_makes_the_file_shared_for_a_window() {
-        let d = DirectReaders::default();
+        let d = DirectReads::default();
         let t0 = Instant::now();
         let s = Duration::from_secs(1);
         assert!(d.may_read_direct(g(1), 1, W, t0));
@@ -115,7 +175,7 @@ mod tests {
 
     #[test]
     fn a_full_table_forgets_the_expired_and_otherwise_reads_cached() {
-        let d = DirectReaders::default();
+        let d = DirectReads::default();
         let t0 = Instant::now();
         let gfid = |i: usize| {
             let mut b = [0u8; 16];

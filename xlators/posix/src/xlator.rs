@@ -95,7 +95,10 @@ impl Translator for Posix {
         let mut brick = Brick::mount(&init.options.directory, init.options.gfid_xattr)
             .map_err(|e| format!("{}: {e}", init.name))?;
         brick.background_unlink = init.options.background_unlink;
-        brick.set_direct_reads(&init.options);
+        brick.direct.configure(
+            init.options.direct_read_min,
+            init.options.direct_read_share_window,
+        );
         let brick = Arc::new(brick);
         crate::reaper::Reaper::start(&brick, brick.clean_marker());
         Ok(Posix {
@@ -109,7 +112,9 @@ impl Translator for Posix {
     }
 
     fn reconfigure(&self, options: PosixOptions) -> Result<(), String> {
-        self.brick.set_direct_reads(&options);
+        self.brick
+            .direct
+            .configure(options.direct_read_min, options.direct_read_share_window);
         Ok(())
     }
 
@@ -201,23 +206,24 @@ impl Translator for Posix {
         // 1 MiB sequential read measured about half as fast spliced.)
         // Requests through a server carry their connection; a local graph is one client.
         let client = cx.ext::<ClientId>().map_or(0, |c| c.0);
-        let (have, cold) = match self.brick.readv_cached(&fd, offset, size, client) {
+        let pipe_ok = cx.ext::<PipePayloadOk>().is_some();
+        let have = match self.brick.readv_cached(&fd, offset, size, client) {
             Cached::Reply(r) => return r,
-            Cached::Miss(have) => (have, false),
-            Cached::Cold => (Vec::new(), true),
+            Cached::Cold if !pipe_ok => {
+                // None of it cached and large (`direct-read-min`): around the page cache.
+                return self
+                    .run(cx, move |b, _| b.readv_direct(&fd, offset, size))
+                    .await;
+            }
+            Cached::Cold => Vec::new(),
+            Cached::Miss(have) => have,
         };
-        if have.is_empty() && cx.ext::<PipePayloadOk>().is_some() {
+        if have.is_empty() && pipe_ok {
             // Not cached, and the caller sends the data on from a pipe (protocol/server
             // does, for reads of its `splice-read-min` and up): splice it there from the
             // disk, no copy.
             return self
                 .run(cx, move |b, _| b.readv_spliced(&fd, offset, size))
-                .await;
-        }
-        if cold {
-            // None of it cached and large (`direct-read-min`): around the page cache.
-            return self
-                .run(cx, move |b, _| b.readv_direct(&fd, offset, size))
                 .await;
         }
         self.run(cx, move |b, _| b.readv(&fd, offset, size, have))

@@ -81,7 +81,7 @@ struct Shared {
     /// `inline-write-max` in bytes.
     inline_write_max: AtomicU64,
     /// Option `unix-send-buffer` (bytes; 0: the kernel's).
-    pub(crate) unix_send_buffer: AtomicU64,
+    unix_send_buffer: AtomicU64,
     splice_read_min: AtomicU64,
     handshake_timeout: Duration,
     frame_receive_timeout: Duration,
