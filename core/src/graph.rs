@@ -159,6 +159,11 @@ impl Graph {
                     reason: reason.into(),
                 })?;
             let control = built.clone();
+            let built = if resolved.info.keeps_file_data {
+                built
+            } else {
+                hop::drop_backing(built)
+            };
             let subvol = if trace_hops { hop::wrap(built) } else { built };
             tracing::debug!(volume = %decl.name, r#type = %decl.type_name, "translator initialised");
             nodes.insert(

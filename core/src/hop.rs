@@ -2,6 +2,9 @@
 //! built, each translator is wrapped so that every fop through it runs inside a span naming
 //! the translator and the fop. When it is off, graphs are built without wrappers and cost
 //! nothing.
+//!
+//! Also the layer that keeps backing files ([`xlator_api::Opened::backing`]) from passing
+//! through a translator that does not declare `KEEPS_FILE_DATA` ([`drop_backing`]).
 
 use tracing::Instrument as _;
 #[allow(unused_imports)]
@@ -60,3 +63,43 @@ macro_rules! gen_hop {
     };
 }
 xlator_api::for_each_fop!(gen_hop);
+
+/// Wraps `inner` so that its open replies never carry a backing file: the graph engine puts
+/// this around every translator that does not declare `Translator::KEEPS_FILE_DATA`, so a
+/// caller never reads around a translator that may change file data on its way.
+pub fn drop_backing(inner: Subvol) -> Subvol {
+    let name = inner.name().to_owned();
+    let args = InitArgs {
+        name: name.as_str().into(),
+        options: xlator_api::Options::new(),
+        children: vec![inner.clone()].into(),
+        services: crate::services::host_services(),
+    };
+    xlator_api::sdk::instantiate::<DropBacking>(args).unwrap_or(inner)
+}
+
+/// The wrapper of [`drop_backing`]: every fop but `open` passes through untouched.
+pub struct DropBacking {
+    children: Vec<Subvol>,
+}
+
+impl Translator for DropBacking {
+    const TYPE: &'static str = "core/drop-backing";
+    type Options = ();
+    fn init(init: Init<()>) -> Result<Self, String> {
+        Ok(DropBacking {
+            children: init.children,
+        })
+    }
+    fn children(&self) -> &[Subvol] {
+        &self.children
+    }
+    fn notify(&self, event: xlator_api::Event) {
+        self.children[0].notify(event)
+    }
+    async fn open(&self, cx: &Ctx, fd: Fd) -> Result<Opened, Errno> {
+        let mut opened = self.children[0].open(cx, fd).await?;
+        opened.backing = xlator_api::abi_stable::std_types::ROption::RNone;
+        Ok(opened)
+    }
+}

@@ -14,6 +14,7 @@ struct FakeTypes;
 fn info(name: &str, options: Vec<OptionSpec>, min: u32, max: u32) -> TypeInfo {
     TypeInfo {
         announces_child_up: false,
+        keeps_file_data: false,
         name: name.into(),
         doc: "test type".into(),
         options: options.into(),

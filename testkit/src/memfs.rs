@@ -29,7 +29,7 @@ use std::sync::{Mutex, MutexGuard, PoisonError};
 use abi_stable::std_types::{ROption, RString, RVec};
 use xlator_api::{
     Buf, Ctx, DirEntry, Entry, EntrylkCmd, Errno, Fd, FileType, Flock, Gfid, Iatt, Init, InitArgs,
-    LkCmd, Loc, Options, ReadReply, Removed, SeekWhat, SetAttr, Statfs, Subvol, Translator,
+    LkCmd, Loc, Opened, Options, ReadReply, Removed, SeekWhat, SetAttr, Statfs, Subvol, Translator,
     WriteReply, Xattr, XattropOp, Xattrs,
 };
 
@@ -111,6 +111,7 @@ fn make(kind: FileType, mode: u32, umask: u32, rdev: u64, body: Body) -> Make {
 
 impl Translator for MemLeaf {
     const TYPE: &'static str = "storage/memory";
+    const KEEPS_FILE_DATA: bool = true;
     const DOC: &'static str = "An in-memory volume with POSIX semantics, for tests.";
     const MIN_CHILDREN: u32 = 0;
     const MAX_CHILDREN: u32 = 0;
@@ -258,8 +259,8 @@ impl Translator for MemLeaf {
         Ok(Entry::new(attr))
     }
 
-    async fn open(&self, cx: &Ctx, fd: Fd) -> Result<(), Errno> {
-        self.fs().open(cx, &fd)
+    async fn open(&self, cx: &Ctx, fd: Fd) -> Result<Opened, Errno> {
+        self.fs().open(cx, &fd).map(|()| Opened::plain())
     }
 
     async fn opendir(&self, cx: &Ctx, fd: Fd) -> Result<(), Errno> {

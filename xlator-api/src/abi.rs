@@ -251,6 +251,8 @@ pub struct TypeInfo {
     pub max_children: u32,
     /// Raises its own `ChildUp` (see `Translator::ANNOUNCES_CHILD_UP`).
     pub announces_child_up: bool,
+    /// Keeps file data as stored (see `Translator::KEEPS_FILE_DATA`).
+    pub keeps_file_data: bool,
 }
 
 /// The root module of a translator library.

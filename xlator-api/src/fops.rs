@@ -40,8 +40,9 @@ macro_rules! for_each_fop {
             link Link (gfid: $crate::Gfid, new: $crate::Loc) -> $crate::Entry;
             /// Creates and opens a regular file; `fd.gfid` is ignored (not known yet).
             create Create (loc: $crate::Loc, fd: $crate::Fd, mode: u32, umask: u32) -> $crate::Entry;
-            /// Opens a file (`fd.flags` are the open(2) flags).
-            open Open (fd: $crate::Fd) -> ();
+            /// Opens a file (`fd.flags` are the open(2) flags); the reply may carry a backing
+            /// file for a caller that asked for one (see [`BackingWanted`](crate::BackingWanted)).
+            open Open (fd: $crate::Fd) -> $crate::Opened;
             /// Opens a directory for `readdirp`.
             opendir Opendir (fd: $crate::Fd) -> ();
             /// Reads up to `size` bytes at `offset`; a short read means end of file. The reply

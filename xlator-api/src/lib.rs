@@ -27,6 +27,7 @@
 #![allow(non_local_definitions)]
 
 mod abi;
+mod backing;
 mod buf;
 mod ctx;
 mod fops;
@@ -43,6 +44,7 @@ pub use abi::{
     MODULE_SYMBOL_PREFIX, StaticModule, Subvol, TypeInfo, XlatorModule, XlatorModuleRef,
     XlatorVTable, static_modules,
 };
+pub use backing::{BackingFile, BackingWanted, Opened};
 pub use buf::{Buf, pipe_with_room};
 pub use ctx::{ClientId, Ctx, CtxBuilder, CtxExtension, GfidReq, PipePayloadOk};
 pub use fops::Fop;

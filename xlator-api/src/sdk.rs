@@ -55,6 +55,13 @@ macro_rules! gen_translator_trait {
             /// [`HostServices::notify_parents`] (a network client, a cluster translator that
             /// needs quorum). Otherwise the core tells its parents it is up once it is built.
             const ANNOUNCES_CHILD_UP: bool = false;
+            /// Whether this translator keeps file data as stored: what a read returns is what
+            /// its child holds at that offset, and a write stores its bytes at its offset
+            /// (caching, delaying, tracing and counting are fine; encrypting, compressing,
+            /// striping, replicating and making data up are not). Only then may a backing file
+            /// from below pass through it to its caller (see [`Opened::backing`](crate::Opened::backing)); for others
+            /// the graph engine drops it. Off unless declared.
+            const KEEPS_FILE_DATA: bool = false;
 
             /// The typed options (see [`options!`](crate::options)); `()` for none.
             type Options: XlatorOptions;
@@ -236,6 +243,7 @@ pub fn type_info<T: Translator>() -> TypeInfo {
         min_children: T::MIN_CHILDREN,
         max_children: T::MAX_CHILDREN,
         announces_child_up: T::ANNOUNCES_CHILD_UP,
+        keeps_file_data: T::KEEPS_FILE_DATA,
     }
 }
 

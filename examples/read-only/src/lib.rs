@@ -8,8 +8,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use abi_stable::std_types::{RString, RVec};
 use xlator_api::abi_stable;
 use xlator_api::{
-    Buf, Ctx, Entry, Errno, Fd, Gfid, Iatt, Init, Loc, Removed, SetAttr, Subvol, Translator,
-    WriteReply, Xattr, XattropOp, Xattrs,
+    Buf, Ctx, Entry, Errno, Fd, Gfid, Iatt, Init, Loc, Opened, Removed, SetAttr, Subvol,
+    Translator, WriteReply, Xattr, XattropOp, Xattrs,
 };
 
 xlator_api::options! {
@@ -52,6 +52,7 @@ mod libc_o {
 
 impl Translator for ReadOnly {
     const TYPE: &'static str = "features/read-only";
+    const KEEPS_FILE_DATA: bool = true;
     const DOC: &'static str = "Refuses every modifying fop with EROFS; reconfigurable.";
     type Options = ReadOnlyOptions;
 
@@ -69,7 +70,7 @@ impl Translator for ReadOnly {
         Ok(())
     }
 
-    async fn open(&self, cx: &Ctx, fd: Fd) -> Result<(), Errno> {
+    async fn open(&self, cx: &Ctx, fd: Fd) -> Result<Opened, Errno> {
         if writes(fd.flags) {
             self.check()?;
         }

@@ -18,7 +18,8 @@ use fuser::{
 use tokio::runtime::Handle;
 use xlator_api::abi_stable::std_types::{ROption, RString, RVec};
 use xlator_api::{
-    Buf, Ctx, Entry, Errno, Fd, Gfid, Iatt, LkCmd, Loc, SeekWhat, SetAttr, Subvol, TimeSet, Xattr,
+    BackingWanted, Buf, Ctx, Entry, Errno, Fd, Gfid, Iatt, LkCmd, Loc, SeekWhat, SetAttr, Subvol,
+    TimeSet, Xattr,
 };
 use xlfs_core::graph::Graph;
 use xlfs_core::volume::Volume;
@@ -31,6 +32,7 @@ use crate::fds::FdTable;
 use crate::fresh::FreshDirs;
 use crate::inodes::{DirStamp, InodeTable, Stamp};
 use crate::options::FsOptions;
+use crate::passthrough::Passthrough;
 
 /// Largest readahead to ask for; the kernel offers 128 KiB here and we take what it offers.
 const MAX_READAHEAD: u32 = 1 << 20;
@@ -46,6 +48,8 @@ pub struct Shared {
     pub opts: FsOptions,
     caps: CapCache,
     fresh: FreshDirs,
+    /// How files are open, when `--passthrough` is on.
+    pub pt: Passthrough,
     rt: Handle,
 }
 
@@ -60,6 +64,7 @@ impl Shared {
             opts,
             caps,
             fresh,
+            pt: Passthrough::default(),
             rt,
         })
     }
@@ -156,10 +161,13 @@ impl Shared {
 
     /// The host's own statedump section.
     pub fn dump(&self) -> String {
+        let (pt_inodes, pt_opens, tracked) = self.pt.counts();
         format!(
-            "[fuse]\nknown inodes: {}\nopen fds: {}\n",
+            "[fuse]\nknown inodes: {}\nopen fds: {}\npassthrough: {} (inodes {pt_inodes}, \
+             opens {pt_opens} of {tracked})\n",
             self.inodes.len(),
-            self.fds.len()
+            self.fds.len(),
+            if self.pt.on() { "on" } else { "off" },
         )
     }
 
@@ -361,6 +369,23 @@ impl Filesystem for XlfsFs {
         }
         let _ = config.set_max_background(MAX_BACKGROUND);
         let _ = config.set_congestion_threshold(CONGESTION_THRESHOLD);
+        if o.passthrough {
+            // Depth 1: backing files on an ordinary file system (not overlayfs).
+            match config
+                .add_capabilities(InitFlags::FUSE_PASSTHROUGH)
+                .and_then(|()| {
+                    config
+                        .set_max_stack_depth(1)
+                        .map(drop)
+                        .map_err(|_| InitFlags::empty())
+                }) {
+                Ok(()) => self.s.pt.enable(),
+                Err(_) => tracing::warn!(
+                    "the kernel does not offer FUSE passthrough (Linux 6.9 with \
+                     CONFIG_FUSE_PASSTHROUGH); reads go through the mount"
+                ),
+            }
+        }
         tracing::debug!(abi = %config.kernel_abi(), "FUSE session initialised");
         Ok(())
     }
@@ -639,6 +664,16 @@ impl Filesystem for XlfsFs {
             .fds
             .allocate(gfid, graph_open_flags(self.s.opts.writeback_cache, flags.0));
         let cx = ctx(req, Need::Groups, None);
+        // A plain read-only open may be answered with a backing file to pass through.
+        let pt = self.s.pt.on();
+        let cx = if pt
+            && flags.0 & libc::O_ACCMODE == libc::O_RDONLY
+            && flags.0 & (libc::O_TRUNC | libc::O_DIRECT) == 0
+        {
+            cx.to_builder().ext(&BackingWanted).build()
+        } else {
+            cx
+        };
         // A truncating open changes the size and mtime behind the recorded attributes.
         let truncates = flags.0 & libc::O_TRUNC != 0;
         if truncates {
@@ -650,9 +685,14 @@ impl Filesystem for XlfsFs {
                 s.inodes.end_reshape();
             }
             match r {
-                Ok(()) => {
+                Ok(opened) => {
                     let fh = s.fds.insert(fd);
-                    reply.opened(fh, s.fopen_flags());
+                    if pt {
+                        let backing = opened.backing.into_option();
+                        s.pt.reply_open(reply, ino, fh, backing, s.fopen_flags());
+                    } else {
+                        reply.opened(fh, s.fopen_flags());
+                    }
                 }
                 Err(e) => reply.error(errno(e)),
             }
@@ -714,7 +754,12 @@ impl Filesystem for XlfsFs {
                 s.caps.set_none(e.attr.gfid, Instant::now());
             }
             let ttl = s.opts.entry_timeout.min(s.opts.attr_timeout);
-            reply.created(&ttl, &attr, Generation(0), fh, s.fopen_flags());
+            let fopen = if s.pt.on() {
+                s.pt.created(attr.ino, fh, s.fopen_flags())
+            } else {
+                s.fopen_flags()
+            };
+            reply.created(&ttl, &attr, Generation(0), fh, fopen);
         });
     }
 
@@ -764,7 +809,10 @@ impl Filesystem for XlfsFs {
         let fd = tri!(reply, self.fd(fh));
         // The one copy of the payload: out of fuser's request buffer into a shared Buf.
         let buf = Buf::copy_from_slice(data);
-        let flags = graph_open_flags(self.s.opts.writeback_cache, flags.0);
+        let mut flags = graph_open_flags(self.s.opts.writeback_cache, flags.0);
+        if self.s.pt.on() {
+            flags |= self.s.pt.write_flags(fh);
+        }
         let cx = ctx(req, Need::Basic, lock_owner.map(|o| o.0));
         let kill_suidgid = write_flags.contains(WriteFlags::FUSE_WRITE_KILL_SUIDGID);
         self.s.inodes.begin_write(ino);
@@ -811,6 +859,9 @@ impl Filesystem for XlfsFs {
         reply: ReplyEmpty,
     ) {
         let fd = tri!(reply, self.s.fds.remove(fh).ok_or(fuser::Errno::EBADF));
+        if self.s.pt.on() {
+            self.s.pt.released(fh);
+        }
         let cx = ctx(req, Need::Basic, lock_owner.map(|o| o.0));
         self.spawn(|s| async move {
             let graph = s.graph();

@@ -20,6 +20,7 @@ mod fs;
 mod inodes;
 mod mount;
 mod options;
+mod passthrough;
 
 use std::io::Write as _;
 use std::path::PathBuf;

@@ -130,6 +130,19 @@ pub struct Cli {
     #[arg(long)]
     pub direct_io_mode: bool,
 
+    /// FUSE passthrough: a read-only open of a file on a brick on this machine (reached over
+    /// its Unix socket) is answered with the brick's own descriptor of the file, and the
+    /// kernel reads it directly: reads cost what reads of the brick directory cost, with no
+    /// request per read to this process or the brick. Only through translators that keep
+    /// file data as stored (all of xlfs's own; see the translator API), and only when the
+    /// brick allows it (storage/posix `backing-files`, on by default). The kernel (Linux
+    /// 6.9+, CONFIG_FUSE_PASSTHROUGH) refuses it together with the writeback cache, so this
+    /// mounts without it: every write(2) becomes a write request (write-behind, when in the
+    /// graph, still acknowledges them early). Needs root (CAP_SYS_ADMIN to register backing
+    /// files, the right to ptrace the brick to take them). See docs/passthrough.md.
+    #[arg(long, conflicts_with_all = ["writeback_cache", "direct_io_mode"])]
+    pub passthrough: bool,
+
     /// Do not offer READDIRPLUS (listings then send a lookup per name).
     #[arg(long)]
     pub no_readdirplus: bool,
@@ -198,6 +211,7 @@ pub struct FsOptions {
     pub capability_timeout: Duration,
     pub writeback_cache: bool,
     pub direct_io: bool,
+    pub passthrough: bool,
     pub readdirplus: bool,
     pub posix_locks: bool,
     pub max_write: u32,
@@ -213,6 +227,7 @@ impl Default for FsOptions {
             capability_timeout: Duration::from_secs(60),
             writeback_cache: true,
             direct_io: false,
+            passthrough: false,
             readdirplus: true,
             posix_locks: true,
             max_write: DEFAULT_MAX_WRITE,
@@ -275,8 +290,9 @@ impl Cli {
             negative_timeout: self.negative_timeout,
             fresh_dir_timeout: self.fresh_dir_timeout,
             capability_timeout: self.capability_timeout,
-            writeback_cache: !self.no_writeback_cache,
+            writeback_cache: !self.no_writeback_cache && !self.passthrough,
             direct_io: self.direct_io_mode,
+            passthrough: self.passthrough,
             readdirplus: !self.no_readdirplus,
             posix_locks: !self.kernel_locks,
             max_write: self.max_write,

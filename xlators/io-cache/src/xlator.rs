@@ -11,8 +11,8 @@ use std::sync::Arc;
 use abi_stable::std_types::{ROption, RVec};
 use xlator_api::abi_stable;
 use xlator_api::{
-    Buf, Ctx, DirEntry, DumpFormat, Entry, Errno, Fd, Gfid, Iatt, Init, Loc, ReadReply, Removed,
-    SetAttr, Subvol, TimeSet, Translator, WriteReply,
+    Buf, Ctx, DirEntry, DumpFormat, Entry, Errno, Fd, Gfid, Iatt, Init, Loc, Opened, ReadReply,
+    Removed, SetAttr, Subvol, TimeSet, Translator, WriteReply,
 };
 
 use crate::cache::{Cache, Snapshot, write_change};
@@ -52,6 +52,7 @@ fn sets_mtime(attr: &SetAttr) -> bool {
 
 impl Translator for IoCache {
     const TYPE: &'static str = TYPE;
+    const KEEPS_FILE_DATA: bool = true;
     const DOC: &'static str = "Caches file data in pages (page-size) up to cache-size with \
         LRU eviction by priority; revalidates a file's pages with fstat after cache-timeout \
         and drops them when its mtime or size changes or when it is written through this graph.";
@@ -167,7 +168,7 @@ impl Translator for IoCache {
         Ok(e)
     }
 
-    async fn open(&self, cx: &Ctx, fd: Fd) -> Result<(), Errno> {
+    async fn open(&self, cx: &Ctx, fd: Fd) -> Result<Opened, Errno> {
         let _guard =
             (fd.flags & libc::O_TRUNC != 0).then(|| self.cache.modify(fd.gfid, Change::Whole));
         self.child().open(cx, fd).await

@@ -186,7 +186,9 @@ async fn truncate_and_o_trunc_drop_the_file() {
     .await
     .expect("ftruncate");
     assert_eq!(read(&sv, rd(1), 0, 100).await, expect(0, 5));
-    h.on(Fop::Open, |_| FopReply::Open(Ok(())));
+    h.on(Fop::Open, |_| {
+        FopReply::Open(Ok(xlator_api::Opened::plain()))
+    });
     sv.open(&Ctx::root(), fd(4, gfid(1), libc::O_RDWR | libc::O_TRUNC))
         .await
         .expect("open");

@@ -58,6 +58,7 @@ macro_rules! measured_fops {
 
 impl Translator for IoStats {
     const TYPE: &'static str = TYPE;
+    const KEEPS_FILE_DATA: bool = true;
     const DOC: &'static str = "Counts calls, errors (per errno), bytes read/written and a \
         latency histogram for every fop passing through; dumps them as a text table or JSON.";
 

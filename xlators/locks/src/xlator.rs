@@ -83,6 +83,7 @@ impl Locks {
 
 impl Translator for Locks {
     const TYPE: &'static str = "features/locks";
+    const KEEPS_FILE_DATA: bool = true;
     const DOC: &'static str = "POSIX byte-range locks (lk) for applications, and the internal \
         inodelk/entrylk locks cluster translators take on bricks.";
     type Options = ();

@@ -36,6 +36,8 @@ pub struct Brick {
     /// Which cold reads go around the page cache (options `direct-read-min` and
     /// `direct-read-share-window`).
     pub direct: DirectReads,
+    /// Whether read-only opens may hand out backing files (option `backing-files`).
+    pub backing_files: std::sync::atomic::AtomicBool,
 }
 
 /// What an entry fop may do with a name at the brick root.
@@ -79,6 +81,7 @@ impl Brick {
             reaper: Reaper::default(),
             background_unlink: true,
             direct: DirectReads::default(),
+            backing_files: std::sync::atomic::AtomicBool::new(true),
         })
     }
 

@@ -8,7 +8,9 @@ use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::sync::Arc;
 
 use xlator_api::abi_stable::std_types::ROption;
-use xlator_api::{Buf, Errno, Fd, FdId, Gfid, ReadReply, SeekWhat, WriteReply};
+use xlator_api::{
+    BackingFile, Buf, Errno, Fd, FdId, Gfid, Opened, ReadReply, SeekWhat, WriteReply,
+};
 
 use crate::brick::Brick;
 use crate::creds;
@@ -75,9 +77,27 @@ impl Brick {
         Ok(OpenFile::new(fd, g, f, is_dir))
     }
 
-    pub fn open(&self, fd: &Fd) -> Result<(), Errno> {
+    /// Opens `fd`; with `backing`, a read-only open of a regular file (not O_DIRECT) also
+    /// answers with a duplicate of its descriptor as the backing file (option
+    /// `backing-files`). A failure to duplicate only costs the backing file.
+    pub fn open(&self, fd: &Fd, backing: bool) -> Result<Opened, Errno> {
         let f = self.open_gfid(fd.gfid, fd.flags)?;
-        self.fds.insert(fd.id, f)
+        let backing = if backing
+            && !f.is_dir
+            && f.flags & libc::O_ACCMODE == libc::O_RDONLY
+            && f.flags & (libc::O_DIRECT | libc::O_TRUNC | libc::O_PATH) == 0
+        {
+            f.fd.try_clone()
+                .and_then(BackingFile::new)
+                .inspect_err(|e| tracing::debug!("no backing file for {}: {e}", fd.gfid))
+                .ok()
+        } else {
+            None
+        };
+        self.fds.insert(fd.id, f)?;
+        Ok(Opened {
+            backing: backing.into(),
+        })
     }
 
     /// The open file of `fd`; for an anonymous fd, the object opened now with `access`

@@ -3,12 +3,13 @@
 
 use std::future::Future;
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 
 use xlator_api::abi_stable::std_types::{RString, RVec};
 use xlator_api::{
-    Buf, ClientId, Ctx, DirEntry, DumpFormat, Entry, EntrylkCmd, Errno, Fd, Flock, Gfid,
-    HostServices, Iatt, Init, LkCmd, Loc, PipePayloadOk, ReadReply, Removed, SeekWhat, SetAttr,
-    Statfs, Subvol, Translator, WriteReply, Xattr, XattropOp, Xattrs,
+    BackingWanted, Buf, ClientId, Ctx, DirEntry, DumpFormat, Entry, EntrylkCmd, Errno, Fd, Flock,
+    Gfid, HostServices, Iatt, Init, LkCmd, Loc, Opened, PipePayloadOk, ReadReply, Removed,
+    SeekWhat, SetAttr, Statfs, Subvol, Translator, WriteReply, Xattr, XattropOp, Xattrs,
 };
 
 use crate::brick::Brick;
@@ -85,6 +86,7 @@ impl Drop for Posix {
 
 impl Translator for Posix {
     const TYPE: &'static str = "storage/posix";
+    const KEEPS_FILE_DATA: bool = true;
     const DOC: &'static str = "A brick on a local directory: objects at their real paths, GFIDs \
         in xattrs, a .xlfs/gfid handle directory to open any object by GFID.";
     const MIN_CHILDREN: u32 = 0;
@@ -95,6 +97,9 @@ impl Translator for Posix {
         let mut brick = Brick::mount(&init.options.directory, init.options.gfid_xattr)
             .map_err(|e| format!("{}: {e}", init.name))?;
         brick.background_unlink = init.options.background_unlink;
+        brick
+            .backing_files
+            .store(init.options.backing_files, Ordering::Relaxed);
         brick.direct.configure(
             init.options.direct_read_min,
             init.options.direct_read_share_window,
@@ -115,6 +120,9 @@ impl Translator for Posix {
         self.brick
             .direct
             .configure(options.direct_read_min, options.direct_read_share_window);
+        self.brick
+            .backing_files
+            .store(options.backing_files, Ordering::Relaxed);
         Ok(())
     }
 
@@ -194,8 +202,10 @@ impl Translator for Posix {
         self.run_creating(cx, move |b, c| b.create(c, req, &loc, &fd, mode, umask))
             .await
     }
-    async fn open(&self, cx: &Ctx, fd: Fd) -> Result<(), Errno> {
-        self.run(cx, move |b, _| b.open(&fd)).await
+    async fn open(&self, cx: &Ctx, fd: Fd) -> Result<Opened, Errno> {
+        let backing =
+            cx.ext::<BackingWanted>().is_some() && self.brick.backing_files.load(Ordering::Relaxed);
+        self.run(cx, move |b, _| b.open(&fd, backing)).await
     }
     async fn opendir(&self, cx: &Ctx, fd: Fd) -> Result<(), Errno> {
         self.run(cx, move |b, _| b.opendir(&fd)).await

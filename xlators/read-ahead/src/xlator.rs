@@ -8,8 +8,8 @@
 use std::sync::Arc;
 
 use xlator_api::{
-    Buf, Ctx, DumpFormat, Entry, Errno, Fd, Gfid, Iatt, Init, Loc, ReadReply, SetAttr, Subvol,
-    Translator, WriteReply,
+    Buf, Ctx, DumpFormat, Entry, Errno, Fd, Gfid, Iatt, Init, Loc, Opened, ReadReply, SetAttr,
+    Subvol, Translator, WriteReply,
 };
 
 use crate::ahead::{Ahead, Snapshot};
@@ -38,6 +38,7 @@ impl ReadAhead {
 
 impl Translator for ReadAhead {
     const TYPE: &'static str = TYPE;
+    const KEEPS_FILE_DATA: bool = true;
     const DOC: &'static str = "Detects sequential reads per fd and keeps page-count pages of \
         page-size bytes prefetched ahead of the reader; writes to a file drop every fd's pages.";
 
@@ -125,7 +126,7 @@ impl Translator for ReadAhead {
         self.child().zerofill(cx, fd, offset, len).await
     }
 
-    async fn open(&self, cx: &Ctx, fd: Fd) -> Result<(), Errno> {
+    async fn open(&self, cx: &Ctx, fd: Fd) -> Result<Opened, Errno> {
         let _guard = (fd.flags & libc::O_TRUNC != 0).then(|| self.ahead.modify(fd.gfid));
         self.child().open(cx, fd).await
     }

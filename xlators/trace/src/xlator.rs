@@ -39,6 +39,7 @@ macro_rules! traced_fops {
 
 impl Translator for Trace {
     const TYPE: &'static str = TYPE;
+    const KEEPS_FILE_DATA: bool = true;
     const DOC: &'static str = "Logs every fop passing through with its arguments on the way \
         down and its reply or errno and latency on the way up, through `tracing`.";
 

@@ -16,7 +16,7 @@ use std::sync::Arc;
 use xlator_api::abi_stable::std_types::{ROption::RNone, RVec};
 use xlator_api::{
     Buf, Ctx, DirEntry, DumpFormat, Entry, Errno, Event, EventKind, Fd, Flock, Gfid, Iatt, Init,
-    LkCmd, Loc, ReadReply, Removed, SeekWhat, SetAttr, Subvol, Translator, WriteReply,
+    LkCmd, Loc, Opened, ReadReply, Removed, SeekWhat, SetAttr, Subvol, Translator, WriteReply,
 };
 
 use crate::engine::Engine;
@@ -52,6 +52,7 @@ impl WriteBehind {
 
 impl Translator for WriteBehind {
     const TYPE: &'static str = "performance/write-behind";
+    const KEEPS_FILE_DATA: bool = true;
     const DOC: &'static str = "Acknowledges writes early within a per-file window, joins \
         contiguous small writes into large ones, and orders every fop that observes or changes \
         file data after the cached writes it depends on; background write failures are \
@@ -214,7 +215,7 @@ impl Translator for WriteBehind {
         .await
     }
 
-    async fn open(&self, cx: &Ctx, fd: Fd) -> Result<(), Errno> {
+    async fn open(&self, cx: &Ctx, fd: Fd) -> Result<Opened, Errno> {
         if !flags::truncates(fd.flags) {
             return self.child().open(cx, fd).await;
         }

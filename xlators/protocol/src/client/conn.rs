@@ -3,13 +3,14 @@
 //! arrives for the ping timeout.
 
 use std::collections::HashMap;
+use std::os::fd::OwnedFd;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
 use tokio::net::{TcpStream, UnixStream};
 use tokio::sync::{oneshot, watch};
-use xlator_api::{Buf, Ctx, Errno, Fop};
+use xlator_api::{BackingFile, BackingWanted, Buf, Ctx, Errno, Fop};
 
 use super::options::Target;
 use crate::wire::spin::Backoff;
@@ -102,6 +103,9 @@ pub struct Handshaken {
     pub reader: FrameReader<ReadHalf>,
     pub writer: WriteHalf,
     pub welcome: Welcome,
+    /// The brick's process, when it is on this machine (Unix socket): backing files are
+    /// taken from it.
+    pub brick_pidfd: Option<OwnedFd>,
 }
 
 /// The brick's Unix socket when it is local and has one, else TCP.
@@ -144,6 +148,12 @@ async fn handshake_inner(
 ) -> Result<Handshaken, ConnectError> {
     let addr = addr.to_owned();
     let sock = connect(target, &addr).await?;
+    let brick_pidfd = match &sock {
+        Stream::Unix(u) => super::backing::peer_pidfd(u)
+            .inspect_err(|e| tracing::debug!("{addr}: no pidfd of the brick: {e}"))
+            .ok(),
+        Stream::Tcp(_) => None,
+    };
     let (r, mut writer) = sock.into_split();
     let mut reader = FrameReader::new(r, HANDSHAKE_MAX_FRAME);
     let hello = Hello {
@@ -177,6 +187,7 @@ async fn handshake_inner(
                 reader,
                 writer,
                 welcome,
+                brick_pidfd,
             })
         }
         ServerMsg::Refused(reason) => Err(ConnectError::Refused { addr, reason }),
@@ -215,6 +226,8 @@ pub struct Conn {
     last_rx_ms: AtomicU64,
     closed: watch::Sender<Option<String>>,
     timeouts: Arc<Timeouts>,
+    /// See [`Handshaken::brick_pidfd`].
+    brick_pidfd: Option<OwnedFd>,
 }
 
 /// Longest interval between two pings.
@@ -250,6 +263,7 @@ impl Conn {
             last_rx_ms: AtomicU64::new(0),
             closed,
             timeouts,
+            brick_pidfd: hs.brick_pidfd,
         });
         tokio::spawn(close_on_failure(conn.clone()));
         tokio::spawn(read_loop(conn.clone()));
@@ -311,11 +325,13 @@ impl Conn {
     pub async fn call(&self, cx: &Ctx, req: Request) -> Result<ReplyBody, Errno> {
         let fop = req.fop();
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
-        let frame =
-            wire::encode_call(id, WireCtx::from_ctx(cx), req, self.send_max).map_err(|e| {
-                tracing::debug!("{}: {fop} not sent: {e}", self.peer);
-                Errno::EINVAL
-            })?;
+        let mut wcx = WireCtx::from_ctx(cx);
+        wcx.backing_wanted =
+            fop == Fop::Open && self.brick_pidfd.is_some() && cx.ext::<BackingWanted>().is_some();
+        let frame = wire::encode_call(id, wcx, req, self.send_max).map_err(|e| {
+            tracing::debug!("{}: {fop} not sent: {e}", self.peer);
+            Errno::EINVAL
+        })?;
         let (tx, rx) = oneshot::channel();
         {
             let mut p = self.pending();
@@ -422,7 +438,12 @@ impl Conn {
             ServerMsg::Reply(r) => {
                 let result = match r.result {
                     Ok(mut body) => match body.restore_payload(&mut payloads) {
-                        Ok(()) => Ok(body),
+                        Ok(()) => {
+                            if let (ReplyBody::Open(o), Some(w)) = (&mut body, r.backing) {
+                                o.backing = self.take_backing(w).into();
+                            }
+                            Ok(body)
+                        }
                         Err(e) => return Err(format!("bad reply from brick: {e}")),
                     },
                     Err(e) => Err(e),
@@ -441,6 +462,14 @@ impl Conn {
                 Err("brick sent a handshake message mid-connection".into())
             }
         }
+    }
+
+    /// This process's copy of the backing file an open reply named, if it can be had.
+    fn take_backing(&self, w: wire::WireBacking) -> Option<BackingFile> {
+        let pidfd = self.brick_pidfd.as_ref()?;
+        super::backing::fetch(pidfd, w)
+            .inspect_err(|e| tracing::debug!("{}: backing file not taken: {e}", self.peer))
+            .ok()
     }
 
     fn pump_lock(&self) -> MutexGuard<'_, FramePump> {

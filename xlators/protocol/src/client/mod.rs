@@ -6,6 +6,7 @@
 //! only the very first fops after start wait, at most `ping-timeout`, for the first connection
 //! attempt to conclude. See `fds` for what happens to open fds and locks across a reconnect.
 
+mod backing;
 mod conn;
 mod fds;
 mod options;
@@ -368,6 +369,7 @@ macro_rules! gen_client {
     ($( $(#[doc = $doc:expr])* $name:ident $Variant:ident ( $($arg:ident : $ty:ty),* ) -> $ret:ty ; )*) => {
         impl Translator for Client {
             const TYPE: &'static str = TYPE;
+            const KEEPS_FILE_DATA: bool = true;
             const DOC: &'static str = "Sends every fop to one brick (a protocol/server) over \
                 TCP; fails fast with ENOTCONN while the brick is unreachable and reconnects \
                 with backoff.";

@@ -9,7 +9,7 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use tokio::sync::Semaphore;
-use xlator_api::{ClientId, Errno, Fop, PipePayloadOk};
+use xlator_api::{BackingWanted, ClientId, Errno, Fop, PipePayloadOk};
 
 use super::Shared;
 use super::session::Session;
@@ -47,6 +47,8 @@ fn set_send_buffer(sock: &tokio::net::UnixStream, size: u64) -> std::io::Result<
 
 /// Serves one accepted socket until it closes.
 pub async fn serve(shared: Arc<Shared>, sock: Stream, peer: SocketAddr) {
+    // A client on this machine (the Unix socket) may be given backing files.
+    let local = matches!(sock, Stream::Unix(_));
     match &sock {
         Stream::Tcp(t) => {
             let _ = t.set_nodelay(true);
@@ -148,7 +150,10 @@ pub async fn serve(shared: Arc<Shared>, sock: Stream, peer: SocketAddr) {
     let tx = FrameSender::start(w, 1024);
     let inflight = Arc::new(Semaphore::new(shared.max_inflight));
 
-    let client = ClientId(shared.next_client.fetch_add(1, Ordering::Relaxed));
+    let client = Client {
+        id: ClientId(shared.next_client.fetch_add(1, Ordering::Relaxed)),
+        local,
+    };
     let outcome = read_loop(
         &shared,
         &mut reader,
@@ -322,13 +327,21 @@ fn wait_for_next(reader: &FrameReader<ReadHalf>, shared: &Shared, backoff: &Back
     }
 }
 
+/// Who sends a connection's requests.
+#[derive(Clone, Copy)]
+struct Client {
+    id: ClientId,
+    /// Connected through the Unix socket: it can fetch backing files from this process.
+    local: bool,
+}
+
 /// Reads requests until the client leaves (`Ok(why)`), sends bad input (`Err`), or the
 /// server stops.
 async fn read_loop(
     shared: &Arc<Shared>,
     reader: &mut FrameReader<ReadHalf>,
     session: &Arc<Session>,
-    client: ClientId,
+    client: Client,
     tx: &Arc<FrameSender<WriteHalf>>,
     inflight: &Arc<Semaphore>,
     peer_max: usize,
@@ -383,8 +396,12 @@ async fn read_loop(
                 // and the reply goes out from it, with no further thread switch (one
                 // wakeup per request instead of three). See `poll_here_then_spawn`.
                 let request = async move {
-                    let cx = call.ctx.to_builder().ext(&client);
-                    let cx = if pipe_ok { cx.ext(&PipePayloadOk) } else { cx }.build();
+                    let cx = call.ctx.to_builder().ext(&client.id);
+                    let cx = if pipe_ok { cx.ext(&PipePayloadOk) } else { cx };
+                    let backing = client.local
+                        && call.ctx.backing_wanted
+                        && matches!(call.req, wire::Request::Open { .. });
+                    let cx = if backing { cx.ext(&BackingWanted) } else { cx }.build();
                     let fop = call.req.fop();
                     let result = session.execute(&cx, call.req).await;
                     let frame = wire::encode_reply(call.id, result, peer_max).or_else(|e| {

@@ -536,6 +536,7 @@ xlator_api::for_each_fop!(gen_dispatch);
 
 impl Translator for Server {
     const TYPE: &'static str = TYPE;
+    const KEEPS_FILE_DATA: bool = true;
     const DOC: &'static str = "Serves the brick graph below it to protocol/client instances over \
         TCP, with an address allow-list and an optional shared secret.";
     const MIN_CHILDREN: u32 = 1;

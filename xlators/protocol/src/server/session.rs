@@ -8,9 +8,10 @@ use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
-use abi_stable::std_types::RString;
+use abi_stable::std_types::{ROption, RString};
 use xlator_api::{
-    Ctx, EntrylkCmd, Errno, Fd, FdId, Flock, Fop, Gfid, LkCmd, LkOwner, Loc, LockKind, Subvol,
+    BackingFile, Ctx, EntrylkCmd, Errno, Fd, FdId, Flock, Fop, Gfid, LkCmd, LkOwner, Loc, LockKind,
+    Subvol,
 };
 
 use crate::wire::{FdRole, ReplyBody, Request, fd_role};
@@ -22,6 +23,9 @@ struct ServerFd {
     dir: bool,
     /// Owners that took POSIX locks through this fd.
     owners: HashSet<LkOwner>,
+    /// The backing file the open's reply handed the client, kept open (its number valid in
+    /// this process) until the client releases the fd.
+    _backing: Option<BackingFile>,
 }
 
 #[derive(Default)]
@@ -145,8 +149,8 @@ impl Session {
                 Ok(())
             })?;
         }
-        let r = super::dispatch(&self.child, cx, req).await;
-        if let (Ok(body), Some(cfd)) = (&r, client_fd) {
+        let mut r = super::dispatch(&self.child, cx, req).await;
+        if let (Ok(body), Some(cfd)) = (&mut r, client_fd) {
             let gfid = match body {
                 ReplyBody::Create(e) => e.attr.gfid,
                 _ => cfd.gfid,
@@ -156,10 +160,15 @@ impl Session {
                 gfid,
                 flags: cfd.flags,
             };
+            let backing = match body {
+                ReplyBody::Open(o) => o.backing.as_ref().into_option().cloned(),
+                _ => None,
+            };
             let sfd = ServerFd {
                 fd,
                 dir: fop == Fop::Opendir,
                 owners: HashSet::new(),
+                _backing: backing,
             };
             let late = {
                 let mut st = self.state();
@@ -171,6 +180,9 @@ impl Session {
                 }
             };
             if late {
+                if let ReplyBody::Open(o) = body {
+                    o.backing = ROption::RNone;
+                }
                 self.release(sfd).await;
             }
         }

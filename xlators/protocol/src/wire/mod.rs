@@ -32,8 +32,9 @@ pub use sender::{FrameSender, SendError};
 pub use stream::{ReadHalf, Stream, WriteHalf, unix_socket_path};
 
 /// Version of this wire protocol; peers with different versions refuse each other. 2: entry
-/// replies carry the parent's attributes (`Entry::postparent`).
-pub const PROTOCOL_VERSION: u32 = 2;
+/// replies carry the parent's attributes (`Entry::postparent`). 3: backing files
+/// ([`WireCtx::backing_wanted`], [`Reply::backing`]).
+pub const PROTOCOL_VERSION: u32 = 3;
 /// First bytes of a [`Hello`], to tell an xlfs client from a stray connection.
 pub const MAGIC: [u8; 4] = *b"XLFS";
 /// Headroom above the largest write/read payload for headers.
@@ -103,6 +104,9 @@ pub struct WireCtx {
     pub pid: u32,
     pub lk_owner: LkOwner,
     pub request_id: u64,
+    /// On an `open`: the caller wants a backing file ([`xlator_api::BackingWanted`]); a
+    /// server honours it only from a client on its Unix socket.
+    pub backing_wanted: bool,
 }
 
 impl WireCtx {
@@ -114,6 +118,7 @@ impl WireCtx {
             pid: cx.pid(),
             lk_owner: cx.lk_owner(),
             request_id: cx.request_id(),
+            backing_wanted: false,
         }
     }
 
@@ -200,6 +205,17 @@ pub struct Reply {
     pub id: u64,
     pub payload: Vec<u32>,
     pub result: Result<ReplyBody, Errno>,
+    /// An `open` reply's backing file, as a descriptor number in the server process (the
+    /// client takes its own copy with `pidfd_getfd(2)` and checks device and inode).
+    pub backing: Option<WireBacking>,
+}
+
+/// A backing file on the wire (see [`Reply::backing`]).
+#[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WireBacking {
+    pub fd: i32,
+    pub dev: u64,
+    pub ino: u64,
 }
 
 /// Frames a client sends.
@@ -367,12 +383,21 @@ pub fn encode_reply(
     if let Ok(body) = &mut result {
         body.take_payload(&mut bufs);
     }
+    let backing = match &result {
+        Ok(ReplyBody::Open(o)) => o.backing.as_ref().into_option().map(|b| WireBacking {
+            fd: b.raw_fd(),
+            dev: b.dev(),
+            ino: b.ino(),
+        }),
+        _ => None,
+    };
     let payload = payload_lens(&bufs)?;
     encode(
         &ServerMsg::Reply(Reply {
             id,
             payload,
             result,
+            backing,
         }),
         bufs,
         max_frame,

@@ -70,7 +70,9 @@ pub fn script_success(h: &MockHandle) {
         FopCall::Lk { lock, .. } => FopReply::Lk(Ok(*lock)),
         _ => FopReply::Lk(Err(Errno::EINVAL)),
     });
-    h.on(Fop::Open, |_| FopReply::Open(Ok(())));
+    h.on(Fop::Open, |_| {
+        FopReply::Open(Ok(xlator_api::Opened::plain()))
+    });
     h.on(Fop::Flush, |_| FopReply::Flush(Ok(())));
     h.on(Fop::Fsync, |_| FopReply::Fsync(Ok(())));
     h.on(Fop::Release, |_| FopReply::Release(Ok(())));
