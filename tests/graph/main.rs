@@ -368,3 +368,87 @@ fn an_up_call_raised_during_the_build_is_delivered_once_parents_are_wired() {
         "{lines:?}"
     );
 }
+
+/// A backing file (FUSE passthrough) reaches the top only through translators that declare
+/// `KEEPS_FILE_DATA`: debug/trace does, example/template does not, and the engine drops it
+/// there even though the template passes `open` through untouched.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn backing_files_pass_only_through_translators_that_keep_file_data() {
+    use xlator_api::{BackingWanted, Fd, FdId};
+    let dir = tempfile::tempdir().expect("tempdir");
+    let brick = dir.path().to_string_lossy().into_owned();
+    let graph = |middle: &str| {
+        Graph::build(
+            vf(&format!(
+                r#"(
+                volumes: [
+                    (name: "posix", type: "storage/posix", options: {{ "directory": "{brick}" }}),
+                    (name: "mid", type: "{middle}", subvolumes: ["posix"]),
+                ],
+            )"#
+            )),
+            &registry(),
+        )
+        .unwrap_or_else(|e| panic!("{e}"))
+    };
+    let cx = Ctx::root();
+    let want = Ctx::root().to_builder().ext(&BackingWanted).build();
+    let fd = |id: u64, gfid: Gfid, flags: i32| Fd {
+        id: FdId(id),
+        gfid,
+        flags,
+    };
+    let g = graph("debug/trace");
+    let e = g
+        .top()
+        .create(
+            &cx,
+            Loc::new(Gfid::ROOT, "f"),
+            fd(1, Gfid::NULL, libc::O_RDWR),
+            0o644,
+            0,
+        )
+        .await
+        .expect("create");
+    let gfid = e.attr.gfid;
+    let o = g
+        .top()
+        .open(&want, fd(2, gfid, libc::O_RDONLY))
+        .await
+        .expect("open");
+    let b = o
+        .backing
+        .into_option()
+        .expect("a backing file through debug/trace");
+    let st = std::fs::metadata(dir.path().join("f")).expect("stat");
+    use std::os::unix::fs::MetadataExt;
+    assert_eq!((b.dev(), b.ino()), (st.dev(), st.ino()));
+    let o = g
+        .top()
+        .open(&cx, fd(3, gfid, libc::O_RDONLY))
+        .await
+        .expect("open");
+    assert!(o.backing.is_none(), "not asked for");
+    let o = g
+        .top()
+        .open(&want, fd(4, gfid, libc::O_RDWR))
+        .await
+        .expect("open");
+    assert!(o.backing.is_none(), "only read-only opens bring one");
+    for id in 1..=4 {
+        let _ = g.top().release(&cx, fd(id, gfid, 0)).await;
+    }
+    drop(g);
+
+    let g = graph("example/template");
+    let o = g
+        .top()
+        .open(&want, fd(5, gfid, libc::O_RDONLY))
+        .await
+        .expect("open");
+    assert!(
+        o.backing.is_none(),
+        "a translator that does not keep file data is never read around"
+    );
+    let _ = g.top().release(&cx, fd(5, gfid, 0)).await;
+}

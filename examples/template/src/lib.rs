@@ -18,6 +18,8 @@ impl Translator for Template {
     const TYPE: &'static str = "example/template";
     const DOC: &'static str =
         "A pass-through layer with no overrides; copy it to start a translator.";
+    // Add `const KEEPS_FILE_DATA: bool = true;` once the translator is written, if it keeps
+    // file data as stored (see the trait's docs): only then may FUSE passthrough read around it.
     type Options = TemplateOptions;
 
     fn init(init: Init<TemplateOptions>) -> Result<Self, String> {

@@ -172,3 +172,75 @@ fn up_serves_until_interrupted() {
         "nothing left running"
     );
 }
+
+/// `xlfs-mount --passthrough` of a brick on this machine: the brick's descriptor crosses
+/// the Unix socket (pidfd_getfd) and the kernel reads the brick's file directly, so the
+/// client graph's io-stats (top of the client volfile) sees the open but none of the reads.
+#[test]
+fn a_passthrough_mount_reads_the_bricks_file_directly() {
+    if skip("a_passthrough_mount_reads_the_bricks_file_directly") {
+        return;
+    }
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let state = tmp.path().join("state");
+    let brick = tmp.path().join("brick");
+    let mnt = tmp.path().join("mnt");
+    std::fs::create_dir(&mnt).expect("mkdir mnt");
+    let port = free_port().to_string();
+    let s = |p: &Path| p.to_string_lossy().into_owned();
+    ok(&xlfs(
+        &state,
+        &["volume", "create", "pt", &s(&brick), "--port", &port],
+    ));
+    ok(&xlfs(&state, &["volume", "start", "pt"]));
+    let mount = Command::new(bin("xlfs-mount"))
+        .arg(format!("127.0.0.1:{port}:/pt"))
+        .arg(&mnt)
+        .args(["--passthrough", "--dump-on-exit"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("run xlfs-mount");
+    let mut guard = Cleanup {
+        state: state.clone(),
+        volume: "pt".into(),
+        mountpoints: vec![mnt.clone()],
+        children: vec![mount],
+    };
+    let start = Instant::now();
+    while !mounted(&mnt) {
+        assert!(start.elapsed() < Duration::from_secs(30), "no mount");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let data: Vec<u8> = (0..(2u32 << 20)).map(|i| (i % 251) as u8).collect();
+    std::fs::write(mnt.join("f"), &data).expect("write");
+    for _ in 0..3 {
+        assert!(
+            std::fs::read(mnt.join("f")).expect("read") == data,
+            "read back differs"
+        );
+    }
+    assert!(std::fs::read(brick.join("f")).expect("on the brick") == data);
+
+    let child = guard.children.pop().expect("mount");
+    // SAFETY: kill(2) on the child we spawned.
+    unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGINT) };
+    let out = child.wait_with_output().expect("mount exits");
+    let dump = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{dump}");
+    assert!(dump.contains("passthrough: on"), "{dump}");
+    // A column of a fop's row in the io-stats table (1: calls, 3: bytes).
+    let stat = |fop: &str, col: usize| {
+        dump.lines()
+            .find_map(|l| {
+                let w: Vec<&str> = l.split_whitespace().collect();
+                (w.first() == Some(&fop)).then(|| w.get(col)?.parse::<u64>().ok())?
+            })
+            .unwrap_or(0)
+    };
+    assert_eq!(stat("readv", 3), 0, "reads went through the graph:\n{dump}");
+    assert!(
+        stat("open", 1) >= 3,
+        "the opens went through the graph:\n{dump}"
+    );
+}

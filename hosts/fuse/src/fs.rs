@@ -754,12 +754,11 @@ impl Filesystem for XlfsFs {
                 s.caps.set_none(e.attr.gfid, Instant::now());
             }
             let ttl = s.opts.entry_timeout.min(s.opts.attr_timeout);
-            let fopen = if s.pt.on() {
-                s.pt.created(attr.ino, fh, s.fopen_flags())
+            if s.pt.on() {
+                s.pt.reply_create(reply, &ttl, &attr, fh, s.fopen_flags());
             } else {
-                s.fopen_flags()
-            };
-            reply.created(&ttl, &attr, Generation(0), fh, fopen);
+                reply.created(&ttl, &attr, Generation(0), fh, s.fopen_flags());
+            }
         });
     }
 
@@ -809,10 +808,7 @@ impl Filesystem for XlfsFs {
         let fd = tri!(reply, self.fd(fh));
         // The one copy of the payload: out of fuser's request buffer into a shared Buf.
         let buf = Buf::copy_from_slice(data);
-        let mut flags = graph_open_flags(self.s.opts.writeback_cache, flags.0);
-        if self.s.pt.on() {
-            flags |= self.s.pt.write_flags(fh);
-        }
+        let flags = graph_open_flags(self.s.opts.writeback_cache, flags.0);
         let cx = ctx(req, Need::Basic, lock_owner.map(|o| o.0));
         let kill_suidgid = write_flags.contains(WriteFlags::FUSE_WRITE_KILL_SUIDGID);
         self.s.inodes.begin_write(ino);

@@ -3,26 +3,34 @@
 //! `xlator_api::BackingFile`) is registered with the kernel, which then reads that file
 //! directly: no read request reaches this process or the brick.
 //!
-//! The kernel puts each inode in one I/O mode while it is open: passthrough opens (all with
-//! the same backing file) and page-cache opens exclude each other, and an open that breaks
-//! the rule fails with EIO. Direct-I/O opens go with either. So per inode this table counts
-//! how it is open and chooses, at reply time, a mode compatible with every earlier reply:
+//! The kernel puts each inode in one I/O mode while it is open: while any open of it passes
+//! through, every open of it must pass through to the same backing file (else that open
+//! fails with EIO), and page-cache opens exclude passthrough ones. So per inode this table
+//! counts how it is open and chooses, at reply time, a mode compatible with every earlier
+//! reply:
 //! - a read-only open with a backing file passes through, unless the inode is open through
 //!   the page cache (then it uses the page cache too);
-//! - any other open (writers, opens without a backing file) uses the page cache, unless the
-//!   inode is open for passthrough: then it is direct I/O, and its writes are sent with
-//!   O_DSYNC, so performance/write-behind cannot hold data the passthrough readers would
-//!   miss.
+//! - any other open (writers, creates of an existing file, opens without a backing file)
+//!   passes through to the inode's backing file while it has one, and uses the page cache
+//!   otherwise. Such a writer's writes go straight to the brick's file (which storage/posix
+//!   opened for writing for this), around the graph, so the passthrough readers see them at
+//!   once; its flush, fsync, locks and release still go through the graph.
 //!
-//! Limits: a shared writable mmap of a file while it is open for passthrough fails (the
-//! kernel needs the page cache for it); the kernel refuses passthrough together with the
-//! writeback cache, so `--passthrough` mounts without it.
+//! Page-cache opens in this mode do not keep the cache across opens: passthrough writes
+//! change the file under it.
+//!
+//! The kernel refuses passthrough together with the writeback cache, so `--passthrough`
+//! mounts without it.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
-use fuser::{BackingId, FileHandle, FopenFlags, INodeNo, ReplyOpen};
+use std::time::Duration;
+
+use fuser::{
+    BackingId, FileAttr, FileHandle, FopenFlags, Generation, INodeNo, ReplyCreate, ReplyOpen,
+};
 use xlator_api::BackingFile;
 
 /// How one open was answered.
@@ -30,35 +38,58 @@ use xlator_api::BackingFile;
 pub enum Mode {
     /// Through the page cache (the mount's usual way).
     Cached,
-    /// Read by the kernel from the backing file.
+    /// To the inode's backing file, by the kernel.
     Passthrough,
-    /// Direct I/O beside passthrough opens; writes carry O_DSYNC.
-    Direct,
 }
 
-#[derive(Default)]
-struct InodeUse {
+struct InodeUse<I> {
     cached: u32,
     passthrough: u32,
-    backing: Option<Arc<BackingId>>,
+    backing: Option<Arc<I>>,
 }
 
-#[derive(Default)]
-struct State {
-    inodes: HashMap<u64, InodeUse>,
+impl<I> Default for InodeUse<I> {
+    fn default() -> Self {
+        InodeUse {
+            cached: 0,
+            passthrough: 0,
+            backing: None,
+        }
+    }
+}
+
+struct State<I> {
+    inodes: HashMap<u64, InodeUse<I>>,
     /// Open handle -> its inode and mode.
     opens: HashMap<u64, (u64, Mode)>,
 }
 
-/// Per-mount passthrough bookkeeping; inert unless `--passthrough` was given and the kernel
-/// accepted it.
-#[derive(Default)]
-pub struct Passthrough {
-    on: AtomicBool,
-    st: Mutex<State>,
+impl<I> Default for State<I> {
+    fn default() -> Self {
+        State {
+            inodes: HashMap::new(),
+            opens: HashMap::new(),
+        }
+    }
 }
 
-impl Passthrough {
+/// Per-mount passthrough bookkeeping; inert unless `--passthrough` was given and the kernel
+/// accepted it. `I` is the kernel's backing id (a stand-in in tests).
+pub struct Passthrough<I = BackingId> {
+    on: AtomicBool,
+    st: Mutex<State<I>>,
+}
+
+impl<I> Default for Passthrough<I> {
+    fn default() -> Self {
+        Passthrough {
+            on: AtomicBool::new(false),
+            st: Mutex::new(State::default()),
+        }
+    }
+}
+
+impl<I> Passthrough<I> {
     /// Called from FUSE init once the kernel accepted passthrough.
     pub fn enable(&self) {
         self.on.store(true, Ordering::Relaxed);
@@ -69,88 +100,46 @@ impl Passthrough {
         self.on.load(Ordering::Relaxed)
     }
 
-    fn lock(&self) -> MutexGuard<'_, State> {
+    fn lock(&self) -> MutexGuard<'_, State<I>> {
         self.st.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Chooses the mode of an open of `ino` that succeeded in the graph as handle `fh` and
-    /// records it. `backing` is the graph's backing file (read-only opens only).
+    /// Chooses the mode of an open of `ino` that succeeded in the graph as handle `fh`, and
+    /// records it. `backing` is the graph's backing file, if it gave one; `register` makes
+    /// it a kernel backing id.
     fn choose(
         &self,
         ino: u64,
         fh: u64,
         backing: Option<BackingFile>,
-        register: impl FnOnce(&BackingFile) -> std::io::Result<BackingId>,
-    ) -> (Mode, Option<Arc<BackingId>>) {
+        register: impl FnOnce(&BackingFile) -> std::io::Result<I>,
+    ) -> Option<Arc<I>> {
         let mut st = self.lock();
         let u = st.inodes.entry(ino).or_default();
-        let (mode, id) = match backing {
-            Some(b) if u.cached == 0 => match &u.backing {
-                Some(id) => (Mode::Passthrough, Some(id.clone())),
-                None => match register(&b) {
-                    Ok(id) => {
-                        let id = Arc::new(id);
-                        u.backing = Some(id.clone());
-                        (Mode::Passthrough, Some(id))
-                    }
-                    Err(e) => {
-                        tracing::debug!(ino, "backing file not registered: {e}");
-                        (Self::without_backing(u), None)
-                    }
-                },
+        let id = match (&u.backing, backing) {
+            (Some(id), _) => Some(id.clone()),
+            (None, Some(b)) if u.cached == 0 => match register(&b) {
+                Ok(id) => {
+                    let id = Arc::new(id);
+                    u.backing = Some(id.clone());
+                    Some(id)
+                }
+                Err(e) => {
+                    tracing::debug!(ino, "backing file not registered: {e}");
+                    None
+                }
             },
-            _ => (Self::without_backing(u), None),
+            _ => None,
         };
-        match mode {
-            Mode::Cached => u.cached += 1,
-            Mode::Passthrough => u.passthrough += 1,
-            Mode::Direct => {}
-        }
-        st.opens.insert(fh, (ino, mode));
-        (mode, id)
-    }
-
-    fn without_backing(u: &InodeUse) -> Mode {
-        if u.passthrough > 0 {
-            Mode::Direct
+        let mode = if id.is_some() {
+            u.passthrough += 1;
+            Mode::Passthrough
         } else {
+            u.cached += 1;
             Mode::Cached
-        }
-    }
-
-    /// Answers an open that succeeded in the graph. `cached_flags` are the flags of a page
-    /// cache open.
-    pub fn reply_open(
-        &self,
-        reply: ReplyOpen,
-        ino: INodeNo,
-        fh: FileHandle,
-        backing: Option<BackingFile>,
-        cached_flags: FopenFlags,
-    ) {
-        let (mode, id) = self.choose(ino.0, fh.0, backing, |b| reply.open_backing(b));
-        match (mode, id) {
-            (Mode::Passthrough, Some(id)) => reply.opened_passthrough(fh, FopenFlags::empty(), &id),
-            (Mode::Direct, _) => reply.opened(fh, FopenFlags::FOPEN_DIRECT_IO),
-            _ => reply.opened(fh, cached_flags),
-        }
-    }
-
-    /// The flags of a create's reply (a writer: page cache, or direct I/O beside
-    /// passthrough opens of the same, already existing, file).
-    pub fn created(&self, ino: INodeNo, fh: FileHandle, cached_flags: FopenFlags) -> FopenFlags {
-        match self.choose(ino.0, fh.0, None, |_| unreachable!()).0 {
-            Mode::Direct => FopenFlags::FOPEN_DIRECT_IO,
-            _ => cached_flags,
-        }
-    }
-
-    /// Per-write flags to add for handle `fh`.
-    pub fn write_flags(&self, fh: FileHandle) -> i32 {
-        match self.lock().opens.get(&fh.0) {
-            Some((_, Mode::Direct)) => libc::O_DSYNC,
-            _ => 0,
-        }
+        };
+        st.opens.insert(fh, (ino, mode));
+        id
     }
 
     /// Forgets handle `fh`; the inode's backing file is unregistered with its last
@@ -166,7 +155,6 @@ impl Passthrough {
         match mode {
             Mode::Cached => u.cached = u.cached.saturating_sub(1),
             Mode::Passthrough => u.passthrough = u.passthrough.saturating_sub(1),
-            Mode::Direct => {}
         }
         if u.passthrough == 0 {
             u.backing = None;
@@ -189,6 +177,50 @@ impl Passthrough {
     }
 }
 
+impl Passthrough<BackingId> {
+    /// Answers an open that succeeded in the graph. `cached_flags` are the flags of a page
+    /// cache open.
+    pub fn reply_open(
+        &self,
+        reply: ReplyOpen,
+        ino: INodeNo,
+        fh: FileHandle,
+        backing: Option<BackingFile>,
+        cached_flags: FopenFlags,
+    ) {
+        match self.choose(ino.0, fh.0, backing, |b| reply.open_backing(b)) {
+            Some(id) => reply.opened_passthrough(fh, FopenFlags::empty(), &id),
+            None => reply.opened(fh, Self::uncached(cached_flags)),
+        }
+    }
+
+    /// Answers a create that succeeded in the graph (never with a backing file of its own:
+    /// it passes through only when the file existed and is open for passthrough).
+    pub fn reply_create(
+        &self,
+        reply: ReplyCreate,
+        ttl: &Duration,
+        attr: &FileAttr,
+        fh: FileHandle,
+        cached_flags: FopenFlags,
+    ) {
+        match self.choose(attr.ino.0, fh.0, None, |_| {
+            Err(std::io::Error::other("a create brings no backing file"))
+        }) {
+            Some(id) => {
+                reply.created_passthrough(ttl, attr, Generation(0), fh, FopenFlags::empty(), &id)
+            }
+            None => reply.created(ttl, attr, Generation(0), fh, Self::uncached(cached_flags)),
+        }
+    }
+
+    /// Page-cache opens drop what the cache holds: passthrough writers may have changed the
+    /// file since.
+    fn uncached(flags: FopenFlags) -> FopenFlags {
+        flags - FopenFlags::FOPEN_KEEP_CACHE
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -198,19 +230,30 @@ mod tests {
         BackingFile::new(f.into()).expect("regular")
     }
 
-    /// A stand-in for the kernel's registration (tests have no FUSE device).
-    fn choose(p: &Passthrough, ino: u64, fh: u64, b: Option<BackingFile>) -> Mode {
-        p.choose(ino, fh, b, |_| Err(std::io::Error::other("no device")))
-            .0
+    /// Registration as the kernel would answer it (tests have no FUSE device): a failure or
+    /// an id.
+    fn choose(p: &Passthrough<u32>, ino: u64, fh: u64, b: Option<BackingFile>, ok: bool) -> Mode {
+        let id = p.choose(ino, fh, b, |_| {
+            if ok {
+                Ok(ino as u32)
+            } else {
+                Err(std::io::Error::other("no device"))
+            }
+        });
+        if id.is_some() {
+            Mode::Passthrough
+        } else {
+            Mode::Cached
+        }
     }
 
     #[test]
-    fn modes_never_mix_page_cache_and_passthrough_opens() {
-        let p = Passthrough::default();
-        // No backing file (registration fails here): page cache, counted.
-        assert_eq!(choose(&p, 1, 10, Some(backing())), Mode::Cached);
-        // A second open of the same inode must not pass through while it is cached.
-        assert_eq!(choose(&p, 1, 11, None), Mode::Cached);
+    fn page_cache_opens_exclude_passthrough_ones() {
+        let p = Passthrough::<u32>::default();
+        // Registration fails: page cache.
+        assert_eq!(choose(&p, 1, 10, Some(backing()), false), Mode::Cached);
+        // A backing file now cannot be used while the inode is open through the page cache.
+        assert_eq!(choose(&p, 1, 11, Some(backing()), true), Mode::Cached);
         p.released(FileHandle(10));
         p.released(FileHandle(11));
         assert_eq!(p.counts(), (0, 0, 0));
@@ -218,29 +261,24 @@ mod tests {
     }
 
     #[test]
-    fn writers_beside_passthrough_readers_go_direct_and_sync() {
-        let p = Passthrough::default();
-        // Pretend the inode is open for passthrough.
-        {
-            let mut st = p.lock();
-            let u = st.inodes.entry(7).or_default();
-            u.passthrough = 1;
-            st.opens.insert(70, (7, Mode::Passthrough));
-        }
-        assert_eq!(choose(&p, 7, 71, None), Mode::Direct);
-        assert_eq!(p.write_flags(FileHandle(71)), libc::O_DSYNC);
-        assert_eq!(p.write_flags(FileHandle(70)), 0);
-        assert_eq!(
-            p.created(INodeNo(7), FileHandle(72), FopenFlags::FOPEN_KEEP_CACHE),
-            FopenFlags::FOPEN_DIRECT_IO
-        );
-        p.released(FileHandle(70));
-        // The last passthrough open is gone: the next writer uses the page cache again.
-        assert_eq!(choose(&p, 7, 73, None), Mode::Cached);
-        assert_eq!(p.write_flags(FileHandle(73)), 0);
-        for fh in [71, 72, 73] {
+    fn every_open_of_a_passthrough_inode_passes_through() {
+        let p = Passthrough::<u32>::default();
+        assert_eq!(choose(&p, 7, 70, Some(backing()), true), Mode::Passthrough);
+        // A writer (no backing file of its own) and a reader whose registration would fail
+        // both use the inode's backing id.
+        assert_eq!(choose(&p, 7, 71, None, false), Mode::Passthrough);
+        assert_eq!(choose(&p, 7, 72, Some(backing()), false), Mode::Passthrough);
+        assert_eq!(p.counts(), (1, 3, 3));
+        for fh in [70, 71, 72] {
             p.released(FileHandle(fh));
         }
         assert_eq!(p.counts(), (0, 0, 0));
+        // The last passthrough open is gone: a writer uses the page cache again, and then a
+        // reader with a backing file must too.
+        assert_eq!(choose(&p, 7, 73, None, true), Mode::Cached);
+        assert_eq!(choose(&p, 7, 74, Some(backing()), true), Mode::Cached);
+        p.released(FileHandle(73));
+        p.released(FileHandle(74));
+        assert_eq!(choose(&p, 7, 75, Some(backing()), true), Mode::Passthrough);
     }
 }

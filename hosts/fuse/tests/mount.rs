@@ -601,6 +601,7 @@ fn sigint_unmounts_and_dump_on_exit_prints_stats() {
 enum Column {
     Calls,
     Errors,
+    Bytes,
 }
 
 fn io_stats(dump: &str, fop: &str, col: Column) -> u64 {
@@ -613,6 +614,7 @@ fn io_stats(dump: &str, fop: &str, col: Column) -> u64 {
             match col {
                 Column::Calls => w.next(),
                 Column::Errors => w.nth(1),
+                Column::Bytes => w.nth(2),
             }?
             .parse()
             .ok()
@@ -645,6 +647,99 @@ fn a_file_created_with_o_excl_is_written_without_a_getxattr() {
     );
     let getxattrs = io_stats(&stdout, "getxattr", Column::Calls);
     assert_eq!(getxattrs, 1, "only the plain file asks:\n{stdout}");
+}
+
+/// Writes `data` through the mount, then reads it back through a read-only open (plain
+/// reads and a shared read-only mmap) and through a second open for writing beside it;
+/// returns the mount's `--dump-on-exit` dump.
+fn read_back_through(vol: &Path, mnt: &Path, extra: &[&str], data: &[u8]) -> String {
+    let mut args = vec!["--dump-on-exit", "--threads", "1"];
+    args.extend_from_slice(extra);
+    let mut m = Mounted::start(vol, mnt, &args);
+    let p = mnt.join("big");
+    fs::write(&p, data).expect("write");
+    let mut r = File::open(&p).expect("open read-only");
+    let mut got = Vec::new();
+    r.read_to_end(&mut got).expect("read");
+    assert!(got == data, "read back differs ({extra:?})");
+    let mut tail = vec![0u8; 4096];
+    r.read_exact_at(&mut tail, data.len() as u64 - 4096)
+        .expect("pread");
+    assert_eq!(tail, &data[data.len() - 4096..]);
+    // SAFETY: a fresh shared read-only mapping of an open file, unmapped below.
+    let map = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            data.len(),
+            libc::PROT_READ,
+            libc::MAP_SHARED,
+            std::os::fd::AsRawFd::as_raw_fd(&r),
+            0,
+        )
+    };
+    assert_ne!(
+        map,
+        libc::MAP_FAILED,
+        "mmap: {}",
+        std::io::Error::last_os_error()
+    );
+    // SAFETY: the mapping covers data.len() readable bytes.
+    let mapped = unsafe { std::slice::from_raw_parts(map.cast::<u8>(), data.len()) };
+    assert!(mapped == data, "mmap read differs ({extra:?})");
+    // SAFETY: unmapping what was mapped above.
+    unsafe { libc::munmap(map, data.len()) };
+    // A writer beside the open reader: its write is seen by the reader at once.
+    let w = OpenOptions::new()
+        .write(true)
+        .open(&p)
+        .expect("open for writing");
+    w.write_all_at(b"NEW!", 8192)
+        .expect("write beside the reader");
+    let mut four = [0u8; 4];
+    r.read_exact_at(&mut four, 8192)
+        .expect("pread after the write");
+    assert_eq!(&four, b"NEW!", "{extra:?}");
+    drop((r, w));
+    // And a reader opened while a writer holds the file.
+    let w = OpenOptions::new()
+        .write(true)
+        .open(&p)
+        .expect("open for writing");
+    w.write_all_at(b"MORE", 0).expect("write");
+    let mut r = File::open(&p).expect("open read-only beside a writer");
+    r.read_exact(&mut four).expect("read");
+    assert_eq!(&four, b"MORE", "{extra:?}");
+    drop((r, w));
+    m.signal(libc::SIGINT);
+    let (status, stdout) = m.wait();
+    assert!(status.success(), "exit status {status}:\n{}", m.log_text());
+    stdout
+}
+
+/// `--passthrough`: read-only opens are answered with the brick's descriptor and the kernel
+/// reads it itself, so no read reaches the graph; without it every read does. Data, mmap
+/// and a writer beside a reader behave the same either way.
+#[test]
+fn passthrough_reads_never_reach_the_graph() {
+    require_fuse!();
+    let tmp = tempdir();
+    let (vol, mnt) = (tmp.path().join("vol"), tmp.path().join("mnt"));
+    fs::create_dir(&mnt).expect("mkdir mnt");
+    let data = pattern(3 << 20, 9);
+    let plain = read_back_through(&vol, &mnt, &["--no-writeback-cache"], &data);
+    assert!(
+        io_stats(&plain, "readv", Column::Bytes) >= data.len() as u64,
+        "without passthrough the reads go through the graph:\n{plain}"
+    );
+    let pt = read_back_through(&vol, &mnt, &["--passthrough"], &data);
+    assert!(pt.contains("passthrough: on"), "{pt}");
+    // At most the reader opened beside a page-cache writer reads through the graph (a few
+    // pages), when the kernel's release of the earlier opens came before that writer's open.
+    assert!(
+        io_stats(&pt, "readv", Column::Bytes) <= 64 << 10,
+        "passthrough reads reach the graph:\n{pt}"
+    );
+    assert!(io_stats(&pt, "open", Column::Calls) >= 4, "{pt}");
 }
 
 /// With the writeback cache the kernel re-sends a file's mtime after every unlink of it. An

@@ -78,8 +78,13 @@ impl Brick {
     }
 
     /// Opens `fd`; with `backing`, a read-only open of a regular file (not O_DIRECT) also
-    /// answers with a duplicate of its descriptor as the backing file (option
-    /// `backing-files`). A failure to duplicate only costs the backing file.
+    /// answers with a backing file (option `backing-files`): the file opened again for
+    /// reading and writing, as root. Writable, because the caller's kernel sends every
+    /// open of the file to that one backing file while any passthrough open of it lasts,
+    /// writers' included; as root, because whether a caller may write is checked on its own
+    /// open (this one, or a later open for writing), never by the backing file. A file the
+    /// brick cannot open for writing (read-only file system, a running executable) has no
+    /// backing file and is read through the brick.
     pub fn open(&self, fd: &Fd, backing: bool) -> Result<Opened, Errno> {
         let f = self.open_gfid(fd.gfid, fd.flags)?;
         let backing = if backing
@@ -87,7 +92,9 @@ impl Brick {
             && f.flags & libc::O_ACCMODE == libc::O_RDONLY
             && f.flags & (libc::O_DIRECT | libc::O_TRUNC | libc::O_PATH) == 0
         {
-            f.fd.try_clone()
+            let path = sys::proc_path(f.fd.as_fd());
+            creds::as_root(|| sys::openat(None, &path, libc::O_RDWR | libc::O_CLOEXEC, 0))
+                .map_err(|e| std::io::Error::from_raw_os_error(e.0))
                 .and_then(BackingFile::new)
                 .inspect_err(|e| tracing::debug!("no backing file for {}: {e}", fd.gfid))
                 .ok()
