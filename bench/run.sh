@@ -29,6 +29,9 @@
 #                                        (the FUSE floor; libfuse, single-threaded)
 #                         bindfs-mt      the same with bindfs --multithreaded
 #                         xlfs           single-brick xlfs volume (volgen, xlfsd, xlfs-mount)
+#                         xlfs-pt        the same volume layout, mounted with --passthrough
+#                                        (reads by the kernel straight from the brick's file;
+#                                        no writeback cache)
 #                         xlfs-replica2  xlfs volume, replica 2 (2 bricks)
 #                         xlfs-stripe4   xlfs volume, stripe 4 (4 bricks)
 #                         xlfs-dist4     xlfs volume, distribute 4 (4 bricks)
@@ -79,7 +82,7 @@ REL=$ROOT/target/release
 XLFS=$REL/xlfs
 BENCH_BIN=$REL/xlfs-bench
 
-ALL_TARGETS="brick,bindfs,bindfs-mt,xlfs,xlfs-replica2,xlfs-stripe4,xlfs-dist4,gluster,gluster-replica2,gluster-dist4,gluster-shard4"
+ALL_TARGETS="brick,bindfs,bindfs-mt,xlfs,xlfs-pt,xlfs-replica2,xlfs-stripe4,xlfs-dist4,gluster,gluster-replica2,gluster-dist4,gluster-shard4"
 QUICK=0; ROUNDS=3; ONLY=w1,w2,w3,w4,w5; TARGETS=$ALL_TARGETS; OUT=$HERE/results
 BUILD=1; INSTALL=1; MOUNT_OPTS=; VOLUME_OPTS=; REMOUNT=0; GLUSTER=auto; CLEANUP_ONLY=0; TIMEOUT=
 BENCH_DIR=${BENCH_DIR:-/var/tmp/xlfs-bench}
@@ -326,9 +329,10 @@ setup_bindfs() { # setup_bindfs NAME [bindfs options]
 }
 
 setup_xlfs() { # setup_xlfs NAME: volume create (volgen), start, mount
-    local name=$1 vol=bench-$1 bricks=() args=() n=1 layout err i
+    local name=$1 vol=bench-$1 bricks=() args=() n=1 layout err i pt=
     case $name in
         xlfs) n=1; layout="single brick";;
+        xlfs-pt) n=1; layout="single brick, xlfs-mount --passthrough"; pt=--passthrough;;
         xlfs-replica2) n=2; args=(--replica 2); layout="replica 2";;
         xlfs-stripe4) n=4; args=(--stripe 4); layout="stripe 4";;
         xlfs-dist4) n=4; layout="distribute 4";;
@@ -356,7 +360,7 @@ setup_xlfs() { # setup_xlfs NAME: volume create (volgen), start, mount
     mkdir -p "$mnt"
     local mo=()
     # shellcheck disable=SC2206
-    [ -z "$MOUNT_OPTS" ] || mo=(-- $MOUNT_OPTS)
+    [ -z "$MOUNT_OPTS$pt" ] || mo=(-- $MOUNT_OPTS $pt)
     if ! err=$("$XLFS" mount "$vol" "$mnt" "${mo[@]}" 2>&1 9>&-) || ! wait_mounted "$mnt"; then
         skip "$name" "$layout: xlfs mount failed: $(echo "$err" | one_line)"; return
     fi

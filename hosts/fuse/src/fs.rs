@@ -162,9 +162,11 @@ impl Shared {
     /// The host's own statedump section.
     pub fn dump(&self) -> String {
         let (pt_inodes, pt_opens, tracked) = self.pt.counts();
+        let (cached, passed) = self.pt.answered();
         format!(
             "[fuse]\nknown inodes: {}\nopen fds: {}\npassthrough: {} (inodes {pt_inodes}, \
-             opens {pt_opens} of {tracked})\n",
+             opens {pt_opens} of {tracked}; answered so far: {passed} passing through, \
+             {cached} through the page cache)\n",
             self.inodes.len(),
             self.fds.len(),
             if self.pt.on() { "on" } else { "off" },

@@ -23,7 +23,7 @@
 //! mounts without it.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use std::time::Duration;
@@ -37,9 +37,9 @@ use xlator_api::BackingFile;
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Mode {
     /// Through the page cache (the mount's usual way).
-    Cached,
+    Cached = 0,
     /// To the inode's backing file, by the kernel.
-    Passthrough,
+    Passthrough = 1,
 }
 
 struct InodeUse<I> {
@@ -78,6 +78,8 @@ impl<I> Default for State<I> {
 pub struct Passthrough<I = BackingId> {
     on: AtomicBool,
     st: Mutex<State<I>>,
+    /// Opens answered so far: through the page cache, passing through.
+    answered: [AtomicU64; 2],
 }
 
 impl<I> Default for Passthrough<I> {
@@ -85,6 +87,7 @@ impl<I> Default for Passthrough<I> {
         Passthrough {
             on: AtomicBool::new(false),
             st: Mutex::new(State::default()),
+            answered: [AtomicU64::new(0), AtomicU64::new(0)],
         }
     }
 }
@@ -139,6 +142,7 @@ impl<I> Passthrough<I> {
             Mode::Cached
         };
         st.opens.insert(fh, (ino, mode));
+        self.answered[mode as usize].fetch_add(1, Ordering::Relaxed);
         id
     }
 
@@ -162,6 +166,14 @@ impl<I> Passthrough<I> {
         if u.cached == 0 && u.passthrough == 0 {
             st.inodes.remove(&ino);
         }
+    }
+
+    /// Opens answered since the mount: (through the page cache, passing through).
+    pub fn answered(&self) -> (u64, u64) {
+        (
+            self.answered[Mode::Cached as usize].load(Ordering::Relaxed),
+            self.answered[Mode::Passthrough as usize].load(Ordering::Relaxed),
+        )
     }
 
     /// Counts for the statedump: inodes open for passthrough, open handles by mode.

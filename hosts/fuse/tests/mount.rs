@@ -742,6 +742,112 @@ fn passthrough_reads_never_reach_the_graph() {
     assert!(io_stats(&pt, "open", Column::Calls) >= 4, "{pt}");
 }
 
+/// Readers and writers of a few files, opened and closed in a random order on a
+/// `--passthrough` mount (so opens land in every mode: passthrough readers, writers beside
+/// them, page-cache writers and readers), against a model of the files' bytes: every read
+/// returns what the model says, through whichever open it goes.
+#[test]
+fn passthrough_readers_and_writers_agree_with_a_model() {
+    require_fuse!();
+    let tmp = tempdir();
+    let (vol, mnt) = (tmp.path().join("vol"), tmp.path().join("mnt"));
+    fs::create_dir(&mnt).expect("mkdir mnt");
+    let mut m = Mounted::start(&vol, &mnt, &["--passthrough", "--dump-on-exit"]);
+    let mut model: Vec<Vec<u8>> = (0..3u64).map(|i| pattern(200_000, i + 1)).collect();
+    for (i, d) in model.iter().enumerate() {
+        fs::write(mnt.join(format!("f{i}")), d).expect("write");
+    }
+    let mut open: Vec<(usize, File, bool)> = Vec::new();
+    let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+    let mut next = |n: u64| {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x % n
+    };
+    for step in 0..3000 {
+        if step % 50 == 0 {
+            // Everything closed now and then: the next opens choose the inodes' modes again.
+            open.clear();
+        }
+        match next(10) {
+            0 | 1 if open.len() < 12 => {
+                let f = next(3) as usize;
+                let writable = next(3) == 0;
+                let file = OpenOptions::new()
+                    .read(true)
+                    .write(writable)
+                    .open(mnt.join(format!("f{f}")))
+                    .unwrap_or_else(|e| panic!("step {step}: open f{f} (w={writable}): {e}"));
+                open.push((f, file, writable));
+            }
+            2 if !open.is_empty() => {
+                let k = next(open.len() as u64) as usize;
+                open.swap_remove(k);
+            }
+            3..=5 => {
+                let Some(k) = (!open.is_empty()).then(|| next(open.len() as u64) as usize) else {
+                    continue;
+                };
+                let (f, file, w) = &open[k];
+                if !*w {
+                    continue;
+                }
+                let off = next(220_000) as usize;
+                let len = 1 + next(20_000) as usize;
+                let data = pattern(len, step);
+                file.write_all_at(&data, off as u64)
+                    .unwrap_or_else(|e| panic!("step {step}: write: {e}"));
+                let m = &mut model[*f];
+                if m.len() < off + len {
+                    m.resize(off + len, 0);
+                }
+                m[off..off + len].copy_from_slice(&data);
+            }
+            _ => {
+                let Some(k) = (!open.is_empty()).then(|| next(open.len() as u64) as usize) else {
+                    continue;
+                };
+                let (f, file, _) = &open[k];
+                let want = &model[*f];
+                let off = next(want.len() as u64) as usize;
+                let len = (1 + next(30_000) as usize).min(want.len() - off);
+                let mut got = vec![0u8; len];
+                file.read_exact_at(&mut got, off as u64)
+                    .unwrap_or_else(|e| panic!("step {step}: read f{f} at {off}: {e}"));
+                assert!(
+                    got == want[off..off + len],
+                    "step {step}: f{f} at {off}+{len} differs from the model"
+                );
+            }
+        }
+    }
+    drop(open);
+    for (i, d) in model.iter().enumerate() {
+        let got = fs::read(mnt.join(format!("f{i}"))).expect("read");
+        assert!(&got == d, "f{i} differs from the model after closing");
+        let on_brick = fs::read(vol.join("brick").join(format!("f{i}"))).expect("brick");
+        assert!(&on_brick == d, "f{i} on the brick differs from the model");
+    }
+    m.signal(libc::SIGTERM);
+    let (status, dump) = m.wait();
+    assert!(status.success(), "exit status {status}:\n{}", m.log_text());
+    // Both kinds of open happened (else this test did not test the mode rules).
+    let counts = dump
+        .lines()
+        .find_map(|l| l.split_once("answered so far: "))
+        .map(|(_, rest)| {
+            rest.split_whitespace()
+                .filter_map(|w| w.parse::<u64>().ok())
+                .collect::<Vec<_>>()
+        })
+        .unwrap_or_default();
+    assert!(
+        counts.len() == 2 && counts[0] > 50 && counts[1] > 20,
+        "opens passing through and through the page cache: {counts:?}\n{dump}"
+    );
+}
+
 /// With the writeback cache the kernel re-sends a file's mtime after every unlink of it. An
 /// unlinked file's re-send used to cost a round trip that failed with ESTALE; a file with
 /// another name left must keep its times.

@@ -537,3 +537,52 @@ async fn o_nofollow_opens_files_and_directories_but_not_symlinks() {
         Some(Errno::ELOOP)
     );
 }
+
+/// A read-only open that asks for a backing file gets the file itself, opened for reading and
+/// writing (passthrough writers use the same one) even for a caller who may not write it;
+/// other opens, and a brick with `backing-files` off, give none.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn read_only_opens_that_ask_get_a_writable_backing_file() {
+    use std::os::unix::fs::MetadataExt;
+    use xlator_api::BackingWanted;
+    let (d, top) = new_brick();
+    let cx = root();
+    let e = mkfile(&top, &cx, Gfid::ROOT, "f", b"bytes").await;
+    let g = e.attr.gfid;
+    let ro = SetAttr {
+        perm: ROption::RSome(0o444),
+        ..SetAttr::default()
+    };
+    top.setattr(&cx, g, ro)
+        .await
+        .expect("read-only for everyone");
+    let bob = user(1000).to_builder().ext(&BackingWanted).build();
+    let f = fd(g, libc::O_RDONLY);
+    let b = top
+        .open(&bob, f)
+        .await
+        .expect("open")
+        .backing
+        .into_option()
+        .expect("a backing file");
+    let st = std::fs::metadata(d.path().join("f")).expect("stat");
+    assert_eq!((b.dev(), b.ino()), (st.dev(), st.ino()));
+    // SAFETY: F_GETFL on an open descriptor.
+    let mode = unsafe { libc::fcntl(b.raw_fd(), libc::F_GETFL) } & libc::O_ACCMODE;
+    assert_eq!(mode, libc::O_RDWR);
+    top.release(&cx, f).await.expect("release");
+    // Not asked, or not read-only: none.
+    let f = fd(g, libc::O_RDONLY);
+    assert!(top.open(&cx, f).await.expect("open").backing.is_none());
+    top.release(&cx, f).await.expect("release");
+    let want = cx.to_builder().ext(&BackingWanted).build();
+    let f = fd(g, libc::O_RDWR);
+    assert!(top.open(&want, f).await.expect("open").backing.is_none());
+    top.release(&cx, f).await.expect("release");
+    // Switched off.
+    let off = try_brick(d.path(), &[("backing-files", "off")]).expect("brick");
+    drop(top);
+    let f = fd(g, libc::O_RDONLY);
+    assert!(off.open(&want, f).await.expect("open").backing.is_none());
+    off.release(&cx, f).await.expect("release");
+}
