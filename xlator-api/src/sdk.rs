@@ -58,7 +58,9 @@ macro_rules! gen_translator_trait {
             /// Whether this translator keeps file data as stored: what a read returns is what
             /// its child holds at that offset, and a write stores its bytes at its offset
             /// (caching, delaying, tracing and counting are fine; encrypting, compressing,
-            /// striping, replicating and making data up are not). Only then may a backing file
+            /// striping, replicating and making data up are not). A cache must drop what it
+            /// holds of a file when an open of it returns a backing file (the file may then be
+            /// read and written around it), as performance/io-cache does. Only then may a backing file
             /// from below pass through it to its caller (see [`Opened::backing`](crate::Opened::backing)); for others
             /// the graph engine drops it. Off unless declared.
             const KEEPS_FILE_DATA: bool = false;

@@ -171,7 +171,13 @@ impl Translator for IoCache {
     async fn open(&self, cx: &Ctx, fd: Fd) -> Result<Opened, Errno> {
         let _guard =
             (fd.flags & libc::O_TRUNC != 0).then(|| self.cache.modify(fd.gfid, Change::Whole));
-        self.child().open(cx, fd).await
+        let opened = self.child().open(cx, fd).await?;
+        if opened.backing.is_some() {
+            // The file may now be read and written around this cache (FUSE passthrough):
+            // keep none of its pages, so a later open through the cache reads what is there.
+            drop(self.cache.modify(fd.gfid, Change::Whole));
+        }
+        Ok(opened)
     }
 
     async fn readv(&self, cx: &Ctx, fd: Fd, offset: u64, size: u32) -> Result<ReadReply, Errno> {

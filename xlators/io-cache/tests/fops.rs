@@ -196,6 +196,38 @@ async fn truncate_and_o_trunc_drop_the_file() {
     assert_eq!(reads(&h).len(), 3);
 }
 
+/// An open answered with a backing file (FUSE passthrough) may be read and written around
+/// the cache: the file's pages go, and the next read through the cache asks the child.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_open_with_a_backing_file_drops_the_files_pages() {
+    let (sv, h, _) = setup(10_000, &[]).await;
+    assert_eq!(read(&sv, rd(1), 0, 100).await, expect(0, 100));
+    assert_eq!(read(&sv, rd(1), 0, 100).await, expect(0, 100));
+    assert_eq!(reads(&h).len(), 1, "the second read was a hit");
+    // Without a backing file the pages stay.
+    h.on(Fop::Open, |_| {
+        FopReply::Open(Ok(xlator_api::Opened::plain()))
+    });
+    sv.open(&Ctx::root(), fd(5, gfid(1), libc::O_RDONLY))
+        .await
+        .expect("open");
+    assert!(counter(&sv, "pages") > 0);
+    h.on(Fop::Open, |_| {
+        let f = std::fs::File::open("/proc/self/exe").expect("a file");
+        FopReply::Open(Ok(xlator_api::Opened {
+            backing: xlator_api::BackingFile::new(f.into()).ok().into(),
+        }))
+    });
+    let o = sv
+        .open(&Ctx::root(), fd(6, gfid(1), libc::O_RDONLY))
+        .await
+        .expect("open");
+    assert!(o.backing.is_some(), "passed up");
+    assert_eq!(counter(&sv, "pages"), 0);
+    assert_eq!(read(&sv, rd(1), 0, 100).await, expect(0, 100));
+    assert_eq!(reads(&h).len(), 2, "read from the child again");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn concurrent_misses_of_one_page_make_one_child_read() {
     let (sv, h, _) = setup(10_000, &[]).await;
