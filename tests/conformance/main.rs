@@ -1,6 +1,7 @@
 //! pjdfstest + fsx (ci/conformance/run.sh) on real mounts: a local posix volume
 //! (`xlfs-mount --local`), and the whole stack `xlfs up` builds (FUSE -> io-stats -> io-cache ->
-//! read-ahead -> write-behind (plugins) -> protocol/client -> TCP -> xlfsd -> locks -> posix).
+//! read-ahead -> write-behind (plugins) -> protocol/client -> TCP -> xlfsd -> locks -> posix),
+//! and the default `xlfs up` stack mounted with `--passthrough`.
 //! Needs root, /dev/fuse, and pjdfstest/fsx on PATH (ci/conformance/install.sh). Without them
 //! a test says why and passes, unless XLFS_E2E_REQUIRE=1 (set by .ci/run) makes it fail.
 
@@ -192,4 +193,32 @@ fn pjdfstest_and_fsx_pass_through_protocol_and_the_performance_plugins() {
             "{t} missing from the client volfile:\n{client}"
         );
     }
+}
+
+/// The same bars on a `--passthrough` mount of a brick on this machine (read-only opens
+/// passing through to the brick's files; no writeback cache). fsx runs 30,000 ops here to
+/// keep CI short (100,000 pass by hand: `xlfs up DIR -- --passthrough`, then run.sh).
+#[test]
+fn pjdfstest_and_fsx_pass_on_a_passthrough_mount() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let mnt = tmp.path().join("mnt");
+    let mut cmd = Command::new(bin("xlfs"));
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("a free port");
+    cmd.arg("up")
+        .arg(tmp.path().join("vol"))
+        .arg(&mnt)
+        .arg("--name")
+        .arg("conf-pt")
+        .arg("--port")
+        .arg(port.to_string())
+        .arg("--")
+        .arg("--passthrough");
+    let ops = std::env::var("XLFS_FSX_OPS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(30_000);
+    conformance_on(cmd, &mnt, &tmp.path().join("out"), ops);
 }
