@@ -18,6 +18,11 @@ pub fn enabled() -> bool {
 
 /// Wraps `inner` in a span-emitting pass-through with the same name.
 pub fn wrap(inner: Subvol) -> Subvol {
+    wrap_in::<Hop>(inner)
+}
+
+/// `inner` under a `T` with the same name and no options (`inner` itself if `T` fails).
+fn wrap_in<T: Translator<Options = ()>>(inner: Subvol) -> Subvol {
     let name = inner.name().to_owned();
     let args = InitArgs {
         name: name.as_str().into(),
@@ -25,7 +30,7 @@ pub fn wrap(inner: Subvol) -> Subvol {
         children: vec![inner.clone()].into(),
         services: crate::services::host_services(),
     };
-    xlator_api::sdk::instantiate::<Hop>(args).unwrap_or(inner)
+    xlator_api::sdk::instantiate::<T>(args).unwrap_or(inner)
 }
 
 /// The wrapper translator.
@@ -68,14 +73,7 @@ xlator_api::for_each_fop!(gen_hop);
 /// this around every translator that does not declare `Translator::KEEPS_FILE_DATA`, so a
 /// caller never reads around a translator that may change file data on its way.
 pub fn drop_backing(inner: Subvol) -> Subvol {
-    let name = inner.name().to_owned();
-    let args = InitArgs {
-        name: name.as_str().into(),
-        options: xlator_api::Options::new(),
-        children: vec![inner.clone()].into(),
-        services: crate::services::host_services(),
-    };
-    xlator_api::sdk::instantiate::<DropBacking>(args).unwrap_or(inner)
+    wrap_in::<DropBacking>(inner)
 }
 
 /// The wrapper of [`drop_backing`]: every fop but `open` passes through untouched.

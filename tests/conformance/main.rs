@@ -151,10 +151,10 @@ fn pjdfstest_and_fsx_pass_on_a_local_posix_volume() {
     conformance_on(cmd, &mnt, &tmp.path().join("out"), 100_000);
 }
 
-#[test]
-fn pjdfstest_and_fsx_pass_through_protocol_and_the_performance_plugins() {
-    let tmp = tempfile::tempdir().expect("tempdir");
-    let mnt = tmp.path().join("mnt");
+/// `xlfs up` of a one-brick volume named `name` under `dir`, mounted on `mnt`, with `args`
+/// after the name and port; and the fsx op count (`XLFS_FSX_OPS=N` overrides `default_ops`
+/// for a quick local check).
+fn xlfs_up(dir: &Path, mnt: &Path, name: &str, args: &[&str], default_ops: u32) -> (Command, u32) {
     let mut cmd = Command::new(bin("xlfs"));
     // A port nobody listens on now: other tests start bricks in parallel.
     let port = std::net::TcpListener::bind("127.0.0.1:0")
@@ -162,22 +162,31 @@ fn pjdfstest_and_fsx_pass_through_protocol_and_the_performance_plugins() {
         .map(|a| a.port())
         .expect("a free port");
     cmd.arg("up")
-        .arg(tmp.path().join("vol"))
-        .arg(&mnt)
-        .arg("--name")
-        .arg("conf")
-        .arg("--port")
-        .arg(port.to_string())
-        // io-cache is off by default (the kernel page cache does its job); the bar holds with
-        // all three performance plugins loaded.
-        .arg("--set")
-        .arg("performance.io-cache=on");
-    // The same bar as the local volume: every pjdfstest case and 100,000 fsx ops (with and
-    // without mmap). XLFS_FSX_OPS=N shortens the fsx runs for a quick local check.
+        .arg(dir.join("vol"))
+        .arg(mnt)
+        .args(["--name", name, "--port", &port.to_string()])
+        .args(args);
     let ops = std::env::var("XLFS_FSX_OPS")
         .ok()
         .and_then(|v| v.parse().ok())
-        .unwrap_or(100_000);
+        .unwrap_or(default_ops);
+    (cmd, ops)
+}
+
+#[test]
+fn pjdfstest_and_fsx_pass_through_protocol_and_the_performance_plugins() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let mnt = tmp.path().join("mnt");
+    // io-cache is off by default (the kernel page cache does its job); the bar holds with all
+    // three performance plugins loaded. The same bar as the local volume: every pjdfstest
+    // case and 100,000 fsx ops (with and without mmap).
+    let (cmd, ops) = xlfs_up(
+        tmp.path(),
+        &mnt,
+        "conf",
+        &["--set", "performance.io-cache=on"],
+        100_000,
+    );
     conformance_on(cmd, &mnt, &tmp.path().join("out"), ops);
     // The stack really had the plugins and the network in it.
     let client = std::fs::read_to_string(tmp.path().join("vol/state/volumes/conf/client.vol"))
@@ -202,23 +211,12 @@ fn pjdfstest_and_fsx_pass_through_protocol_and_the_performance_plugins() {
 fn pjdfstest_and_fsx_pass_on_a_passthrough_mount() {
     let tmp = tempfile::tempdir().expect("tempdir");
     let mnt = tmp.path().join("mnt");
-    let mut cmd = Command::new(bin("xlfs"));
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("a free port");
-    cmd.arg("up")
-        .arg(tmp.path().join("vol"))
-        .arg(&mnt)
-        .arg("--name")
-        .arg("conf-pt")
-        .arg("--port")
-        .arg(port.to_string())
-        .arg("--")
-        .arg("--passthrough");
-    let ops = std::env::var("XLFS_FSX_OPS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(30_000);
+    let (cmd, ops) = xlfs_up(
+        tmp.path(),
+        &mnt,
+        "conf-pt",
+        &["--", "--passthrough"],
+        30_000,
+    );
     conformance_on(cmd, &mnt, &tmp.path().join("out"), ops);
 }

@@ -9,7 +9,7 @@ use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 mod common;
-use common::{Cleanup, bin, free_port, mounted, skip, xlfs_raw};
+use common::{Cleanup, Scratch, bin, free_port, mounted, scratch, skip, xlfs_raw};
 
 fn xlfs(state: &Path, args: &[&str]) -> Output {
     xlfs_raw(state, args)
@@ -53,11 +53,12 @@ fn create_start_mount_smoke_stop() {
     if skip("create_start_mount_smoke_stop") {
         return;
     }
-    let tmp = tempfile::tempdir().expect("tempdir");
-    let state = tmp.path().join("state");
-    let brick = tmp.path().join("brick");
-    let mnt = tmp.path().join("mnt");
-    std::fs::create_dir(&mnt).expect("mkdir mnt");
+    let Scratch {
+        tmp: _tmp,
+        state,
+        brick,
+        mnt,
+    } = scratch();
     let _guard = Cleanup {
         state: state.clone(),
         volume: "e2e".into(),
@@ -181,11 +182,12 @@ fn a_passthrough_mount_reads_the_bricks_file_directly() {
     if skip("a_passthrough_mount_reads_the_bricks_file_directly") {
         return;
     }
-    let tmp = tempfile::tempdir().expect("tempdir");
-    let state = tmp.path().join("state");
-    let brick = tmp.path().join("brick");
-    let mnt = tmp.path().join("mnt");
-    std::fs::create_dir(&mnt).expect("mkdir mnt");
+    let Scratch {
+        tmp: _tmp,
+        state,
+        brick,
+        mnt,
+    } = scratch();
     let port = free_port().to_string();
     let s = |p: &Path| p.to_string_lossy().into_owned();
     ok(&xlfs(

@@ -104,6 +104,30 @@ pub fn recorded_pids(state: &Path, volume: &str) -> Vec<libc::pid_t> {
         .collect()
 }
 
+/// A scratch directory with `state/` and `brick/` paths and an existing `mnt/`.
+pub struct Scratch {
+    pub tmp: tempfile::TempDir,
+    pub state: PathBuf,
+    pub brick: PathBuf,
+    pub mnt: PathBuf,
+}
+
+pub fn scratch() -> Scratch {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let (state, brick, mnt) = (
+        tmp.path().join("state"),
+        tmp.path().join("brick"),
+        tmp.path().join("mnt"),
+    );
+    std::fs::create_dir(&mnt).expect("mkdir mnt");
+    Scratch {
+        tmp,
+        state,
+        brick,
+        mnt,
+    }
+}
+
 /// A port nobody listens on now (tests run in parallel, so each picks its own).
 pub fn free_port() -> u16 {
     let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
