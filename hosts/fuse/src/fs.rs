@@ -381,7 +381,13 @@ impl Filesystem for XlfsFs {
                         .map(drop)
                         .map_err(|_| InitFlags::empty())
                 }) {
-                Ok(()) => self.s.pt.enable(),
+                Ok(()) => {
+                    self.s.pt.enable();
+                    tracing::info!(
+                        "FUSE passthrough on: read-only opens of files on a brick on this \
+                         machine are read by the kernel directly (no writeback cache)"
+                    );
+                }
                 Err(_) => tracing::warn!(
                     "the kernel does not offer FUSE passthrough (Linux 6.9 with \
                      CONFIG_FUSE_PASSTHROUGH); reads go through the mount"

@@ -80,6 +80,8 @@ pub struct Passthrough<I = BackingId> {
     st: Mutex<State<I>>,
     /// Opens answered so far: through the page cache, passing through.
     answered: [AtomicU64; 2],
+    /// A registration failure was logged.
+    warned: AtomicBool,
 }
 
 impl<I> Default for Passthrough<I> {
@@ -88,6 +90,7 @@ impl<I> Default for Passthrough<I> {
             on: AtomicBool::new(false),
             st: Mutex::new(State::default()),
             answered: [AtomicU64::new(0), AtomicU64::new(0)],
+            warned: AtomicBool::new(false),
         }
     }
 }
@@ -128,6 +131,12 @@ impl<I> Passthrough<I> {
                     Some(id)
                 }
                 Err(e) => {
+                    if !self.warned.swap(true, Ordering::Relaxed) {
+                        tracing::warn!(
+                            "the kernel refused a backing file ({e}; registering one needs \
+                             CAP_SYS_ADMIN); such files are read through the mount (logged once)"
+                        );
+                    }
                     tracing::debug!(ino, "backing file not registered: {e}");
                     None
                 }

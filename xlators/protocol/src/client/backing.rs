@@ -10,6 +10,14 @@ use xlator_api::BackingFile;
 
 use crate::wire::WireBacking;
 
+/// Logs `msg` as a warning the first time any connection of this process calls it.
+pub fn warn_once(msg: &str) {
+    static WARNED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+    if !WARNED.swap(true, std::sync::atomic::Ordering::Relaxed) {
+        tracing::warn!("{msg} (logged once)");
+    }
+}
+
 /// A pidfd of the process at the other end of a connected Unix socket.
 pub fn peer_pidfd(sock: &impl AsRawFd) -> std::io::Result<OwnedFd> {
     let mut fd: libc::c_int = -1;

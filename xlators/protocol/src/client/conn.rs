@@ -468,7 +468,16 @@ impl Conn {
     fn take_backing(&self, w: wire::WireBacking) -> Option<BackingFile> {
         let pidfd = self.brick_pidfd.as_ref()?;
         super::backing::fetch(pidfd, w)
-            .inspect_err(|e| tracing::debug!("{}: backing file not taken: {e}", self.peer))
+            .inspect_err(|e| {
+                if e.raw_os_error() == Some(libc::EPERM) {
+                    super::backing::warn_once(&format!(
+                        "{}: may not take the brick's descriptors ({e}; pidfd_getfd needs the \
+                         right to ptrace the brick process); files are read through the brick",
+                        self.peer
+                    ));
+                }
+                tracing::debug!("{}: backing file not taken: {e}", self.peer)
+            })
             .ok()
     }
 
