@@ -130,8 +130,8 @@ pub struct Cli {
     #[arg(long)]
     pub direct_io_mode: bool,
 
-    /// FUSE passthrough: a read-only open of a file on a brick on this machine (reached over
-    /// its Unix socket) is answered with the brick's own descriptor of the file, and the
+    /// FUSE passthrough: a read-only open of a file on a brick on this machine (--local, or a
+    /// brick reached over its Unix socket) is answered with the brick's own descriptor of the file, and the
     /// kernel reads it directly: reads cost what reads of the brick directory cost, with no
     /// request per read to this process or the brick. Only through translators that keep
     /// file data as stored (all of xlfs's own; see the translator API), and only when the
