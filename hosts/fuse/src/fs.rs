@@ -32,7 +32,7 @@ use crate::fds::FdTable;
 use crate::fresh::FreshDirs;
 use crate::inodes::{DirStamp, InodeTable, Stamp};
 use crate::options::FsOptions;
-use crate::passthrough::Passthrough;
+use crate::passthrough::{Mode, Passthrough};
 
 /// Largest readahead to ask for; the kernel offers 128 KiB here and we take what it offers.
 const MAX_READAHEAD: u32 = 1 << 20;
@@ -261,6 +261,13 @@ async fn kill_suidgid_after_write(top: &Subvol, cx: &Ctx, fd: Fd, attr: Option<I
             tracing::warn!(gfid = %fd.gfid, "could not clear setuid/setgid after a write: {e}");
         }
     }
+}
+
+/// A non-root writer passing through writes the brick's file with the mount's (root)
+/// credentials, so nothing clears setuid/setgid on its writes: clear them now, as its first
+/// write would (the open through the graph checked that it may write).
+async fn passthrough_writer_kills_privs(top: &Subvol, fd: Fd) {
+    kill_suidgid_after_write(top, &Ctx::root(), fd, None).await;
 }
 
 /// The filesystem object handed to fuser.
@@ -682,6 +689,8 @@ impl Filesystem for XlfsFs {
         } else {
             cx
         };
+        // A non-root writer that may pass through: see `passthrough_writer_kills_privs`.
+        let kill_privs = pt && flags.0 & libc::O_ACCMODE != libc::O_RDONLY && req.uid() != 0;
         // A truncating open changes the size and mtime behind the recorded attributes.
         let truncates = flags.0 & libc::O_TRUNC != 0;
         if truncates {
@@ -696,8 +705,16 @@ impl Filesystem for XlfsFs {
                 Ok(opened) => {
                     let fh = s.fds.insert(fd);
                     if pt {
+                        let graph = s.graph();
+                        let before = kill_privs && s.pt.has_backing(ino);
+                        if before {
+                            passthrough_writer_kills_privs(graph.top(), fd).await;
+                        }
                         let backing = opened.backing.into_option();
-                        s.pt.reply_open(reply, ino, fh, backing, s.fopen_flags());
+                        let mode = s.pt.reply_open(reply, ino, fh, backing, s.fopen_flags());
+                        if kill_privs && !before && mode == Mode::Passthrough {
+                            passthrough_writer_kills_privs(graph.top(), fd).await;
+                        }
                     } else {
                         reply.opened(fh, s.fopen_flags());
                     }
@@ -722,6 +739,7 @@ impl Filesystem for XlfsFs {
             Gfid::NULL,
             graph_open_flags(self.s.opts.writeback_cache, flags),
         );
+        let uid = req.uid();
         let cx = ctx(req, Need::Groups, None);
         let stamp = self.s.inodes.stamp();
         let ds = self.s.inodes.begin_dir_op(parent);
@@ -763,7 +781,20 @@ impl Filesystem for XlfsFs {
             }
             let ttl = s.opts.entry_timeout.min(s.opts.attr_timeout);
             if s.pt.on() {
-                s.pt.reply_create(reply, &ttl, &attr, fh, s.fopen_flags());
+                let fd = Fd {
+                    gfid: e.attr.gfid,
+                    ..fd
+                };
+                let kill_privs = uid != 0;
+                let graph = s.graph();
+                let before = kill_privs && s.pt.has_backing(attr.ino);
+                if before {
+                    passthrough_writer_kills_privs(graph.top(), fd).await;
+                }
+                let mode = s.pt.reply_create(reply, &ttl, &attr, fh, s.fopen_flags());
+                if kill_privs && !before && mode == Mode::Passthrough {
+                    passthrough_writer_kills_privs(graph.top(), fd).await;
+                }
             } else {
                 reply.created(&ttl, &attr, Generation(0), fh, s.fopen_flags());
             }

@@ -19,6 +19,11 @@
 //! Page-cache opens in this mode do not keep the cache across opens: passthrough writes
 //! change the file under it.
 //!
+//! Passthrough writes are made with the mount's (root) credentials, so the brick's kernel does
+//! not clear setuid/setgid on them as it does for a caller's own write; the mount clears them
+//! (as root, like a write would) when it lets a non-root writer pass through, before its
+//! reply when it can tell, else right after it.
+//!
 //! The kernel refuses passthrough together with the writeback cache, so `--passthrough`
 //! mounts without it.
 
@@ -208,10 +213,16 @@ impl Passthrough<BackingId> {
         fh: FileHandle,
         backing: Option<BackingFile>,
         cached_flags: FopenFlags,
-    ) {
+    ) -> Mode {
         match self.choose(ino.0, fh.0, backing, |b| reply.open_backing(b)) {
-            Some(id) => reply.opened_passthrough(fh, FopenFlags::empty(), &id),
-            None => reply.opened(fh, Self::uncached(cached_flags)),
+            Some(id) => {
+                reply.opened_passthrough(fh, FopenFlags::empty(), &id);
+                Mode::Passthrough
+            }
+            None => {
+                reply.opened(fh, Self::uncached(cached_flags));
+                Mode::Cached
+            }
         }
     }
 
@@ -224,15 +235,27 @@ impl Passthrough<BackingId> {
         attr: &FileAttr,
         fh: FileHandle,
         cached_flags: FopenFlags,
-    ) {
+    ) -> Mode {
         match self.choose(attr.ino.0, fh.0, None, |_| {
             Err(std::io::Error::other("a create brings no backing file"))
         }) {
             Some(id) => {
-                reply.created_passthrough(ttl, attr, Generation(0), fh, FopenFlags::empty(), &id)
+                reply.created_passthrough(ttl, attr, Generation(0), fh, FopenFlags::empty(), &id);
+                Mode::Passthrough
             }
-            None => reply.created(ttl, attr, Generation(0), fh, Self::uncached(cached_flags)),
+            None => {
+                reply.created(ttl, attr, Generation(0), fh, Self::uncached(cached_flags));
+                Mode::Cached
+            }
         }
+    }
+
+    /// Whether an open of `ino` now would pass through (the inode has a backing file).
+    pub fn has_backing(&self, ino: INodeNo) -> bool {
+        self.lock()
+            .inodes
+            .get(&ino.0)
+            .is_some_and(|u| u.backing.is_some())
     }
 
     /// Page-cache opens drop what the cache holds: passthrough writers may have changed the

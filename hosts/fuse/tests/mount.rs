@@ -848,6 +848,46 @@ fn passthrough_readers_and_writers_agree_with_a_model() {
     );
 }
 
+/// A non-root writer beside a passthrough reader writes the brick's file directly (with the
+/// mount's root credentials, which clear nothing): setuid/setgid must still go, as they do
+/// on a write through the graph.
+#[test]
+fn a_passthrough_writer_clears_setuid_and_setgid() {
+    require_fuse!();
+    use std::os::unix::process::CommandExt;
+    let tmp = tempdir();
+    fs::set_permissions(tmp.path(), fs::Permissions::from_mode(0o755)).expect("chmod tmp");
+    let (vol, mnt) = (tmp.path().join("vol"), tmp.path().join("mnt"));
+    fs::create_dir(&mnt).expect("mkdir mnt");
+    let mut m = Mounted::start(&vol, &mnt, &["--passthrough"]);
+    let p = mnt.join("tool");
+    fs::write(&p, b"#!/bin/sh\n").expect("write");
+    fs::set_permissions(&p, fs::Permissions::from_mode(0o6777)).expect("chmod");
+    let reader = File::open(&p).expect("open read-only (passes through)");
+    let out = Command::new("dd")
+        .args(["of=tool", "bs=1", "count=1", "conv=notrunc", "status=none"])
+        .current_dir(&mnt)
+        .stdin(Stdio::piped())
+        .uid(65534)
+        .gid(65534)
+        .spawn()
+        .and_then(|mut c| {
+            c.stdin.take().expect("stdin").write_all(b"X")?;
+            c.wait_with_output()
+        })
+        .expect("dd as nobody");
+    assert!(out.status.success(), "dd failed: {out:?}\n{}", m.log_text());
+    let mode = fs::metadata(&p).expect("stat").permissions().mode();
+    assert_eq!(mode & 0o6000, 0, "setuid/setgid left on: {mode:o}");
+    let mut first = [0u8; 1];
+    reader.read_exact_at(&mut first, 0).expect("read");
+    assert_eq!(&first, b"X", "the reader sees the write");
+    drop(reader);
+    m.signal(libc::SIGTERM);
+    let (status, _) = m.wait();
+    assert!(status.success(), "exit status {status}:\n{}", m.log_text());
+}
+
 /// With the writeback cache the kernel re-sends a file's mtime after every unlink of it. An
 /// unlinked file's re-send used to cost a round trip that failed with ESTALE; a file with
 /// another name left must keep its times.
