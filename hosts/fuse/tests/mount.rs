@@ -699,7 +699,39 @@ fn read_back_through(vol: &Path, mnt: &Path, extra: &[&str], data: &[u8]) -> Str
     r.read_exact_at(&mut four, 8192)
         .expect("pread after the write");
     assert_eq!(&four, b"NEW!", "{extra:?}");
-    drop((r, w));
+    // A shared writable mapping through a writer: its stores reach the reader too.
+    let w2 = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(&p)
+        .expect("open for mapping");
+    // SAFETY: a fresh shared read-write mapping of one page of an open file, unmapped below.
+    let map = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            4096,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_SHARED,
+            std::os::fd::AsRawFd::as_raw_fd(&w2),
+            0,
+        )
+    };
+    assert_ne!(
+        map,
+        libc::MAP_FAILED,
+        "mmap rw: {}",
+        std::io::Error::last_os_error()
+    );
+    // SAFETY: the mapping is 4096 writable bytes; msync/munmap of what was mapped.
+    unsafe {
+        std::ptr::copy_nonoverlapping(b"MAP!".as_ptr(), map.cast::<u8>().add(100), 4);
+        assert_eq!(libc::msync(map, 4096, libc::MS_SYNC), 0);
+        libc::munmap(map, 4096);
+    }
+    r.read_exact_at(&mut four, 100)
+        .expect("pread after the mapped store");
+    assert_eq!(&four, b"MAP!", "{extra:?}");
+    drop((r, w, w2));
     // And a reader opened while a writer holds the file.
     let w = OpenOptions::new()
         .write(true)
