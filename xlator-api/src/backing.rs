@@ -20,8 +20,10 @@ use abi_stable::std_types::{RArc, ROption};
 
 use crate::ctx::CtxExtension;
 
-/// An open, read-only descriptor of a file's data (closed when the last clone is dropped),
-/// with the device and inode it was opened on (so a receiver can check it got the right file).
+/// An open descriptor of a file's data (closed when the last clone is dropped), with the
+/// device and inode it was opened on (so a receiver can check it got the right file).
+/// storage/posix opens it read-write: the kernel sends writers beside passthrough readers to
+/// it too.
 #[repr(C)]
 #[derive(StableAbi, Clone)]
 pub struct BackingFile(RArc<BackingInner>);
@@ -42,8 +44,8 @@ impl Drop for BackingInner {
 }
 
 impl BackingFile {
-    /// Takes ownership of `fd`, a descriptor of a regular file open for reading (not
-    /// O_DIRECT), recording its device and inode.
+    /// Takes ownership of `fd`, a descriptor of a regular file (not O_DIRECT), recording its
+    /// device and inode.
     pub fn new(fd: OwnedFd) -> std::io::Result<BackingFile> {
         let mut st = std::mem::MaybeUninit::<libc::stat>::uninit();
         // SAFETY: a valid fd and room for a `stat`.

@@ -7,7 +7,7 @@
 //! are reused.
 
 use fuser::Request;
-use xlator_api::{Ctx, LkOwner};
+use xlator_api::{Ctx, CtxBuilder, LkOwner};
 
 /// How much of the caller a fop needs.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -20,6 +20,11 @@ pub enum Need {
 
 /// The context of `req`, with `lk_owner` when the request names one.
 pub fn ctx(req: &Request, need: Need, lk_owner: Option<u64>) -> Ctx {
+    ctx_builder(req, need, lk_owner).build()
+}
+
+/// [`ctx`], not built yet (to add extensions).
+pub fn ctx_builder(req: &Request, need: Need, lk_owner: Option<u64>) -> CtxBuilder {
     let (uid, gid, pid) = (req.uid(), req.gid(), req.pid());
     let mut b = Ctx::builder(uid, gid).pid(pid).request_id(req.unique().0);
     // Root passes every permission check, and pid 0 is the kernel itself (writeback).
@@ -33,7 +38,7 @@ pub fn ctx(req: &Request, need: Need, lk_owner: Option<u64>) -> Ctx {
     if let Some(o) = lk_owner {
         b = b.lk_owner(LkOwner(o));
     }
-    b.build()
+    b
 }
 
 /// The supplementary groups of thread `pid`, `None` if it is gone or unreadable.

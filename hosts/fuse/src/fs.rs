@@ -26,7 +26,7 @@ use xlfs_core::volume::Volume;
 
 use crate::attr::{errno, file_attr, flock, lock_reply, time_set};
 use crate::capcache::{CAPABILITY_XATTR, CapCache};
-use crate::creds::{Need, ctx};
+use crate::creds::{Need, ctx, ctx_builder};
 use crate::dir;
 use crate::fds::FdTable;
 use crate::fresh::FreshDirs;
@@ -159,6 +159,30 @@ impl Shared {
         }
     }
 
+    /// Answers an open or create of `ino` (graph fd `fd`) on a passthrough mount with
+    /// `answer`, which replies and says how. A non-root writer (`non_root_writer`) that passes
+    /// through writes the brick's file with the mount's root credentials, which clear nothing:
+    /// setuid/setgid are cleared for it here, as its first write would (its open through the
+    /// graph checked that it may write), before the reply when the inode already passes
+    /// through, else right after a reply that passed through.
+    async fn answer_passthrough(
+        &self,
+        ino: INodeNo,
+        fd: Fd,
+        non_root_writer: bool,
+        answer: impl FnOnce() -> Mode,
+    ) {
+        let (graph, root) = (self.graph(), Ctx::root());
+        let kill = || kill_suidgid_after_write(graph.top(), &root, fd, None);
+        let before = non_root_writer && self.pt.has_backing(ino);
+        if before {
+            kill().await;
+        }
+        if answer() == Mode::Passthrough && non_root_writer && !before {
+            kill().await;
+        }
+    }
+
     /// The host's own statedump section.
     pub fn dump(&self) -> String {
         let (pt_inodes, pt_opens, tracked) = self.pt.counts();
@@ -261,13 +285,6 @@ async fn kill_suidgid_after_write(top: &Subvol, cx: &Ctx, fd: Fd, attr: Option<I
             tracing::warn!(gfid = %fd.gfid, "could not clear setuid/setgid after a write: {e}");
         }
     }
-}
-
-/// A non-root writer passing through writes the brick's file with the mount's (root)
-/// credentials, so nothing clears setuid/setgid on its writes: clear them now, as its first
-/// write would (the open through the graph checked that it may write).
-async fn passthrough_writer_kills_privs(top: &Subvol, fd: Fd) {
-    kill_suidgid_after_write(top, &Ctx::root(), fd, None).await;
 }
 
 /// The filesystem object handed to fuser.
@@ -380,25 +397,19 @@ impl Filesystem for XlfsFs {
         let _ = config.set_congestion_threshold(CONGESTION_THRESHOLD);
         if o.passthrough {
             // Depth 1: backing files on an ordinary file system (not overlayfs).
-            match config
-                .add_capabilities(InitFlags::FUSE_PASSTHROUGH)
-                .and_then(|()| {
-                    config
-                        .set_max_stack_depth(1)
-                        .map(drop)
-                        .map_err(|_| InitFlags::empty())
-                }) {
-                Ok(()) => {
-                    self.s.pt.enable();
-                    tracing::info!(
-                        "FUSE passthrough on: read-only opens of files on a brick on this \
-                         machine are read by the kernel directly (no writeback cache)"
-                    );
-                }
-                Err(_) => tracing::warn!(
+            let offered = config.add_capabilities(InitFlags::FUSE_PASSTHROUGH).is_ok()
+                && config.set_max_stack_depth(1).is_ok();
+            if offered {
+                self.s.pt.enable();
+                tracing::info!(
+                    "FUSE passthrough on: read-only opens of files on a brick on this \
+                     machine are read by the kernel directly (no writeback cache)"
+                );
+            } else {
+                tracing::warn!(
                     "the kernel does not offer FUSE passthrough (Linux 6.9 with \
                      CONFIG_FUSE_PASSTHROUGH); reads go through the mount"
-                ),
+                );
             }
         }
         tracing::debug!(abi = %config.kernel_abi(), "FUSE session initialised");
@@ -678,17 +689,18 @@ impl Filesystem for XlfsFs {
             .s
             .fds
             .allocate(gfid, graph_open_flags(self.s.opts.writeback_cache, flags.0));
-        let cx = ctx(req, Need::Groups, None);
+        let cx = ctx_builder(req, Need::Groups, None);
         // A plain read-only open may be answered with a backing file to pass through.
         let pt = self.s.pt.on();
         let cx = if pt
             && flags.0 & libc::O_ACCMODE == libc::O_RDONLY
             && flags.0 & (libc::O_TRUNC | libc::O_DIRECT) == 0
         {
-            cx.to_builder().ext(&BackingWanted).build()
+            cx.ext(&BackingWanted)
         } else {
             cx
-        };
+        }
+        .build();
         // A non-root writer that may pass through: see `passthrough_writer_kills_privs`.
         let kill_privs = pt && flags.0 & libc::O_ACCMODE != libc::O_RDONLY && req.uid() != 0;
         // A truncating open changes the size and mtime behind the recorded attributes.
@@ -705,16 +717,11 @@ impl Filesystem for XlfsFs {
                 Ok(opened) => {
                     let fh = s.fds.insert(fd);
                     if pt {
-                        let graph = s.graph();
-                        let before = kill_privs && s.pt.has_backing(ino);
-                        if before {
-                            passthrough_writer_kills_privs(graph.top(), fd).await;
-                        }
                         let backing = opened.backing.into_option();
-                        let mode = s.pt.reply_open(reply, ino, fh, backing, s.fopen_flags());
-                        if kill_privs && !before && mode == Mode::Passthrough {
-                            passthrough_writer_kills_privs(graph.top(), fd).await;
-                        }
+                        s.answer_passthrough(ino, fd, kill_privs, || {
+                            s.pt.reply_open(reply, ino, fh, backing, s.fopen_flags())
+                        })
+                        .await;
                     } else {
                         reply.opened(fh, s.fopen_flags());
                     }
@@ -785,16 +792,10 @@ impl Filesystem for XlfsFs {
                     gfid: e.attr.gfid,
                     ..fd
                 };
-                let kill_privs = uid != 0;
-                let graph = s.graph();
-                let before = kill_privs && s.pt.has_backing(attr.ino);
-                if before {
-                    passthrough_writer_kills_privs(graph.top(), fd).await;
-                }
-                let mode = s.pt.reply_create(reply, &ttl, &attr, fh, s.fopen_flags());
-                if kill_privs && !before && mode == Mode::Passthrough {
-                    passthrough_writer_kills_privs(graph.top(), fd).await;
-                }
+                s.answer_passthrough(attr.ino, fd, uid != 0, || {
+                    s.pt.reply_create(reply, &ttl, &attr, fh, s.fopen_flags())
+                })
+                .await;
             } else {
                 reply.created(&ttl, &attr, Generation(0), fh, s.fopen_flags());
             }

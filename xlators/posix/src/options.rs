@@ -36,10 +36,11 @@ xlator_api::options! {
         pub direct_read_share_window: std::time::Duration =
             OptionSpec::duration("direct-read-share-window", "30s").reconfigurable(),
         /// Answer a read-only open from a caller that asks for it (a FUSE mount with
-        /// `--passthrough`, on this machine, over the brick's Unix socket) with a read-only
-        /// descriptor of the file, which the caller's kernel then reads directly: no request
-        /// per read reaches the brick (nor its io-stats). off: such opens are answered
-        /// normally and every read goes through the brick.
+        /// `--passthrough`, on this machine, over the brick's Unix socket) with a descriptor
+        /// of the file (opened read-write as root: writers beside passthrough readers use it
+        /// too), which the caller's kernel then reads directly: no request per read reaches
+        /// the brick (nor its io-stats). off: such opens are answered normally and every read
+        /// goes through the brick.
         pub backing_files: bool = OptionSpec::bool("backing-files", "on").reconfigurable(),
     }
 }
