@@ -25,9 +25,10 @@ fn skip_reason() -> Option<String> {
     None
 }
 
-macro_rules! require_fuse {
-    () => {
-        if let Some(reason) = skip_reason() {
+/// Returns from the test when `$reason` is `Some` (a failure under XLFS_E2E_REQUIRE=1, as in CI).
+macro_rules! skip_if {
+    ($reason:expr) => {
+        if let Some(reason) = $reason {
             if std::env::var("XLFS_E2E_REQUIRE").as_deref() == Ok("1") {
                 panic!("cannot run real-mount tests: {reason}");
             }
@@ -36,6 +37,35 @@ macro_rules! require_fuse {
             return;
         }
     };
+}
+
+macro_rules! require_fuse {
+    () => {
+        skip_if!(skip_reason())
+    };
+}
+
+/// FUSE, and a kernel that offers FUSE passthrough (Linux 6.9+, CONFIG_FUSE_PASSTHROUGH).
+macro_rules! require_passthrough {
+    () => {
+        require_fuse!();
+        skip_if!(passthrough_missing())
+    };
+}
+
+/// Why `--passthrough` cannot work here, if it cannot: a probe mount says whether the kernel
+/// accepted it.
+fn passthrough_missing() -> Option<String> {
+    let tmp = tempdir();
+    let (vol, mnt) = (tmp.path().join("vol"), tmp.path().join("mnt"));
+    fs::create_dir(&mnt).expect("mkdir mnt");
+    let mut m = Mounted::start(&vol, &mnt, &["--passthrough"]);
+    m.signal(libc::SIGTERM);
+    let _ = m.wait();
+    let log = m.log_text();
+    (!log.contains("FUSE passthrough on")).then(|| {
+        format!("the kernel does not offer FUSE passthrough (Linux 6.9+, CONFIG_FUSE_PASSTHROUGH):\n{log}")
+    })
 }
 
 /// Whether `path` is a mount point now.
@@ -753,7 +783,7 @@ fn read_back_through(vol: &Path, mnt: &Path, extra: &[&str], data: &[u8]) -> Str
 /// and a writer beside a reader behave the same either way.
 #[test]
 fn passthrough_reads_never_reach_the_graph() {
-    require_fuse!();
+    require_passthrough!();
     let tmp = tempdir();
     let (vol, mnt) = (tmp.path().join("vol"), tmp.path().join("mnt"));
     fs::create_dir(&mnt).expect("mkdir mnt");
@@ -780,7 +810,7 @@ fn passthrough_reads_never_reach_the_graph() {
 /// returns what the model says, through whichever open it goes.
 #[test]
 fn passthrough_readers_and_writers_agree_with_a_model() {
-    require_fuse!();
+    require_passthrough!();
     let tmp = tempdir();
     let (vol, mnt) = (tmp.path().join("vol"), tmp.path().join("mnt"));
     fs::create_dir(&mnt).expect("mkdir mnt");
@@ -885,7 +915,7 @@ fn passthrough_readers_and_writers_agree_with_a_model() {
 /// on a write through the graph.
 #[test]
 fn a_passthrough_writer_clears_setuid_and_setgid() {
-    require_fuse!();
+    require_passthrough!();
     use std::os::unix::process::CommandExt;
     let tmp = tempdir();
     fs::set_permissions(tmp.path(), fs::Permissions::from_mode(0o755)).expect("chmod tmp");

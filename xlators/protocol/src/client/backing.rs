@@ -69,6 +69,15 @@ mod tests {
         let (a, _b) = std::os::unix::net::UnixStream::pair().expect("pair");
         let pidfd = match peer_pidfd(&a) {
             Ok(p) => p,
+            // Before Linux 6.5: clients then take no backing files (they read through the
+            // brick), which is what a failing `peer_pidfd` does in `handshake`.
+            Err(e)
+                if e.raw_os_error() == Some(libc::ENOPROTOOPT)
+                    && std::env::var("XLFS_E2E_REQUIRE").as_deref() != Ok("1") =>
+            {
+                eprintln!("SKIPPED: the kernel has no SO_PEERPIDFD (Linux 6.5): {e}");
+                return;
+            }
             Err(e) => panic!("SO_PEERPIDFD (Linux 6.5): {e}"),
         };
         let f = std::fs::File::open("/proc/self/exe").expect("open");
