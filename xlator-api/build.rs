@@ -26,6 +26,8 @@ fn main() {
         "src/buf.rs",
         "src/services.rs",
         "src/options.rs",
+        "src/dump.rs",
+        "src/backing.rs",
     ] {
         println!("cargo:rerun-if-changed={f}");
         for b in std::fs::read(f).unwrap_or_default() {

@@ -7,7 +7,9 @@ use std::ffi::c_void;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use xlator_api::{DumpFormat, Event, EventKind, EventSink, InitArgs, Options, Subvol, TypeInfo};
+use xlator_api::{
+    Dump, DumpFormat, Event, EventKind, EventSink, InitArgs, Options, Subvol, TypeInfo, json_string,
+};
 
 use crate::hop;
 use crate::registry::{Registry, ResolveError};
@@ -280,30 +282,44 @@ impl Graph {
             .rev()
             .map(|d| d.name.as_str())
             .collect();
-        match format {
-            DumpFormat::Text => {
-                let mut out = String::new();
-                for name in order {
-                    if let Some(n) = self.nodes.get(name) {
-                        let d = n.control.dump(DumpFormat::Text);
-                        if !d.is_empty() {
-                            out.push_str(&format!("[{name} ({})]\n{d}\n", n.info.name));
-                        }
-                    }
+        let dumps: Vec<(&str, &str, Dump)> = order
+            .iter()
+            .filter_map(|name| {
+                let n = self.nodes.get(*name)?;
+                let d = n.control.dump();
+                (!d.is_empty()).then(|| (*name, n.info.name.as_str(), d))
+            })
+            .collect();
+        render_dumps(format, &dumps)
+    }
+}
+
+/// Renders translators' dumps `(instance, type, dump)` once, top-down: text (a `[name (type)]`
+/// header then indented fields per translator) or one JSON object keyed by instance name, each
+/// value the translator's fields plus its `"type"`.
+pub fn render_dumps(format: DumpFormat, dumps: &[(&str, &str, Dump)]) -> String {
+    match format {
+        DumpFormat::Text => {
+            let mut out = String::new();
+            for (name, ty, d) in dumps {
+                out.push_str(&format!("[{name} ({ty})]\n{}\n", d.to_text(2)));
+            }
+            out
+        }
+        DumpFormat::Json => {
+            let mut out = String::from("{");
+            for (i, (name, ty, d)) in dumps.iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
                 }
-                out
+                json_string(&mut out, name);
+                out.push(':');
+                let mut with_type = Dump::new().with("type", *ty);
+                with_type.fields.extend(d.fields.iter().cloned());
+                out.push_str(&with_type.to_json());
             }
-            DumpFormat::Json => {
-                let parts: Vec<String> = order
-                    .iter()
-                    .filter_map(|name| {
-                        let n = self.nodes.get(*name)?;
-                        let d = n.control.dump(DumpFormat::Json);
-                        (!d.is_empty()).then(|| format!("{}:{d}", json_string(name)))
-                    })
-                    .collect();
-                format!("{{{}}}", parts.join(","))
-            }
+            out.push('}');
+            out
         }
     }
 }
@@ -316,18 +332,4 @@ impl Drop for Graph {
             node.up.unwire();
         }
     }
-}
-
-fn json_string(s: &str) -> String {
-    let mut out = String::from("\"");
-    for c in s.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            c if (c as u32) < 0x20 => out.push_str(&format!("\\u{:04x}", c as u32)),
-            c => out.push(c),
-        }
-    }
-    out.push('"');
-    out
 }

@@ -40,7 +40,7 @@ pub struct Hop {
 }
 
 macro_rules! gen_hop {
-    ($( $(#[doc = $doc:expr])* $name:ident $Variant:ident ( $($arg:ident : $ty:ty),* ) -> $ret:ty ; )*) => {
+    ($( $(#[doc = $doc:expr])* $name:ident $Variant:ident {$($attrs:tt)*} ( $($arg:ident : $ty:ty),* ) -> $ret:ty ; )*) => {
         impl Translator for Hop {
             const TYPE: &'static str = "core/hop";
             type Options = ();

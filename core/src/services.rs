@@ -294,8 +294,15 @@ pub fn host_services_with(events: EventSink) -> HostServices {
         spawn_blocking_fn: spawn_blocking,
         now_ns_fn: now_ns,
         log_fn: log,
+        new_fd_id_fn: new_fd_id,
         events,
     }
+}
+
+/// Fd ids for translators' own fds: one counter per process, above the range hosts use.
+extern "C" fn new_fd_id() -> u64 {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1 << 62);
+    NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
 }
 
 /// The sink given to loaded libraries' log bridges.

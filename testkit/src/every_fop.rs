@@ -18,8 +18,8 @@
 
 use abi_stable::std_types::{RString, RVec};
 use xlator_api::{
-    Buf, Ctx, EntrylkCmd, Errno, Fd, Flock, Fop, Gfid, LkCmd, LkOwner, Loc, LockKind, SeekWhat,
-    SetAttr, Subvol, Xattr, XattropOp,
+    Buf, ClientId, Ctx, EntrylkCmd, Errno, Fd, Flock, Fop, Gfid, LkCmd, LkOwner, Loc, LockKind,
+    SeekWhat, SetAttr, Subvol, Xattr, XattropOp,
 };
 
 use crate::fixtures::fd;
@@ -43,7 +43,9 @@ sample_default!(
     bool,
     RString,
     Buf,
-    RVec<Xattr>
+    RVec<Xattr>,
+    RVec<RString>,
+    ClientId
 );
 
 /// A read-write fd (id 7) on the root, like [`crate::stub_leaf::rw_fd`].
@@ -95,7 +97,7 @@ impl Sample for Xattr {
 }
 
 macro_rules! gen_call_every_fop {
-    ($( $(#[$meta:meta])* $name:ident $Variant:ident ( $($arg:ident : $ty:ty),* ) -> $ret:ty ; )*) => {
+    ($( $(#[$meta:meta])* $name:ident $Variant:ident {$($attrs:tt)*} ( $($arg:ident : $ty:ty),* ) -> $ret:ty ; )*) => {
         /// Calls each fop of the table once, in table order, with [`Sample`] arguments, and
         /// returns each fop with its outcome (the reply's value dropped).
         pub async fn call_every_fop(sv: &Subvol, cx: &Ctx) -> Vec<(Fop, Result<(), Errno>)> {

@@ -14,7 +14,7 @@
 //! # }
 //! ```
 
-use xlator_api::{Ctx, DumpFormat, Fd, FdId, Fop, Gfid, Loc, Subvol};
+use xlator_api::{Ctx, Fd, FdId, Fop, Gfid, Loc, Subvol};
 
 use crate::mock::{FopCall, MockHandle};
 
@@ -50,18 +50,12 @@ pub async fn create_file(top: &Subvol, name: &str) -> Fd {
     }
 }
 
-/// The unsigned integer `"key": n` in `sv`'s JSON statedump (the first occurrence); panics
-/// if the key is missing or not followed by a number.
+/// The unsigned counter `key` in `sv`'s statedump (the first, depth first); panics if the
+/// key is missing or not a counter.
 pub fn counter(sv: &Subvol, key: &str) -> u64 {
-    let j = sv.dump(DumpFormat::Json);
-    let pat = format!("\"{key}\": ");
-    let at = j.find(&pat).unwrap_or_else(|| panic!("{key} not in {j}")) + pat.len();
-    j[at..]
-        .chars()
-        .take_while(char::is_ascii_digit)
-        .collect::<String>()
-        .parse()
-        .unwrap_or_else(|_| panic!("{key} in {j}"))
+    let d = sv.dump();
+    d.find_u64(key)
+        .unwrap_or_else(|| panic!("no counter {key} in {}", d.to_json()))
 }
 
 /// The `readv` calls that reached the mock `h`, as (offset, size), in arrival order.

@@ -32,7 +32,7 @@ pub use handle::{MockHandle, RecordedCall};
 use script::MockState;
 
 macro_rules! gen_mock {
-    ($( $(#[doc = $doc:expr])* $name:ident $Variant:ident ( $($arg:ident : $ty:ty),* ) -> $ret:ty ; )*) => {
+    ($( $(#[doc = $doc:expr])* $name:ident $Variant:ident {$($attrs:tt)*} ( $($arg:ident : $ty:ty),* ) -> $ret:ty ; )*) => {
         /// One fop call as it reached the mock: the fop and its arguments. The caller's
         /// [`Ctx`] is kept next to it in [`RecordedCall`] (`Ctx` has no equality).
         #[derive(Debug, Clone, PartialEq)]

@@ -105,8 +105,8 @@ async fn scripted_replies_and_errors_come_back_up_in_order() {
     let (top, handle) = stack();
     let (e1, e2) = (entry(1), entry(2));
     handle
-        .reply(FopReply::Lookup(Ok(e1)))
-        .reply(FopReply::Lookup(Ok(e2)));
+        .reply(FopReply::Lookup(Ok(e1.clone())))
+        .reply(FopReply::Lookup(Ok(e2.clone())));
     handle.fail(Fop::Readv, Errno::EIO);
     let cx = Ctx::root();
     let loc = Loc::new(Gfid::ROOT, "x");

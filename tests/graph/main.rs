@@ -153,8 +153,14 @@ fn dump_collects_every_translator_top_down_as_text_and_json() {
     let a = text.find("[a (test/probe)]").expect("leaf section");
     assert!(top < a, "{text}");
     let json = g.dump(DumpFormat::Json);
-    assert!(json.starts_with("{\"top\":{\"lookups\":0}"), "{json}");
-    assert!(json.contains("\"a\":{\"lookups\":0}"), "{json}");
+    assert!(
+        json.starts_with("{\"top\":{\"type\": \"test/probe\", \"lookups\": 0}"),
+        "{json}"
+    );
+    assert!(
+        json.contains("\"a\":{\"type\": \"test/probe\", \"lookups\": 0}"),
+        "{json}"
+    );
 }
 
 mod spans {

@@ -98,12 +98,8 @@ impl Translator for Probe {
         *self.tag.lock().map_err(|_| "poisoned")? = options.tag;
         Ok(())
     }
-    fn dump(&self, format: xlator_api::DumpFormat) -> String {
-        let n = self.lookups.load(Ordering::Relaxed);
-        match format {
-            xlator_api::DumpFormat::Text => format!("lookups = {n}"),
-            xlator_api::DumpFormat::Json => format!("{{\"lookups\":{n}}}"),
-        }
+    fn dump(&self) -> xlator_api::Dump {
+        xlator_api::Dump::new().with("lookups", self.lookups.load(Ordering::Relaxed))
     }
     async fn lookup(&self, cx: &Ctx, loc: Loc) -> Result<Entry, Errno> {
         self.lookups.fetch_add(1, Ordering::Relaxed);

@@ -83,7 +83,7 @@ pub enum DumpFormat {
 pub type FfiFop<T> = FfiFuture<RResult<T, Errno>>;
 
 macro_rules! gen_vtable {
-    ($( $(#[doc = $doc:expr])* $name:ident $Variant:ident ( $($arg:ident : $ty:ty),* ) -> $ret:ty ; )*) => {
+    ($( $(#[doc = $doc:expr])* $name:ident $Variant:ident {$($attrs:tt)*} ( $($arg:ident : $ty:ty),* ) -> $ret:ty ; )*) => {
         /// The translator vtable: lifecycle entries, then one entry per fop in table order.
         /// `this` is the translator's own object (an `Arc` in the SDK).
         #[repr(C)]
@@ -94,7 +94,7 @@ macro_rules! gen_vtable {
             pub xl_notify: unsafe extern "C" fn(this: *const c_void, event: Event),
             pub xl_reconfigure:
                 unsafe extern "C" fn(this: *const c_void, options: Options) -> RResult<(), RString>,
-            pub xl_dump: unsafe extern "C" fn(this: *const c_void, format: DumpFormat) -> RString,
+            pub xl_dump: unsafe extern "C" fn(this: *const c_void) -> crate::dump::Dump,
             $( pub $name: unsafe extern "C" fn(this: *const c_void, cx: Ctx $(, $arg: $ty)*) -> FfiFop<$ret>, )*
         }
 
@@ -175,10 +175,10 @@ impl Subvol {
             .map_err(String::from)
     }
 
-    /// The translator's counters and state.
-    pub fn dump(&self, format: DumpFormat) -> String {
+    /// The translator's counters and state (rendered by the core: `xlfs_core::render_dump`).
+    pub fn dump(&self) -> crate::dump::Dump {
         // SAFETY: see `Subvol::lookup`.
-        unsafe { (self.vt.xl_dump)(self.this, format) }.into()
+        unsafe { (self.vt.xl_dump)(self.this) }
     }
 
     /// Whether two handles name the same instance.

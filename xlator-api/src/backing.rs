@@ -125,7 +125,7 @@ impl Opened {
 pub struct BackingWanted;
 
 impl CtxExtension for BackingWanted {
-    const KEY: &'static str = "xlfs/backing-wanted";
+    const KEY: &'static str = "local/backing-wanted";
     fn encode(&self) -> Vec<u8> {
         Vec::new()
     }

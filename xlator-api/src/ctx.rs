@@ -4,7 +4,7 @@ use abi_stable::StableAbi;
 use abi_stable::std_types::{RArc, RString, RVec};
 
 use crate::buf::Buf;
-use crate::types::LkOwner;
+use crate::types::{ClientId, LkOwner};
 
 /// The call context. Cheap to clone (one reference count); immutable once built.
 #[repr(C)]
@@ -31,11 +31,37 @@ struct ExtEntry {
 }
 
 /// Typed extension data carried by a [`Ctx`] (GlusterFS's xdata, but typed at both ends).
-/// The key names the type; the bytes are its stable encoding.
+/// The key names the type; the bytes are its stable encoding. The key's prefix says whether
+/// the extension crosses the wire ([`ExtScope::of`]).
 pub trait CtxExtension: Sized {
     const KEY: &'static str;
     fn encode(&self) -> Vec<u8>;
     fn decode(bytes: &[u8]) -> Option<Self>;
+}
+
+/// Whether an extension crosses the wire, by the prefix of its key.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum ExtScope {
+    /// Carried from protocol/client to protocol/server and passed down there (every key
+    /// without one of the prefixes below: `xlfs/gfid-req`, a plugin's own keys...).
+    Wire,
+    /// `srv/...`: set by protocol/server from what it knows (the connection a request came
+    /// on); a client never sends it and a server drops it from what a client sent.
+    ServerSet,
+    /// `local/...`: meaningful only inside one process; never sent.
+    Local,
+}
+
+impl ExtScope {
+    pub fn of(key: &str) -> ExtScope {
+        if key.starts_with("srv/") {
+            ExtScope::ServerSet
+        } else if key.starts_with("local/") {
+            ExtScope::Local
+        } else {
+            ExtScope::Wire
+        }
+    }
 }
 
 impl Ctx {
@@ -83,6 +109,14 @@ impl Ctx {
             .iter()
             .find(|e| e.key.as_str() == T::KEY)
             .and_then(|e| T::decode(&e.value))
+    }
+    /// Every extension as (key, encoded bytes), in the order they were set.
+    pub fn extensions(&self) -> impl Iterator<Item = (&str, &Buf)> {
+        self.0.ext.iter().map(|e| (e.key.as_str(), &e.value))
+    }
+    /// Whether an extension with `key` is set.
+    pub fn has_ext(&self, key: &str) -> bool {
+        self.0.ext.iter().any(|e| e.key.as_str() == key)
     }
 }
 
@@ -133,6 +167,21 @@ impl CtxBuilder {
         });
         self
     }
+    /// Sets (or replaces) an extension by key and encoded bytes (a server passing down what a
+    /// client sent; translators use [`CtxBuilder::ext`]).
+    pub fn ext_raw(mut self, key: &str, value: Buf) -> Self {
+        self.0.ext.retain(|e| e.key.as_str() != key);
+        self.0.ext.push(ExtEntry {
+            key: key.into(),
+            value,
+        });
+        self
+    }
+    /// Removes the extension of type `T` (a translator that consumed it).
+    pub fn without<T: CtxExtension>(mut self) -> Self {
+        self.0.ext.retain(|e| e.key.as_str() != T::KEY);
+        self
+    }
     pub fn build(self) -> Ctx {
         Ctx(RArc::new(self.0))
     }
@@ -162,7 +211,7 @@ impl CtxExtension for GfidReq {
 pub struct PipePayloadOk;
 
 impl CtxExtension for PipePayloadOk {
-    const KEY: &'static str = "xlfs/pipe-payload-ok";
+    const KEY: &'static str = "srv/pipe-payload-ok";
     fn encode(&self) -> Vec<u8> {
         Vec::new()
     }
@@ -171,22 +220,123 @@ impl CtxExtension for PipePayloadOk {
     }
 }
 
-/// Which client connection a request came from: protocol/server numbers its connections
-/// (unique for the life of the server process; a reconnecting client gets a new number) and
-/// sets this on every request it passes down. Absent on requests that did not come through
-/// a server (a local graph). storage/posix uses it to tell a file read by several clients,
-/// which it caches, from one client's read, which that client's own kernel caches.
-#[derive(Clone, Copy, PartialEq, Eq, Debug, Hash)]
-pub struct ClientId(pub u64);
-
 impl CtxExtension for ClientId {
-    const KEY: &'static str = "xlfs/client-id";
+    const KEY: &'static str = "srv/client-id";
     fn encode(&self) -> Vec<u8> {
         self.0.to_le_bytes().to_vec()
     }
     fn decode(bytes: &[u8]) -> Option<Self> {
         Some(ClientId(u64::from_le_bytes(bytes.try_into().ok()?)))
     }
+}
+
+/// Asks the leaf for xattrs in the replies of `lookup`, `create`, `mkdir`, `mknod`,
+/// `symlink`, `link` and in each `readdirp` entry ([`Entry::xattrs`](crate::Entry::xattrs),
+/// [`DirEntry::xattrs`](crate::DirEntry::xattrs)): the ones named exactly, and every one whose
+/// name starts with one of the prefixes. Crosses the wire.
+#[derive(Clone, PartialEq, Eq, Debug, Default)]
+pub struct XattrReq {
+    pub names: Vec<String>,
+    pub prefixes: Vec<String>,
+}
+
+impl XattrReq {
+    /// Whether xattr `name` is asked for.
+    pub fn wants(&self, name: &str) -> bool {
+        self.names.iter().any(|n| n == name) || self.prefixes.iter().any(|p| name.starts_with(p))
+    }
+    /// Whether nothing is asked for.
+    pub fn is_empty(&self) -> bool {
+        self.names.is_empty() && self.prefixes.is_empty()
+    }
+}
+
+impl CtxExtension for XattrReq {
+    const KEY: &'static str = "xlfs/xattr-req";
+    fn encode(&self) -> Vec<u8> {
+        let mut out = Vec::new();
+        put_strings(&mut out, &self.names);
+        put_strings(&mut out, &self.prefixes);
+        out
+    }
+    fn decode(bytes: &[u8]) -> Option<Self> {
+        let mut at = bytes;
+        let names = take_strings(&mut at)?;
+        let prefixes = take_strings(&mut at)?;
+        at.is_empty().then_some(XattrReq { names, prefixes })
+    }
+}
+
+/// Xattrs that `create`, `mkdir`, `mknod` and `symlink` set on the new object atomically: the
+/// name never appears without them (a distribute link file always has its target, a replica's
+/// new file its pending counters). Crosses the wire.
+#[derive(Clone, PartialEq, Eq, Debug, Default)]
+pub struct CreateXattrs(pub Vec<(String, Vec<u8>)>);
+
+impl CtxExtension for CreateXattrs {
+    const KEY: &'static str = "xlfs/create-xattrs";
+    fn encode(&self) -> Vec<u8> {
+        let mut out = Vec::new();
+        put_u32(&mut out, self.0.len());
+        for (k, v) in &self.0 {
+            put_bytes(&mut out, k.as_bytes());
+            put_bytes(&mut out, v);
+        }
+        out
+    }
+    fn decode(bytes: &[u8]) -> Option<Self> {
+        let mut at = bytes;
+        let n = take_u32(&mut at)?;
+        let mut xs = Vec::new();
+        for _ in 0..n {
+            let k = String::from_utf8(take_bytes(&mut at)?.to_vec()).ok()?;
+            xs.push((k, take_bytes(&mut at)?.to_vec()));
+        }
+        at.is_empty().then_some(CreateXattrs(xs))
+    }
+}
+
+fn put_u32(out: &mut Vec<u8>, n: usize) {
+    out.extend_from_slice(&u32::try_from(n).unwrap_or(u32::MAX).to_le_bytes());
+}
+
+fn put_bytes(out: &mut Vec<u8>, b: &[u8]) {
+    put_u32(out, b.len());
+    out.extend_from_slice(b);
+}
+
+fn put_strings(out: &mut Vec<u8>, v: &[String]) {
+    put_u32(out, v.len());
+    for s in v {
+        put_bytes(out, s.as_bytes());
+    }
+}
+
+fn take_u32(at: &mut &[u8]) -> Option<u32> {
+    let (n, rest) = at.split_first_chunk::<4>()?;
+    *at = rest;
+    Some(u32::from_le_bytes(*n))
+}
+
+fn take_bytes<'a>(at: &mut &'a [u8]) -> Option<&'a [u8]> {
+    let n = take_u32(at)? as usize;
+    if at.len() < n {
+        return None;
+    }
+    let (b, rest) = at.split_at(n);
+    *at = rest;
+    Some(b)
+}
+
+fn take_strings(at: &mut &[u8]) -> Option<Vec<String>> {
+    let n = take_u32(at)?;
+    // Each string takes at least its 4-byte length: a hostile count cannot allocate much.
+    if n as usize > at.len() / 4 {
+        return None;
+    }
+    (0..n)
+        .map(|_| String::from_utf8(take_bytes(at)?.to_vec()).ok())
+        .collect()
 }
 
 #[cfg(test)]
@@ -215,5 +365,43 @@ mod tests {
         let cx3 = cx.to_builder().ext(&ClientId(u64::MAX - 1)).build();
         assert_eq!(cx3.ext::<ClientId>(), Some(ClientId(u64::MAX - 1)));
         assert_eq!(cx.ext::<ClientId>(), None);
+        let keys: Vec<&str> = cx3.extensions().map(|(k, _)| k).collect();
+        assert_eq!(keys, ["test/tag", "srv/client-id"]);
+        assert!(
+            !cx3.to_builder()
+                .without::<Tag>()
+                .build()
+                .has_ext("test/tag")
+        );
+    }
+
+    #[test]
+    fn scopes_follow_key_prefixes() {
+        assert_eq!(ExtScope::of(GfidReq::KEY), ExtScope::Wire);
+        assert_eq!(ExtScope::of(XattrReq::KEY), ExtScope::Wire);
+        assert_eq!(ExtScope::of(CreateXattrs::KEY), ExtScope::Wire);
+        assert_eq!(ExtScope::of(ClientId::KEY), ExtScope::ServerSet);
+        assert_eq!(ExtScope::of(PipePayloadOk::KEY), ExtScope::ServerSet);
+        assert_eq!(ExtScope::of(crate::BackingWanted::KEY), ExtScope::Local);
+    }
+
+    #[test]
+    fn xattr_extensions_round_trip_and_refuse_garbage() {
+        let r = XattrReq {
+            names: vec!["trusted.gfid".into()],
+            prefixes: vec!["trusted.afr.".into(), String::new()],
+        };
+        assert_eq!(XattrReq::decode(&r.encode()), Some(r.clone()));
+        assert!(r.wants("trusted.afr.x") && r.wants("anything"));
+        let c = CreateXattrs(vec![(
+            "trusted.glusterfs.dht.linkto".into(),
+            b"b1\0".to_vec(),
+        )]);
+        assert_eq!(CreateXattrs::decode(&c.encode()), Some(c.clone()));
+        let mut bad = r.encode();
+        bad.push(0);
+        assert_eq!(XattrReq::decode(&bad), None);
+        assert_eq!(XattrReq::decode(&[0xff, 0xff, 0xff, 0xff]), None);
+        assert_eq!(CreateXattrs::decode(&[1, 0, 0, 0, 9]), None);
     }
 }

@@ -30,6 +30,7 @@ mod abi;
 mod backing;
 mod buf;
 mod ctx;
+mod dump;
 mod fops;
 mod logbridge;
 mod options;
@@ -46,13 +47,16 @@ pub use abi::{
 };
 pub use backing::{BackingFile, BackingWanted, Opened};
 pub use buf::{Buf, pipe_with_room};
-pub use ctx::{ClientId, Ctx, CtxBuilder, CtxExtension, GfidReq, PipePayloadOk};
-pub use fops::Fop;
+pub use ctx::{
+    CreateXattrs, Ctx, CtxBuilder, CtxExtension, ExtScope, GfidReq, PipePayloadOk, XattrReq,
+};
+pub use dump::{Dump, DumpField, DumpValue, json_string};
+pub use fops::{Fop, FopAttrs};
 pub use options::{
     FromOption, OptionKind, OptionKv, OptionSpec, Options, XlatorOptions, parse_bool,
     parse_duration, parse_size,
 };
-pub use sdk::{Init, Translator, panic_message, render_counters};
+pub use sdk::{ChildState, Init, Translator, panic_message, reopen_fd};
 pub use services::{BlockingJob, EventSink, HostServices, LogFn, LogLevel, LogSink};
 pub use types::*;
 

@@ -12,10 +12,11 @@ use abi_stable::std_types::{RResult, RStr, RString, RVec};
 use async_ffi::FutureExt as _;
 use futures::FutureExt as _;
 
-use crate::abi::{DumpFormat, Event, FfiFop, InitArgs, Subvol, TypeInfo, XlatorVTable};
+use crate::abi::{Event, FfiFop, InitArgs, Subvol, TypeInfo, XlatorVTable};
 #[allow(unused_imports)]
 use crate::buf::Buf;
 use crate::ctx::Ctx;
+use crate::dump::Dump;
 use crate::fops::Fop;
 use crate::options::{Options, XlatorOptions};
 use crate::services::{HostServices, LogLevel, LogSink};
@@ -31,12 +32,80 @@ pub struct Init<O> {
     pub options: O,
     /// Children in volfile order, already initialised.
     pub children: Vec<Subvol>,
-    /// Spawn, sleep, blocking pool, clock, logging.
+    /// Spawn, sleep, blocking pool, clock, logging, fd ids.
     pub services: HostServices,
+    /// Which children are up, exactly as the events delivered to [`Translator::notify`] say
+    /// (updated before each `notify` call).
+    pub child_state: ChildState,
+}
+
+/// Which of a translator's children are up: every child starts down; the SDK applies each
+/// `ChildUp`/`ChildDown` event before passing it to [`Translator::notify`], so a translator
+/// reading this in `notify` or in a fop sees the state those events describe. Cheap to clone.
+#[derive(Clone, Debug)]
+pub struct ChildState(Arc<[std::sync::atomic::AtomicBool]>);
+
+impl ChildState {
+    /// `n` children, all down.
+    pub fn new(n: usize) -> ChildState {
+        ChildState(
+            (0..n)
+                .map(|_| std::sync::atomic::AtomicBool::new(false))
+                .collect(),
+        )
+    }
+    /// Number of children.
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+    /// Whether child `i` is up (false for an index out of range).
+    pub fn is_up(&self, i: usize) -> bool {
+        self.0
+            .get(i)
+            .is_some_and(|b| b.load(std::sync::atomic::Ordering::Acquire))
+    }
+    /// Indices of the children that are up, in order.
+    pub fn up(&self) -> Vec<usize> {
+        (0..self.len()).filter(|&i| self.is_up(i)).collect()
+    }
+    /// Number of children up.
+    pub fn up_count(&self) -> usize {
+        (0..self.len()).filter(|&i| self.is_up(i)).count()
+    }
+    /// Applies an event; returns whether it changed the child's state.
+    pub fn apply(&self, event: Event) -> bool {
+        let up = match event.kind {
+            crate::abi::EventKind::ChildUp => true,
+            crate::abi::EventKind::ChildDown => false,
+            _ => return false,
+        };
+        match self.0.get(event.child as usize) {
+            Some(b) => b.swap(up, std::sync::atomic::Ordering::AcqRel) != up,
+            None => false,
+        }
+    }
+}
+
+/// Opens `fd` again on `child` (the same fd id and flags, without `O_CREAT`, `O_EXCL` and
+/// `O_TRUNC`): for a cluster translator whose child came back after a disconnect and lost the
+/// fds opened on it. `dir` picks `opendir`.
+pub async fn reopen_fd(child: &Subvol, cx: &Ctx, fd: Fd, dir: bool) -> Result<(), Errno> {
+    let again = Fd {
+        flags: fd.flags & !(libc::O_CREAT | libc::O_EXCL | libc::O_TRUNC),
+        ..fd
+    };
+    if dir {
+        child.opendir(cx, again).await
+    } else {
+        child.open(cx, again).await.map(|_| ())
+    }
 }
 
 macro_rules! gen_translator_trait {
-    ($( $(#[doc = $doc:expr])* $name:ident $Variant:ident ( $($arg:ident : $ty:ty),* ) -> $ret:ty ; )*) => {
+    ($( $(#[doc = $doc:expr])* $name:ident $Variant:ident {$($attrs:tt)*} ( $($arg:ident : $ty:ty),* ) -> $ret:ty ; )*) => {
         /// A translator. Implement the fops you change; every other fop goes to
         /// [`Translator::children`]`[0]` unchanged (ENOSYS when there are no children).
         ///
@@ -82,9 +151,10 @@ macro_rules! gen_translator_trait {
             /// A graph event (child up/down, graph switch). Default: nothing.
             fn notify(&self, _event: Event) {}
 
-            /// Counters and state for statedumps. Default: empty.
-            fn dump(&self, _format: DumpFormat) -> String {
-                String::new()
+            /// Counters and state for statedumps (the core renders them as text or JSON).
+            /// Default: empty.
+            fn dump(&self) -> Dump {
+                Dump::new()
             }
 
             $(
@@ -146,6 +216,7 @@ crate::for_each_fop!(gen_translator_trait);
 pub struct Instance<T> {
     pub name: String,
     pub xl: T,
+    pub child_state: ChildState,
 }
 
 /// # Safety
@@ -206,6 +277,7 @@ unsafe extern "C" fn release<T: Translator>(this: *const c_void) {
 unsafe extern "C" fn notify<T: Translator>(this: *const c_void, event: Event) {
     // SAFETY: vtable contract.
     let inst = unsafe { clone_arc::<T>(this) };
+    inst.child_state.apply(event);
     if let Err(p) = std::panic::catch_unwind(AssertUnwindSafe(|| inst.xl.notify(event))) {
         tracing::error!(target: "xlfs::panic", "translator {} panicked in notify: {}",
             inst.name, panic_message(&p));
@@ -228,12 +300,12 @@ unsafe extern "C" fn reconfigure<T: Translator>(
     }
 }
 
-unsafe extern "C" fn dump<T: Translator>(this: *const c_void, format: DumpFormat) -> RString {
+unsafe extern "C" fn dump<T: Translator>(this: *const c_void) -> Dump {
     // SAFETY: vtable contract.
     let inst = unsafe { clone_arc::<T>(this) };
-    std::panic::catch_unwind(AssertUnwindSafe(|| inst.xl.dump(format)))
-        .unwrap_or_else(|p| format!("dump panicked: {}", panic_message(&p)))
-        .into()
+    std::panic::catch_unwind(AssertUnwindSafe(|| inst.xl.dump())).unwrap_or_else(|p| {
+        Dump::new().with("error", format!("dump panicked: {}", panic_message(&p)))
+    })
 }
 
 /// The [`TypeInfo`] of `T`.
@@ -258,6 +330,8 @@ pub fn instantiate<T: Translator>(args: InitArgs) -> Result<Subvol, String> {
         services,
     } = args;
     let children: Vec<Subvol> = children.into_iter().collect();
+    let child_state = ChildState::new(children.len());
+    let state = child_state.clone();
     let built = std::panic::catch_unwind(AssertUnwindSafe(|| {
         let options = T::Options::from_options(&options)?;
         T::init(Init {
@@ -265,6 +339,7 @@ pub fn instantiate<T: Translator>(args: InitArgs) -> Result<Subvol, String> {
             options,
             children,
             services,
+            child_state: state,
         })
     }));
     let xl = match built {
@@ -274,6 +349,7 @@ pub fn instantiate<T: Translator>(args: InitArgs) -> Result<Subvol, String> {
     let inst = Arc::new(Instance {
         name: name.to_string(),
         xl,
+        child_state,
     });
     let vt: &'static XlatorVTable = vtable_of::<T>();
     // SAFETY: the raw pointer owns the Arc's reference; the vtable is T's.
@@ -381,26 +457,4 @@ macro_rules! export_translators {
             }
         }
     };
-}
-
-/// A statedump of named counters: text (`type` then one aligned `key value` line each) or a
-/// flat JSON object with a `"type"` field. For translators whose dump is just counters.
-pub fn render_counters(format: DumpFormat, type_name: &str, fields: &[(&str, u64)]) -> String {
-    match format {
-        DumpFormat::Text => {
-            let width = fields.iter().map(|(k, _)| k.len()).max().unwrap_or(0) + 1;
-            let mut out = format!("{type_name}\n");
-            for (k, v) in fields {
-                out.push_str(&format!("  {k:<width$} {v}\n"));
-            }
-            out
-        }
-        DumpFormat::Json => {
-            let body: Vec<String> = fields
-                .iter()
-                .map(|(k, v)| format!("\"{k}\": {v}"))
-                .collect();
-            format!("{{\"type\": \"{type_name}\", {}}}", body.join(", "))
-        }
-    }
 }

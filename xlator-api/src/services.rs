@@ -158,6 +158,9 @@ pub struct HostServices {
     pub now_ns_fn: extern "C" fn() -> u64,
     /// Emits a log line through the host's tracing subscriber.
     pub log_fn: extern "C" fn(LogLevel, RString, RString),
+    /// A new fd id, unique in this process and never one a host hands out for its own opens
+    /// (hosts number theirs from 1; these start at 2^62).
+    pub new_fd_id_fn: extern "C" fn() -> u64,
     /// This instance's channel to its parents.
     pub events: EventSink,
 }
@@ -205,6 +208,12 @@ impl HostServices {
     /// Raises `kind` (`ChildUp`/`ChildDown`) to every parent of this translator.
     pub fn notify_parents(&self, kind: EventKind) {
         self.events.notify_parents(kind)
+    }
+
+    /// A fresh fd id for an fd the translator opens itself (self-heal, rebalance): pass
+    /// `Fd { id: services.new_fd_id(), .. }` to a child's `open`, and `release` it after.
+    pub fn new_fd_id(&self) -> crate::types::FdId {
+        crate::types::FdId((self.new_fd_id_fn)())
     }
 
     /// Monotonic time since an arbitrary start.

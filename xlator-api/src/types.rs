@@ -419,23 +419,39 @@ impl Fd {
 /// host answers the kernel's next stat of that directory with them instead of a round trip
 /// (the FUSE kernel drops a directory's attributes after every create or removal in it).
 /// Translators that change the parent in a way the leaf did not see set it to `RNone`.
+///
+/// `xattrs` holds the object's extended attributes that the caller asked for with
+/// [`XattrReq`](crate::XattrReq) (empty otherwise), read by the leaf in the same call: a
+/// cluster translator learns pending counters, layouts or link targets with the lookup itself.
 #[repr(C)]
-#[derive(
-    StableAbi, serde::Serialize, serde::Deserialize, Clone, Copy, PartialEq, Eq, Debug, Default,
-)]
+#[derive(StableAbi, serde::Serialize, serde::Deserialize, Clone, PartialEq, Eq, Debug, Default)]
 pub struct Entry {
     pub attr: Iatt,
     pub postparent: ROption<Iatt>,
+    pub xattrs: Xattrs,
 }
 
 impl Entry {
-    /// An entry without parent attributes.
+    /// An entry without parent attributes or xattrs.
     pub fn new(attr: Iatt) -> Entry {
         Entry {
             attr,
             postparent: ROption::RNone,
+            xattrs: RVec::new(),
         }
     }
+    /// The value of xattr `name` in [`Entry::xattrs`].
+    pub fn xattr(&self, name: &str) -> Option<&crate::Buf> {
+        find_xattr(&self.xattrs, name)
+    }
+}
+
+/// The value of `name` in a list of xattrs.
+pub fn find_xattr<'a>(xattrs: &'a [Xattr], name: &str) -> Option<&'a crate::Buf> {
+    xattrs
+        .iter()
+        .find(|x| x.name.as_str() == name)
+        .map(|x| &x.value)
 }
 
 /// Reply of `unlink` and `rmdir`: the parent directory's attributes right after the removal,
@@ -527,7 +543,42 @@ pub struct DirEntry {
     /// Opaque cookie: pass it as the offset of the next `readdirp` to continue after this entry.
     pub next_offset: u64,
     pub attr: Iatt,
+    /// The entry's xattrs asked for with [`XattrReq`](crate::XattrReq) (empty otherwise).
+    pub xattrs: Xattrs,
 }
+
+/// Reply of `rchecksum`: checksums of the `len` bytes actually read (shorter than asked at
+/// end of file). `weak` is Adler-32 (cheap, for a first comparison), `strong` SHA-256.
+#[repr(C)]
+#[derive(StableAbi, serde::Serialize, serde::Deserialize, Clone, Copy, PartialEq, Eq, Debug)]
+pub struct Rchecksum {
+    pub len: u32,
+    pub weak: u32,
+    pub strong: [u8; 32],
+}
+
+/// Which client connection a request came from: protocol/server numbers its connections
+/// (unique for the life of the server process; a reconnecting client gets a new number) and
+/// sets this on every request it passes down (as the [`CtxExtension`](crate::CtxExtension)
+/// `srv/client-id`, which a client cannot set). Absent on requests that did not come through a
+/// server (a local graph). features/locks keys its locks by it; storage/posix uses it to tell
+/// a file read by several clients from one client's read.
+#[repr(transparent)]
+#[derive(
+    StableAbi,
+    serde::Serialize,
+    serde::Deserialize,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Debug,
+    Hash,
+    Default,
+    PartialOrd,
+    Ord,
+)]
+pub struct ClientId(pub u64);
 
 /// File system statistics (`statvfs`).
 #[repr(C)]

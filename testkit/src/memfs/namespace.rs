@@ -310,6 +310,7 @@ impl Table {
                 name: name.as_str().into(),
                 next_offset: cookie,
                 attr: self.attr(gfid)?,
+                xattrs: Default::default(),
             });
         }
         Ok(out)

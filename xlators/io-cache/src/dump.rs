@@ -1,11 +1,11 @@
-//! Statedumps of io-cache: occupancy and counters, as text or JSON.
+//! Statedumps of io-cache: occupancy and counters.
 
-use xlator_api::DumpFormat;
+use xlator_api::Dump;
 
 use crate::cache::Snapshot;
 
-/// Renders `s` in `format`.
-pub fn render(s: &Snapshot, format: DumpFormat) -> String {
+/// The statedump of `s`.
+pub fn render(s: &Snapshot) -> Dump {
     let c = &s.counters;
     let fields: [(&str, u64); 14] = [
         ("page_size", s.page_size),
@@ -23,7 +23,7 @@ pub fn render(s: &Snapshot, format: DumpFormat) -> String {
         ("bypassed", c.bypassed),
         ("hit_percent", hit_percent(c.hits, c.misses + c.joins)),
     ];
-    xlator_api::render_counters(format, "performance/io-cache", &fields)
+    Dump::counters(&fields)
 }
 
 fn hit_percent(hits: u64, others: u64) -> u64 {
@@ -50,12 +50,13 @@ mod tests {
             files: 1,
             page_size: 4096,
         };
-        let t = render(&s, DumpFormat::Text);
+        let d = render(&s);
+        let t = d.to_text(2);
         assert!(
             t.contains("cache_used     4096") && t.contains("hit_percent    75"),
             "{t}"
         );
-        let j = render(&s, DumpFormat::Json);
+        let j = d.to_json();
         assert!(
             j.starts_with('{') && j.ends_with('}') && j.contains("\"hits\": 3"),
             "{j}"

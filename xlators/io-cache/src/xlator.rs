@@ -11,8 +11,8 @@ use std::sync::Arc;
 use abi_stable::std_types::{ROption, RVec};
 use xlator_api::abi_stable;
 use xlator_api::{
-    Buf, Ctx, DirEntry, DumpFormat, Entry, Errno, Fd, Gfid, Iatt, Init, Loc, Opened, ReadReply,
-    Removed, SetAttr, Subvol, TimeSet, Translator, WriteReply,
+    Buf, Ctx, DirEntry, Dump, Entry, Errno, Fd, Gfid, Iatt, Init, Loc, Opened, ReadReply, Removed,
+    SetAttr, Subvol, TimeSet, Translator, WriteReply,
 };
 
 use crate::cache::{Cache, Snapshot, write_change};
@@ -82,8 +82,8 @@ impl Translator for IoCache {
         Ok(())
     }
 
-    fn dump(&self, format: DumpFormat) -> String {
-        crate::dump::render(&self.snapshot(), format)
+    fn dump(&self) -> Dump {
+        crate::dump::render(&self.snapshot())
     }
 
     async fn lookup(&self, cx: &Ctx, loc: Loc) -> Result<Entry, Errno> {

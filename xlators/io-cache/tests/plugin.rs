@@ -1,7 +1,7 @@
 //! performance/io-cache loaded from its real `.so` by the core's registry, as the shipped
 //! binaries load it. Build the library first: `cargo build -p xlfs-io-cache`.
 
-use xlator_api::{Buf, Ctx, DumpFormat};
+use xlator_api::{Buf, Ctx};
 use xlfs_testkit::fixtures::create_file;
 use xlfs_testkit::memfs::MemLeaf;
 use xlfs_testkit::plugin::load_from_so;
@@ -35,11 +35,11 @@ async fn loads_from_the_shared_library_and_caches() {
         let b = top.readv(&cx, fd, 6, 100).await.expect("readv");
         assert_eq!(&*b.data, b"plugin");
     }
-    let dump = top.dump(DumpFormat::Json);
+    let dump = top.dump().to_json();
     assert!(dump.contains("\"hits\": 1"), "{dump}");
 
     options.set("cache-size", "0");
     top.reconfigure(options)
         .expect("reconfigure through the library's vtable");
-    assert!(top.dump(DumpFormat::Text).contains("cache_used     0"));
+    assert!(top.dump().to_text(0).contains("cache_used     0"));
 }

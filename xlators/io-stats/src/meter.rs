@@ -74,7 +74,17 @@ impl Meter {
         self.stats.snapshot()
     }
 
-    /// The statedump in `format`.
+    /// The statedump (the JSON report's fields, typed).
+    pub fn dump_value(&self) -> xlator_api::Dump {
+        let j = self.dump(DumpFormat::Json);
+        let d = match serde_json::from_str(&j) {
+            Ok(v) => xlator_api::Dump::from_json(v),
+            Err(e) => xlator_api::Dump::new().with("error", format!("io-stats dump: {e}")),
+        };
+        d.with_text(self.dump(DumpFormat::Text))
+    }
+
+    /// The report in `format` (periodic dump files).
     pub fn dump(&self, format: DumpFormat) -> String {
         let header = Header {
             xlator: &self.name,

@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use xlator_api::{Ctx, DumpFormat, Errno, Fop, HostServices, Init, Subvol, Translator};
+use xlator_api::{Ctx, Errno, Fop, HostServices, Init, Subvol, Translator};
 
 use crate::meter::{Meter, TYPE};
 use crate::options::IoStatsOptions;
@@ -40,7 +40,7 @@ macro_rules! io_of {
 
 /// One measured override per fop in the table.
 macro_rules! measured_fops {
-    ($( $(#[$meta:meta])* $name:ident $Variant:ident ( $($arg:ident : $ty:ty),* ) -> $ret:ty ; )*) => {
+    ($( $(#[$meta:meta])* $name:ident $Variant:ident {$($attrs:tt)*} ( $($arg:ident : $ty:ty),* ) -> $ret:ty ; )*) => {
         $(
             async fn $name(&self, cx: &Ctx $(, $arg: $ty)*) -> Result<$ret, Errno> {
                 let start = self.meter.start();
@@ -91,8 +91,8 @@ impl Translator for IoStats {
         Ok(())
     }
 
-    fn dump(&self, format: DumpFormat) -> String {
-        self.meter.dump(format)
+    fn dump(&self) -> xlator_api::Dump {
+        self.meter.dump_value()
     }
 
     xlator_api::for_each_fop!(measured_fops);

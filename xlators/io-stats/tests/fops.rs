@@ -1,7 +1,7 @@
 //! debug/io-stats over a test leaf: what it counts, and that it changes nothing.
 
 use serde_json::Value;
-use xlator_api::{Buf, Ctx, DumpFormat, Errno, Fop, Gfid, Loc, Subvol};
+use xlator_api::{Buf, Ctx, Errno, Fop, Gfid, Loc, Subvol};
 use xlfs_io_stats::IoStats;
 use xlfs_testkit::build::{try_build, try_options_for};
 use xlfs_testkit::every_fop::call_every_fop;
@@ -12,7 +12,7 @@ fn stats_over_leaf(set: &[(&str, &str)]) -> Subvol {
 }
 
 fn json(sv: &Subvol) -> Value {
-    serde_json::from_str(&sv.dump(DumpFormat::Json)).expect("the JSON dump parses")
+    serde_json::from_str(&sv.dump().to_json()).expect("the JSON dump parses")
 }
 
 async fn lookup(sv: &Subvol, name: &str) -> Result<(), Errno> {
@@ -109,7 +109,7 @@ async fn bytes_read_and_written_are_counted() {
     assert_eq!(v["write_sizes"]["max"], 8192);
     assert_eq!(v["read_sizes"]["min"], 100);
 
-    let text = sv.dump(DumpFormat::Text);
+    let text = sv.dump().to_text(0);
     let row: Vec<&str> = text
         .lines()
         .find(|l| l.starts_with("writev "))
@@ -157,7 +157,8 @@ async fn reconfigure_toggles_counting_and_timing() {
     );
     assert_eq!(v["fops"]["lookup"]["latency_us"]["count"], 2, "still timed");
     assert!(
-        sv.dump(DumpFormat::Text)
+        sv.dump()
+            .to_text(0)
             .contains("count-fop-hits off, latency-measurement on")
     );
 
@@ -206,7 +207,7 @@ async fn init_checks_children_and_options() {
 #[tokio::test]
 async fn idle_dumps() {
     let sv = stats_over_leaf(&[]);
-    let text = sv.dump(DumpFormat::Text);
+    let text = sv.dump().to_text(0);
     assert!(
         text.starts_with("debug/io-stats \"stats\": uptime "),
         "{text}"

@@ -43,8 +43,7 @@ async fn counts_in_a_graph_and_reconfigures_on_reload() {
     assert!(text.contains("[stats (debug/io-stats)]"), "{text}");
     assert!(text.contains("lookup       ENOENT=1"), "{text}");
     let stats = graph.get("stats").expect("the stats volume");
-    let v: serde_json::Value =
-        serde_json::from_str(&stats.dump(DumpFormat::Json)).expect("JSON dump");
+    let v: serde_json::Value = serde_json::from_str(&stats.dump().to_json()).expect("JSON dump");
     assert_eq!(v["fops"]["lookup"]["calls"], 2);
 
     let r = volume
@@ -57,8 +56,7 @@ async fn counts_in_a_graph_and_reconfigures_on_reload() {
         .lookup(&Ctx::root(), Loc::new(Gfid::ROOT, "a"))
         .await;
     let stats = graph.get("stats").expect("the stats volume");
-    let v: serde_json::Value =
-        serde_json::from_str(&stats.dump(DumpFormat::Json)).expect("JSON dump");
+    let v: serde_json::Value = serde_json::from_str(&stats.dump().to_json()).expect("JSON dump");
     assert_eq!(v["fops"]["lookup"]["calls"], 2, "counting is off");
     assert_eq!(v["count_fop_hits"], false);
 

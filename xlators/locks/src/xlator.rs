@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use xlator_api::abi_stable::std_types::RString;
 use xlator_api::{
-    Ctx, DumpFormat, EntrylkCmd, Errno, Fd, FdId, Flock, Gfid, Init, LkCmd, Loc, LockKind, Subvol,
+    Ctx, Dump, EntrylkCmd, Errno, Fd, FdId, Flock, Gfid, Init, LkCmd, Loc, LockKind, Subvol,
     Translator,
 };
 
@@ -99,16 +99,12 @@ impl Translator for Locks {
         &self.children
     }
 
-    fn dump(&self, format: DumpFormat) -> String {
+    fn dump(&self) -> Dump {
         let (inodes, held, waiting) = self.table.counts();
-        match format {
-            DumpFormat::Json => {
-                format!(r#"{{"inodes":{inodes},"held":{held},"waiting":{waiting}}}"#)
-            }
-            DumpFormat::Text => {
-                format!("features/locks inodes={inodes} held={held} waiting={waiting}")
-            }
-        }
+        Dump::new()
+            .with("inodes", inodes)
+            .with("held", held)
+            .with("waiting", waiting)
     }
 
     async fn lk(&self, _cx: &Ctx, fd: Fd, cmd: LkCmd, lock: Flock) -> Result<Flock, Errno> {

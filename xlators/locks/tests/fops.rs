@@ -239,7 +239,7 @@ async fn dropped_waiter_is_withdrawn() {
     top.lk(&cx(3), fd(3, g), LkCmd::Set, fl(LockKind::Write, 0, 10, 3))
         .await
         .expect("free");
-    assert!(top.dump(xlator_api::DumpFormat::Text).contains("waiting=0"));
+    assert!(top.dump().to_text(0).contains("waiting 0"));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

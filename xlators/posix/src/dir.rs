@@ -63,6 +63,7 @@ impl Brick {
                     name: name.into(),
                     next_offset: d.off,
                     attr,
+                    xattrs: Default::default(),
                 });
             }
         }

@@ -31,6 +31,7 @@ fn made(attr: Iatt, pfd: BorrowedFd<'_>, parent: Gfid) -> Entry {
     Entry {
         attr,
         postparent: postparent(pfd, parent),
+        xattrs: Default::default(),
     }
 }
 

@@ -7,9 +7,9 @@ use std::sync::atomic::Ordering;
 
 use xlator_api::abi_stable::std_types::{RString, RVec};
 use xlator_api::{
-    BackingWanted, Buf, ClientId, Ctx, DirEntry, DumpFormat, Entry, EntrylkCmd, Errno, Fd, Flock,
-    Gfid, HostServices, Iatt, Init, LkCmd, Loc, Opened, PipePayloadOk, ReadReply, Removed,
-    SeekWhat, SetAttr, Statfs, Subvol, Translator, WriteReply, Xattr, XattropOp, Xattrs,
+    BackingWanted, Buf, ClientId, Ctx, DirEntry, Dump, Entry, EntrylkCmd, Errno, Fd, Flock, Gfid,
+    HostServices, Iatt, Init, LkCmd, Loc, Opened, PipePayloadOk, ReadReply, Removed, SeekWhat,
+    SetAttr, Statfs, Subvol, Translator, WriteReply, Xattr, XattropOp, Xattrs,
 };
 
 use crate::brick::Brick;
@@ -126,13 +126,14 @@ impl Translator for Posix {
         Ok(())
     }
 
-    fn dump(&self, _format: DumpFormat) -> String {
-        format!(
-            "storage/posix directory={:?} gfid-xattr={:?} open-fds={}",
-            self.brick.h.brick(),
-            self.brick.gx().name(),
-            self.brick.fds.len()
-        )
+    fn dump(&self) -> Dump {
+        Dump::new()
+            .with("directory", self.brick.h.brick().display().to_string())
+            .with(
+                "gfid-xattr",
+                self.brick.gx().name().to_string_lossy().into_owned(),
+            )
+            .with("open-fds", self.brick.fds.len())
     }
 
     async fn lookup(&self, cx: &Ctx, loc: Loc) -> Result<Entry, Errno> {

@@ -1,11 +1,11 @@
-//! Statedumps of read-ahead: memory and counters, as text or JSON.
+//! Statedumps of read-ahead: memory and counters.
 
-use xlator_api::DumpFormat;
+use xlator_api::Dump;
 
 use crate::ahead::Snapshot;
 
-/// Renders `s` in `format`.
-pub fn render(s: &Snapshot, format: DumpFormat) -> String {
+/// The statedump of `s`.
+pub fn render(s: &Snapshot) -> Dump {
     let c = &s.counters;
     let fields: [(&str, u64); 12] = [
         ("page_size", s.page_size),
@@ -21,7 +21,7 @@ pub fn render(s: &Snapshot, format: DumpFormat) -> String {
         ("drops", c.drops),
         ("hit_percent", percent(c.hits, c.hits + c.misses)),
     ];
-    xlator_api::render_counters(format, "performance/read-ahead", &fields)
+    Dump::counters(&fields)
 }
 
 fn percent(part: u64, total: u64) -> u64 {
@@ -48,12 +48,13 @@ mod tests {
             page_size: 1 << 17,
             page_count: 4,
         };
-        let t = render(&s, DumpFormat::Text);
+        let d = render(&s);
+        let t = d.to_text(2);
         assert!(
             t.contains("prefetched   4") && t.contains("hit_percent  90"),
             "{t}"
         );
-        let j = render(&s, DumpFormat::Json);
+        let j = d.to_json();
         assert!(j.ends_with('}') && j.contains("\"fds\": 1"), "{j}");
     }
 }

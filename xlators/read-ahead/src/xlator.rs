@@ -8,8 +8,8 @@
 use std::sync::Arc;
 
 use xlator_api::{
-    Buf, Ctx, DumpFormat, Entry, Errno, Fd, Gfid, Iatt, Init, Loc, Opened, ReadReply, SetAttr,
-    Subvol, Translator, WriteReply,
+    Buf, Ctx, Dump, Entry, Errno, Fd, Gfid, Iatt, Init, Loc, Opened, ReadReply, SetAttr, Subvol,
+    Translator, WriteReply,
 };
 
 use crate::ahead::{Ahead, Snapshot};
@@ -74,8 +74,8 @@ impl Translator for ReadAhead {
         Ok(())
     }
 
-    fn dump(&self, format: DumpFormat) -> String {
-        crate::dump::render(&self.snapshot(), format)
+    fn dump(&self) -> Dump {
+        crate::dump::render(&self.snapshot())
     }
 
     async fn readv(&self, cx: &Ctx, fd: Fd, offset: u64, size: u32) -> Result<ReadReply, Errno> {

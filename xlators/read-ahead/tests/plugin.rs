@@ -1,7 +1,7 @@
 //! performance/read-ahead loaded from its real `.so` by the core's registry, as the shipped
 //! binaries load it. Build the library first: `cargo build -p xlfs-read-ahead`.
 
-use xlator_api::{Buf, Ctx, DumpFormat};
+use xlator_api::{Buf, Ctx};
 use xlfs_testkit::fixtures::create_file;
 use xlfs_testkit::memfs::MemLeaf;
 use xlfs_testkit::plugin::load_from_so;
@@ -32,7 +32,7 @@ async fn loads_from_the_shared_library_and_reads_ahead() {
         assert_eq!(&*b, &data[off..off + b.len()]);
         off += b.len();
     }
-    let dump = top.dump(DumpFormat::Json);
+    let dump = top.dump().to_json();
     assert!(
         !dump.contains("\"prefetched\": 0,"),
         "sequential reads prefetched: {dump}"
@@ -41,5 +41,5 @@ async fn loads_from_the_shared_library_and_reads_ahead() {
     options.set("page-count", "1");
     top.reconfigure(options)
         .expect("reconfigure through the library's vtable");
-    assert!(top.dump(DumpFormat::Text).contains("page_count   1"));
+    assert!(top.dump().to_text(0).contains("page_count   1"));
 }

@@ -178,6 +178,7 @@ mod tests {
             name: format!("f{i}").into(),
             next_offset: i as u64,
             attr: Iatt::default(),
+            xattrs: Default::default(),
         };
         let few: Result<RVec<DirEntry>, Errno> = Ok((0..2).map(entry).collect());
         assert_eq!(show_reply!(&few), "Ok(<2 entries: [\"f0\", \"f1\"]>)");

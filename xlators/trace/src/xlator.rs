@@ -19,7 +19,7 @@ pub struct Trace {
 /// One traced override per fop in the table. Arguments are rendered before the call, since
 /// it consumes them.
 macro_rules! traced_fops {
-    ($( $(#[$meta:meta])* $name:ident $Variant:ident ( $($arg:ident : $ty:ty),* ) -> $ret:ty ; )*) => {
+    ($( $(#[$meta:meta])* $name:ident $Variant:ident {$($attrs:tt)*} ( $($arg:ident : $ty:ty),* ) -> $ret:ty ; )*) => {
         $(
             async fn $name(&self, cx: &Ctx $(, $arg: $ty)*) -> Result<$ret, Errno> {
                 let Some(mut call) = self.tracer.begin(Fop::$Variant) else {

@@ -329,19 +329,21 @@ impl Engine {
 
     /// Per-file state for statedumps: `(gfid, requests, in flight, cached bytes, waiting
     /// writers, error)`.
-    pub(crate) fn dump_rows(&self) -> Vec<String> {
+    pub(crate) fn dump_rows(&self) -> Vec<xlator_api::Dump> {
         self.files
             .stats()
             .into_iter()
             .map(|(gfid, s)| {
-                format!(
-                    "{gfid} requests={} in_flight={} cached_bytes={} waiting_writers={} error={}",
-                    s.requests,
-                    s.in_flight,
-                    s.cached_bytes,
-                    s.waiting_writers,
-                    s.error.map_or_else(|| "-".to_owned(), |e| format!("{e:?}"))
-                )
+                xlator_api::Dump::new()
+                    .with("gfid", gfid.to_string())
+                    .with("requests", s.requests)
+                    .with("in_flight", s.in_flight)
+                    .with("cached_bytes", s.cached_bytes)
+                    .with("waiting_writers", s.waiting_writers)
+                    .with(
+                        "error",
+                        s.error.map_or_else(|| "-".to_owned(), |e| format!("{e:?}")),
+                    )
             })
             .collect()
     }

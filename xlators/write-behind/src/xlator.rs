@@ -15,8 +15,8 @@ use std::sync::Arc;
 
 use xlator_api::abi_stable::std_types::{ROption::RNone, RVec};
 use xlator_api::{
-    Buf, Ctx, DirEntry, DumpFormat, Entry, Errno, Event, EventKind, Fd, Flock, Gfid, Iatt, Init,
-    LkCmd, Loc, Opened, ReadReply, Removed, SeekWhat, SetAttr, Subvol, Translator, WriteReply,
+    Buf, Ctx, DirEntry, Dump, Entry, Errno, Event, EventKind, Fd, Flock, Gfid, Iatt, Init, LkCmd,
+    Loc, Opened, ReadReply, Removed, SeekWhat, SetAttr, Subvol, Translator, WriteReply,
 };
 
 use crate::engine::Engine;
@@ -93,15 +93,8 @@ impl Translator for WriteBehind {
         }
     }
 
-    fn dump(&self, format: DumpFormat) -> String {
-        let rows = self.engine.dump_rows();
-        match format {
-            DumpFormat::Text => rows.join("\n"),
-            DumpFormat::Json => {
-                let quoted: Vec<String> = rows.iter().map(|r| format!("{r:?}")).collect();
-                format!("{{\"files\":[{}]}}", quoted.join(","))
-            }
-        }
+    fn dump(&self) -> Dump {
+        Dump::new().with("files", self.engine.dump_rows())
     }
 
     // ---- writes ----

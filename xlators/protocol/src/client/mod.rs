@@ -19,7 +19,7 @@ use std::time::Duration;
 use tokio::sync::watch;
 #[allow(unused_imports)] // names used by the generated fop signatures
 use xlator_api::*;
-use xlator_api::{Ctx, DumpFormat, Errno, Fop, Gfid, Init, LkCmd, LockKind, Subvol, Translator};
+use xlator_api::{Ctx, Dump, Errno, Fop, Gfid, Init, LkCmd, LockKind, Subvol, Translator};
 
 pub use conn::{ConnectError, Handshaken, Timeouts, handshake};
 pub use options::{ClientOptions, Target};
@@ -334,7 +334,7 @@ impl Client {
         Ok(())
     }
 
-    fn dump_state(&self, format: DumpFormat) -> String {
+    fn dump_state(&self) -> Dump {
         let s = &self.shared;
         let (state, generation, inflight, transport) = match &*s.state.borrow() {
             State::Connecting { .. } => ("connecting", 0, 0, None),
@@ -355,18 +355,12 @@ impl Client {
             "ping-timeout-ms": s.timeouts.ping().as_millis() as u64,
             "last-error": s.last_error(),
         });
-        match format {
-            DumpFormat::Json => v.to_string(),
-            DumpFormat::Text => match v.as_object() {
-                Some(m) => m.iter().map(|(k, v)| format!("{k}={v}\n")).collect(),
-                None => String::new(),
-            },
-        }
+        crate::json_dump(v)
     }
 }
 
 macro_rules! gen_client {
-    ($( $(#[doc = $doc:expr])* $name:ident $Variant:ident ( $($arg:ident : $ty:ty),* ) -> $ret:ty ; )*) => {
+    ($( $(#[doc = $doc:expr])* $name:ident $Variant:ident {$($attrs:tt)*} ( $($arg:ident : $ty:ty),* ) -> $ret:ty ; )*) => {
         impl Translator for Client {
             const TYPE: &'static str = TYPE;
             const KEEPS_FILE_DATA: bool = true;
@@ -390,8 +384,8 @@ macro_rules! gen_client {
                 self.reconfigure_options(options)
             }
 
-            fn dump(&self, format: DumpFormat) -> String {
-                self.dump_state(format)
+            fn dump(&self) -> Dump {
+                self.dump_state()
             }
 
             $(

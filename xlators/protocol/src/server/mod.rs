@@ -15,7 +15,7 @@ use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use std::time::Duration;
 
 use tokio::sync::watch;
-use xlator_api::{Ctx, DumpFormat, Errno, Init, Subvol, Translator};
+use xlator_api::{Ctx, Dump, Errno, Init, Subvol, Translator};
 
 pub use auth::AllowList;
 pub use options::ServerOptions;
@@ -474,7 +474,7 @@ impl Server {
         Ok(())
     }
 
-    fn dump_state(&self, format: DumpFormat) -> String {
+    fn dump_state(&self) -> Dump {
         let s = &self.shared;
         let open_fds: usize = s
             .sessions
@@ -503,25 +503,21 @@ impl Server {
             "volfiles-served": s.volfiles_served.load(Ordering::Relaxed),
             "open-fds": open_fds,
         });
-        match format {
-            DumpFormat::Json => v.to_string(),
-            DumpFormat::Text => match v.as_object() {
-                Some(m) => m.iter().map(|(k, v)| format!("{k}={v}\n")).collect(),
-                None => String::new(),
-            },
-        }
+        crate::json_dump(v)
     }
 }
 
 /// The listening address of a protocol/server instance, read from its statedump (hosts use
 /// this to print the port picked for `listen-port` 0).
 pub fn listen_addr(server: &Subvol) -> Option<SocketAddr> {
-    let v: serde_json::Value = serde_json::from_str(&server.dump(DumpFormat::Json)).ok()?;
-    v.get("listen")?.as_str()?.parse().ok()
+    match server.dump().get("listen")? {
+        xlator_api::DumpValue::Str(s) => s.parse().ok(),
+        _ => None,
+    }
 }
 
 macro_rules! gen_dispatch {
-    ($( $(#[doc = $doc:expr])* $name:ident $Variant:ident ( $($arg:ident : $ty:ty),* ) -> $ret:ty ; )*) => {
+    ($( $(#[doc = $doc:expr])* $name:ident $Variant:ident {$($attrs:tt)*} ( $($arg:ident : $ty:ty),* ) -> $ret:ty ; )*) => {
         /// Calls the fop `req` names on `child`.
         async fn dispatch(child: &Subvol, cx: &Ctx, req: Request) -> Result<ReplyBody, Errno> {
             match req {
@@ -555,7 +551,7 @@ impl Translator for Server {
         self.reconfigure_options(options)
     }
 
-    fn dump(&self, format: DumpFormat) -> String {
-        self.dump_state(format)
+    fn dump(&self) -> Dump {
+        self.dump_state()
     }
 }

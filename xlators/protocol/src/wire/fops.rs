@@ -93,7 +93,7 @@ const fn fnv1a(s: &str) -> u64 {
 }
 
 macro_rules! gen_wire {
-    ($( $(#[doc = $doc:expr])* $name:ident $Variant:ident ( $($arg:ident : $ty:ty),* ) -> $ret:ty ; )*) => {
+    ($( $(#[doc = $doc:expr])* $name:ident $Variant:ident {$($attrs:tt)*} ( $($arg:ident : $ty:ty),* ) -> $ret:ty ; )*) => {
         /// A fop request: its arguments, with `Buf` arguments emptied (they are the payload).
         #[derive(Serialize, Deserialize, Debug)]
         pub enum Request {

@@ -51,14 +51,10 @@ pub async fn wait_up(top: &Subvol) {
             Err(e) => panic!("stat of root: {e}"),
         }
     }
-    panic!(
-        "client never connected: {}",
-        top.dump(xlator_api::DumpFormat::Text)
-    );
+    panic!("client never connected: {}", top.dump().to_text(0));
 }
 
 pub fn json_field(v: &Subvol, key: &str) -> serde_json::Value {
-    let dump: serde_json::Value =
-        serde_json::from_str(&v.dump(xlator_api::DumpFormat::Json)).expect("json dump");
+    let dump: serde_json::Value = serde_json::from_str(&v.dump().to_json()).expect("json dump");
     dump.get(key).cloned().unwrap_or(serde_json::Value::Null)
 }
