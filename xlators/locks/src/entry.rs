@@ -1,24 +1,28 @@
 //! Entry (name) lock engine (pure): exclusive locks on names of one directory in one domain;
-//! the empty name locks the whole directory and conflicts with every name. An owner never
-//! conflicts with itself and may take the same lock again (counted).
+//! the empty name locks the whole directory and conflicts with every name. An owner (client,
+//! lock owner) never conflicts with itself and may take the same lock again (counted).
 
 use std::collections::VecDeque;
 
-use xlator_api::{Errno, LkOwner};
+use xlator_api::Errno;
 
+use crate::owner::{Client, Owner};
+
+/// A held entry lock.
 #[derive(Clone, PartialEq, Eq, Debug)]
-struct HeldName {
+pub struct HeldName {
     /// `None`: the whole directory.
-    name: Option<String>,
-    owner: LkOwner,
-    count: u32,
+    pub name: Option<String>,
+    pub owner: Owner,
+    /// How many times `owner` took it (unlocked as many times).
+    pub count: u32,
 }
 
 /// A waiting entry lock request.
 pub struct EntryWaiter<T> {
     pub id: u64,
     pub name: Option<String>,
-    pub owner: LkOwner,
+    pub owner: Owner,
     pub tx: T,
 }
 
@@ -41,22 +45,23 @@ impl<T> EntryLocks<T> {
         self.held.is_empty() && self.waiters.is_empty()
     }
 
-    pub fn held_count(&self) -> usize {
-        self.held.len()
+    pub fn held(&self) -> &[HeldName] {
+        &self.held
     }
 
-    pub fn waiting(&self) -> usize {
-        self.waiters.len()
+    /// The waiting requests (name, owner), in arrival order.
+    pub fn waiters(&self) -> impl Iterator<Item = (Option<&str>, Owner)> {
+        self.waiters.iter().map(|w| (w.name.as_deref(), w.owner))
     }
 
-    pub fn conflicts(&self, name: Option<&str>, owner: LkOwner) -> bool {
+    pub fn conflicts(&self, name: Option<&str>, owner: Owner) -> bool {
         self.held.iter().any(|h| {
             h.owner != owner && (h.name.is_none() || name.is_none() || h.name.as_deref() == name)
         })
     }
 
     /// Takes the lock unless another owner holds a conflicting one.
-    pub fn try_lock(&mut self, name: Option<&str>, owner: LkOwner) -> bool {
+    pub fn try_lock(&mut self, name: Option<&str>, owner: Owner) -> bool {
         if self.conflicts(name, owner) {
             return false;
         }
@@ -76,7 +81,7 @@ impl<T> EntryLocks<T> {
     }
 
     /// Releases one hold of `(name, owner)`; EINVAL when not held.
-    pub fn unlock(&mut self, name: Option<&str>, owner: LkOwner) -> Result<(), Errno> {
+    pub fn unlock(&mut self, name: Option<&str>, owner: Owner) -> Result<(), Errno> {
         let i = self
             .held
             .iter()
@@ -87,6 +92,23 @@ impl<T> EntryLocks<T> {
             self.held.swap_remove(i);
         }
         Ok(())
+    }
+
+    /// Drops every lock of `client` (all its counts); true when anything was released.
+    pub fn release_client(&mut self, client: Client) -> bool {
+        let n = self.held.len();
+        self.held.retain(|h| h.owner.client != client);
+        n != self.held.len()
+    }
+
+    /// Drops the waiting requests of `client`, returning them (to be failed).
+    pub fn cancel_client_waiters(&mut self, client: Client) -> Vec<EntryWaiter<T>> {
+        let (gone, keep): (VecDeque<_>, VecDeque<_>) = self
+            .waiters
+            .drain(..)
+            .partition(|w| w.owner.client == client);
+        self.waiters = keep;
+        gone.into_iter().collect()
     }
 
     pub fn enqueue(&mut self, w: EntryWaiter<T>) {
@@ -117,11 +139,19 @@ impl<T> EntryLocks<T> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use xlator_api::{ClientId, LkOwner};
+
+    fn o(client: Option<u64>, lk: u64) -> Owner {
+        Owner {
+            client: client.map(ClientId),
+            lk: LkOwner(lk),
+        }
+    }
 
     #[test]
     fn names_dirs_and_owners() {
         let mut t = EntryLocks::<()>::default();
-        let (a, b) = (LkOwner(1), LkOwner(2));
+        let (a, b) = (o(None, 1), o(None, 2));
         assert!(t.try_lock(Some("x"), a));
         assert!(t.try_lock(Some("y"), b));
         assert!(!t.try_lock(Some("x"), b));
@@ -144,7 +174,7 @@ mod tests {
     #[test]
     fn waiters() {
         let mut t = EntryLocks::<u8>::default();
-        let (a, b) = (LkOwner(1), LkOwner(2));
+        let (a, b) = (o(None, 1), o(None, 2));
         assert!(t.try_lock(None, a));
         t.enqueue(EntryWaiter {
             id: 7,
@@ -157,5 +187,25 @@ mod tests {
         let g = t.grant_waiters();
         assert_eq!(g.len(), 1);
         assert!(t.conflicts(Some("n"), a));
+    }
+
+    #[test]
+    fn clients_with_the_same_owner_conflict() {
+        let mut t = EntryLocks::<u8>::default();
+        let (c1, c2) = (o(Some(1), 0), o(Some(2), 0));
+        assert!(t.try_lock(Some("x"), c1));
+        assert!(t.try_lock(Some("x"), c1), "same client and owner: counted");
+        assert!(!t.try_lock(Some("x"), c2));
+        t.enqueue(EntryWaiter {
+            id: 1,
+            name: Some("x".into()),
+            owner: c2,
+            tx: 0,
+        });
+        assert!(t.release_client(Some(ClientId(1))), "both counts go");
+        assert_eq!(t.grant_waiters().len(), 1);
+        assert!(t.cancel_client_waiters(Some(ClientId(2))).is_empty());
+        assert!(t.release_client(Some(ClientId(2))));
+        assert!(t.is_empty());
     }
 }

@@ -1,8 +1,11 @@
 #![doc = include_str!("../README.md")]
 
+mod dump;
 mod entry;
+mod owner;
 mod range;
 mod table;
+mod wait;
 mod xlator;
 
 pub use xlator::Locks;

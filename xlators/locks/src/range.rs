@@ -2,11 +2,14 @@
 //! `inodelk`. Each owner's locks never overlap each other; a new lock replaces the owner's
 //! coverage of its range (splitting what it cuts) and merges with the owner's adjacent or
 //! overlapping locks of the same kind. Locks of different owners conflict when they overlap
-//! and at least one is a write lock; an owner never conflicts with itself.
+//! and at least one is a write lock; an owner never conflicts with itself. An owner is a
+//! (client, lock owner) pair ([`Owner`]): the same lock owner value from two clients conflicts.
 
 use std::collections::{HashSet, VecDeque};
 
-use xlator_api::{FdId, LkOwner};
+use xlator_api::FdId;
+
+use crate::owner::{Client, Owner};
 
 /// Kind of a held lock.
 #[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
@@ -60,8 +63,8 @@ impl Range {
 pub struct Held {
     pub kind: Kind,
     pub range: Range,
-    pub owner: LkOwner,
-    /// The fd it was taken through (released with it).
+    pub owner: Owner,
+    /// The fd it was taken through (released with it); an id of `owner.client`'s connection.
     pub fd: FdId,
     pub pid: u32,
 }
@@ -101,8 +104,9 @@ impl<T> RangeLocks<T> {
         &self.held
     }
 
-    pub fn waiting(&self) -> usize {
-        self.waiters.len()
+    /// The waiting requests, in arrival order.
+    pub fn waiters(&self) -> impl Iterator<Item = &Held> {
+        self.waiters.iter().map(|w| &w.req)
     }
 
     pub fn is_empty(&self) -> bool {
@@ -146,7 +150,7 @@ impl<T> RangeLocks<T> {
     }
 
     /// Removes `owner`'s coverage of `r`, splitting locks that extend past it.
-    fn carve(&mut self, owner: LkOwner, r: Range) -> bool {
+    fn carve(&mut self, owner: Owner, r: Range) -> bool {
         let mut changed = false;
         let mut out = Vec::with_capacity(self.held.len() + 1);
         for h in self.held.drain(..) {
@@ -179,28 +183,47 @@ impl<T> RangeLocks<T> {
     }
 
     /// Unlocks `r` for `owner`; true when anything was released.
-    pub fn unlock(&mut self, owner: LkOwner, r: Range) -> bool {
+    pub fn unlock(&mut self, owner: Owner, r: Range) -> bool {
         self.carve(owner, r)
     }
 
     /// Drops every lock of `owner`.
-    pub fn release_owner(&mut self, owner: LkOwner) -> bool {
+    pub fn release_owner(&mut self, owner: Owner) -> bool {
         let n = self.held.len();
         self.held.retain(|h| h.owner != owner);
         n != self.held.len()
     }
 
-    /// Drops every lock taken through `fd`.
-    pub fn release_fd(&mut self, fd: FdId) -> bool {
+    /// Drops every lock taken through `client`'s fd `fd`.
+    pub fn release_fd(&mut self, client: Client, fd: FdId) -> bool {
+        self.release_where(|h| h.owner.client == client && h.fd == fd)
+    }
+
+    /// Drops every lock of `client`, whatever its lock owner.
+    pub fn release_client(&mut self, client: Client) -> bool {
+        self.release_where(|h| h.owner.client == client)
+    }
+
+    fn release_where(&mut self, gone: impl Fn(&Held) -> bool) -> bool {
         let n = self.held.len();
-        self.held.retain(|h| h.fd != fd);
+        self.held.retain(|h| !gone(h));
         n != self.held.len()
     }
 
-    /// Drops waiting requests taken through `fd`, returning them (to be failed).
-    pub fn cancel_fd_waiters(&mut self, fd: FdId) -> Vec<Waiter<T>> {
+    /// Drops the waiting requests taken through `client`'s fd `fd`, returning them (to be
+    /// failed).
+    pub fn cancel_fd_waiters(&mut self, client: Client, fd: FdId) -> Vec<Waiter<T>> {
+        self.cancel_where(|h| h.owner.client == client && h.fd == fd)
+    }
+
+    /// Drops the waiting requests of `client`, returning them (to be failed).
+    pub fn cancel_client_waiters(&mut self, client: Client) -> Vec<Waiter<T>> {
+        self.cancel_where(|h| h.owner.client == client)
+    }
+
+    fn cancel_where(&mut self, gone: impl Fn(&Held) -> bool) -> Vec<Waiter<T>> {
         let (gone, keep): (VecDeque<_>, VecDeque<_>) =
-            self.waiters.drain(..).partition(|w| w.req.fd == fd);
+            self.waiters.drain(..).partition(|w| gone(&w.req));
         self.waiters = keep;
         gone.into_iter().collect()
     }
@@ -234,7 +257,7 @@ impl<T> RangeLocks<T> {
     /// for `req.owner` on this inode.
     pub fn would_deadlock(&self, req: &Held) -> bool {
         let mut seen = HashSet::new();
-        let mut frontier: Vec<LkOwner> = self
+        let mut frontier: Vec<Owner> = self
             .held
             .iter()
             .filter(|h| h.conflicts(req))
@@ -264,12 +287,21 @@ impl<T> RangeLocks<T> {
 mod tests {
     use super::*;
     use proptest::prelude::*;
+    use xlator_api::{ClientId, LkOwner};
+
+    /// Lock owner `n` of a local caller.
+    fn o(n: u64) -> Owner {
+        Owner {
+            client: None,
+            lk: LkOwner(n),
+        }
+    }
 
     fn lk(owner: u64, kind: Kind, start: u64, len: u64) -> Held {
         Held {
             kind,
             range: Range::from_start_len(start, len).expect("range"),
-            owner: LkOwner(owner),
+            owner: o(owner),
             fd: FdId(owner),
             pid: 0,
         }
@@ -282,7 +314,7 @@ mod tests {
         assert!(t.try_lock(lk(2, Kind::Read, 5, 10)).is_ok());
         assert_eq!(
             t.try_lock(lk(3, Kind::Write, 9, 1)).err().map(|h| h.owner),
-            Some(LkOwner(1))
+            Some(o(1))
         );
         assert!(t.try_lock(lk(3, Kind::Write, 15, 0)).is_ok());
         // Upgrade of one's own read lock conflicts only with others.
@@ -291,10 +323,49 @@ mod tests {
     }
 
     #[test]
+    fn an_owner_is_per_client() {
+        let mut t = RangeLocks::<u8>::default();
+        let of = |c: u64, kind| Held {
+            owner: Owner {
+                client: Some(ClientId(c)),
+                lk: LkOwner(0),
+            },
+            ..lk(0, kind, 0, 10)
+        };
+        t.try_lock(of(1, Kind::Write)).expect("client 1");
+        assert!(
+            t.try_lock(of(2, Kind::Write)).is_err(),
+            "same lock owner, other client"
+        );
+        t.try_lock(of(1, Kind::Read))
+            .expect("same client and owner: replaces");
+        t.try_lock(lk(0, Kind::Read, 20, 1)).expect("local owner 0");
+        t.enqueue(Waiter {
+            id: 1,
+            req: of(2, Kind::Read),
+            tx: 0,
+        });
+        t.enqueue(Waiter {
+            id: 2,
+            req: of(3, Kind::Write),
+            tx: 0,
+        });
+        assert!(t.release_client(Some(ClientId(1))));
+        assert_eq!(t.held().len(), 1, "the local owner's lock stays");
+        let gone = t.cancel_client_waiters(Some(ClientId(3)));
+        assert_eq!(gone.iter().map(|w| w.id).collect::<Vec<_>>(), vec![2]);
+        assert_eq!(t.grant_waiters().len(), 1);
+        // fd ids are per client: client 2's fd 0 is not the local fd 0.
+        assert!(t.release_fd(Some(ClientId(2)), FdId(0)));
+        assert_eq!(t.held().len(), 1);
+        assert_eq!(t.held()[0].owner, o(0));
+    }
+
+    #[test]
     fn split_and_merge() {
         let mut t = RangeLocks::<()>::default();
         t.try_lock(lk(1, Kind::Write, 0, 100)).expect("lock");
-        t.unlock(LkOwner(1), Range { start: 10, end: 19 });
+        t.unlock(o(1), Range { start: 10, end: 19 });
         let mut r: Vec<_> = t
             .held()
             .iter()
@@ -329,13 +400,13 @@ mod tests {
         assert!(t.would_deadlock(&lk(1, Kind::Write, 25, 1)));
         assert!(!t.would_deadlock(&lk(3, Kind::Write, 25, 1)));
         assert!(t.grant_waiters().is_empty());
-        t.release_owner(LkOwner(1));
+        t.release_owner(o(1));
         let g = t.grant_waiters();
         assert_eq!(g.len(), 1);
         assert!(
             t.held()
                 .iter()
-                .any(|h| h.owner == LkOwner(2) && h.range.start == 5)
+                .any(|h| h.owner == o(2) && h.range.start == 5)
         );
     }
 
@@ -360,7 +431,8 @@ mod tests {
         assert_eq!(Range { start: 5, end: 9 }.len(), 5);
     }
 
-    const N: usize = 48;
+    // Past every lock the ops can make (start < 40, len < 12), so the model sees every byte.
+    const N: usize = 64;
 
     #[derive(Clone, Debug)]
     enum Op {
@@ -391,8 +463,8 @@ mod tests {
         fn matches_a_per_byte_model(ops in proptest::collection::vec(op(), 1..60)) {
             let mut t = RangeLocks::<()>::default();
             let mut m: Model = vec![Vec::new(); N];
-            for o in ops {
-                match o {
+            for step in ops {
+                match step {
                     Op::Lock(owner, w, s, l) => {
                         let kind = if w { Kind::Write } else { Kind::Read };
                         let req = lk(owner, kind, s, l);
@@ -410,13 +482,13 @@ mod tests {
                     }
                     Op::Unlock(owner, s, l) => {
                         let r = Range::from_start_len(s, l).expect("range");
-                        t.unlock(LkOwner(owner), r);
+                        t.unlock(o(owner), r);
                         for b in covered(r) {
                             m[b].retain(|(o2, _)| *o2 != owner);
                         }
                     }
                     Op::Release(owner) => {
-                        t.release_owner(LkOwner(owner));
+                        t.release_owner(o(owner));
                         for b in m.iter_mut() {
                             b.retain(|(o2, _)| *o2 != owner);
                         }
@@ -426,7 +498,7 @@ mod tests {
                 for (b, want) in m.iter().enumerate() {
                     let mut got: Vec<(u64, Kind)> = t.held().iter()
                         .filter(|h| h.range.start <= b as u64 && b as u64 <= h.range.end)
-                        .map(|h| (h.owner.0, h.kind)).collect();
+                        .map(|h| (h.owner.lk.0, h.kind)).collect();
                     let mut want = want.clone();
                     got.sort_by_key(|x| x.0);
                     want.sort_by_key(|x| x.0);

@@ -1,18 +1,22 @@
 //! The lock table: per GFID, the POSIX (`lk`) range locks, the `inodelk` range locks per
 //! domain and the `entrylk` name locks per domain. A std mutex guards it and is never held
-//! across an await; blocked requests wait on a oneshot channel, so no thread blocks.
+//! across an await; blocked requests wait on a oneshot channel ([`crate::wait`]), so no thread
+//! blocks. Every send to a waiter happens under the mutex, so once a waiter is out of its
+//! queue its outcome is already in its channel (what makes withdrawing a wait cancel-safe).
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard};
 
 use futures::channel::oneshot;
-use xlator_api::{Errno, FdId, Gfid, LkOwner};
+use xlator_api::{Errno, FdId, Gfid};
 
 use crate::entry::{EntryLocks, EntryWaiter};
+use crate::owner::{Client, Owner};
 use crate::range::{Held, Range, RangeLocks, Waiter};
+use crate::wait::{Undo, Wait};
 
-type Tx = oneshot::Sender<Result<(), Errno>>;
+pub(crate) type Tx = oneshot::Sender<Result<(), Errno>>;
 
 /// Which range-lock space of an inode.
 #[derive(Clone, PartialEq, Eq, Hash, Debug)]
@@ -24,18 +28,21 @@ pub enum Space {
 }
 
 #[derive(Default)]
-struct InodeLocks {
-    posix: RangeLocks<Tx>,
-    domains: HashMap<String, RangeLocks<Tx>>,
-    entries: HashMap<String, EntryLocks<Tx>>,
+pub(crate) struct InodeLocks {
+    pub(crate) posix: RangeLocks<Tx>,
+    pub(crate) domains: HashMap<String, RangeLocks<Tx>>,
+    pub(crate) entries: HashMap<String, EntryLocks<Tx>>,
 }
 
 impl InodeLocks {
-    fn space(&mut self, s: &Space) -> &mut RangeLocks<Tx> {
+    pub(crate) fn space(&mut self, s: &Space) -> &mut RangeLocks<Tx> {
         match s {
             Space::Posix => &mut self.posix,
             Space::Domain(d) => self.domains.entry(d.clone()).or_default(),
         }
+    }
+    pub(crate) fn entries(&mut self, domain: &str) -> &mut EntryLocks<Tx> {
+        self.entries.entry(domain.to_owned()).or_default()
     }
     fn is_empty(&self) -> bool {
         self.posix.is_empty()
@@ -56,7 +63,7 @@ pub struct LockTable {
 
 /// Grants waiters that no longer conflict and wakes them; a waiter that went away meanwhile
 /// has its grant undone (which may let others in).
-fn wake_range(rl: &mut RangeLocks<Tx>) {
+pub(crate) fn wake_range(rl: &mut RangeLocks<Tx>) {
     loop {
         let granted = rl.grant_waiters();
         if granted.is_empty() {
@@ -75,7 +82,7 @@ fn wake_range(rl: &mut RangeLocks<Tx>) {
     }
 }
 
-fn wake_entries(el: &mut EntryLocks<Tx>) {
+pub(crate) fn wake_entries(el: &mut EntryLocks<Tx>) {
     loop {
         let granted = el.grant_waiters();
         if granted.is_empty() {
@@ -95,12 +102,12 @@ fn wake_entries(el: &mut EntryLocks<Tx>) {
 }
 
 impl LockTable {
-    fn lock(&self) -> MutexGuard<'_, HashMap<Gfid, InodeLocks>> {
+    pub(crate) fn lock(&self) -> MutexGuard<'_, HashMap<Gfid, InodeLocks>> {
         self.inodes.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// Runs `f` on the inode's locks, dropping the inode's entry when it ends up empty.
-    fn with<R>(&self, g: Gfid, f: impl FnOnce(&mut InodeLocks) -> R) -> R {
+    pub(crate) fn with<R>(&self, g: Gfid, f: impl FnOnce(&mut InodeLocks) -> R) -> R {
         let mut m = self.lock();
         let il = m.entry(g).or_default();
         let r = f(il);
@@ -122,7 +129,8 @@ impl LockTable {
     }
 
     /// Takes `req`, waiting for conflicting locks to go away (F_SETLKW). EDEADLK when waiting
-    /// would close a cycle of owners on this inode.
+    /// would close a cycle of owners on this inode. Dropping the future withdraws the request
+    /// (or gives the lock back if it was granted meanwhile).
     pub async fn lock_wait(&self, g: Gfid, s: &Space, req: Held) -> Result<(), Errno> {
         let id = self.next_waiter.fetch_add(1, Ordering::Relaxed);
         let rx = self.with(g, |il| {
@@ -138,22 +146,14 @@ impl LockTable {
             rl.enqueue(Waiter { id, req, tx });
             Ok(Some(rx))
         })?;
-        let Some(rx) = rx else { return Ok(()) };
-        let mut guard = WaitGuard {
-            table: self,
-            g,
-            s: s.clone(),
-            id,
-            undo: Undo::Range(req),
-            done: false,
-        };
-        let r = rx.await.unwrap_or(Err(Errno::EINTR));
-        guard.done = true;
-        r
+        match rx {
+            None => Ok(()),
+            Some(rx) => Wait::new(self, g, id, Undo::Range(s.clone(), req), rx).await,
+        }
     }
 
     /// Unlocks `r` for `owner` and wakes waiters that can now go.
-    pub fn unlock(&self, g: Gfid, s: &Space, owner: LkOwner, r: Range) {
+    pub fn unlock(&self, g: Gfid, s: &Space, owner: Owner, r: Range) {
         self.with(g, |il| {
             let rl = il.space(s);
             if rl.unlock(owner, r) {
@@ -163,7 +163,7 @@ impl LockTable {
     }
 
     /// Drops all POSIX locks of `owner` on `g` (close(2) semantics).
-    pub fn release_owner(&self, g: Gfid, owner: LkOwner) {
+    pub fn release_owner(&self, g: Gfid, owner: Owner) {
         self.with(g, |il| {
             if il.posix.release_owner(owner) {
                 wake_range(&mut il.posix);
@@ -171,65 +171,97 @@ impl LockTable {
         })
     }
 
-    /// Drops the POSIX locks taken through `fd` and fails its waiting requests with EBADF.
-    pub fn release_fd(&self, g: Gfid, fd: FdId) {
+    /// Drops the POSIX locks taken through `client`'s `fd` and fails its waiting requests
+    /// with EBADF.
+    pub fn release_fd(&self, g: Gfid, client: Client, fd: FdId) {
         self.with(g, |il| {
-            for w in il.posix.cancel_fd_waiters(fd) {
+            for w in il.posix.cancel_fd_waiters(client, fd) {
                 let _ = w.tx.send(Err(Errno::EBADF));
             }
-            if il.posix.release_fd(fd) {
+            if il.posix.release_fd(client, fd) {
                 wake_range(&mut il.posix);
             }
         })
     }
 
-    /// Takes an entry lock now (`Ok(false)`: conflicting holder).
-    pub fn entry_try(&self, g: Gfid, domain: &str, name: Option<&str>, owner: LkOwner) -> bool {
-        self.with(g, |il| {
-            il.entries
-                .entry(domain.to_owned())
-                .or_default()
-                .try_lock(name, owner)
-        })
+    /// Drops every lock of `client` on every inode and fails its waiting requests with
+    /// ENOTCONN, then grants what waited behind them. Returns (inodes touched, requests
+    /// failed).
+    pub fn forget_client(&self, client: Client) -> (usize, usize) {
+        let mut m = self.lock();
+        let (mut touched, mut failed) = (0, 0);
+        for il in m.values_mut() {
+            let mut any = false;
+            // Waiters first, so that releasing the client's locks grants none of its own.
+            let spaces = std::iter::once(&mut il.posix).chain(il.domains.values_mut());
+            for rl in spaces {
+                for w in rl.cancel_client_waiters(client) {
+                    let _ = w.tx.send(Err(Errno::ENOTCONN));
+                    failed += 1;
+                    any = true;
+                }
+                if rl.release_client(client) {
+                    wake_range(rl);
+                    any = true;
+                }
+            }
+            for el in il.entries.values_mut() {
+                for w in el.cancel_client_waiters(client) {
+                    let _ = w.tx.send(Err(Errno::ENOTCONN));
+                    failed += 1;
+                    any = true;
+                }
+                if el.release_client(client) {
+                    wake_entries(el);
+                    any = true;
+                }
+            }
+            if any {
+                touched += 1;
+                il.tidy();
+            }
+        }
+        m.retain(|_, il| !il.is_empty());
+        (touched, failed)
     }
 
-    /// Takes an entry lock, waiting for conflicting holders.
+    /// Takes an entry lock now (`false`: conflicting holder).
+    pub fn entry_try(&self, g: Gfid, domain: &str, name: Option<&str>, owner: Owner) -> bool {
+        self.with(g, |il| il.entries(domain).try_lock(name, owner))
+    }
+
+    /// Takes an entry lock, waiting for conflicting holders. Dropping the future withdraws
+    /// the request (or gives the lock back if it was granted meanwhile).
     pub async fn entry_wait(
         &self,
         g: Gfid,
         domain: &str,
         name: Option<&str>,
-        owner: LkOwner,
+        owner: Owner,
     ) -> Result<(), Errno> {
         let id = self.next_waiter.fetch_add(1, Ordering::Relaxed);
+        let name = name.map(str::to_owned);
         let rx = self.with(g, |il| {
-            let el = il.entries.entry(domain.to_owned()).or_default();
-            if el.try_lock(name, owner) {
+            let el = il.entries(domain);
+            if el.try_lock(name.as_deref(), owner) {
                 return None;
             }
             let (tx, rx) = oneshot::channel();
             el.enqueue(EntryWaiter {
                 id,
-                name: name.map(str::to_owned),
+                name: name.clone(),
                 owner,
                 tx,
             });
             Some(rx)
         });
         let Some(rx) = rx else { return Ok(()) };
-        let undo = Undo::Entry(name.map(str::to_owned), owner);
-        let s = Space::Domain(domain.to_owned());
-        let mut guard = WaitGuard {
-            table: self,
-            g,
-            s,
-            id,
-            undo,
-            done: false,
+        let undo = Undo::Entry {
+            domain: domain.to_owned(),
+            name,
+            owner,
         };
-        let r = rx.await.unwrap_or(Err(Errno::EINTR));
-        guard.done = true;
-        r
+        Wait::new(self, g, id, undo, rx).await
     }
 
     pub fn entry_unlock(
@@ -237,76 +269,13 @@ impl LockTable {
         g: Gfid,
         domain: &str,
         name: Option<&str>,
-        owner: LkOwner,
+        owner: Owner,
     ) -> Result<(), Errno> {
         self.with(g, |il| {
-            let el = il.entries.entry(domain.to_owned()).or_default();
+            let el = il.entries(domain);
             el.unlock(name, owner)?;
             wake_entries(el);
             Ok(())
         })
-    }
-
-    /// (inodes with state, held locks, waiting requests).
-    pub fn counts(&self) -> (usize, usize, usize) {
-        let m = self.lock();
-        let mut held = 0;
-        let mut waiting = 0;
-        for il in m.values() {
-            held += il.posix.held().len();
-            waiting += il.posix.waiting();
-            for d in il.domains.values() {
-                held += d.held().len();
-                waiting += d.waiting();
-            }
-            for e in il.entries.values() {
-                held += e.held_count();
-                waiting += e.waiting();
-            }
-        }
-        (m.len(), held, waiting)
-    }
-}
-
-enum Undo {
-    Range(Held),
-    Entry(Option<String>, LkOwner),
-}
-
-/// Withdraws a waiting request whose caller went away (the fop future was dropped); if it was
-/// granted but never delivered, gives the lock back.
-struct WaitGuard<'a> {
-    table: &'a LockTable,
-    g: Gfid,
-    s: Space,
-    id: u64,
-    undo: Undo,
-    done: bool,
-}
-
-impl Drop for WaitGuard<'_> {
-    fn drop(&mut self) {
-        if self.done {
-            return;
-        }
-        let (id, s) = (self.id, self.s.clone());
-        match &self.undo {
-            Undo::Range(req) => self.table.with(self.g, |il| {
-                let rl = il.space(&s);
-                if rl.remove_waiter(id).is_none() && rl.unlock(req.owner, req.range) {
-                    wake_range(rl);
-                }
-            }),
-            Undo::Entry(name, owner) => {
-                let Space::Domain(d) = &s else { return };
-                self.table.with(self.g, |il| {
-                    let el = il.entries.entry(d.clone()).or_default();
-                    if el.remove_waiter(id).is_none() && el.unlock(name.as_deref(), *owner).is_ok()
-                    {
-                        wake_entries(el);
-                    }
-                })
-            }
-        }
     }
 }

@@ -1,14 +1,17 @@
 //! The features/locks translator: answers `lk`, `inodelk` and `entrylk` itself, drops an
-//! owner's POSIX locks on `flush` and an fd's on `release`; every other fop passes through.
+//! owner's POSIX locks on `flush`, an fd's on `release` and a client's on `forget_client`;
+//! every other fop passes through. Every lock is keyed by (client, owner) ([`Owner`]).
 
 use std::sync::Arc;
 
 use xlator_api::abi_stable::std_types::RString;
 use xlator_api::{
-    Ctx, Dump, EntrylkCmd, Errno, Fd, FdId, Flock, Gfid, Init, LkCmd, Loc, LockKind, Subvol,
-    Translator,
+    ClientId, Ctx, Dump, EntrylkCmd, Errno, Fd, FdId, Flock, Gfid, Init, LkCmd, Loc, LockKind,
+    Subvol, Translator,
 };
 
+use crate::dump::LISTED_MAX;
+use crate::owner::{Owner, client_of};
 use crate::range::{Held, Kind, Range};
 use crate::table::{LockTable, Space};
 
@@ -17,8 +20,8 @@ pub struct Locks {
     table: Arc<LockTable>,
 }
 
-/// The lock a POSIX request describes (`None`: an unlock).
-fn request(fd: FdId, lock: &Flock) -> Result<(Option<Kind>, Held), Errno> {
+/// The lock a POSIX request of the caller of `cx` describes (`None`: an unlock).
+fn request(cx: &Ctx, fd: FdId, lock: &Flock) -> Result<(Option<Kind>, Held), Errno> {
     let range = Range::from_start_len(lock.start, lock.len).ok_or(Errno::EINVAL)?;
     let kind = match lock.kind {
         LockKind::Read => Some(Kind::Read),
@@ -28,7 +31,7 @@ fn request(fd: FdId, lock: &Flock) -> Result<(Option<Kind>, Held), Errno> {
     let held = Held {
         kind: kind.unwrap_or(Kind::Read),
         range,
-        owner: lock.owner,
+        owner: Owner::new(cx, lock.owner),
         fd,
         pid: lock.pid,
     };
@@ -45,7 +48,7 @@ fn to_flock(h: &Held) -> Flock {
         start: h.range.start,
         len: h.range.len(),
         pid: h.pid,
-        owner: h.owner,
+        owner: h.owner.lk,
     }
 }
 
@@ -100,15 +103,11 @@ impl Translator for Locks {
     }
 
     fn dump(&self) -> Dump {
-        let (inodes, held, waiting) = self.table.counts();
-        Dump::new()
-            .with("inodes", inodes)
-            .with("held", held)
-            .with("waiting", waiting)
+        self.table.dump(LISTED_MAX)
     }
 
-    async fn lk(&self, _cx: &Ctx, fd: Fd, cmd: LkCmd, lock: Flock) -> Result<Flock, Errno> {
-        let (kind, req) = request(fd.id, &lock)?;
+    async fn lk(&self, cx: &Ctx, fd: Fd, cmd: LkCmd, lock: Flock) -> Result<Flock, Errno> {
+        let (kind, req) = request(cx, fd.id, &lock)?;
         if let (Some(k), LkCmd::Set | LkCmd::SetWait) = (kind, cmd) {
             check_mode(&fd, k)?;
         }
@@ -123,13 +122,13 @@ impl Translator for Locks {
 
     async fn inodelk(
         &self,
-        _cx: &Ctx,
+        cx: &Ctx,
         domain: RString,
         gfid: Gfid,
         cmd: LkCmd,
         lock: Flock,
     ) -> Result<(), Errno> {
-        let (kind, req) = request(FdId::ANONYMOUS, &lock)?;
+        let (kind, req) = request(cx, FdId::ANONYMOUS, &lock)?;
         match self
             .range_op(gfid, Space::Domain(domain.into()), cmd, kind, req)
             .await?
@@ -147,7 +146,7 @@ impl Translator for Locks {
         cmd: EntrylkCmd,
     ) -> Result<(), Errno> {
         let name = (!loc.name.is_empty()).then_some(loc.name.as_str());
-        let owner = cx.lk_owner();
+        let owner = Owner::new(cx, cx.lk_owner());
         match cmd {
             EntrylkCmd::Lock => {
                 self.table
@@ -166,14 +165,26 @@ impl Translator for Locks {
     }
 
     async fn flush(&self, cx: &Ctx, fd: Fd) -> Result<(), Errno> {
-        self.table.release_owner(fd.gfid, cx.lk_owner());
+        self.table
+            .release_owner(fd.gfid, Owner::new(cx, cx.lk_owner()));
         self.children[0].flush(cx, fd).await
     }
 
     async fn release(&self, cx: &Ctx, fd: Fd) -> Result<(), Errno> {
         if !fd.is_anonymous() {
-            self.table.release_fd(fd.gfid, fd.id);
+            self.table.release_fd(fd.gfid, client_of(cx), fd.id);
         }
         self.children[0].release(cx, fd).await
+    }
+
+    /// Drops the client's locks and waiting requests here, then tells the child (something
+    /// below may hold state for the client too); a child that does not know the fop (ENOSYS,
+    /// as storage/posix) had nothing to drop.
+    async fn forget_client(&self, cx: &Ctx, client: ClientId) -> Result<(), Errno> {
+        self.table.forget_client(Some(client));
+        match self.children[0].forget_client(cx, client).await {
+            Err(Errno::ENOSYS) => Ok(()),
+            r => r,
+        }
     }
 }
