@@ -2,7 +2,7 @@
 //! instance given its effective options, children and the host services; `ChildUp` events
 //! delivered once the graph stands.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 use std::ffi::c_void;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -40,8 +40,18 @@ pub enum GraphError {
 /// Where a translator's up-calls go: each parent, with the child index it holds it under.
 /// Leaked (a few words per translator per graph build) so a late up-call from a background
 /// task of a dropped graph never touches freed memory; emptied when its graph drops, which
-/// breaks the parent -> child -> parent reference cycle. An up-call raised while the graph is
-/// still being built (a fast connection) is kept and delivered once the parents are wired.
+/// breaks the parent -> child -> parent reference cycle.
+///
+/// Ordering: every event of one child (its own up-calls and the `ChildUp` the core raises for
+/// it once the graph stands) enters one queue under the mutex, and one thread at a time
+/// delivers that queue in order, so each parent sees the child's events in the order they
+/// were raised and ends with the state the child last announced. Delivering with the mutex
+/// released but the `delivering` flag set keeps that order without holding a lock across a
+/// parent's `notify` (which may raise events of its own, or even, through a child, of this
+/// translator: those are queued and delivered after the current one). The price: when two
+/// threads raise at once, the second returns before its event is delivered (the first
+/// delivers it right after its own). Events raised while the graph is still being built (a
+/// fast connection) wait in the queue until the parents are wired.
 struct UpLinks {
     state: Mutex<UpState>,
 }
@@ -49,24 +59,17 @@ struct UpLinks {
 #[derive(Default)]
 struct UpState {
     parents: Vec<(Subvol, u32)>,
+    /// Whether the parents are known; before that, events only queue up.
     wired: bool,
-    pending: Option<EventKind>,
+    /// Some thread is draining `queue`: others only append to it.
+    delivering: bool,
+    queue: VecDeque<EventKind>,
 }
 
 unsafe extern "C" fn deliver_up(target: *const c_void, kind: EventKind) {
     // SAFETY: `target` is a leaked `UpLinks` (see `UpLinks::sink`).
     let links = unsafe { &*target.cast::<UpLinks>() };
-    let parents = {
-        let mut st = links.lock();
-        if !st.wired {
-            st.pending = Some(kind);
-            return;
-        }
-        st.parents.clone()
-    };
-    for (parent, child) in parents {
-        parent.notify(Event { kind, child });
-    }
+    links.raise(kind);
 }
 
 impl UpLinks {
@@ -82,12 +85,48 @@ impl UpLinks {
         // SAFETY: `self` is 'static and `deliver_up` only reads it under its mutex.
         unsafe { EventSink::new((self as *const UpLinks).cast(), deliver_up) }
     }
-    /// Wires the parents; returns an up-call raised before, to be delivered now.
-    fn wire(&self, parents: Vec<(Subvol, u32)>) -> Option<(EventKind, Vec<(Subvol, u32)>)> {
+    /// Queues `kind` and, unless another thread is delivering (or the graph is not wired
+    /// yet), delivers the queue.
+    fn raise(&self, kind: EventKind) {
+        let mut st = self.lock();
+        st.queue.push_back(kind);
+        if !st.wired || st.delivering {
+            return;
+        }
+        st.delivering = true;
+        drop(st);
+        self.drain();
+    }
+    /// Delivers queued events in order until the queue is empty, then clears `delivering`.
+    /// Called only by the thread that set `delivering`.
+    fn drain(&self) {
+        loop {
+            let (kind, parents) = {
+                let mut st = self.lock();
+                match st.queue.pop_front() {
+                    Some(kind) => (kind, st.parents.clone()),
+                    None => {
+                        st.delivering = false;
+                        return;
+                    }
+                }
+            };
+            for (parent, child) in parents {
+                parent.notify(Event { kind, child });
+            }
+        }
+    }
+    /// Wires the parents, with the core's `ChildUp` (when `announce`) queued ahead of events
+    /// raised before, and everything raised from now on behind it. The caller must then
+    /// [`UpLinks::drain`]: until it does, other threads only queue.
+    fn wire(&self, parents: Vec<(Subvol, u32)>, announce: bool) {
         let mut st = self.lock();
         st.parents = parents;
         st.wired = true;
-        st.pending.take().map(|k| (k, st.parents.clone()))
+        st.delivering = true;
+        if announce {
+            st.queue.push_front(EventKind::ChildUp);
+        }
     }
     fn unwire(&self) {
         let mut st = self.lock();
@@ -208,32 +247,18 @@ impl Graph {
                     .push((node.subvol.clone(), i as u32));
             }
         }
-        let mut early = Vec::new();
+        // Every child initialised successfully: each parent is told, unless the child
+        // announces its own readiness (network clients, quorum-based cluster layers). That
+        // `ChildUp` goes through the child's queue, so an event the child raises meanwhile
+        // (from another thread) reaches the parents after it, never before.
         for (name, node) in &graph.nodes {
             let parents = parents_of.remove(name.as_str()).unwrap_or_default();
-            if let Some(e) = node.up.wire(parents) {
-                early.push(e);
-            }
+            node.up.wire(parents, !node.info.announces_child_up);
         }
-        // Every child initialised successfully: tell each parent, in child order, unless the
-        // child announces its own readiness (network clients, quorum-based cluster layers).
-        for node in graph.nodes.values() {
-            for (i, child) in node.children.iter().enumerate() {
-                let announces = graph
-                    .nodes
-                    .get(child)
-                    .is_some_and(|c| c.info.announces_child_up);
-                if !announces {
-                    node.subvol.notify(Event {
-                        kind: EventKind::ChildUp,
-                        child: i as u32,
-                    });
-                }
-            }
-        }
-        for (kind, parents) in early {
-            for (parent, child) in parents {
-                parent.notify(Event { kind, child });
+        // Children before parents, and each parent's children in its order.
+        for decl in graph.volfile.build_order() {
+            if let Some(node) = graph.nodes.get(&decl.name) {
+                node.up.drain();
             }
         }
         Ok(graph)

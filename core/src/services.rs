@@ -409,6 +409,31 @@ mod tests {
             .expect("resumed after the early wake")
             .expect("sent");
     }
+    /// Translators' own fd ids start at 2^62, far above the ids hosts number from 1, and
+    /// never repeat (also across threads).
+    #[test]
+    fn fd_ids_for_translators_are_unique_and_above_the_hosts_range() {
+        let s = host_services();
+        let threads: Vec<_> = (0..4)
+            .map(|_| {
+                std::thread::spawn(move || (0..1000).map(|_| s.new_fd_id()).collect::<Vec<_>>())
+            })
+            .collect();
+        let mut ids: Vec<xlator_api::FdId> = threads
+            .into_iter()
+            .flat_map(|t| t.join().expect("thread"))
+            .collect();
+        assert!(ids.iter().all(|id| id.0 >= 1 << 62), "an id below 2^62");
+        assert!(ids.iter().all(|id| *id != xlator_api::FdId::ANONYMOUS));
+        let n = ids.len();
+        ids.sort();
+        ids.dedup();
+        assert_eq!(ids.len(), n, "an id was handed out twice");
+        // One thread sees them increase.
+        let (a, b) = (s.new_fd_id(), s.new_fd_id());
+        assert!(b > a);
+    }
+
     /// A request that submits a blocking job and waits for it runs the job and the rest of
     /// itself on one pool thread; one that needs no job finishes on the caller; one that waits
     /// for something else is parked; a job nobody waits for still runs.

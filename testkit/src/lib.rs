@@ -1,5 +1,7 @@
-//! Test tools for translators: a mock child ([`mock`]), an in-memory leaf translator
-//! ([`memfs`]) and a POSIX-semantics conformance suite for any graph ([`conformance`]).
+//! Test tools for translators: a mock child ([`mock`]), N children for a cluster translator
+//! ([`MockCluster`]: mocks over in-memory leaves, taken down and up, failing, gated), an
+//! in-memory leaf translator ([`memfs`]) and a POSIX-semantics conformance suite for any
+//! graph ([`conformance`]).
 //!
 //! Smaller helpers for a translator's own tests: building an instance with schema defaults
 //! ([`build`]), a leaf with fixed answers ([`stub_leaf`]), a call of every fop
@@ -29,7 +31,7 @@ pub mod stub_leaf;
 
 pub use conformance::{Caps, Report};
 pub use memfs::MemLeaf;
-pub use mock::{FopCall, FopReply, MockChild, MockHandle};
+pub use mock::{FopCall, FopReply, MockChild, MockCluster, MockHandle};
 pub use stub_leaf::StubLeaf;
 
 // Lets volfiles name `testing/mock` and `storage/memory` in statically linked test binaries.

@@ -7,6 +7,15 @@
 //! `.`/`..`; a GFID that does not exist answers ESTALE; `inodelk` locks are owned by
 //! `lock.owner` and entry locks by the caller's `lk_owner`.
 //!
+//! What cluster translators need of a leaf works as on storage/posix, so they can be tested
+//! in-process: [`GfidReq`](xlator_api::GfidReq) gives a new object the requested GFID
+//! (EEXIST if another object has it, or if the name exists with another GFID: a `create`
+//! without `O_EXCL` of the same name and GFID opens it); [`XattrReq`](xlator_api::XattrReq)
+//! fills `Entry::xattrs` and `DirEntry::xattrs`; [`CreateXattrs`](xlator_api::CreateXattrs)
+//! are set with the new object, atomically; `getxattrs`, `setxattrs` (all or none),
+//! `rchecksum` (Adler-32 + SHA-256), and `xattrop` all or nothing over its keys, with a zero
+//! delta only reading (no key created, ctime unchanged).
+//!
 //! ```
 //! # #[tokio::main(flavor = "current_thread")] async fn main() {
 //! use xlator_api::{Ctx, Gfid, Loc};
@@ -17,6 +26,7 @@
 //! ```
 
 mod data;
+mod ext;
 mod inode;
 mod io;
 mod locks;
@@ -29,8 +39,8 @@ use std::sync::{Mutex, MutexGuard, PoisonError};
 use abi_stable::std_types::{ROption, RString, RVec};
 use xlator_api::{
     Buf, Ctx, DirEntry, Entry, EntrylkCmd, Errno, Fd, FileType, Flock, Gfid, Iatt, Init, InitArgs,
-    LkCmd, Loc, Opened, Options, ReadReply, Removed, SeekWhat, SetAttr, Statfs, Subvol, Translator,
-    WriteReply, Xattr, XattropOp, Xattrs,
+    LkCmd, Loc, Opened, Options, Rchecksum, ReadReply, Removed, SeekWhat, SetAttr, Statfs, Subvol,
+    Translator, WriteReply, Xattr, XattropOp, Xattrs,
 };
 
 use inode::{Body, Table};
@@ -94,8 +104,11 @@ impl MemLeaf {
         self.fs.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
+    /// Makes `m` with the GFID and creation xattrs `cx` asks for.
     fn make(&self, cx: &Ctx, loc: &Loc, m: Make) -> Result<Entry, Errno> {
-        self.fs().make(cx, loc, m).map(Entry::new)
+        let mut fs = self.fs();
+        let attr = fs.make(cx, loc, ext::asked(cx, m))?;
+        fs.entry(cx, attr)
     }
 }
 
@@ -106,6 +119,8 @@ fn make(kind: FileType, mode: u32, umask: u32, rdev: u64, body: Body) -> Make {
         umask,
         rdev,
         body,
+        gfid: None,
+        xattrs: Vec::new(),
     }
 }
 
@@ -135,7 +150,9 @@ impl Translator for MemLeaf {
     }
 
     async fn lookup(&self, cx: &Ctx, loc: Loc) -> Result<Entry, Errno> {
-        self.fs().lookup(cx, &loc).map(Entry::new)
+        let fs = self.fs();
+        let attr = fs.lookup(cx, &loc)?;
+        fs.entry(cx, attr)
     }
 
     async fn stat(&self, _cx: &Ctx, gfid: Gfid) -> Result<Iatt, Errno> {
@@ -223,7 +240,9 @@ impl Translator for MemLeaf {
     }
 
     async fn link(&self, cx: &Ctx, gfid: Gfid, new: Loc) -> Result<Entry, Errno> {
-        self.fs().link(cx, gfid, &new).map(Entry::new)
+        let mut fs = self.fs();
+        let attr = fs.link(cx, gfid, &new)?;
+        fs.entry(cx, attr)
     }
 
     async fn create(
@@ -238,6 +257,7 @@ impl Translator for MemLeaf {
         let mut fs = self.fs();
         let attr = match fs.lookup(cx, &loc) {
             Ok(_) if fd.flags & libc::O_EXCL != 0 => return Err(Errno::EEXIST),
+            Ok(existing) if ext::wants_other_gfid(cx, &existing) => return Err(Errno::EEXIST),
             Ok(existing) => {
                 fs.open(
                     cx,
@@ -250,13 +270,14 @@ impl Translator for MemLeaf {
             }
             Err(Errno::ENOENT) => {
                 let body = Body::File(Default::default());
-                let attr = fs.make(cx, &loc, make(FileType::Regular, mode, umask, 0, body))?;
+                let m = make(FileType::Regular, mode, umask, 0, body);
+                let attr = fs.make(cx, &loc, ext::asked(cx, m))?;
                 fs.register_fd(fd.id, attr.gfid);
                 attr
             }
             Err(e) => return Err(e),
         };
-        Ok(Entry::new(attr))
+        fs.entry(cx, attr)
     }
 
     async fn open(&self, cx: &Ctx, fd: Fd) -> Result<Opened, Errno> {
@@ -327,7 +348,8 @@ impl Translator for MemLeaf {
         if fd.is_anonymous() {
             fs.opendir_check(cx, fd.gfid)?;
         }
-        fs.readdirp(fd.gfid, offset, size).map(RVec::from)
+        fs.readdirp(fd.gfid, offset, size, ext::xattr_req(cx).as_ref())
+            .map(RVec::from)
     }
 
     async fn statfs(&self, _cx: &Ctx, gfid: Gfid) -> Result<Statfs, Errno> {
@@ -471,5 +493,28 @@ impl Translator for MemLeaf {
         xattrs: Xattrs,
     ) -> Result<Xattrs, Errno> {
         self.fs().xattrop(cx, fd.gfid, op, &xattrs)
+    }
+
+    async fn rchecksum(&self, cx: &Ctx, fd: Fd, offset: u64, len: u32) -> Result<Rchecksum, Errno> {
+        self.fs().rchecksum(cx, &fd, offset, len)
+    }
+
+    async fn getxattrs(&self, cx: &Ctx, gfid: Gfid, names: RVec<RString>) -> Result<Xattrs, Errno> {
+        self.fs().getxattrs(cx, gfid, &names)
+    }
+
+    async fn setxattrs(
+        &self,
+        cx: &Ctx,
+        gfid: Gfid,
+        xattrs: Xattrs,
+        flags: i32,
+    ) -> Result<(), Errno> {
+        self.fs().setxattrs(cx, gfid, &xattrs, flags)
+    }
+
+    /// Nothing is held per client here (locks belong to lock owners): nothing to drop.
+    async fn forget_client(&self, _cx: &Ctx, _client: xlator_api::ClientId) -> Result<(), Errno> {
+        Ok(())
     }
 }

@@ -19,6 +19,7 @@
 //! # }
 //! ```
 
+mod cluster;
 mod handle;
 mod script;
 
@@ -28,6 +29,7 @@ use std::sync::{Arc, Mutex, PoisonError, Weak};
 
 use xlator_api::{Ctx, Errno, Fop, HostServices, Init, InitArgs, Options, Subvol, Translator};
 
+pub use cluster::MockCluster;
 pub use handle::{MockHandle, RecordedCall};
 use script::MockState;
 
@@ -48,6 +50,17 @@ macro_rules! gen_mock {
             pub fn fop(&self) -> Fop {
                 match self {
                     $( FopCall::$Variant { .. } => Fop::$Variant, )*
+                }
+            }
+
+            /// One line naming the fop and its arguments: `lookup(loc=Loc { .. })`. Payloads
+            /// show only their length (`Buf`'s `Debug`).
+            pub fn summary(&self) -> String {
+                match self {
+                    $( FopCall::$Variant { $($arg),* } => {
+                        let args: Vec<String> = vec![$(format!("{}={:?}", stringify!($arg), $arg)),*];
+                        format!("{}({})", stringify!($name), args.join(", "))
+                    } )*
                 }
             }
 
@@ -181,12 +194,22 @@ impl MockChild {
     }
 
     fn build(name: &str, children: Vec<Subvol>) -> (Subvol, MockHandle) {
+        Self::build_with(name, children, xlfs_core::services::host_services())
+    }
+
+    /// A mock named `name` over `children` with the given services (their event sink is
+    /// where [`MockCluster`] raises the mock's ChildUp/ChildDown).
+    pub(crate) fn build_with(
+        name: &str,
+        children: Vec<Subvol>,
+        services: HostServices,
+    ) -> (Subvol, MockHandle) {
         let state = state_for(name);
         let args = InitArgs {
             name: name.into(),
             options: Options::new(),
             children: children.into(),
-            services: xlfs_core::services::host_services(),
+            services,
         };
         match xlator_api::sdk::instantiate::<MockChild>(args) {
             Ok(subvol) => (subvol, MockHandle::from_state(state)),

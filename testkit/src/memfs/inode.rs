@@ -175,21 +175,43 @@ impl Table {
         self.get(gfid).map(|i| i.attr)
     }
 
-    /// Adds an object with a fresh GFID (ENOSPC when out of inodes); `parent` is used only
-    /// for directories.
+    /// Whether `gfid` may name a new object: EEXIST when an object (even an unlinked one
+    /// still open) has it, or it is the root's; EINVAL for the null GFID.
+    pub(crate) fn gfid_free(&self, gfid: Gfid) -> Result<(), Errno> {
+        if gfid.is_null() {
+            Err(Errno::EINVAL)
+        } else if gfid == Gfid::ROOT || self.inodes.contains_key(&gfid) {
+            Err(Errno::EEXIST)
+        } else {
+            Ok(())
+        }
+    }
+
+    /// Adds an object with the GFID `want` (see [`Table::gfid_free`]) or a fresh one
+    /// (ENOSPC when out of inodes); `parent` is used only for directories.
     pub(crate) fn create(
         &mut self,
         new: NewInode,
         parent: Gfid,
         now: Timespec,
+        want: Option<Gfid>,
     ) -> Result<Gfid, Errno> {
+        if let Some(g) = want {
+            self.gfid_free(g)?;
+        }
         if self.inodes.len() as u64 >= self.max_inodes {
             return Err(Errno::ENOSPC);
         }
-        let mut gfid = Gfid::random();
-        while self.inodes.contains_key(&gfid) || gfid == Gfid::ROOT || gfid.is_null() {
-            gfid = Gfid::random();
-        }
+        let gfid = match want {
+            Some(g) => g,
+            None => {
+                let mut g = Gfid::random();
+                while self.inodes.contains_key(&g) || g == Gfid::ROOT || g.is_null() {
+                    g = Gfid::random();
+                }
+                g
+            }
+        };
         let new = match new.body {
             Body::Dir(_) => NewInode {
                 body: Body::Dir(Dir::new(parent)),

@@ -1,7 +1,7 @@
 //! Entry fops on the inode table: lookup, make (mknod/mkdir/symlink/create), unlink, rmdir,
 //! link, rename and readdirp, with POSIX error and permission rules.
 
-use xlator_api::{Ctx, DirEntry, Errno, FileType, Gfid, Iatt, Loc, Timespec};
+use xlator_api::{Ctx, DirEntry, Errno, FileType, Gfid, Iatt, Loc, Timespec, XattrReq};
 
 use super::inode::{Body, NewInode, Table};
 use super::perm::{self, W, X};
@@ -23,6 +23,10 @@ pub(crate) struct Make {
     pub(crate) umask: u32,
     pub(crate) rdev: u64,
     pub(crate) body: Body,
+    /// The GFID the caller asked for ([`xlator_api::GfidReq`]), else a fresh one.
+    pub(crate) gfid: Option<Gfid>,
+    /// Set on the object as it is made ([`xlator_api::CreateXattrs`]).
+    pub(crate) xattrs: Vec<(String, Vec<u8>)>,
 }
 
 impl Table {
@@ -56,7 +60,9 @@ impl Table {
         }
     }
 
-    /// Makes a new object named `loc` (EEXIST if the name is taken).
+    /// Makes a new object named `loc` (EEXIST if the name is taken or the requested GFID is
+    /// in use) with its creation xattrs: every check is made before anything changes, so the
+    /// name never appears without them.
     pub(crate) fn make(&mut self, cx: &Ctx, loc: &Loc, m: Make) -> Result<Iatt, Errno> {
         perm::check_name(&loc.name)?;
         if perm::is_dot(&loc.name) {
@@ -69,6 +75,10 @@ impl Table {
         if self.get(loc.parent)?.dir()?.get(&loc.name).is_some() {
             return Err(Errno::EEXIST);
         }
+        if let Some(g) = m.gfid {
+            self.gfid_free(g)?;
+        }
+        super::xattr::check_create_xattrs(&m.xattrs)?;
         let mut perm_bits = m.mode & 0o7777 & !m.umask;
         let mut gid = cx.gid();
         if p.perm & libc::S_ISGID != 0 {
@@ -89,7 +99,8 @@ impl Table {
             rdev: m.rdev,
             body: m.body,
         };
-        let gfid = self.create(new, loc.parent, now)?;
+        let gfid = self.create(new, loc.parent, now, m.gfid)?;
+        self.get_mut(gfid)?.xattrs.extend(m.xattrs);
         let parent = self.get_mut(loc.parent)?;
         parent.dir_mut()?.insert(&loc.name, gfid);
         parent.touch_mtime(now);
@@ -286,12 +297,13 @@ impl Table {
     }
 
     /// Entries of directory `dir` after cookie `offset`, within about `size` bytes (at least
-    /// one entry when any remain). No `.`/`..`.
+    /// one entry when any remain). No `.`/`..`. Each entry carries the xattrs `req` asks for.
     pub(crate) fn readdirp(
         &self,
         dir: Gfid,
         offset: u64,
         size: u32,
+        req: Option<&XattrReq>,
     ) -> Result<Vec<DirEntry>, Errno> {
         let d = self.get(dir)?.dir()?;
         let Some(start) = offset.checked_add(1) else {
@@ -310,7 +322,7 @@ impl Table {
                 name: name.as_str().into(),
                 next_offset: cookie,
                 attr: self.attr(gfid)?,
-                xattrs: Default::default(),
+                xattrs: self.wanted_xattrs(gfid, req)?,
             });
         }
         Ok(out)

@@ -17,6 +17,8 @@ pub struct RecordedCall {
     pub call: FopCall,
     /// Who made it (uid, gid, groups, pid, lock owner...).
     pub ctx: Ctx,
+    /// It arrived while the mock was down and was answered ENOTCONN without going further.
+    pub while_down: bool,
 }
 
 /// Controls one mock instance. Cheap to clone; all clones share the script and the call log.
@@ -79,6 +81,43 @@ impl MockHandle {
         let h: Handler = Arc::new(f);
         self.state.script().handlers.insert(fop, h);
         self
+    }
+
+    /// Fails every call of `fop` with `errno` from now on (until [`MockHandle::clear_handler`]);
+    /// queued replies still come first.
+    pub fn fail_always(&self, fop: Fop, errno: Errno) -> &Self {
+        self.on(fop, move |_| FopReply::error(fop, errno))
+    }
+
+    /// Takes the mock down (`true`: every call from now on, and every held or delayed call
+    /// let through from now on, is answered ENOTCONN without reaching its script or child,
+    /// like a brick whose connection is gone) or brings it back up. Raises no event: see
+    /// [`MockCluster`](super::MockCluster) for a parent that is told.
+    pub fn set_down(&self, down: bool) -> &Self {
+        self.state.script().down = down;
+        self
+    }
+
+    /// Whether the mock is down.
+    pub fn is_down(&self) -> bool {
+        self.state.script().down
+    }
+
+    /// Every call so far as one line each (`fop(arg=value, ...)`, with ` [down]` after those
+    /// answered ENOTCONN while down), in arrival order: for assertions and failure messages.
+    pub fn summaries(&self) -> Vec<String> {
+        self.state
+            .script()
+            .calls
+            .iter()
+            .map(|r| {
+                let mut line = r.call.summary();
+                if r.while_down {
+                    line.push_str(" [down]");
+                }
+                line
+            })
+            .collect()
     }
 
     /// Removes the handler of `fop`.

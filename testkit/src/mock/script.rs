@@ -61,6 +61,8 @@ pub(crate) struct Script {
     pub(crate) delays: HashMap<Fop, Duration>,
     pub(crate) gates: HashMap<Fop, Arc<Gate>>,
     pub(crate) default_errno: Errno,
+    /// Disconnected: every call is answered ENOTCONN (see [`MockHandle::set_down`]).
+    pub(crate) down: bool,
     /// Scripted replies that answered the wrong fop, described for [`MockHandle::verify`].
     pub(crate) misuses: Vec<String>,
 }
@@ -92,6 +94,7 @@ impl MockState {
                 delays: HashMap::new(),
                 gates: HashMap::new(),
                 default_errno: Errno::ENOSYS,
+                down: false,
                 misuses: Vec::new(),
             }),
             arrived: Notify::new(),
@@ -103,7 +106,9 @@ impl MockState {
         self.script.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Records `call`, then answers it per the script (after its gate and delay).
+    /// Records `call`, then answers it per the script (after its gate and delay). A call that
+    /// arrives while the mock is down, or is let through its gate or delay while it is down,
+    /// is answered ENOTCONN (scripted replies are kept for later).
     pub(crate) async fn serve(
         &self,
         services: &HostServices,
@@ -114,10 +119,17 @@ impl MockState {
         let fop = call.fop();
         let (answer, gate, delay) = {
             let mut s = self.script();
+            let down = s.down;
             s.calls.push(RecordedCall {
                 call: call.clone(),
                 ctx: cx.clone(),
+                while_down: down,
             });
+            if down {
+                drop(s);
+                self.arrived.notify_waiters();
+                return FopReply::error(fop, Errno::ENOTCONN);
+            }
             let answer = match s.queued.get_mut(&fop).and_then(VecDeque::pop_front) {
                 Some(reply) => Answer::Reply(Box::new(reply)),
                 None => match s.handlers.get(&fop) {
@@ -138,6 +150,9 @@ impl MockState {
         }
         if let Some(d) = delay {
             services.sleep(d).await;
+        }
+        if self.script().down {
+            return FopReply::error(fop, Errno::ENOTCONN);
         }
         match (answer, child) {
             (Answer::Reply(r), _) => *r,
