@@ -19,6 +19,11 @@ use crate::reaper::Reaper;
 use crate::sys::{self, XTarget};
 
 const STRIPES: usize = 64;
+/// Locks serialising the making of a name with its GFID (see [`Brick::name_lock`]).
+const NAME_STRIPES: usize = 256;
+/// The staging directory under `.xlfs`, where objects made with
+/// [`CreateXattrs`](xlator_api::CreateXattrs) get their xattrs before their name appears.
+pub const STAGING_DIR: &str = "tmp";
 
 pub struct Brick {
     pub h: Handles,
@@ -29,6 +34,17 @@ pub struct Brick {
     pub base_groups: Vec<u32>,
     /// Per-GFID serialisation of read-modify-write bookkeeping (xattrop, last-link checks).
     stripes: Vec<Mutex<()>>,
+    /// Per-(parent, name) serialisation of "the name appears" with "it gets its GFID": an
+    /// in-place create holds it from the syscall that makes the name until the GFID xattr is
+    /// set, and a lookup or readdirp that finds an object without a GFID takes it before
+    /// giving one, so it never gives a random GFID to an object being created (which then
+    /// had two GFIDs and two handles).
+    names: Vec<Mutex<()>>,
+    /// `.xlfs/tmp` (`O_PATH`; mode 01777, reachable only through this fd since `.xlfs` is
+    /// 0700): where staged creates make their objects as the caller (see staged.rs).
+    pub staging: std::os::fd::OwnedFd,
+    /// Counters for the statedump.
+    pub stats: crate::stats::Stats,
     /// Removes the handles of unlinked files after the reply.
     pub reaper: Reaper,
     /// Whether unlink leaves the handle to the reaper (option `background-unlink`).
@@ -72,12 +88,16 @@ impl Brick {
         .map_err(|e| e.to_string())?;
         let gx = choose_xattr(&dirp, mode, root_mode)?;
         let h = Handles::open(dir, gx)?;
+        let staging = crate::staged::open_staging(&h)?;
         Ok(Brick {
             h,
             fds: FdTable::default(),
             root_mode,
             base_groups: sys::get_groups(),
             stripes: (0..STRIPES).map(|_| Mutex::new(())).collect(),
+            names: (0..NAME_STRIPES).map(|_| Mutex::new(())).collect(),
+            staging,
+            stats: Default::default(),
             reaper: Reaper::default(),
             background_unlink: true,
             direct: DirectReads::default(),
@@ -134,6 +154,16 @@ impl Brick {
     /// Serialises bookkeeping on one GFID.
     pub fn stripe(&self, g: Gfid) -> MutexGuard<'_, ()> {
         self.stripes[stripe_of(g)]
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Serialises making the name `(parent, name)` with giving it a GFID (see `names`).
+    pub fn name_lock(&self, parent: Gfid, name: &str) -> MutexGuard<'_, ()> {
+        use std::hash::{Hash, Hasher};
+        let mut h = std::hash::DefaultHasher::new();
+        (parent, name).hash(&mut h);
+        self.names[(h.finish() % NAME_STRIPES as u64) as usize]
             .lock()
             .unwrap_or_else(|p| p.into_inner())
     }
@@ -199,7 +229,8 @@ impl Brick {
     }
 
     /// The GFID of `(dir, name)`, assigning one (and its handle) to an object that has none,
-    /// e.g. data that was on the brick before it became one.
+    /// e.g. data that was on the brick before it became one. Assigning happens under the
+    /// name's lock, re-checked there: an object being created holds it until its GFID is set.
     pub fn child_gfid(
         &self,
         dir_gfid: Gfid,
@@ -215,18 +246,24 @@ impl Brick {
             if name == "." || name == ".." {
                 return Err(Errno::EIO);
             }
-            let g = Gfid::random();
-            match self.gx().write(XTarget::NoFollow(&p), g, true) {
-                Ok(()) => {}
-                Err(Errno::EEXIST) => {
-                    return self.gx().read(XTarget::NoFollow(&p))?.ok_or(Errno::EIO);
-                }
-                Err(e) => return Err(e),
+            let _n = self.name_lock(dir_gfid, name);
+            if let Some(g) = self.gx().read(XTarget::NoFollow(&p))? {
+                return Ok(g);
             }
-            if st.st_mode & libc::S_IFMT == libc::S_IFDIR {
+            let g = Gfid::random();
+            // Handle first, then the xattr: whoever sees the GFID also finds its handle.
+            let is_dir = st.st_mode & libc::S_IFMT == libc::S_IFDIR;
+            if is_dir {
                 self.h.new_dir_link(g, dir_gfid, name)?;
             } else {
                 self.h.link_object(g, dir, name)?;
+            }
+            if let Err(e) = self.gx().write(XTarget::NoFollow(&p), g, true) {
+                let _ = self.h.remove(g);
+                return match e {
+                    Errno::EEXIST => self.gx().read(XTarget::NoFollow(&p))?.ok_or(Errno::EIO),
+                    e => Err(e),
+                };
             }
             tracing::debug!(target: "xlfs::posix", "assigned gfid {g} to {name:?} in {dir_gfid}");
             Ok(g)
@@ -246,6 +283,11 @@ impl Brick {
     }
 
     /// Gives a freshly made `(dir, name)` its GFID and handle; on failure removes it again.
+    /// The caller holds the name's [`name_lock`](Self::name_lock) since it made the name, so
+    /// no lookup gives the object a GFID of its own meanwhile. The handle is made first: it
+    /// is what makes a GFID taken (its link fails with EEXIST for a GFID in use anywhere on
+    /// the brick, so of two creates requesting one GFID only one gets it), and whoever sees
+    /// the GFID xattr finds the handle too.
     pub fn adopt_new(
         &self,
         caller: &Caller,
@@ -262,13 +304,17 @@ impl Brick {
             if g == Gfid::ROOT || self.h.exists(g) {
                 return Err(Errno::EEXIST);
             }
-            let p = sys::proc_child(dir, name)?;
-            self.gx().write(XTarget::NoFollow(&p), g, false)?;
             if is_dir {
-                self.h.new_dir_link(g, dir_gfid, name)
+                self.h.new_dir_link(g, dir_gfid, name)?;
             } else {
-                self.h.link_object(g, dir, name)
+                self.h.link_object(g, dir, name)?;
             }
+            let p = sys::proc_child(dir, name)?;
+            self.gx()
+                .write(XTarget::NoFollow(&p), g, true)
+                .inspect_err(|_| {
+                    let _ = self.h.remove(g);
+                })
         });
         if let Err(e) = r {
             let flags = if is_dir { libc::AT_REMOVEDIR } else { 0 };

@@ -240,7 +240,13 @@ impl Brick {
     }
 
     /// `have` is empty for O_DIRECT fds ([`Brick::readv_cached`] leaves those alone).
-    fn read_file(&self, f: &OpenFile, offset: u64, size: u32, have: Vec<u8>) -> Result<Buf, Errno> {
+    pub(crate) fn read_file(
+        &self,
+        f: &OpenFile,
+        offset: u64,
+        size: u32,
+        have: Vec<u8>,
+    ) -> Result<Buf, Errno> {
         if f.is_dir {
             return Err(Errno::EISDIR);
         }

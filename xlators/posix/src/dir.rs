@@ -4,11 +4,11 @@
 //! brick's `.xlfs` directory is hidden at the root.
 
 use xlator_api::abi_stable::std_types::RVec;
-use xlator_api::{DirEntry, Errno, Fd, Gfid};
+use xlator_api::{DirEntry, Errno, Fd, Gfid, XattrReq};
 
 use crate::brick::Brick;
 use crate::handle::META_DIR;
-use crate::sys;
+use crate::sys::{self, XTarget};
 
 /// Bytes one entry costs against the `size` budget (FUSE's direntplus: 152 + padded name).
 fn entry_cost(name_len: usize) -> usize {
@@ -24,7 +24,15 @@ impl Brick {
         self.fds.insert(fd.id, f)
     }
 
-    pub fn readdirp(&self, fd: &Fd, offset: u64, size: u32) -> Result<RVec<DirEntry>, Errno> {
+    /// With `want`, each entry also carries the xattrs asked for (read through the open
+    /// directory: no lookup of its own).
+    pub fn readdirp(
+        &self,
+        fd: &Fd,
+        offset: u64,
+        size: u32,
+        want: Option<&XattrReq>,
+    ) -> Result<RVec<DirEntry>, Errno> {
         let f = self.file_for(fd, libc::O_RDONLY)?;
         if !f.is_dir {
             return Err(Errno::ENOTDIR);
@@ -58,12 +66,23 @@ impl Brick {
                     Err(Errno::ENOENT) => continue, // removed since getdents
                     Err(e) => return Err(e),
                 };
+                let xattrs = match want {
+                    Some(w) => {
+                        let p = sys::proc_child(f.as_fd(), &name)?;
+                        match crate::wanted::read(XTarget::NoFollow(&p), attr.gfid, w) {
+                            Ok(x) => x,
+                            Err(Errno::ENOENT) => continue, // removed since getdents
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    None => Default::default(),
+                };
                 used += cost;
                 out.push(DirEntry {
                     name: name.into(),
                     next_offset: d.off,
                     attr,
-                    xattrs: Default::default(),
+                    xattrs,
                 });
             }
         }

@@ -1,20 +1,48 @@
 //! Entry fops: names inside a parent directory resolved through the parent's handle, with the
 //! `*at` syscalls run under the caller's credentials.
 
-use std::os::fd::AsFd;
-
-use std::os::fd::BorrowedFd;
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd};
 
 use xlator_api::abi_stable::std_types::ROption;
-use xlator_api::{Entry, Errno, Fd, FileType, Gfid, Iatt, Loc, Removed};
+use xlator_api::{
+    CreateXattrs, Ctx, Entry, Errno, Fd, FileType, Gfid, GfidReq, Iatt, Loc, Removed, XattrReq,
+};
 
 use crate::brick::{Brick, NameUse};
 use crate::creds::{self, Caller};
 use crate::fdtable::OpenFile;
-use crate::sys;
+use crate::staged::Kind;
+use crate::sys::{self, XTarget};
 
 fn is_dir(st: &libc::stat) -> bool {
     st.st_mode & libc::S_IFMT == libc::S_IFDIR
+}
+
+/// What the caller's context asks of an entry fop (its extensions, decoded once).
+#[derive(Default)]
+pub struct EntryReq {
+    /// [`GfidReq`](xlator_api::GfidReq): the GFID a new object gets.
+    pub gfid: Option<Gfid>,
+    /// [`XattrReq`]: xattrs for the reply (never an empty one).
+    pub want: Option<XattrReq>,
+    /// [`CreateXattrs`]: xattrs the new object has from the moment its name appears (never
+    /// an empty one: that takes the plain, faster path).
+    pub set: Option<CreateXattrs>,
+}
+
+impl EntryReq {
+    pub fn from_ctx(cx: &Ctx) -> EntryReq {
+        EntryReq {
+            gfid: cx.ext::<GfidReq>().map(|r| r.0),
+            want: want(cx),
+            set: cx.ext::<CreateXattrs>().filter(|x| !x.0.is_empty()),
+        }
+    }
+}
+
+/// The [`XattrReq`] of `cx`, unless it asks for nothing.
+pub fn want(cx: &Ctx) -> Option<XattrReq> {
+    cx.ext::<XattrReq>().filter(|r| !r.is_empty())
 }
 
 /// The parent's attributes after an entry fop (one `fstat` of its cached fd). `RNone` if that
@@ -26,17 +54,44 @@ fn postparent(pfd: BorrowedFd<'_>, parent: Gfid) -> ROption<Iatt> {
         .into()
 }
 
-/// An entry made or opened in `parent`, with the parent's attributes.
-fn made(attr: Iatt, pfd: BorrowedFd<'_>, parent: Gfid) -> Entry {
-    Entry {
+/// An entry made or opened in `parent`, with the parent's attributes and the xattrs asked
+/// for (`ask`), read from the new object at its target.
+fn made(
+    attr: Iatt,
+    pfd: BorrowedFd<'_>,
+    parent: Gfid,
+    ask: Option<(XTarget<'_>, &XattrReq)>,
+) -> Result<Entry, Errno> {
+    let xattrs = match ask {
+        Some((t, w)) => crate::wanted::read(t, attr.gfid, w)?,
+        None => Default::default(),
+    };
+    Ok(Entry {
         attr,
         postparent: postparent(pfd, parent),
-        xattrs: Default::default(),
+        xattrs,
+    })
+}
+
+/// `made` for an object known as `name` in `pfd`.
+fn made_at(
+    attr: Iatt,
+    pfd: BorrowedFd<'_>,
+    parent: Gfid,
+    name: &str,
+    want: Option<&XattrReq>,
+) -> Result<Entry, Errno> {
+    match want {
+        Some(w) => {
+            let p = sys::proc_child(pfd, name)?;
+            made(attr, pfd, parent, Some((XTarget::NoFollow(&p), w)))
+        }
+        None => made(attr, pfd, parent, None),
     }
 }
 
 impl Brick {
-    pub fn lookup(&self, loc: &Loc) -> Result<Entry, Errno> {
+    pub fn lookup(&self, loc: &Loc, want: Option<&XattrReq>) -> Result<Entry, Errno> {
         let name = self.entry_name(loc.parent, &loc.name, NameUse::Lookup)?;
         let pfd = self.h.resolve_dir(loc.parent)?;
         let st = sys::fstatat(pfd.as_fd(), &name, libc::AT_SYMLINK_NOFOLLOW)?;
@@ -50,28 +105,48 @@ impl Brick {
             }
             g
         };
-        Ok(Entry::new(crate::iatt::from_stat(&st, g)))
+        let mut e = Entry::new(crate::iatt::from_stat(&st, g));
+        if let Some(w) = want {
+            let p = sys::proc_child(pfd.as_fd(), n)?;
+            e.xattrs = crate::wanted::read(XTarget::NoFollow(&p), g, w)?;
+        }
+        Ok(e)
     }
 
     pub fn mkdir(
         &self,
         c: &Caller,
-        req: Option<Gfid>,
+        r: &EntryReq,
         loc: &Loc,
         mode: u32,
         umask: u32,
     ) -> Result<Entry, Errno> {
         let name = self.entry_name(loc.parent, &loc.name, NameUse::Modify)?;
         let pfd = self.h.resolve_dir(loc.parent)?;
-        sys::mkdirat(pfd.as_fd(), &name, mode & !umask & 0o7777)?;
-        let attr = self.adopt_new(c, loc.parent, pfd.as_fd(), &loc.name, req)?;
-        Ok(made(attr, pfd.as_fd(), loc.parent))
+        let mode = mode & !umask & 0o7777;
+        let attr = match &r.set {
+            Some(xs) => self.make_staged(
+                c,
+                r.gfid,
+                loc.parent,
+                pfd.as_fd(),
+                &name,
+                Kind::Dir { mode },
+                &xs.0,
+            )?,
+            None => {
+                let _n = self.name_lock(loc.parent, &loc.name);
+                sys::mkdirat(pfd.as_fd(), &name, mode)?;
+                self.adopt_new(c, loc.parent, pfd.as_fd(), &loc.name, r.gfid)?
+            }
+        };
+        made_at(attr, pfd.as_fd(), loc.parent, &loc.name, r.want.as_ref())
     }
 
     pub fn mknod(
         &self,
         c: &Caller,
-        req: Option<Gfid>,
+        r: &EntryReq,
         loc: &Loc,
         mode: u32,
         rdev: u64,
@@ -84,30 +159,62 @@ impl Brick {
         }
         let pfd = self.h.resolve_dir(loc.parent)?;
         let m = (mode & libc::S_IFMT) | (mode & !umask & 0o7777);
-        sys::mknodat(pfd.as_fd(), &name, m, rdev)?;
-        let attr = self.adopt_new(c, loc.parent, pfd.as_fd(), &loc.name, req)?;
-        Ok(made(attr, pfd.as_fd(), loc.parent))
+        let attr = match &r.set {
+            Some(xs) => self.make_staged(
+                c,
+                r.gfid,
+                loc.parent,
+                pfd.as_fd(),
+                &name,
+                Kind::Node { mode: m, rdev },
+                &xs.0,
+            )?,
+            None => {
+                let _n = self.name_lock(loc.parent, &loc.name);
+                sys::mknodat(pfd.as_fd(), &name, m, rdev)?;
+                self.adopt_new(c, loc.parent, pfd.as_fd(), &loc.name, r.gfid)?
+            }
+        };
+        made_at(attr, pfd.as_fd(), loc.parent, &loc.name, r.want.as_ref())
     }
 
     pub fn symlink(
         &self,
         c: &Caller,
-        req: Option<Gfid>,
+        r: &EntryReq,
         loc: &Loc,
         target: &str,
     ) -> Result<Entry, Errno> {
         let name = self.entry_name(loc.parent, &loc.name, NameUse::Modify)?;
         let pfd = self.h.resolve_dir(loc.parent)?;
-        sys::symlinkat(&sys::cstr(target)?, pfd.as_fd(), &name)?;
-        let attr = self.adopt_new(c, loc.parent, pfd.as_fd(), &loc.name, req)?;
-        Ok(made(attr, pfd.as_fd(), loc.parent))
+        let target = sys::cstr(target)?;
+        let attr = match &r.set {
+            Some(xs) => self.make_staged(
+                c,
+                r.gfid,
+                loc.parent,
+                pfd.as_fd(),
+                &name,
+                Kind::Symlink { target: &target },
+                &xs.0,
+            )?,
+            None => {
+                let _n = self.name_lock(loc.parent, &loc.name);
+                sys::symlinkat(&target, pfd.as_fd(), &name)?;
+                self.adopt_new(c, loc.parent, pfd.as_fd(), &loc.name, r.gfid)?
+            }
+        };
+        made_at(attr, pfd.as_fd(), loc.parent, &loc.name, r.want.as_ref())
     }
 
-    /// Creates (or, without O_EXCL, opens an existing) regular file and registers `fd`.
+    /// Creates (or, without O_EXCL, opens an existing) regular file and registers `fd`. With
+    /// a [`GfidReq`](xlator_api::GfidReq), an existing file of another GFID is EEXIST even
+    /// without O_EXCL: the caller asked for a specific identity, and two replicas must not
+    /// silently open different ones.
     pub fn create(
         &self,
         c: &Caller,
-        req: Option<Gfid>,
+        r: &EntryReq,
         loc: &Loc,
         fd: &Fd,
         mode: u32,
@@ -117,21 +224,41 @@ impl Brick {
         let pfd = self.h.resolve_dir(loc.parent)?;
         let perm = mode & !umask & 0o7777;
         let base = fd.flags & !(libc::O_CREAT | libc::O_EXCL | libc::O_NOCTTY | libc::O_PATH);
+        let set = match &r.set {
+            Some(xs) => Some(crate::staged::check_names(&xs.0)?),
+            None => None,
+        };
+        let want = r.want.as_ref();
         for _ in 0..8 {
-            match crate::data::open_direct_fallback(
-                Some(pfd.as_fd()),
-                &name,
-                base | libc::O_CREAT | libc::O_EXCL,
-                perm,
-            ) {
-                Ok((file, flags)) => {
-                    let attr = self.adopt_new(c, loc.parent, pfd.as_fd(), &loc.name, req)?;
-                    self.fds
-                        .insert(fd.id, OpenFile::new(file, attr.gfid, flags, false))?;
-                    return Ok(made(attr, pfd.as_fd(), loc.parent));
+            let made_now = match &set {
+                Some(xs) => self.create_tmpfile(r.gfid, pfd.as_fd(), &name, base, perm, xs)?,
+                None => {
+                    let _n = self.name_lock(loc.parent, &loc.name);
+                    match crate::data::open_direct_fallback(
+                        Some(pfd.as_fd()),
+                        &name,
+                        base | libc::O_CREAT | libc::O_EXCL,
+                        perm,
+                    ) {
+                        Ok((file, flags)) => {
+                            let attr =
+                                self.adopt_new(c, loc.parent, pfd.as_fd(), &loc.name, r.gfid)?;
+                            Some((file, flags, attr))
+                        }
+                        Err(Errno::EEXIST) => None,
+                        Err(e) => return Err(e),
+                    }
                 }
-                Err(Errno::EEXIST) if fd.flags & libc::O_EXCL == 0 => {}
-                Err(e) => return Err(e),
+            };
+            if let Some((file, flags, attr)) = made_now {
+                let ask = want.map(|w| (XTarget::Fd(file.as_raw_fd()), w));
+                let e = made(attr, pfd.as_fd(), loc.parent, ask)?;
+                self.fds
+                    .insert(fd.id, OpenFile::new(file, attr.gfid, flags, false))?;
+                return Ok(e);
+            }
+            if fd.flags & libc::O_EXCL != 0 {
+                return Err(Errno::EEXIST);
             }
             match crate::data::open_direct_fallback(
                 Some(pfd.as_fd()),
@@ -145,13 +272,15 @@ impl Brick {
                         return Err(Errno::EISDIR);
                     }
                     let g = self.child_gfid(loc.parent, pfd.as_fd(), &loc.name, &st)?;
+                    if r.gfid.is_some_and(|rg| !rg.is_null() && rg != g) {
+                        return Err(Errno::EEXIST);
+                    }
+                    let attr = crate::iatt::from_stat(&st, g);
+                    let ask = want.map(|w| (XTarget::Fd(file.as_raw_fd()), w));
+                    let e = made(attr, pfd.as_fd(), loc.parent, ask)?;
                     self.fds
                         .insert(fd.id, OpenFile::new(file, g, flags, false))?;
-                    return Ok(made(
-                        crate::iatt::from_stat(&st, g),
-                        pfd.as_fd(),
-                        loc.parent,
-                    ));
+                    return Ok(e);
                 }
                 Err(Errno::ENOENT) => continue, // removed in between: try creating again
                 Err(e) => return Err(e),
@@ -197,7 +326,7 @@ impl Brick {
         Ok(Removed { postparent })
     }
 
-    pub fn link(&self, gfid: Gfid, new: &Loc) -> Result<Entry, Errno> {
+    pub fn link(&self, gfid: Gfid, new: &Loc, want: Option<&XattrReq>) -> Result<Entry, Errno> {
         let name = self.entry_name(new.parent, &new.name, NameUse::Modify)?;
         let obj = self.h.resolve(gfid)?;
         let npfd = self.h.resolve_dir(new.parent)?;
@@ -212,11 +341,9 @@ impl Brick {
         }
         let src = sys::proc_path(obj.as_fd());
         sys::linkat(None, &src, npfd.as_fd(), &name, libc::AT_SYMLINK_FOLLOW)?;
-        Ok(made(
-            self.fd_iatt(obj.as_fd(), gfid)?,
-            npfd.as_fd(),
-            new.parent,
-        ))
+        let attr = self.fd_iatt(obj.as_fd(), gfid)?;
+        let ask = want.map(|w| (XTarget::Follow(&src), w));
+        made(attr, npfd.as_fd(), new.parent, ask)
     }
 
     pub fn rename(&self, old: &Loc, new: &Loc, flags: u32) -> Result<(), Errno> {

@@ -418,6 +418,16 @@ impl Handles {
         self.in_bucket(g, || sys::linkat(None, &src, self.hdir.as_fd(), &dst, 0))
     }
 
+    /// Hard-links the open (possibly `O_TMPFILE`) file `fd` as the handle of `g`. EEXIST when
+    /// `g` already names an object.
+    pub fn link_fd(&self, g: Gfid, fd: BorrowedFd<'_>) -> Result<(), Errno> {
+        let src = sys::proc_path(fd);
+        let dst = c(&self.rel(g))?;
+        self.in_bucket(g, || {
+            sys::linkat(None, &src, self.hdir.as_fd(), &dst, libc::AT_SYMLINK_FOLLOW)
+        })
+    }
+
     /// Points the handle of directory `g` at `(parent, name)`, replacing it atomically.
     pub fn set_dir_link(&self, g: Gfid, parent: Gfid, name: &str) -> Result<(), Errno> {
         let target = c(&self.layout.dir_link(parent, name))?;

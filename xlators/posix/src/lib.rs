@@ -8,6 +8,7 @@
 //! ```
 
 mod brick;
+mod checksum;
 mod creds;
 mod data;
 mod dir;
@@ -20,7 +21,10 @@ mod iatt;
 mod inode;
 mod options;
 mod reaper;
+mod staged;
+mod stats;
 mod sys;
+mod wanted;
 mod xattr;
 mod xlator;
 

@@ -13,9 +13,10 @@ use xlator_api::{Buf, Errno, Fd, FdId, Gfid, Xattr, XattropOp, Xattrs};
 use crate::brick::Brick;
 use crate::creds::Caller;
 use crate::gfid::is_internal;
+use crate::stats::Stats;
 use crate::sys::{self, XTarget};
 
-fn privileged(name: &str) -> bool {
+pub(crate) fn privileged(name: &str) -> bool {
     name.starts_with("trusted.") || name.starts_with("security.")
 }
 
@@ -92,8 +93,60 @@ impl Brick {
         with_target(self, fd, g, |t| sys::removexattr(t, &n))
     }
 
-    /// Adds each big-endian lane of every value to the stored one (missing: zeros) under the
-    /// GFID's stripe lock; returns the new values.
+    /// Several values at once, under the rules of [`getxattr`](Self::getxattr); names the
+    /// object lacks (or hides from this caller) are left out.
+    pub fn getxattrs(&self, c: &Caller, g: Gfid, names: &[RString]) -> Result<Xattrs, Errno> {
+        with_target(self, None, g, |t| {
+            let mut out = RVec::new();
+            for name in names {
+                let value = if name.as_str() == "trusted.gfid" {
+                    g.0.to_vec()
+                } else if is_internal(name) || (privileged(name) && !c.is_root()) {
+                    continue;
+                } else {
+                    match sys::getxattr(t, &sys::cstr(name)?) {
+                        Ok(v) => v,
+                        Err(Errno::ENODATA) => continue,
+                        Err(e) => return Err(e),
+                    }
+                };
+                out.push(Xattr {
+                    name: name.clone(),
+                    value: Buf::from_vec(value),
+                });
+            }
+            Ok(out)
+        })
+    }
+
+    /// Sets every xattr of `xs` (each with `flags`), all or none: every name is checked
+    /// before any is written, and when a write fails part way the ones already written get
+    /// their previous value (or absence) back. Under the GFID's stripe lock, as xattrop.
+    pub fn setxattrs(&self, c: &Caller, g: Gfid, xs: &Xattrs, flags: i32) -> Result<(), Errno> {
+        let names = xs
+            .iter()
+            .map(|x| writable_name(c, &x.name))
+            .collect::<Result<Vec<_>, _>>()?;
+        let _lock = self.stripe(g);
+        with_target(self, None, g, |t| {
+            let mut undo = Restore::new(t, &self.stats);
+            for (x, name) in xs.iter().zip(&names) {
+                let old = current(t, name)?;
+                sys::setxattr(t, name, &x.value, flags)?;
+                undo.written(name, old);
+            }
+            undo.keep();
+            Ok(())
+        })
+    }
+
+    /// Adds each big-endian lane of every value to the stored one (missing: zeros; the
+    /// shorter of the two is padded with zero lanes) under the GFID's stripe lock; returns
+    /// the new values. All or nothing: every operand and stored value is checked (whole
+    /// lanes, no name twice) before anything is written, and a write failing part way puts
+    /// back the values already written. A key whose operand is all zeros is only read: a
+    /// missing one is not created (its reply is zeros of the operand's length) and nothing
+    /// is written, so its ctime stays (how replicate reads pending counters).
     pub fn xattrop(
         &self,
         c: &Caller,
@@ -113,24 +166,88 @@ impl Brick {
         if xs.iter().any(|x| !x.value.len().is_multiple_of(width)) {
             return Err(Errno::EINVAL);
         }
+        let mut seen = std::collections::HashSet::new();
+        if !names.iter().all(|n| seen.insert(n)) {
+            return Err(Errno::EINVAL);
+        }
         let _lock = self.stripe(g);
         with_target(self, fd, g, |t| {
-            let mut out = RVec::new();
+            // Read and compute everything first.
+            let mut plan = Vec::with_capacity(xs.len());
             for (x, name) in xs.iter().zip(&names) {
-                let cur = match sys::getxattr(t, name) {
-                    Ok(v) => v,
-                    Err(Errno::ENODATA) => Vec::new(),
-                    Err(e) => return Err(e),
-                };
-                let new = add_lanes(&cur, &x.value, width).ok_or(Errno::EINVAL)?;
-                sys::setxattr(t, name, &new, 0)?;
+                let cur = current(t, name)?;
+                let stored = cur.as_deref().unwrap_or_default();
+                let new = add_lanes(stored, &x.value, width).ok_or(Errno::EINVAL)?;
+                let write = x.value.as_slice().iter().any(|b| *b != 0);
+                plan.push((name, cur, new, write));
+            }
+            let mut undo = Restore::new(t, &self.stats);
+            let mut out = RVec::new();
+            for ((name, cur, new, write), x) in plan.into_iter().zip(xs.iter()) {
+                if write {
+                    sys::setxattr(t, name, &new, 0)?;
+                    undo.written(name, cur);
+                } else {
+                    Stats::bump(&self.stats.xattrop_reads);
+                }
                 out.push(Xattr {
                     name: x.name.clone(),
                     value: Buf::from_vec(new),
                 });
             }
+            undo.keep();
             Ok(out)
         })
+    }
+}
+
+/// The stored value of `name`, `None` when absent.
+fn current(t: XTarget<'_>, name: &CString) -> Result<Option<Vec<u8>>, Errno> {
+    match sys::getxattr(t, name) {
+        Ok(v) => Ok(Some(v)),
+        Err(Errno::ENODATA) => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+/// Puts back, newest first, the previous values of the xattrs written so far, unless
+/// [`keep`](Self::keep) is called: a multi-xattr write that fails part way leaves none.
+struct Restore<'a> {
+    t: XTarget<'a>,
+    done: Vec<(CString, Option<Vec<u8>>)>,
+    stats: &'a Stats,
+}
+
+impl<'a> Restore<'a> {
+    fn new(t: XTarget<'a>, stats: &'a Stats) -> Self {
+        Restore {
+            t,
+            done: Vec::new(),
+            stats,
+        }
+    }
+    fn written(&mut self, name: &CString, old: Option<Vec<u8>>) {
+        self.done.push((name.clone(), old));
+    }
+    fn keep(mut self) {
+        self.done.clear();
+    }
+}
+
+impl Drop for Restore<'_> {
+    fn drop(&mut self) {
+        if !self.done.is_empty() {
+            Stats::bump(&self.stats.rollbacks);
+        }
+        for (name, old) in self.done.drain(..).rev() {
+            let r = match &old {
+                Some(v) => sys::setxattr(self.t, &name, v, 0),
+                None => sys::removexattr(self.t, &name),
+            };
+            if let Err(e) = r {
+                tracing::warn!(target: "xlfs::posix", "cannot restore xattr {name:?}: {e:?}");
+            }
+        }
     }
 }
 

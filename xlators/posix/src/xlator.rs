@@ -8,14 +8,14 @@ use std::sync::atomic::Ordering;
 use xlator_api::abi_stable::std_types::{RString, RVec};
 use xlator_api::{
     BackingWanted, Buf, ClientId, Ctx, DirEntry, Dump, Entry, EntrylkCmd, Errno, Fd, Flock, Gfid,
-    HostServices, Iatt, Init, LkCmd, Loc, Opened, PipePayloadOk, ReadReply, Removed, SeekWhat,
-    SetAttr, Statfs, Subvol, Translator, WriteReply, Xattr, XattropOp, Xattrs,
+    HostServices, Iatt, Init, LkCmd, Loc, Opened, PipePayloadOk, Rchecksum, ReadReply, Removed,
+    SeekWhat, SetAttr, Statfs, Subvol, Translator, WriteReply, Xattr, XattropOp, Xattrs,
 };
 
 use crate::brick::Brick;
 use crate::creds::{self, Caller};
 use crate::data::Cached;
-use crate::gfid::GfidReq;
+use crate::entry::{EntryReq, want};
 use crate::options::PosixOptions;
 
 /// A brick on a local directory.
@@ -71,10 +71,6 @@ impl Posix {
                 .await?
         }
     }
-}
-
-fn gfid_req(cx: &Ctx) -> Option<Gfid> {
-    cx.ext::<GfidReq>().map(|r| r.0)
 }
 
 impl Drop for Posix {
@@ -134,10 +130,13 @@ impl Translator for Posix {
                 self.brick.gx().name().to_string_lossy().into_owned(),
             )
             .with("open-fds", self.brick.fds.len())
+            .with("cluster", self.brick.stats.dump())
     }
 
     async fn lookup(&self, cx: &Ctx, loc: Loc) -> Result<Entry, Errno> {
-        self.run(cx, move |b, _| b.lookup(&loc)).await
+        let want = want(cx);
+        self.run(cx, move |b, _| b.lookup(&loc, want.as_ref()))
+            .await
     }
     async fn stat(&self, cx: &Ctx, gfid: Gfid) -> Result<Iatt, Errno> {
         self.run(cx, move |b, _| b.stat(gfid)).await
@@ -165,13 +164,13 @@ impl Translator for Posix {
         rdev: u64,
         umask: u32,
     ) -> Result<Entry, Errno> {
-        let req = gfid_req(cx);
-        self.run_creating(cx, move |b, c| b.mknod(c, req, &loc, mode, rdev, umask))
+        let r = EntryReq::from_ctx(cx);
+        self.run_creating(cx, move |b, c| b.mknod(c, &r, &loc, mode, rdev, umask))
             .await
     }
     async fn mkdir(&self, cx: &Ctx, loc: Loc, mode: u32, umask: u32) -> Result<Entry, Errno> {
-        let req = gfid_req(cx);
-        self.run_creating(cx, move |b, c| b.mkdir(c, req, &loc, mode, umask))
+        let r = EntryReq::from_ctx(cx);
+        self.run_creating(cx, move |b, c| b.mkdir(c, &r, &loc, mode, umask))
             .await
     }
     async fn unlink(&self, cx: &Ctx, loc: Loc) -> Result<Removed, Errno> {
@@ -181,15 +180,17 @@ impl Translator for Posix {
         self.run(cx, move |b, _| b.rmdir(&loc)).await
     }
     async fn symlink(&self, cx: &Ctx, loc: Loc, target: RString) -> Result<Entry, Errno> {
-        let req = gfid_req(cx);
-        self.run_creating(cx, move |b, c| b.symlink(c, req, &loc, &target))
+        let r = EntryReq::from_ctx(cx);
+        self.run_creating(cx, move |b, c| b.symlink(c, &r, &loc, &target))
             .await
     }
     async fn rename(&self, cx: &Ctx, old: Loc, new: Loc, flags: u32) -> Result<(), Errno> {
         self.run(cx, move |b, _| b.rename(&old, &new, flags)).await
     }
     async fn link(&self, cx: &Ctx, gfid: Gfid, new: Loc) -> Result<Entry, Errno> {
-        self.run(cx, move |b, _| b.link(gfid, &new)).await
+        let want = want(cx);
+        self.run(cx, move |b, _| b.link(gfid, &new, want.as_ref()))
+            .await
     }
     async fn create(
         &self,
@@ -199,8 +200,8 @@ impl Translator for Posix {
         mode: u32,
         umask: u32,
     ) -> Result<Entry, Errno> {
-        let req = gfid_req(cx);
-        self.run_creating(cx, move |b, c| b.create(c, req, &loc, &fd, mode, umask))
+        let r = EntryReq::from_ctx(cx);
+        self.run_creating(cx, move |b, c| b.create(c, &r, &loc, &fd, mode, umask))
             .await
     }
     async fn open(&self, cx: &Ctx, fd: Fd) -> Result<Opened, Errno> {
@@ -274,7 +275,8 @@ impl Translator for Posix {
         offset: u64,
         size: u32,
     ) -> Result<RVec<DirEntry>, Errno> {
-        self.run(cx, move |b, _| b.readdirp(&fd, offset, size))
+        let want = want(cx);
+        self.run(cx, move |b, _| b.readdirp(&fd, offset, size, want.as_ref()))
             .await
     }
     async fn statfs(&self, cx: &Ctx, gfid: Gfid) -> Result<Statfs, Errno> {
@@ -373,5 +375,26 @@ impl Translator for Posix {
             b.xattrop(c, Some(&fd), fd.gfid, op, &xattrs)
         })
         .await
+    }
+    async fn rchecksum(&self, cx: &Ctx, fd: Fd, offset: u64, len: u32) -> Result<Rchecksum, Errno> {
+        self.run(cx, move |b, _| b.rchecksum(&fd, offset, len))
+            .await
+    }
+    async fn getxattrs(&self, cx: &Ctx, gfid: Gfid, names: RVec<RString>) -> Result<Xattrs, Errno> {
+        self.run(cx, move |b, c| b.getxattrs(c, gfid, &names)).await
+    }
+    async fn setxattrs(
+        &self,
+        cx: &Ctx,
+        gfid: Gfid,
+        xattrs: Xattrs,
+        flags: i32,
+    ) -> Result<(), Errno> {
+        self.run(cx, move |b, c| b.setxattrs(c, gfid, &xattrs, flags))
+            .await
+    }
+    /// The brick keeps no per-client state that must go (locks live in features/locks).
+    async fn forget_client(&self, _cx: &Ctx, _client: ClientId) -> Result<(), Errno> {
+        Ok(())
     }
 }
