@@ -1,16 +1,17 @@
-//! `features/read-only`: makes a volume read-only. Every fop that would change data, metadata
-//! or the namespace fails with EROFS; reads, lookups and listings pass through. Opening for
-//! writing fails too, so applications learn early. The `read-only` option can be switched on
-//! a running volume (`reconfigure`), which is how an admin freezes a volume without a remount.
+//! `features/read-only`: makes a volume read-only. Every fop the fop table marks as modifying
+//! ([`Fop::modifies`]: data, size, metadata or namespace) fails with EROFS; everything else
+//! (reads, lookups, listings, locks, syncs, host-only fops) passes through. Opening for writing
+//! fails too, so applications learn early. The `read-only` option can be switched on a running
+//! volume (`reconfigure`), which is how an admin freezes a volume without a remount.
+//!
+//! No fop is listed here by hand: the overrides are generated for the whole table by
+//! [`xlator_api::for_each_fop!`], so a fop added to the table with a modifying attribute is
+//! refused without an edit here. The one refinement is `open`, whose table entry says it
+//! may truncate: it is refused only when its flags ask for writing or truncation.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use abi_stable::std_types::{RString, RVec};
-use xlator_api::abi_stable;
-use xlator_api::{
-    Buf, Ctx, Entry, Errno, Fd, Gfid, Iatt, Init, Loc, Opened, Removed, SetAttr, Subvol,
-    Translator, WriteReply, Xattr, XattropOp, Xattrs,
-};
+use xlator_api::{Ctx, Errno, Fd, Fop, Init, Subvol, Translator};
 
 xlator_api::options! {
     /// Options of `features/read-only`.
@@ -26,6 +27,7 @@ pub struct ReadOnly {
 }
 
 impl ReadOnly {
+    /// The one child (the default `MIN_CHILDREN`/`MAX_CHILDREN` of 1 guarantee it).
     fn child(&self) -> &Subvol {
         &self.children[0]
     }
@@ -39,8 +41,9 @@ impl ReadOnly {
     }
 }
 
-fn writes(flags: i32) -> bool {
-    flags & libc_o::ACCMODE != libc_o::RDONLY || flags & libc_o::TRUNC != 0
+/// Whether an open with these flags can change the file (write access or O_TRUNC).
+fn open_writes(fd: &Fd) -> bool {
+    fd.flags & libc_o::ACCMODE != libc_o::RDONLY || fd.flags & libc_o::TRUNC != 0
 }
 
 /// The open(2) flag bits this translator looks at (Linux values).
@@ -48,6 +51,33 @@ mod libc_o {
     pub const ACCMODE: i32 = 0o3;
     pub const RDONLY: i32 = 0;
     pub const TRUNC: i32 = 0o1000;
+}
+
+/// Whether this call of a modifying fop would modify: always, except an `open` whose flags
+/// neither write nor truncate. Matched on the fop's name, so it needs no argument list.
+macro_rules! call_modifies {
+    (open $fd:ident) => {
+        open_writes(&$fd)
+    };
+    ($other:ident $($arg:ident)*) => {
+        true
+    };
+}
+
+/// One override per fop of the table: a modifying fop is checked before it goes down.
+/// `modifies()` is a const fn of a constant, so each non-modifying override compiles to a
+/// plain pass-through.
+macro_rules! read_only_fops {
+    ($( $(#[$meta:meta])* $name:ident $Variant:ident {$($attrs:tt)*} ( $($arg:ident : $ty:ty),* ) -> $ret:ty ; )*) => {
+        $(
+            async fn $name(&self, cx: &Ctx $(, $arg: $ty)*) -> Result<$ret, Errno> {
+                if const { Fop::$Variant.modifies() } && call_modifies!($name $($arg)*) {
+                    self.check()?;
+                }
+                self.child().$name(cx $(, $arg)*).await
+            }
+        )*
+    };
 }
 
 impl Translator for ReadOnly {
@@ -70,132 +100,7 @@ impl Translator for ReadOnly {
         Ok(())
     }
 
-    async fn open(&self, cx: &Ctx, fd: Fd) -> Result<Opened, Errno> {
-        if writes(fd.flags) {
-            self.check()?;
-        }
-        self.child().open(cx, fd).await
-    }
-    async fn create(
-        &self,
-        cx: &Ctx,
-        loc: Loc,
-        fd: Fd,
-        mode: u32,
-        umask: u32,
-    ) -> Result<Entry, Errno> {
-        self.check()?;
-        self.child().create(cx, loc, fd, mode, umask).await
-    }
-    async fn writev(
-        &self,
-        cx: &Ctx,
-        fd: Fd,
-        offset: u64,
-        data: Buf,
-        flags: i32,
-    ) -> Result<WriteReply, Errno> {
-        self.check()?;
-        self.child().writev(cx, fd, offset, data, flags).await
-    }
-    async fn setattr(&self, cx: &Ctx, gfid: Gfid, attr: SetAttr) -> Result<Iatt, Errno> {
-        self.check()?;
-        self.child().setattr(cx, gfid, attr).await
-    }
-    async fn fsetattr(&self, cx: &Ctx, fd: Fd, attr: SetAttr) -> Result<Iatt, Errno> {
-        self.check()?;
-        self.child().fsetattr(cx, fd, attr).await
-    }
-    async fn mknod(
-        &self,
-        cx: &Ctx,
-        loc: Loc,
-        mode: u32,
-        rdev: u64,
-        umask: u32,
-    ) -> Result<Entry, Errno> {
-        self.check()?;
-        self.child().mknod(cx, loc, mode, rdev, umask).await
-    }
-    async fn mkdir(&self, cx: &Ctx, loc: Loc, mode: u32, umask: u32) -> Result<Entry, Errno> {
-        self.check()?;
-        self.child().mkdir(cx, loc, mode, umask).await
-    }
-    async fn unlink(&self, cx: &Ctx, loc: Loc) -> Result<Removed, Errno> {
-        self.check()?;
-        self.child().unlink(cx, loc).await
-    }
-    async fn rmdir(&self, cx: &Ctx, loc: Loc) -> Result<Removed, Errno> {
-        self.check()?;
-        self.child().rmdir(cx, loc).await
-    }
-    async fn symlink(&self, cx: &Ctx, loc: Loc, target: RString) -> Result<Entry, Errno> {
-        self.check()?;
-        self.child().symlink(cx, loc, target).await
-    }
-    async fn rename(&self, cx: &Ctx, old: Loc, new: Loc, flags: u32) -> Result<(), Errno> {
-        self.check()?;
-        self.child().rename(cx, old, new, flags).await
-    }
-    async fn link(&self, cx: &Ctx, gfid: Gfid, new: Loc) -> Result<Entry, Errno> {
-        self.check()?;
-        self.child().link(cx, gfid, new).await
-    }
-    async fn setxattr(&self, cx: &Ctx, gfid: Gfid, xattr: Xattr, flags: i32) -> Result<(), Errno> {
-        self.check()?;
-        self.child().setxattr(cx, gfid, xattr, flags).await
-    }
-    async fn fsetxattr(&self, cx: &Ctx, fd: Fd, xattr: Xattr, flags: i32) -> Result<(), Errno> {
-        self.check()?;
-        self.child().fsetxattr(cx, fd, xattr, flags).await
-    }
-    async fn removexattr(&self, cx: &Ctx, gfid: Gfid, name: RString) -> Result<(), Errno> {
-        self.check()?;
-        self.child().removexattr(cx, gfid, name).await
-    }
-    async fn fremovexattr(&self, cx: &Ctx, fd: Fd, name: RString) -> Result<(), Errno> {
-        self.check()?;
-        self.child().fremovexattr(cx, fd, name).await
-    }
-    async fn fallocate(
-        &self,
-        cx: &Ctx,
-        fd: Fd,
-        mode: i32,
-        offset: u64,
-        len: u64,
-    ) -> Result<(), Errno> {
-        self.check()?;
-        self.child().fallocate(cx, fd, mode, offset, len).await
-    }
-    async fn discard(&self, cx: &Ctx, fd: Fd, offset: u64, len: u64) -> Result<(), Errno> {
-        self.check()?;
-        self.child().discard(cx, fd, offset, len).await
-    }
-    async fn zerofill(&self, cx: &Ctx, fd: Fd, offset: u64, len: u64) -> Result<(), Errno> {
-        self.check()?;
-        self.child().zerofill(cx, fd, offset, len).await
-    }
-    async fn xattrop(
-        &self,
-        cx: &Ctx,
-        gfid: Gfid,
-        op: XattropOp,
-        x: Xattrs,
-    ) -> Result<Xattrs, Errno> {
-        self.check()?;
-        self.child().xattrop(cx, gfid, op, x).await
-    }
-    async fn fxattrop(
-        &self,
-        cx: &Ctx,
-        fd: Fd,
-        op: XattropOp,
-        x: Xattrs,
-    ) -> Result<RVec<Xattr>, Errno> {
-        self.check()?;
-        self.child().fxattrop(cx, fd, op, x).await
-    }
+    xlator_api::for_each_fop!(read_only_fops);
 }
 
 xlator_api::export_translators!(ReadOnly);

@@ -1,6 +1,13 @@
 //! `example/template`: a translator with no overrides. Every fop passes to its child unchanged,
 //! so it is a valid no-op layer. Copy this crate to start a new translator: rename it, change
 //! `TYPE`, declare options in `options!`, and add `async fn`s for the fops you change.
+//!
+//! A translator that treats a class of fops alike (every fop that modifies, every fop that may
+//! change data...) should not list them by hand: a fop added to the table later would be
+//! silently missing. Generate the overrides for the whole table with
+//! `xlator_api::for_each_fop!` and decide by the fop's attributes (`Fop::modifies()`,
+//! `Fop::may_change_data()`... from `Fop::attrs()`), as `examples/read-only` does, or write the
+//! decision as one `match` over `Fop` with no `_` arm.
 
 use xlator_api::{Init, Subvol, Translator};
 

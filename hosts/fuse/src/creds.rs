@@ -7,7 +7,7 @@
 //! are reused.
 
 use fuser::Request;
-use xlator_api::{Ctx, CtxBuilder, LkOwner};
+use xlator_api::{Ctx, CtxBuilder, Fop, LkOwner};
 
 /// How much of the caller a fop needs.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -16,6 +16,59 @@ pub enum Need {
     Basic,
     /// Also the supplementary groups: creation, setattr, permission checks, xattrs.
     Groups,
+}
+
+impl Need {
+    /// What a request sending `fop` needs of its caller. One exhaustive `match` over the fop
+    /// table (no `_` arm), so a fop added to the table needs a decision here; the unit tests
+    /// tie it to the table's attributes: changing metadata or names, and opening, need the
+    /// groups (ownership and permission checks); data, sync, close and lock fops go through
+    /// an fd already checked at open and do not. Reads of metadata differ: a lookup checks
+    /// search permission and xattr reads check the namespace's rights, a stat does not.
+    pub const fn of(fop: Fop) -> Need {
+        use Need::*;
+        match fop {
+            Fop::Lookup | Fop::Access | Fop::Getxattr | Fop::Fgetxattr | Fop::Listxattr => Groups,
+            Fop::Getxattrs => Groups,
+            Fop::Stat | Fop::Fstat | Fop::Readlink | Fop::Statfs | Fop::Readdirp => Basic,
+            Fop::Setattr
+            | Fop::Fsetattr
+            | Fop::Mknod
+            | Fop::Mkdir
+            | Fop::Unlink
+            | Fop::Rmdir
+            | Fop::Symlink
+            | Fop::Rename
+            | Fop::Link
+            | Fop::Create
+            | Fop::Open
+            | Fop::Opendir
+            | Fop::Setxattr
+            | Fop::Removexattr
+            | Fop::Fsetxattr
+            | Fop::Fremovexattr
+            | Fop::Xattrop
+            | Fop::Fxattrop
+            | Fop::Setxattrs => Groups,
+            Fop::Readv
+            | Fop::Writev
+            | Fop::Flush
+            | Fop::Fsync
+            | Fop::Fsyncdir
+            | Fop::Release
+            | Fop::Releasedir
+            | Fop::Fallocate
+            | Fop::Discard
+            | Fop::Zerofill
+            | Fop::Seek
+            | Fop::Rchecksum
+            | Fop::Lk
+            | Fop::Inodelk
+            | Fop::Entrylk => Basic,
+            // Never sent by a mount (protocol/server sends it); nothing to check.
+            Fop::ForgetClient => Basic,
+        }
+    }
 }
 
 /// The context of `req`, with `lk_owner` when the request names one.
@@ -60,6 +113,29 @@ pub fn parse_groups(status: &str) -> Option<Vec<u32>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use xlator_api::FopAttrs;
+
+    #[test]
+    fn what_a_fop_needs_follows_the_table() {
+        for &f in Fop::ALL {
+            let a = f.attrs();
+            if f.writes_meta() || f.writes_namespace() || f.opens_fd() {
+                assert_eq!(Need::of(f), Need::Groups, "{f} changes or opens: groups");
+            }
+            let by_fd = FopAttrs::WRITES_DATA
+                | FopAttrs::READS_DATA
+                | FopAttrs::DURABILITY
+                | FopAttrs::CLOSES
+                | FopAttrs::LOCKS
+                | FopAttrs::HOST_ONLY;
+            if a.intersects(by_fd) && !f.writes_meta() && !f.writes_namespace() && !f.opens_fd() {
+                assert_eq!(Need::of(f), Need::Basic, "{f} works on a checked fd");
+            }
+        }
+        // As the single-xattr fops they batch.
+        assert_eq!(Need::of(Fop::Getxattrs), Need::of(Fop::Getxattr));
+        assert_eq!(Need::of(Fop::Setxattrs), Need::of(Fop::Setxattr));
+    }
 
     #[test]
     fn parses_groups_line() {

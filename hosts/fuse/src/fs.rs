@@ -18,8 +18,8 @@ use fuser::{
 use tokio::runtime::Handle;
 use xlator_api::abi_stable::std_types::{ROption, RString, RVec};
 use xlator_api::{
-    BackingWanted, Buf, Ctx, Entry, Errno, Fd, Gfid, Iatt, LkCmd, Loc, SeekWhat, SetAttr, Subvol,
-    TimeSet, Xattr,
+    BackingWanted, Buf, Ctx, Entry, Errno, Fd, Fop, Gfid, Iatt, LkCmd, Loc, SeekWhat, SetAttr,
+    Subvol, TimeSet, Xattr,
 };
 use xlfs_core::graph::Graph;
 use xlfs_core::volume::Volume;
@@ -421,7 +421,7 @@ impl Filesystem for XlfsFs {
         if let Some(ttl) = self.s.fresh.absent(parent, name) {
             return reply_negative(reply, &ttl);
         }
-        let cx = ctx(req, Need::Groups, None);
+        let cx = ctx(req, Need::of(Fop::Lookup), None);
         let stamp = self.s.inodes.stamp();
         self.spawn(|s| async move {
             let r = s.graph().top().lookup(&cx, loc).await;
@@ -450,7 +450,7 @@ impl Filesystem for XlfsFs {
             return reply.attr(&left, &file_attr(ino, &a));
         }
         let fd = fh.and_then(|fh| self.s.fds.get(fh));
-        let cx = ctx(req, Need::Basic, None);
+        let cx = ctx(req, Need::of(Fop::Stat), None);
         let stamp = self.s.inodes.stamp();
         self.spawn(|s| async move {
             let graph = s.graph();
@@ -508,7 +508,7 @@ impl Filesystem for XlfsFs {
         {
             return reply.attr(&self.s.opts.attr_timeout, &file_attr(ino, &a));
         }
-        let cx = ctx(req, Need::Groups, None);
+        let cx = ctx(req, Need::of(Fop::Setattr), None);
         let stamp = self.s.inodes.stamp();
         let ds = self.s.inodes.begin_dir_op(ino);
         self.spawn(|s| async move {
@@ -535,7 +535,7 @@ impl Filesystem for XlfsFs {
 
     fn readlink(&self, req: &Request, ino: INodeNo, reply: ReplyData) {
         let gfid = tri!(reply, self.gfid(ino));
-        let cx = ctx(req, Need::Basic, None);
+        let cx = ctx(req, Need::of(Fop::Readlink), None);
         self.spawn(|s| async move {
             match s.graph().top().readlink(&cx, gfid).await {
                 Ok(target) => reply.data(target.as_bytes()),
@@ -555,7 +555,7 @@ impl Filesystem for XlfsFs {
         reply: ReplyEntry,
     ) {
         let loc = tri!(reply, self.loc(parent, name));
-        let cx = ctx(req, Need::Groups, None);
+        let cx = ctx(req, Need::of(Fop::Mknod), None);
         let stamp = self.s.inodes.stamp();
         let ds = self.s.inodes.begin_dir_op(parent);
         self.s.fresh.adding(parent, name);
@@ -581,7 +581,7 @@ impl Filesystem for XlfsFs {
         reply: ReplyEntry,
     ) {
         let loc = tri!(reply, self.loc(parent, name));
-        let cx = ctx(req, Need::Groups, None);
+        let cx = ctx(req, Need::of(Fop::Mkdir), None);
         let stamp = self.s.inodes.stamp();
         let ds = self.s.inodes.begin_dir_op(parent);
         self.s.fresh.adding(parent, name);
@@ -595,7 +595,7 @@ impl Filesystem for XlfsFs {
 
     fn unlink(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
         let loc = tri!(reply, self.loc(parent, name));
-        let cx = ctx(req, Need::Groups, None);
+        let cx = ctx(req, Need::of(Fop::Unlink), None);
         let ds = self.s.inodes.begin_dir_op(parent);
         self.spawn(|s| async move {
             // The kernel invalidates the victim's cached attributes (nlink, ctime) itself.
@@ -606,7 +606,7 @@ impl Filesystem for XlfsFs {
 
     fn rmdir(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
         let loc = tri!(reply, self.loc(parent, name));
-        let cx = ctx(req, Need::Groups, None);
+        let cx = ctx(req, Need::of(Fop::Rmdir), None);
         let ds = self.s.inodes.begin_dir_op(parent);
         self.spawn(|s| async move {
             let r = s.graph().top().rmdir(&cx, loc).await;
@@ -624,7 +624,7 @@ impl Filesystem for XlfsFs {
     ) {
         let loc = tri!(reply, self.loc(parent, link_name));
         let target = tri!(reply, name_str(target.as_os_str()));
-        let cx = ctx(req, Need::Groups, None);
+        let cx = ctx(req, Need::of(Fop::Symlink), None);
         let stamp = self.s.inodes.stamp();
         let ds = self.s.inodes.begin_dir_op(parent);
         self.s.fresh.adding(parent, link_name);
@@ -647,7 +647,7 @@ impl Filesystem for XlfsFs {
     ) {
         let old = tri!(reply, self.loc(parent, name));
         let new = tri!(reply, self.loc(newparent, newname));
-        let cx = ctx(req, Need::Groups, None);
+        let cx = ctx(req, Need::of(Fop::Rename), None);
         let ds = [
             self.s.inodes.begin_dir_op(parent),
             self.s.inodes.begin_dir_op(newparent),
@@ -671,7 +671,7 @@ impl Filesystem for XlfsFs {
     ) {
         let gfid = tri!(reply, self.gfid(ino));
         let new = tri!(reply, self.loc(newparent, newname));
-        let cx = ctx(req, Need::Groups, None);
+        let cx = ctx(req, Need::of(Fop::Link), None);
         let stamp = self.s.inodes.stamp();
         let ds = self.s.inodes.begin_dir_op(newparent);
         self.s.fresh.adding(newparent, newname);
@@ -689,7 +689,7 @@ impl Filesystem for XlfsFs {
             .s
             .fds
             .allocate(gfid, graph_open_flags(self.s.opts.writeback_cache, flags.0));
-        let cx = ctx_builder(req, Need::Groups, None);
+        let cx = ctx_builder(req, Need::of(Fop::Open), None);
         // A plain read-only open may be answered with a backing file to pass through.
         let pt = self.s.pt.on();
         let cx = if pt
@@ -747,7 +747,7 @@ impl Filesystem for XlfsFs {
             graph_open_flags(self.s.opts.writeback_cache, flags),
         );
         let uid = req.uid();
-        let cx = ctx(req, Need::Groups, None);
+        let cx = ctx(req, Need::of(Fop::Create), None);
         let stamp = self.s.inodes.stamp();
         let ds = self.s.inodes.begin_dir_op(parent);
         self.s.fresh.adding(parent, name);
@@ -814,7 +814,7 @@ impl Filesystem for XlfsFs {
         reply: ReplyData,
     ) {
         let fd = tri!(reply, self.fd(fh));
-        let cx = ctx(req, Need::Basic, lock_owner.map(|o| o.0));
+        let cx = ctx(req, Need::of(Fop::Readv), lock_owner.map(|o| o.0));
         let stamp = self
             .s
             .opts
@@ -849,7 +849,7 @@ impl Filesystem for XlfsFs {
         // The one copy of the payload: out of fuser's request buffer into a shared Buf.
         let buf = Buf::copy_from_slice(data);
         let flags = graph_open_flags(self.s.opts.writeback_cache, flags.0);
-        let cx = ctx(req, Need::Basic, lock_owner.map(|o| o.0));
+        let cx = ctx(req, Need::of(Fop::Writev), lock_owner.map(|o| o.0));
         let kill_suidgid = write_flags.contains(WriteFlags::FUSE_WRITE_KILL_SUIDGID);
         self.s.inodes.begin_write(ino);
         self.spawn(|s| async move {
@@ -878,7 +878,7 @@ impl Filesystem for XlfsFs {
         reply: ReplyEmpty,
     ) {
         let fd = tri!(reply, self.fd(fh));
-        let cx = ctx(req, Need::Basic, Some(lock_owner.0));
+        let cx = ctx(req, Need::of(Fop::Flush), Some(lock_owner.0));
         self.spawn(|s| async move {
             reply_empty(reply, s.graph().top().flush(&cx, fd).await);
         });
@@ -898,7 +898,7 @@ impl Filesystem for XlfsFs {
         if self.s.pt.on() {
             self.s.pt.released(fh);
         }
-        let cx = ctx(req, Need::Basic, lock_owner.map(|o| o.0));
+        let cx = ctx(req, Need::of(Fop::Release), lock_owner.map(|o| o.0));
         self.spawn(|s| async move {
             let graph = s.graph();
             if flush {
@@ -918,7 +918,7 @@ impl Filesystem for XlfsFs {
         reply: ReplyEmpty,
     ) {
         let fd = tri!(reply, self.fd(fh));
-        let cx = ctx(req, Need::Basic, None);
+        let cx = ctx(req, Need::of(Fop::Fsync), None);
         self.spawn(|s| async move {
             reply_empty(reply, s.graph().top().fsync(&cx, fd, datasync).await);
         });
@@ -927,7 +927,7 @@ impl Filesystem for XlfsFs {
     fn opendir(&self, req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
         let gfid = tri!(reply, self.gfid(ino));
         let fd = self.s.fds.allocate(gfid, flags.0 | libc::O_DIRECTORY);
-        let cx = ctx(req, Need::Groups, None);
+        let cx = ctx(req, Need::of(Fop::Opendir), None);
         self.spawn(|s| async move {
             match s.graph().top().opendir(&cx, fd).await {
                 Ok(()) => {
@@ -948,7 +948,7 @@ impl Filesystem for XlfsFs {
         reply: ReplyDirectory,
     ) {
         let fd = tri!(reply, self.fd(fh));
-        let cx = ctx(req, Need::Basic, None);
+        let cx = ctx(req, Need::of(Fop::Readdirp), None);
         self.spawn(|s| async move { dir::readdir(&s, cx, ino, fd, offset, reply).await });
     }
 
@@ -961,7 +961,7 @@ impl Filesystem for XlfsFs {
         reply: ReplyDirectoryPlus,
     ) {
         let fd = tri!(reply, self.fd(fh));
-        let cx = ctx(req, Need::Basic, None);
+        let cx = ctx(req, Need::of(Fop::Readdirp), None);
         self.spawn(|s| async move { dir::readdirplus(&s, cx, ino, fd, offset, reply).await });
     }
 
@@ -974,7 +974,7 @@ impl Filesystem for XlfsFs {
         reply: ReplyEmpty,
     ) {
         let fd = tri!(reply, self.s.fds.remove(fh).ok_or(fuser::Errno::EBADF));
-        let cx = ctx(req, Need::Basic, None);
+        let cx = ctx(req, Need::of(Fop::Releasedir), None);
         self.spawn(|s| async move {
             reply_empty(reply, s.graph().top().releasedir(&cx, fd).await);
         });
@@ -989,7 +989,7 @@ impl Filesystem for XlfsFs {
         reply: ReplyEmpty,
     ) {
         let fd = tri!(reply, self.fd(fh));
-        let cx = ctx(req, Need::Basic, None);
+        let cx = ctx(req, Need::of(Fop::Fsyncdir), None);
         self.spawn(|s| async move {
             reply_empty(reply, s.graph().top().fsyncdir(&cx, fd, datasync).await);
         });
@@ -997,7 +997,7 @@ impl Filesystem for XlfsFs {
 
     fn statfs(&self, req: &Request, ino: INodeNo, reply: ReplyStatfs) {
         let gfid = self.gfid(ino).unwrap_or(Gfid::ROOT);
-        let cx = ctx(req, Need::Basic, None);
+        let cx = ctx(req, Need::of(Fop::Statfs), None);
         self.spawn(|s| async move {
             match s.graph().top().statfs(&cx, gfid).await {
                 Ok(st) => reply.statfs(
@@ -1035,7 +1035,7 @@ impl Filesystem for XlfsFs {
             value: Buf::copy_from_slice(value),
         };
         self.s.caps.invalidate(&gfid);
-        let cx = ctx(req, Need::Groups, None);
+        let cx = ctx(req, Need::of(Fop::Setxattr), None);
         // It changes the ctime: a directory's recorded attributes are stale.
         let ds = self.s.inodes.begin_dir_op(ino);
         self.spawn(|s| async move {
@@ -1052,7 +1052,7 @@ impl Filesystem for XlfsFs {
         if is_cap && self.s.caps.known_none(&gfid, Instant::now()) {
             return reply.error(fuser::Errno::ENODATA);
         }
-        let cx = ctx(req, Need::Groups, None);
+        let cx = ctx(req, Need::of(Fop::Getxattr), None);
         self.spawn(|s| async move {
             match s.graph().top().getxattr(&cx, gfid, name).await {
                 Ok(v) => reply_xattr(reply, size, &v),
@@ -1068,7 +1068,7 @@ impl Filesystem for XlfsFs {
 
     fn listxattr(&self, req: &Request, ino: INodeNo, size: u32, reply: ReplyXattr) {
         let gfid = tri!(reply, self.gfid(ino));
-        let cx = ctx(req, Need::Groups, None);
+        let cx = ctx(req, Need::of(Fop::Listxattr), None);
         self.spawn(|s| async move {
             match s.graph().top().listxattr(&cx, gfid).await {
                 Ok(names) => reply_xattr(reply, size, &xattr_list(&names)),
@@ -1081,7 +1081,7 @@ impl Filesystem for XlfsFs {
         let gfid = tri!(reply, self.gfid(ino));
         let name = tri!(reply, name_str(name));
         self.s.caps.invalidate(&gfid);
-        let cx = ctx(req, Need::Groups, None);
+        let cx = ctx(req, Need::of(Fop::Removexattr), None);
         let ds = self.s.inodes.begin_dir_op(ino);
         self.spawn(|s| async move {
             let r = s.graph().top().removexattr(&cx, gfid, name).await;
@@ -1092,7 +1092,7 @@ impl Filesystem for XlfsFs {
 
     fn access(&self, req: &Request, ino: INodeNo, mask: AccessFlags, reply: ReplyEmpty) {
         let gfid = tri!(reply, self.gfid(ino));
-        let cx = ctx(req, Need::Groups, None);
+        let cx = ctx(req, Need::of(Fop::Access), None);
         let mask = mask.bits() as u32;
         self.spawn(|s| async move {
             reply_empty(reply, s.graph().top().access(&cx, gfid, mask).await);
@@ -1116,7 +1116,7 @@ impl Filesystem for XlfsFs {
             reply,
             flock(start, end, typ, pid, lock_owner.0).ok_or(fuser::Errno::EINVAL)
         );
-        let cx = ctx(req, Need::Basic, Some(lock_owner.0));
+        let cx = ctx(req, Need::of(Fop::Lk), Some(lock_owner.0));
         self.spawn(|s| async move {
             match s.graph().top().lk(&cx, fd, LkCmd::Get, lock).await {
                 Ok(l) => {
@@ -1147,7 +1147,7 @@ impl Filesystem for XlfsFs {
             flock(start, end, typ, pid, lock_owner.0).ok_or(fuser::Errno::EINVAL)
         );
         let cmd = if sleep { LkCmd::SetWait } else { LkCmd::Set };
-        let cx = ctx(req, Need::Basic, Some(lock_owner.0));
+        let cx = ctx(req, Need::of(Fop::Lk), Some(lock_owner.0));
         // A waiting lock parks in its task, never on the fuser thread.
         self.spawn(|s| async move {
             reply_empty(
@@ -1168,7 +1168,7 @@ impl Filesystem for XlfsFs {
         reply: ReplyEmpty,
     ) {
         let fd = tri!(reply, self.fd(fh));
-        let cx = ctx(req, Need::Basic, None);
+        let cx = ctx(req, Need::of(Fop::Fallocate), None);
         self.s.inodes.begin_reshape(ino);
         self.spawn(|s| async move {
             let graph = s.graph();
@@ -1239,7 +1239,7 @@ impl Filesystem for XlfsFs {
             u64::try_from(offset).map_err(|_| fuser::Errno::ENXIO)
         );
         let fd = tri!(reply, self.fd(fh));
-        let cx = ctx(req, Need::Basic, None);
+        let cx = ctx(req, Need::of(Fop::Seek), None);
         self.spawn(|s| async move {
             match s.graph().top().seek(&cx, fd, offset, what).await {
                 Ok(off) => match i64::try_from(off) {

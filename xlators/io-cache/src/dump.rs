@@ -53,7 +53,10 @@ mod tests {
         let d = render(&s);
         let t = d.to_text(2);
         assert!(
-            t.contains("cache_used     4096") && t.contains("hit_percent    75"),
+            t.lines()
+                .any(|l| l.split_whitespace().eq(["cache_used", "4096"]))
+                && t.lines()
+                    .any(|l| l.split_whitespace().eq(["hit_percent", "75"])),
             "{t}"
         );
         let j = d.to_json();

@@ -5,6 +5,9 @@
 //! - our own modifications: `writev`, `setattr`/`fsetattr` (size, mtime), `fallocate`,
 //!   `discard`, `zerofill`, `open`/`create` with O_TRUNC;
 //! - names going away: `unlink`, `rmdir`, `rename` over an existing file.
+//!
+//! The modifications are every fop with [`Fop::may_change_data`](xlator_api::Fop::may_change_data);
+//! `tests/every_fop.rs` checks that over the whole fop table.
 
 use std::sync::Arc;
 

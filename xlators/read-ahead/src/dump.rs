@@ -51,7 +51,10 @@ mod tests {
         let d = render(&s);
         let t = d.to_text(2);
         assert!(
-            t.contains("prefetched   4") && t.contains("hit_percent  90"),
+            t.lines()
+                .any(|l| l.split_whitespace().eq(["prefetched", "4"]))
+                && t.lines()
+                    .any(|l| l.split_whitespace().eq(["hit_percent", "90"])),
             "{t}"
         );
         let j = d.to_json();

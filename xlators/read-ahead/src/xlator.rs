@@ -4,6 +4,9 @@
 //! - modifications of a file drop every fd's pages of it: `writev`, `setattr`/`fsetattr`
 //!   with a size, `fallocate`, `discard`, `zerofill`, `open`/`create` with O_TRUNC;
 //! - an fd's pages are dropped by `flush` and `fsync`, its state by `release`.
+//!
+//! The modifications are every fop with [`Fop::may_change_data`](xlator_api::Fop::may_change_data);
+//! `tests/every_fop.rs` checks that over the whole fop table.
 
 use std::sync::Arc;
 

@@ -3,6 +3,7 @@
 mod engine;
 mod files;
 pub mod flags;
+pub mod handling;
 pub mod options;
 pub mod window;
 mod xlator;

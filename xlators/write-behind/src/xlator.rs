@@ -1,10 +1,10 @@
-//! The translator: which fops write-behind takes part in, and how. Every other fop passes
-//! through unchanged.
+//! The translator: the fops write-behind takes part in, as [`crate::handling`] classifies the
+//! whole fop table. Every other fop passes through unchanged.
 //!
 //! | fop | handling |
 //! |---|---|
 //! | writev | cached (acknowledged at once), write-through (O_SYNC/O_DSYNC/strict O_DIRECT) or direct |
-//! | readv, seek | observe from their offset to past the end of file |
+//! | readv, seek, rchecksum | observe from their offset to past the end of file |
 //! | stat, fstat, link | observe the whole file |
 //! | setattr, fsetattr, fallocate, discard, zerofill, open with O_TRUNC | modify the whole file |
 //! | fsync, flush, release, lk | wait for earlier requests of the file; fsync/flush report failures |
@@ -16,7 +16,7 @@ use std::sync::Arc;
 use xlator_api::abi_stable::std_types::{ROption::RNone, RVec};
 use xlator_api::{
     Buf, Ctx, DirEntry, Dump, Entry, Errno, Event, EventKind, Fd, Flock, Gfid, Iatt, Init, LkCmd,
-    Loc, Opened, ReadReply, Removed, SeekWhat, SetAttr, Subvol, Translator, WriteReply,
+    Loc, Opened, Rchecksum, ReadReply, Removed, SeekWhat, SetAttr, Subvol, Translator, WriteReply,
 };
 
 use crate::engine::Engine;
@@ -139,6 +139,13 @@ impl Translator for WriteBehind {
     async fn seek(&self, cx: &Ctx, fd: Fd, offset: u64, what: SeekWhat) -> Result<u64, Errno> {
         self.ordered(fd.gfid, Access::Observe, Span::from(offset), || {
             self.child().seek(cx, fd, offset, what)
+        })
+        .await
+    }
+
+    async fn rchecksum(&self, cx: &Ctx, fd: Fd, offset: u64, len: u32) -> Result<Rchecksum, Errno> {
+        self.ordered(fd.gfid, Access::Observe, Span::from(offset), || {
+            self.child().rchecksum(cx, fd, offset, len)
         })
         .await
     }

@@ -6,11 +6,13 @@ mod common;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
+use common::on_file::call_on;
 use common::*;
 use xlator_api::abi_stable::std_types::ROption::{RNone, RSome};
-use xlator_api::{Buf, Entry, Errno, Fop, Gfid, Loc, ReadReply, WriteReply};
+use xlator_api::{Buf, Entry, Errno, Fd, Fop, Gfid, Loc, ReadReply, Subvol, WriteReply};
 use xlfs_testkit::build::options_for;
-use xlfs_testkit::mock::{FopCall, FopReply};
+use xlfs_testkit::mock::{FopCall, FopReply, MockHandle};
+use xlfs_write_behind::handling::{Handling, handling};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_write_is_acknowledged_before_the_child_answers() {
@@ -88,31 +90,91 @@ async fn readv_drops_the_childs_attributes_while_a_cached_write_is_unfinished() 
     assert_eq!(r.attr, RSome(attr(FILE, 42)));
 }
 
+/// A cached write of 10 bytes at 0 on [`FILE`], held at the child.
+async fn held_cached_write() -> (Subvol, MockHandle) {
+    let (wb, h) = wb_mock(&[("flush-behind", "off")]);
+    h.hold(Fop::Writev);
+    wb.writev(&cx(), rw(), 0, bytes(10, 1), 0)
+        .await
+        .expect("cached");
+    soon("writev", h.wait_for(Fop::Writev, 1)).await;
+    (wb, h)
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn every_observing_fop_waits_for_earlier_cached_writes() {
-    for call in ordered_calls(rw()) {
-        let fop = call.fop();
-        let (wb, h) = wb_mock(&[("flush-behind", "off")]);
-        h.hold(Fop::Writev);
-        wb.writev(&cx(), rw(), 0, bytes(10, 1), 0)
-            .await
-            .expect("cached");
-        soon("writev", h.wait_for(Fop::Writev, 1)).await;
+async fn every_fop_of_the_table_is_ordered_as_its_handling_says() {
+    // O_TRUNC (and O_CREAT) on the fd: open and create then truncate.
+    let fd = Fd {
+        flags: libc::O_RDWR | libc::O_CREAT | libc::O_TRUNC,
+        ..rw()
+    };
+    for &fop in Fop::ALL {
+        let handling = handling(fop);
+        if handling == Handling::Write {
+            continue; // the writev tests above and below
+        }
+        let (wb, h) = held_cached_write().await;
         let task = tokio::spawn({
             let wb = wb.clone();
-            async move { call.send(&cx(), &wb).await }
+            async move { call_on(fop, fd).send(&cx(), &wb).await }
         });
-        settle().await;
-        assert_eq!(
-            h.count(fop),
-            0,
-            "{fop} reached the child before the cached write finished"
-        );
-        h.release(Fop::Writev, 1);
-        let reply = soon(fop.name(), task).await.expect("task");
-        assert_eq!(reply.errno(), None, "{fop}: {reply:?}");
-        assert_eq!(h.fops()[..2], [Fop::Writev, fop], "{fop}");
+        if handling.waits() {
+            settle().await;
+            assert_eq!(
+                h.count(fop),
+                0,
+                "{fop} ({handling:?}) reached the child before the cached write finished"
+            );
+            h.release(Fop::Writev, 1);
+            soon(fop.name(), task).await.expect("task");
+            assert_eq!(h.fops()[..2], [Fop::Writev, fop], "{fop}");
+        } else {
+            // Reaching the child while the write's gate is still closed: it did not wait.
+            soon(fop.name(), h.wait_for(fop, 1)).await;
+            h.open_gate(Fop::Writev);
+            soon(fop.name(), task).await.expect("task");
+        }
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn open_and_create_wait_only_when_they_truncate() {
+    for fop in [Fop::Open, Fop::Create] {
+        let (wb, h) = held_cached_write().await;
+        let plain = Fd {
+            flags: libc::O_RDWR | libc::O_CREAT,
+            ..rw()
+        };
+        // Answered while the write's gate is still closed: it did not wait.
+        soon(fop.name(), call_on(fop, plain).send(&cx(), &wb)).await;
+        h.open_gate(Fop::Writev);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn rchecksum_waits_for_the_cached_write_it_overlaps_only() {
+    let (wb, h) = held_cached_write().await;
+    // Disjoint from the write at 0..10: sent at once.
+    soon(
+        "disjoint rchecksum",
+        wb.rchecksum(&cx(), rw(), 1 << 20, 4096),
+    )
+    .await
+    .ok();
+    assert_eq!(h.count(Fop::Rchecksum), 1);
+    let task = tokio::spawn({
+        let wb = wb.clone();
+        async move { wb.rchecksum(&cx(), rw(), 0, 4096).await }
+    });
+    settle().await;
+    assert_eq!(
+        h.count(Fop::Rchecksum),
+        1,
+        "rchecksum overtook a cached write"
+    );
+    h.release(Fop::Writev, 1);
+    soon("rchecksum", task).await.expect("task").ok();
+    assert_eq!(h.fops(), [Fop::Writev, Fop::Rchecksum, Fop::Rchecksum]);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

@@ -3,14 +3,16 @@
 //! translator that delays replies at random, and small helpers.
 #![allow(dead_code)]
 
+pub mod on_file;
+
 use std::future::Future;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use xlator_api::abi_stable::std_types::RVec;
 use xlator_api::{
-    Buf, Ctx, Entry, Errno, Fd, Fop, Gfid, HostServices, Iatt, Init, ReadReply, SeekWhat, SetAttr,
-    Subvol, Translator, WriteReply,
+    Buf, Ctx, Entry, Errno, Fd, Fop, Gfid, HostServices, Iatt, Init, ReadReply, Subvol, Translator,
+    WriteReply,
 };
 use xlfs_testkit::build::build;
 use xlfs_testkit::fixtures::fd;
@@ -133,89 +135,6 @@ pub fn writes(h: &MockHandle) -> Vec<(u64, usize)> {
             _ => None,
         })
         .collect()
-}
-
-/// Every fop write-behind orders after cached writes, as a call on `gfid` through `fd`.
-pub fn ordered_calls(fd: Fd) -> Vec<FopCall> {
-    let gfid = fd.gfid;
-    let loc = xlator_api::Loc::new(Gfid::ROOT, "f");
-    let size = SetAttr {
-        size: xlator_api::abi_stable::std_types::ROption::RSome(0),
-        ..SetAttr::default()
-    };
-    vec![
-        FopCall::Readv {
-            fd,
-            offset: 0,
-            size: 4096,
-        },
-        FopCall::Seek {
-            fd,
-            offset: 0,
-            what: SeekWhat::Data,
-        },
-        FopCall::Stat { gfid },
-        FopCall::Fstat { fd },
-        FopCall::Setattr { gfid, attr: size },
-        FopCall::Fsetattr {
-            fd,
-            attr: SetAttr::default(),
-        },
-        FopCall::Fallocate {
-            fd,
-            mode: 0,
-            offset: 0,
-            len: 10,
-        },
-        FopCall::Discard {
-            fd,
-            offset: 0,
-            len: 10,
-        },
-        FopCall::Zerofill {
-            fd,
-            offset: 0,
-            len: 10,
-        },
-        FopCall::Open {
-            fd: Fd {
-                flags: libc::O_RDWR | libc::O_TRUNC,
-                ..fd
-            },
-        },
-        FopCall::Fsync {
-            fd,
-            datasync: false,
-        },
-        FopCall::Flush { fd },
-        FopCall::Release { fd },
-        FopCall::Lk {
-            fd,
-            cmd: xlator_api::LkCmd::Set,
-            lock: xlator_api::Flock::default(),
-        },
-        FopCall::Link {
-            gfid,
-            new: xlator_api::Loc::new(Gfid::ROOT, "g"),
-        },
-        FopCall::Rename {
-            old: loc.clone(),
-            new: xlator_api::Loc::new(Gfid::ROOT, "h"),
-            flags: 0,
-        },
-        FopCall::Unlink { loc: loc.clone() },
-        FopCall::Readdirp {
-            fd: fd_on(Gfid::ROOT, 9, libc::O_RDONLY),
-            offset: 0,
-            size: 4096,
-        },
-        FopCall::Create {
-            loc,
-            fd: fd_on(Gfid::NULL, 10, libc::O_RDWR | libc::O_CREAT | libc::O_TRUNC),
-            mode: 0o644,
-            umask: 0,
-        },
-    ]
 }
 
 /// A translator delaying `writev`, `readv` and `fstat` replies by a random 0–`max_us` µs
