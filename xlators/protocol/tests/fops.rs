@@ -507,9 +507,9 @@ async fn flush_goes_to_the_brick_only_for_files_with_locks() {
     assert_eq!(h.count(xlator_api::Fop::Flush), 2, "{:?}", h.fops());
 }
 
-/// Host threads spinning for their replies (`reply-spin`, as the FUSE reader does) and the
-/// reader task share one socket: every reply, small or a 1 MiB read assembled by whichever
-/// side got there, reaches its caller intact.
+/// Host threads that poll their requests first (`with_reply_spin`, as the FUSE reader does;
+/// `reply-spin` set, which has no effect since wire version 4) and runtime tasks share one
+/// connection: every reply, small or a 1 MiB read, reaches its caller intact.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn callers_spinning_for_replies_and_the_reader_share_the_socket() {
     let (_server, top, f) = brick_with_file(&[], &[("reply-spin", "2ms")], "spun").await;

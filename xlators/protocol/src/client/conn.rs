@@ -10,10 +10,11 @@ use std::time::{Duration, Instant};
 
 use tokio::net::{TcpStream, UnixStream};
 use tokio::sync::{oneshot, watch};
-use xlator_api::{BackingFile, BackingWanted, Buf, Ctx, Errno, Fop};
+use xlator_api::{
+    BackingFile, BackingWanted, Buf, Ctx, EntrylkCmd, Errno, Flock, Fop, LkCmd, LockKind,
+};
 
 use super::options::Target;
-use crate::wire::spin::Backoff;
 use crate::wire::{
     self, ClientMsg, FramePump, FrameReader, FrameSender, HANDSHAKE_MAX_FRAME, Hello, MAGIC,
     PROTOCOL_VERSION, Pumped, ReadHalf, ReplyBody, Request, SCHEMA, SendError, ServerMsg, Stream,
@@ -47,18 +48,15 @@ pub enum ConnectError {
 pub struct Timeouts {
     ping_ms: AtomicU64,
     frame_ms: AtomicU64,
-    spin_us: AtomicU64,
 }
 
 impl Timeouts {
-    pub fn new(ping: Duration, frame: Duration, spin: Duration) -> Timeouts {
+    pub fn new(ping: Duration, frame: Duration) -> Timeouts {
         let t = Timeouts {
             ping_ms: AtomicU64::new(0),
             frame_ms: AtomicU64::new(0),
-            spin_us: AtomicU64::new(0),
         };
         t.set(ping, frame);
-        t.set_spin(spin);
         t
     }
     pub fn set(&self, ping: Duration, frame: Duration) {
@@ -67,34 +65,11 @@ impl Timeouts {
         self.frame_ms
             .store(frame.as_millis() as u64, Ordering::Relaxed);
     }
-    pub fn set_spin(&self, spin: Duration) {
-        self.spin_us
-            .store(spin.as_micros() as u64, Ordering::Relaxed);
-    }
     pub fn ping(&self) -> Duration {
         Duration::from_millis(self.ping_ms.load(Ordering::Relaxed))
     }
     pub fn frame(&self) -> Duration {
         Duration::from_millis(self.frame_ms.load(Ordering::Relaxed))
-    }
-    /// The `reply-spin` budget.
-    pub fn spin(&self) -> Duration {
-        Duration::from_micros(self.spin_us.load(Ordering::Relaxed))
-    }
-}
-
-/// One [`Backoff`] per fop: a fop whose replies keep missing the `reply-spin` window stops
-/// spinning, others keep it.
-struct SpinPolicy([Backoff; FOP_SLOTS]);
-
-const FOP_SLOTS: usize = 64;
-
-impl SpinPolicy {
-    fn new() -> SpinPolicy {
-        SpinPolicy(std::array::from_fn(|_| Backoff::default()))
-    }
-    fn of(&self, fop: Fop) -> &Backoff {
-        &self.0[fop as usize % FOP_SLOTS]
     }
 }
 
@@ -205,6 +180,59 @@ type Waiter = oneshot::Sender<Result<ReplyBody, Errno>>;
 struct Pending {
     closed: bool,
     waiters: HashMap<u64, Waiter>,
+    /// Lock calls abandoned while waiting (a cancel was sent): if the brick granted one
+    /// anyway before the cancel reached it, its reply is answered with this unlock.
+    abandoned: HashMap<u64, Undo>,
+}
+
+/// The call that gives back a lock an abandoned call may still be granted.
+struct Undo {
+    ctx: WireCtx,
+    req: Request,
+}
+
+impl Undo {
+    /// For a lock acquisition (`inodelk`, `entrylk`, `lk` that takes a lock): its unlock.
+    fn of(ctx: &WireCtx, req: &Request) -> Option<Undo> {
+        let unlock = |lock: &Flock| Flock {
+            kind: LockKind::Unlock,
+            ..*lock
+        };
+        let req = match req {
+            Request::Inodelk {
+                domain,
+                gfid,
+                cmd,
+                lock,
+            } if *cmd != LkCmd::Get && lock.kind != LockKind::Unlock => Request::Inodelk {
+                domain: domain.clone(),
+                gfid: *gfid,
+                cmd: LkCmd::Set,
+                lock: unlock(lock),
+            },
+            Request::Lk { fd, cmd, lock }
+                if *cmd != LkCmd::Get && lock.kind != LockKind::Unlock =>
+            {
+                Request::Lk {
+                    fd: *fd,
+                    cmd: LkCmd::Set,
+                    lock: unlock(lock),
+                }
+            }
+            Request::Entrylk { domain, loc, cmd } if *cmd != EntrylkCmd::Unlock => {
+                Request::Entrylk {
+                    domain: domain.clone(),
+                    loc: loc.clone(),
+                    cmd: EntrylkCmd::Unlock,
+                }
+            }
+            _ => return None,
+        };
+        Some(Undo {
+            ctx: ctx.clone(),
+            req,
+        })
+    }
 }
 
 /// A live (or just failed) connection.
@@ -215,11 +243,10 @@ pub struct Conn {
     /// Largest frame the server accepts.
     send_max: usize,
     sender: Arc<FrameSender<WriteHalf>>,
-    /// The socket's read side: read by the reader task when it is readable, and by a caller
-    /// spinning for its reply ([`Conn::spin_for`]); frames are assembled under `pump`.
+    /// The socket's read side, read by the reader task when it is readable; frames are
+    /// assembled under `pump`.
     rx: ReadHalf,
     pump: Mutex<FramePump>,
-    spin: SpinPolicy,
     pending: Mutex<Pending>,
     next_id: AtomicU64,
     epoch: Instant,
@@ -253,10 +280,10 @@ impl Conn {
             sender,
             rx,
             pump: Mutex::new(FramePump::new(buffered, max)),
-            spin: SpinPolicy::new(),
             pending: Mutex::new(Pending {
                 closed: false,
                 waiters: HashMap::new(),
+                abandoned: HashMap::new(),
             }),
             next_id: AtomicU64::new(1),
             epoch: Instant::now(),
@@ -303,6 +330,8 @@ impl Conn {
                 return;
             }
             p.closed = true;
+            // The brick drops this client's locks when the connection ends.
+            p.abandoned.clear();
             std::mem::take(&mut p.waiters)
         };
         // Dropping a waiter wakes its call with ENOTCONN.
@@ -321,13 +350,18 @@ impl Conn {
     }
 
     /// Sends `req` and waits for its reply (ENOTCONN if the connection fails first,
-    /// ETIMEDOUT after the frame timeout).
+    /// ETIMEDOUT after the frame timeout; E2BIG if the context's extensions exceed the wire
+    /// limits). The frame is written (or queued for the writer) at the first poll, which then
+    /// returns to the caller: a caller that starts several calls at once (a fan-out over
+    /// several bricks) has them all on the wire before it waits for any reply. A lock call
+    /// abandoned while waiting (frame timeout, caller gone) is cancelled on the brick.
     pub async fn call(&self, cx: &Ctx, req: Request) -> Result<ReplyBody, Errno> {
         let fop = req.fop();
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
-        let mut wcx = WireCtx::from_ctx(cx);
+        let mut wcx = WireCtx::from_ctx(cx)?;
         wcx.backing_wanted =
             fop == Fop::Open && self.brick_pidfd.is_some() && cx.ext::<BackingWanted>().is_some();
+        let undo = Undo::of(&wcx, &req);
         let frame = wire::encode_call(id, wcx, req, self.send_max).map_err(|e| {
             tracing::debug!("{}: {fop} not sent: {e}", self.peer);
             Errno::EINVAL
@@ -340,7 +374,12 @@ impl Conn {
             }
             p.waiters.insert(id, tx);
         }
-        let _guard = PendingGuard { conn: self, id };
+        let mut guard = PendingGuard {
+            conn: self,
+            id,
+            rx,
+            undo,
+        };
         let exchange = async {
             if let Err(e) = self.sender.send(frame).await {
                 self.fail(match e {
@@ -349,8 +388,7 @@ impl Conn {
                 });
                 return Err(Errno::ENOTCONN);
             }
-            self.spin_for(id, fop);
-            rx.await.map_err(|_| Errno::ENOTCONN)?
+            (&mut guard.rx).await.map_err(|_| Errno::ENOTCONN)?
         };
         let limit = self.timeouts.frame();
         let body = if limit.is_zero() {
@@ -368,6 +406,7 @@ impl Conn {
                 }
             }
         };
+        guard.undo = None;
         if body.fop() != fop {
             tracing::warn!(
                 "{}: reply to {fop} (call {id}) is for {}",
@@ -378,32 +417,39 @@ impl Conn {
         }
         Ok(body)
     }
-}
 
-impl Conn {
-    /// On a host thread that may spin ([`xlfs_core::services::may_spin_for_reply`]), with
-    /// call `id` the only one in flight: reads the socket here until its reply has been
-    /// delivered or the `reply-spin` budget is spent. The caller's next poll then finds the
-    /// reply waiting, without the reader task's wakeup and the one it would cause.
-    fn spin_for(&self, id: u64, fop: Fop) {
-        if !xlfs_core::services::may_spin_for_reply() || self.pending().waiters.len() != 1 {
+    /// Call `id` was abandoned while its reply was awaited: asks the brick to drop it and, if
+    /// it is a lock call, remembers how to give the lock back should it be granted anyway.
+    fn abandon(&self, id: u64, undo: Option<Undo>) {
+        let Some(undo) = undo else {
             return;
-        }
-        let mut failed = None;
-        self.spin.of(fop).poll_until(self.timeouts.spin(), || {
-            if let Ok(pump) = self.pump.try_lock()
-                && let Err(why) = self.drain(pump)
-            {
-                failed = Some(why);
-                return true;
+        };
+        {
+            let mut p = self.pending();
+            if p.closed {
+                return;
             }
-            !self.pending().waiters.contains_key(&id)
-        });
-        if let Some(why) = failed {
-            self.fail(why);
+            p.abandoned.insert(id, undo);
+        }
+        match wire::encode(&ClientMsg::Cancel(id), Vec::new(), HANDSHAKE_MAX_FRAME) {
+            // A full queue loses the cancel: the lock is then given back when its grant
+            // comes (see `dispatch`).
+            Ok(f) => self.sender.try_queue(f),
+            Err(e) => tracing::debug!("cancel not encoded: {e}"),
         }
     }
 
+    /// Sends `undo` without waiting for its reply (a late reply is dropped).
+    fn send_undo(&self, undo: Undo) {
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        match wire::encode_call(id, undo.ctx, undo.req, self.send_max) {
+            Ok(f) => self.sender.try_queue(f),
+            Err(e) => tracing::debug!("{}: unlock not encoded: {e}", self.peer),
+        }
+    }
+}
+
+impl Conn {
     /// `"tcp"` or `"unix"`.
     pub fn transport(&self) -> &'static str {
         self.rx.kind()
@@ -448,12 +494,29 @@ impl Conn {
                     },
                     Err(e) => Err(e),
                 };
-                let waiter = self.pending().waiters.remove(&r.id);
-                match waiter {
-                    Some(w) => {
+                let (waiter, undo) = {
+                    let mut p = self.pending();
+                    let w = p.waiters.remove(&r.id);
+                    let u = if w.is_none() {
+                        p.abandoned.remove(&r.id)
+                    } else {
+                        None
+                    };
+                    (w, u)
+                };
+                match (waiter, undo) {
+                    (Some(w), _) => {
                         let _ = w.send(result);
                     }
-                    None => tracing::debug!("{}: late reply to call {} dropped", self.peer, r.id),
+                    (None, Some(undo)) if result.is_ok() => {
+                        tracing::debug!(
+                            "{}: abandoned lock call {} was granted; unlocking",
+                            self.peer,
+                            r.id
+                        );
+                        self.send_undo(undo);
+                    }
+                    _ => tracing::debug!("{}: late reply to call {} dropped", self.peer, r.id),
                 }
                 Ok(())
             }
@@ -486,15 +549,27 @@ impl Conn {
     }
 }
 
-/// Removes a call's waiter when the call ends in any way (reply, error, cancellation).
+/// Removes a call's waiter when the call ends in any way (reply, error, cancellation). A call
+/// whose waiter is still there was abandoned (frame timeout, caller dropped): the brick is
+/// told to drop it. A lock granted into a reply nobody read is given back.
 struct PendingGuard<'a> {
     conn: &'a Conn,
     id: u64,
+    rx: oneshot::Receiver<Result<ReplyBody, Errno>>,
+    /// For a lock call until its reply has been taken: how to give the lock back.
+    undo: Option<Undo>,
 }
 
 impl Drop for PendingGuard<'_> {
     fn drop(&mut self) {
-        self.conn.pending().waiters.remove(&self.id);
+        let waiting = self.conn.pending().waiters.remove(&self.id).is_some();
+        if waiting {
+            self.conn.abandon(self.id, self.undo.take());
+        } else if let Some(undo) = self.undo.take()
+            && matches!(self.rx.try_recv(), Ok(Ok(_)))
+        {
+            self.conn.send_undo(undo);
+        }
     }
 }
 
@@ -504,9 +579,8 @@ async fn close_on_failure(conn: Arc<Conn>) {
     conn.sender.close().await;
 }
 
-/// Reads replies whenever the socket is readable (a spinning caller may have read them
-/// first). Once the first byte of a frame has arrived, the rest must come within the ping
-/// timeout.
+/// Reads replies whenever the socket is readable. Once the first byte of a frame has
+/// arrived, the rest must come within the ping timeout.
 async fn read_loop(conn: Arc<Conn>) {
     let mut closed = conn.closed.subscribe();
     conn.touch();

@@ -24,7 +24,7 @@ use xlator_api::{Ctx, Dump, Errno, Fop, Gfid, Init, LkCmd, LockKind, Subvol, Tra
 pub use conn::{ConnectError, Handshaken, Timeouts, handshake};
 pub use options::{ClientOptions, Target};
 
-use crate::wire::{self, FdRole, HEADER_ROOM, ReplyBody, Request};
+use crate::wire::{HEADER_ROOM, ReplyBody, Request};
 use conn::Conn;
 use fds::FdTable;
 
@@ -210,6 +210,15 @@ fn release_reply(fop: Fop) -> ReplyBody {
     }
 }
 
+/// The local answer to a host-only fop: `forget_client` has nothing to forget here (the
+/// brick forgets this client by itself when its connection ends); any other is ENOTSUP.
+fn host_only_reply(fop: Fop) -> Result<ReplyBody, Errno> {
+    match fop {
+        Fop::ForgetClient => Ok(ReplyBody::ForgetClient(())),
+        _ => Err(Errno::ENOTSUP),
+    }
+}
+
 impl Client {
     fn new(init: Init<ClientOptions>) -> Result<Client, String> {
         let target = Target::from_options(&init.options)?;
@@ -222,7 +231,6 @@ impl Client {
             timeouts: Arc::new(Timeouts::new(
                 init.options.ping_timeout,
                 init.options.frame_timeout,
-                init.options.reply_spin,
             )),
             state,
             stop,
@@ -247,6 +255,10 @@ impl Client {
     /// Sends one fop, keeping the fd table in step.
     async fn call(&self, cx: &Ctx, mut req: Request) -> Result<ReplyBody, Errno> {
         let fop = req.fop();
+        if fop.host_only() {
+            // Never sent (a brick refuses them from the wire): answered here.
+            return host_only_reply(fop);
+        }
         let filter = self.shared.filter_o_direct.load(Ordering::Relaxed);
         let mut fd_arg = None;
         req.visit_fds(&mut |fd| {
@@ -271,8 +283,7 @@ impl Client {
             }
             _ => {}
         }
-        let role = wire::fd_role(fop);
-        if role == FdRole::Closes {
+        if fop.closes_fd() {
             // Release never fails: an fd of an older connection was released by the server
             // when that connection dropped, and so will this one if the call cannot be sent.
             let opened_on = fd_arg.and_then(|fd| self.shared.fds.closed(fd.id));
@@ -296,7 +307,7 @@ impl Client {
             return Err(Errno::EINVAL);
         }
         let conn = self.shared.conn().await?;
-        if role == FdRole::Opens {
+        if fop.opens_fd() {
             let body = conn.call(cx, req).await?;
             if let Some(fd) = fd_arg {
                 let gfid = match &body {
@@ -327,7 +338,6 @@ impl Client {
 
     fn reconfigure_options(&self, o: ClientOptions) -> Result<(), String> {
         self.shared.timeouts.set(o.ping_timeout, o.frame_timeout);
-        self.shared.timeouts.set_spin(o.reply_spin);
         self.shared
             .filter_o_direct
             .store(o.filter_o_direct, Ordering::Relaxed);

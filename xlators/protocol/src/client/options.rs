@@ -36,18 +36,14 @@ xlator_api::options! {
         /// durability (fsync, O_SYNC and O_DSYNC still go through). Off: the brick opens with
         /// O_DIRECT too, and every small O_DIRECT read or write waits for its disk.
         pub filter_o_direct: bool = OptionSpec::bool("filter-o-direct", "on").reconfigurable(),
-        /// How long a host thread that sent the only call on the connection may spin for its
-        /// reply before sleeping (0: never). A reply that comes within it is read and
-        /// delivered by that thread, saving two thread wakeups per round trip (tens of
-        /// microseconds each on a virtual machine). Only host threads with a user waiting
-        /// spin (the FUSE reader), never the runtime's workers; a call class whose replies
-        /// keep missing the window backs off exponentially. Costs up to this much CPU per
-        /// call on an otherwise idle connection.
         /// Where bricks on this machine keep their Unix sockets (their `unix-socket-dir`).
         /// When `remote-host` is a loopback address or `localhost` and the brick has a socket
         /// there, the connection uses it instead of TCP (same protocol and checks, no TCP/IP
         /// stack: cheaper per call and per byte); otherwise TCP. Empty: always TCP.
         pub unix_socket_dir: String = OptionSpec::string("unix-socket-dir", "/run/xlfs"),
+        /// Accepted for older volfiles; no effect since wire version 4. The caller's thread
+        /// used to spin for a lone call's reply at the call's first poll, which kept every
+        /// other call of a fan-out from being sent until that reply came (see the README).
         pub reply_spin: Duration = OptionSpec::duration("reply-spin", "50us")
             .range(0, 10)
             .reconfigurable(),

@@ -1,15 +1,19 @@
 //! One client connection on the server: handshake (address, version, fop table, secret,
-//! volume), then a reader that validates every frame and spawns each request as its own task
-//! (bounded by `max-inflight-per-connection`), and a writer coalescing the replies. Any bad
-//! input closes this connection only, with one log line.
+//! volume), then a reader that validates every frame and starts each request as its own
+//! future (bounded by `max-inflight-per-connection`; lock requests bounded apart and
+//! cancellable, see [`LockWaits`]), and a writer coalescing the replies. Any bad input closes
+//! this connection only, with one log line. When the connection ends, its waiting lock
+//! requests are dropped, its fds and locks released and `forget_client` sent down.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use tokio::sync::Semaphore;
-use xlator_api::{BackingWanted, ClientId, Errno, Fop, PipePayloadOk};
+use std::collections::HashMap;
+
+use tokio::sync::{Semaphore, oneshot};
+use xlator_api::{BackingWanted, ClientId, Errno, Fop, FopAttrs, PipePayloadOk};
 
 use super::Shared;
 use super::session::Session;
@@ -148,22 +152,16 @@ pub async fn serve(shared: Arc<Shared>, sock: Stream, peer: SocketAddr) {
     let session = Arc::new(Session::new(shared.child.clone(), shared.next_fd.clone()));
     shared.register(&session);
     let tx = FrameSender::start(w, 1024);
-    let inflight = Arc::new(Semaphore::new(shared.max_inflight));
+    let work = InFlight {
+        requests: Arc::new(Semaphore::new(shared.max_inflight)),
+        locks: Arc::new(LockWaits::new()),
+    };
 
     let client = Client {
         id: ClientId(shared.next_client.fetch_add(1, Ordering::Relaxed)),
         local,
     };
-    let outcome = read_loop(
-        &shared,
-        &mut reader,
-        &session,
-        client,
-        &tx,
-        &inflight,
-        peer_max,
-    )
-    .await;
+    let outcome = read_loop(&shared, &mut reader, &session, client, &tx, &work, peer_max).await;
     match &outcome {
         Ok(why) => {
             tracing::info!("{}: client {:?} ({peer}) {why}", shared.name, hello.client);
@@ -177,12 +175,14 @@ pub async fn serve(shared: Arc<Shared>, sock: Stream, peer: SocketAddr) {
             );
         }
     }
-    // Close the socket now; replies still being computed are discarded.
+    // Close the socket now; replies still being computed are discarded. Waiting lock
+    // requests stop waiting (their futures are dropped).
     tx.close().await;
     drop(reader);
+    work.locks.cancel_all();
     // Requests still running finish on their own; those that open an fd or take a lock
     // after this point give it back at once (the session is closed).
-    let released = session.close().await;
+    let released = session.close(client.id).await;
     shared.unregister(&session);
     shared.connections.fetch_sub(1, Ordering::Relaxed);
     if released > 0 {
@@ -283,38 +283,160 @@ async fn read_volfile(path: &std::path::Path) -> Result<String, String> {
     Ok(text)
 }
 
-/// Fops that cost a few system calls on the brick and no data transfer.
+/// Fops that cost a few system calls on the brick and no data transfer (candidates to run on
+/// the reader itself). Exhaustive, so a new fop is classified when it is added.
 fn short_metadata_fop(fop: Fop) -> bool {
-    matches!(
-        fop,
+    match fop {
         Fop::Lookup
-            | Fop::Stat
-            | Fop::Fstat
-            | Fop::Setattr
-            | Fop::Fsetattr
-            | Fop::Access
-            | Fop::Readlink
-            | Fop::Mknod
-            | Fop::Mkdir
-            | Fop::Unlink
-            | Fop::Rmdir
-            | Fop::Symlink
-            | Fop::Rename
-            | Fop::Link
-            | Fop::Create
-            | Fop::Open
-            | Fop::Opendir
-            | Fop::Flush
-            | Fop::Release
-            | Fop::Releasedir
-            | Fop::Statfs
-            | Fop::Getxattr
-            | Fop::Fgetxattr
-            | Fop::Setxattr
-            | Fop::Fsetxattr
-            | Fop::Removexattr
-            | Fop::Fremovexattr
-    )
+        | Fop::Stat
+        | Fop::Fstat
+        | Fop::Setattr
+        | Fop::Fsetattr
+        | Fop::Access
+        | Fop::Readlink
+        | Fop::Mknod
+        | Fop::Mkdir
+        | Fop::Unlink
+        | Fop::Rmdir
+        | Fop::Symlink
+        | Fop::Rename
+        | Fop::Link
+        | Fop::Create
+        | Fop::Open
+        | Fop::Opendir
+        | Fop::Flush
+        | Fop::Release
+        | Fop::Releasedir
+        | Fop::Statfs
+        | Fop::Getxattr
+        | Fop::Fgetxattr
+        | Fop::Setxattr
+        | Fop::Fsetxattr
+        | Fop::Removexattr
+        | Fop::Fremovexattr
+        | Fop::Getxattrs
+        | Fop::Setxattrs => true,
+        // Data, sync and listings may take long; lock requests have their own path
+        // (`LockWaits`); forget_client never comes from the wire.
+        Fop::Readv
+        | Fop::Writev
+        | Fop::Fsync
+        | Fop::Fsyncdir
+        | Fop::Readdirp
+        | Fop::Listxattr
+        | Fop::Fallocate
+        | Fop::Discard
+        | Fop::Zerofill
+        | Fop::Seek
+        | Fop::Lk
+        | Fop::Inodelk
+        | Fop::Entrylk
+        | Fop::Xattrop
+        | Fop::Fxattrop
+        | Fop::Rchecksum
+        | Fop::ForgetClient => false,
+    }
+}
+
+/// Lock requests of one connection in flight (a waiting one may wait for long): they do not
+/// count against `max-inflight-per-connection`, so waiting locks never stop the reader (and
+/// the client's pings) from being read, and each can be cancelled by the client
+/// ([`ClientMsg::Cancel`]) or when the connection ends: dropping the request's future
+/// withdraws a waiting request from features/locks.
+struct LockWaits {
+    slots: Arc<Semaphore>,
+    cancels: std::sync::Mutex<HashMap<u64, Running>>,
+}
+
+/// A lock request in flight: fire `cancel` to drop it; `dropped` resolves (its sender is
+/// dropped) once the request's future has let go of the graph's.
+struct Running {
+    cancel: oneshot::Sender<()>,
+    dropped: oneshot::Receiver<()>,
+}
+
+/// What the request future keeps: the cancel signal, and what tells the reader it is done.
+struct Cancel {
+    rx: oneshot::Receiver<()>,
+    _done: oneshot::Sender<()>,
+}
+
+/// What one connection has running: requests (bounded by `max-inflight-per-connection`; at
+/// the limit the reader waits) and lock requests (see [`LockWaits`]).
+struct InFlight {
+    requests: Arc<Semaphore>,
+    locks: Arc<LockWaits>,
+}
+
+/// Most lock requests of one connection in flight; more are answered ENOLCK.
+const MAX_LOCK_WAITS: usize = 4096;
+
+impl LockWaits {
+    fn new() -> LockWaits {
+        LockWaits {
+            slots: Arc::new(Semaphore::new(MAX_LOCK_WAITS)),
+            cancels: std::sync::Mutex::new(HashMap::new()),
+        }
+    }
+
+    fn cancels(&self) -> std::sync::MutexGuard<'_, HashMap<u64, Running>> {
+        self.cancels
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Registers call `id`.
+    fn start(&self, id: u64) -> Cancel {
+        let (cancel, rx) = oneshot::channel();
+        let (done, dropped) = oneshot::channel();
+        self.cancels().insert(id, Running { cancel, dropped });
+        Cancel { rx, _done: done }
+    }
+
+    fn done(&self, id: u64) {
+        self.cancels().remove(&id);
+    }
+
+    /// Cancels call `id` if it is still running, and waits until its future has dropped the
+    /// request it made below (features/locks then no longer has it waiting): a cancel takes
+    /// effect before the next frame of the connection is read.
+    async fn cancel(&self, id: u64) {
+        let Some(r) = self.cancels().remove(&id) else {
+            return;
+        };
+        let _ = r.cancel.send(());
+        // Bounded, though the drop happens at the future's next poll, right away.
+        let _ = tokio::time::timeout(Duration::from_secs(1), r.dropped).await;
+    }
+
+    /// Cancels every request still running (the connection is gone).
+    fn cancel_all(&self) {
+        for (_, r) in self.cancels().drain() {
+            let _ = r.cancel.send(());
+        }
+    }
+}
+
+/// Runs `fut` unless `cancel` fires first (then drops it and gives EINTR).
+async fn cancellable<T>(
+    fut: impl Future<Output = Result<T, Errno>>,
+    cancel: Cancel,
+) -> Result<T, Errno> {
+    let Cancel { rx, _done: done } = cancel;
+    let cancelled = async {
+        // A dropped sender is a request that finished (`LockWaits::done`), not a cancel.
+        if rx.await.is_err() {
+            std::future::pending::<()>().await;
+        }
+    };
+    let r = tokio::select! {
+        biased;
+        r = fut => r,
+        () = cancelled => Err(Errno::EINTR),
+    };
+    // `fut` is gone (dropped with the select): tell a waiting cancel.
+    drop(done);
+    r
 }
 
 /// `request-spin`: polls the socket until a request is there or the budget has passed. The
@@ -335,6 +457,58 @@ struct Client {
     local: bool,
 }
 
+/// The context a request runs with: the caller's identity and wire extensions (minus any
+/// server-set or local key the client sent: [`wire::WireCtx::to_builder`]), then what only
+/// the server knows: the connection's [`ClientId`], whether a read may come back in a pipe,
+/// whether a local client may take a backing file.
+fn request_ctx(call: &wire::Call, client: Client, pipe_ok: bool) -> xlator_api::Ctx {
+    let cx = call.ctx.to_builder().ext(&client.id);
+    let cx = if pipe_ok { cx.ext(&PipePayloadOk) } else { cx };
+    let backing =
+        client.local && call.ctx.backing_wanted && matches!(call.req, wire::Request::Open { .. });
+    if backing { cx.ext(&BackingWanted) } else { cx }.build()
+}
+
+/// Sends the reply to call `id`; false if the connection is gone.
+async fn reply_now(
+    tx: &FrameSender<WriteHalf>,
+    id: u64,
+    result: Result<wire::ReplyBody, Errno>,
+    peer_max: usize,
+) -> bool {
+    match wire::encode_reply(id, result, peer_max) {
+        Ok(f) => tx.send(f).await.is_ok(),
+        Err(_) => true,
+    }
+}
+
+/// Starts a lock request (`inodelk`, `entrylk`, `lk`): polled once right here (features/locks
+/// answers from memory; blocking jobs, if any, go to the pool), then, if it must wait, parked
+/// until the lock is granted or the request is cancelled. False if the connection is gone.
+async fn start_lock_request(
+    session: &Arc<Session>,
+    client: Client,
+    tx: &Arc<FrameSender<WriteHalf>>,
+    locks: &Arc<LockWaits>,
+    call: wire::Call,
+    peer_max: usize,
+) -> bool {
+    let Ok(slot) = locks.slots.clone().try_acquire_owned() else {
+        return reply_now(tx, call.id, Err(Errno::ENOLCK), peer_max).await;
+    };
+    let cancel = locks.start(call.id);
+    let (session, tx, locks) = (session.clone(), tx.clone(), locks.clone());
+    let request = async move {
+        let cx = request_ctx(&call, client, false);
+        let result = cancellable(session.execute(&cx, call.req), cancel).await;
+        locks.done(call.id);
+        let _ = reply_now(&tx, call.id, result, peer_max).await;
+        drop(slot);
+    };
+    xlfs_core::services::poll_here_then_spawn(request, false);
+    true
+}
+
 /// Reads requests until the client leaves (`Ok(why)`), sends bad input (`Err`), or the
 /// server stops.
 async fn read_loop(
@@ -343,9 +517,10 @@ async fn read_loop(
     session: &Arc<Session>,
     client: Client,
     tx: &Arc<FrameSender<WriteHalf>>,
-    inflight: &Arc<Semaphore>,
+    work: &InFlight,
     peer_max: usize,
 ) -> Result<&'static str, WireError> {
+    let (inflight, locks) = (&work.requests, &work.locks);
     let mut stop = shared.stop.clone();
     let spin = Backoff::default();
     // Whether the last request came while the client had nothing else in flight.
@@ -368,6 +543,19 @@ async fn read_loop(
         match wire::decode::<ClientMsg>(body)? {
             (ClientMsg::Call(mut call), mut payloads) => {
                 call.req.restore_payload(&mut payloads)?;
+                if let Err(e) = call.ctx.check_ext() {
+                    // Over the extension limits: refused, the connection stays.
+                    if !reply_now(tx, call.id, Err(e), peer_max).await {
+                        return Ok("disconnected");
+                    }
+                    continue;
+                }
+                if call.req.fop().attrs().contains(FopAttrs::LOCKS) {
+                    if !start_lock_request(session, client, tx, locks, call, peer_max).await {
+                        return Ok("disconnected");
+                    }
+                    continue;
+                }
                 let alone = inflight.available_permits() == shared.max_inflight;
                 last_alone = alone;
                 // Back-pressure: at the limit, stop reading from this client.
@@ -396,12 +584,7 @@ async fn read_loop(
                 // and the reply goes out from it, with no further thread switch (one
                 // wakeup per request instead of three). See `poll_here_then_spawn`.
                 let request = async move {
-                    let cx = call.ctx.to_builder().ext(&client.id);
-                    let cx = if pipe_ok { cx.ext(&PipePayloadOk) } else { cx };
-                    let backing = client.local
-                        && call.ctx.backing_wanted
-                        && matches!(call.req, wire::Request::Open { .. });
-                    let cx = if backing { cx.ext(&BackingWanted) } else { cx }.build();
+                    let cx = request_ctx(&call, client, pipe_ok);
                     let fop = call.req.fop();
                     let result = session.execute(&cx, call.req).await;
                     let frame = wire::encode_reply(call.id, result, peer_max).or_else(|e| {
@@ -447,6 +630,7 @@ async fn read_loop(
                     return Ok("disconnected");
                 }
             }
+            (ClientMsg::Cancel(id), _) => locks.cancel(id).await,
             (ClientMsg::Hello(_), _) | (ClientMsg::GetVolfile(_), _) => {
                 return Err(WireError::Io(std::io::Error::other(
                     "handshake message in the middle of a connection",

@@ -6,6 +6,7 @@
 mod auth;
 mod conn;
 mod options;
+mod registry;
 mod session;
 
 use std::net::SocketAddr;
@@ -236,6 +237,8 @@ pub struct Server {
     /// The Unix socket for local clients, removed when the server stops.
     unix_path: Option<PathBuf>,
     stop: watch::Sender<bool>,
+    /// This server's entry in the process-wide table [`listen_addr`] reads.
+    _bound: registry::Registration,
 }
 
 impl Drop for Server {
@@ -433,6 +436,7 @@ impl Server {
             path
         });
         Ok(Server {
+            _bound: registry::register(&shared.name, local),
             children: init.children,
             shared,
             local,
@@ -507,13 +511,16 @@ impl Server {
     }
 }
 
-/// The listening address of a protocol/server instance, read from its statedump (hosts use
-/// this to print the port picked for `listen-port` 0).
+/// The listening address of a protocol/server instance (hosts use this to print the port
+/// picked for `listen-port` 0), from the process-wide table each server fills when it binds.
+/// Servers are told apart by instance name: the most recently bound live one of that name.
 pub fn listen_addr(server: &Subvol) -> Option<SocketAddr> {
-    match server.dump().get("listen")? {
-        xlator_api::DumpValue::Str(s) => s.parse().ok(),
-        _ => None,
-    }
+    listen_addr_of(server.name())
+}
+
+/// [`listen_addr`] by instance name.
+pub fn listen_addr_of(name: &str) -> Option<SocketAddr> {
+    registry::lookup(name)
 }
 
 macro_rules! gen_dispatch {

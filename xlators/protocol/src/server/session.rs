@@ -10,11 +10,11 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use abi_stable::std_types::{ROption, RString};
 use xlator_api::{
-    BackingFile, Ctx, EntrylkCmd, Errno, Fd, FdId, Flock, Fop, Gfid, LkCmd, LkOwner, Loc, LockKind,
-    Subvol,
+    BackingFile, ClientId, Ctx, EntrylkCmd, Errno, Fd, FdId, Flock, Fop, Gfid, LkCmd, LkOwner, Loc,
+    LockKind, Subvol,
 };
 
-use crate::wire::{FdRole, ReplyBody, Request, fd_role};
+use crate::wire::{ReplyBody, Request};
 
 /// A client fd as the server knows it.
 #[derive(Clone, Debug)]
@@ -97,42 +97,48 @@ impl Session {
         self.state().fds.len()
     }
 
-    /// Runs one request from the client on the brick graph.
+    /// Runs one request from the client on the brick graph. Every fd the request names is
+    /// taken from this connection's table (its server id, GFID and open flags), never from
+    /// the request: a client cannot name its fd 5 with another file's GFID or other flags.
+    /// Anonymous fds name only a GFID and go down as they came.
     pub async fn execute(&self, cx: &Ctx, mut req: Request) -> Result<ReplyBody, Errno> {
         let fop = req.fop();
-        match fd_role(fop) {
-            FdRole::Opens => self.open(cx, req, fop).await,
-            FdRole::Closes => {
-                {
-                    let mut st = self.state();
-                    req.visit_fds(&mut |fd| {
-                        if !fd.is_anonymous() {
-                            fd.id = st.fds.remove(&fd.id).ok_or(Errno::EBADF)?.fd.id;
-                        }
-                        Ok(())
-                    })?;
-                }
-                super::dispatch(&self.child, cx, req).await
-            }
-            FdRole::Uses => {
-                let grant = {
-                    let st = self.state();
-                    let grant = grant_of(cx, &req);
-                    req.visit_fds(&mut |fd| {
-                        if !fd.is_anonymous() {
-                            fd.id = st.fds.get(&fd.id).ok_or(Errno::EBADF)?.fd.id;
-                        }
-                        Ok(())
-                    })?;
-                    grant
-                };
-                let r = super::dispatch(&self.child, cx, req).await;
-                if r.is_ok() {
-                    self.record(grant).await;
-                }
-                r
-            }
+        if fop.host_only() {
+            // Sent only by a host inside its process (`forget_client`): a client must not
+            // make the brick forget another client's locks.
+            return Err(Errno::EPERM);
         }
+        if fop.opens_fd() {
+            return self.open(cx, req, fop).await;
+        }
+        if fop.closes_fd() {
+            {
+                let mut st = self.state();
+                req.visit_fds(&mut |fd| {
+                    if !fd.is_anonymous() {
+                        *fd = st.fds.remove(&fd.id).ok_or(Errno::EBADF)?.fd;
+                    }
+                    Ok(())
+                })?;
+            }
+            return super::dispatch(&self.child, cx, req).await;
+        }
+        let grant = {
+            let st = self.state();
+            let grant = grant_of(cx, &req);
+            req.visit_fds(&mut |fd| {
+                if !fd.is_anonymous() {
+                    *fd = st.fds.get(&fd.id).ok_or(Errno::EBADF)?.fd;
+                }
+                Ok(())
+            })?;
+            grant
+        };
+        let r = super::dispatch(&self.child, cx, req).await;
+        if r.is_ok() {
+            self.record(grant).await;
+        }
+        r
     }
 
     async fn open(&self, cx: &Ctx, mut req: Request, fop: Fop) -> Result<ReplyBody, Errno> {
@@ -285,9 +291,10 @@ impl Session {
         };
     }
 
-    /// The client is gone: unlock what it holds and release its fds. Returns how many fds
-    /// were released.
-    pub async fn close(&self) -> usize {
+    /// The client is gone: unlock what it holds and release its fds, then tell the graph
+    /// below (`forget_client`), so features/locks drops whatever else it keeps for `client`
+    /// (locks by any owner, waiting requests). Returns how many fds were released.
+    pub async fn close(&self, client: ClientId) -> usize {
         let (fds, inodelks, entrylks) = {
             let mut st = self.state();
             st.closed = true;
@@ -306,6 +313,11 @@ impl Session {
         let n = fds.len();
         for sfd in fds.into_values() {
             self.release(sfd).await;
+        }
+        let cx = Ctx::builder(0, 0).ext(&client).build();
+        if let Err(e) = self.child.forget_client(&cx, client).await {
+            // ENOSYS/ENOTSUP: nothing below keeps per-client state.
+            tracing::debug!("forget_client({}) below the server: {e:?}", client.0);
         }
         n
     }

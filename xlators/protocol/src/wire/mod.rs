@@ -24,7 +24,7 @@ pub mod spin;
 mod stream;
 
 use serde::{Deserialize, Serialize};
-use xlator_api::{Buf, Ctx, CtxBuilder, Errno, Fop, LkOwner};
+use xlator_api::{Buf, Ctx, CtxBuilder, Errno, ExtScope, LkOwner};
 
 pub use fops::{FdVisitor, ReplyBody, Request, SCHEMA, SCHEMA_TEXT};
 pub use frame::{FramePump, FrameReader, OutFrame, Pumped, write_frames};
@@ -33,8 +33,16 @@ pub use stream::{ReadHalf, Stream, WriteHalf, unix_socket_path};
 
 /// Version of this wire protocol; peers with different versions refuse each other. 2: entry
 /// replies carry the parent's attributes (`Entry::postparent`). 3: backing files
-/// ([`WireCtx::backing_wanted`], [`Reply::backing`]).
-pub const PROTOCOL_VERSION: u32 = 3;
+/// ([`WireCtx::backing_wanted`], [`Reply::backing`]). 4: the request's wire-scoped `Ctx`
+/// extensions ([`WireCtx::ext`]: `GfidReq`, `XattrReq`, `CreateXattrs`, plugins' keys),
+/// xattrs in entry replies (`Entry::xattrs`, `DirEntry::xattrs`), the fops of xlator-api 0.2
+/// (`rchecksum`, `getxattrs`, `setxattrs`; `forget_client` is refused from the wire) and
+/// [`ClientMsg::Cancel`] for abandoned calls.
+pub const PROTOCOL_VERSION: u32 = 4;
+/// Most extensions one call carries.
+pub const MAX_WIRE_EXTENSIONS: usize = 32;
+/// Most bytes (keys and values) the extensions of one call carry.
+pub const MAX_WIRE_EXT_BYTES: usize = 32 << 10;
 /// First bytes of a [`Hello`], to tell an xlfs client from a stray connection.
 pub const MAGIC: [u8; 4] = *b"XLFS";
 /// Headroom above the largest write/read payload for headers.
@@ -48,26 +56,6 @@ pub const VOLFILE_MAX_FRAME: usize = 4 << 20;
 /// Payloads smaller than this are copied into the header buffer (one write, one iovec);
 /// larger ones are written straight from their `Buf`.
 pub const INLINE_PAYLOAD: usize = 4 << 10;
-
-/// How a fop relates to fd lifetimes (both sides keep an fd table).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum FdRole {
-    /// Makes the fd in its arguments valid (`open`, `opendir`, `create`).
-    Opens,
-    /// Ends the fd in its arguments (`release`, `releasedir`).
-    Closes,
-    /// Uses fds made by an `Opens` fop (or anonymous ones), if it has any.
-    Uses,
-}
-
-/// The [`FdRole`] of `fop`. A new fop that opens or closes fds must be added here.
-pub fn fd_role(fop: Fop) -> FdRole {
-    match fop {
-        Fop::Open | Fop::Opendir | Fop::Create => FdRole::Opens,
-        Fop::Release | Fop::Releasedir => FdRole::Closes,
-        _ => FdRole::Uses,
-    }
-}
 
 /// Why a frame could not be read or decoded. Any of these closes the connection.
 #[derive(thiserror::Error, Debug)]
@@ -94,8 +82,8 @@ pub enum WireError {
     Io(#[from] std::io::Error),
 }
 
-/// The caller identity carried with every call (the server rebuilds a [`Ctx`] from it).
-/// Typed `Ctx` extensions do not cross the wire (see the README).
+/// The caller identity carried with every call, and the request's extensions that cross the
+/// wire (the server rebuilds a [`Ctx`] from it).
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq, Default)]
 pub struct WireCtx {
     pub uid: u32,
@@ -107,11 +95,22 @@ pub struct WireCtx {
     /// On an `open`: the caller wants a backing file ([`xlator_api::BackingWanted`]); a
     /// server honours it only from a client on its Unix socket.
     pub backing_wanted: bool,
+    /// The `Ctx` extensions of [`ExtScope::Wire`] (key, encoded value), in the order they
+    /// were set; at most [`MAX_WIRE_EXTENSIONS`] and [`MAX_WIRE_EXT_BYTES`]. Never `srv/` or
+    /// `local/` keys: a server drops any that a client sends anyway.
+    pub ext: Vec<(String, Buf)>,
 }
 
 impl WireCtx {
-    pub fn from_ctx(cx: &Ctx) -> WireCtx {
-        WireCtx {
+    /// The wire form of `cx`: E2BIG if its wire extensions exceed the limits (the call is
+    /// refused before anything is sent).
+    pub fn from_ctx(cx: &Ctx) -> Result<WireCtx, Errno> {
+        let ext: Vec<(String, Buf)> = cx
+            .extensions()
+            .filter(|(k, _)| ExtScope::of(k) == ExtScope::Wire)
+            .map(|(k, v)| (k.to_owned(), v.clone()))
+            .collect();
+        let w = WireCtx {
             uid: cx.uid(),
             gid: cx.gid(),
             groups: cx.groups().to_vec(),
@@ -119,20 +118,39 @@ impl WireCtx {
             lk_owner: cx.lk_owner(),
             request_id: cx.request_id(),
             backing_wanted: false,
+            ext,
+        };
+        w.check_ext()?;
+        Ok(w)
+    }
+
+    /// E2BIG if the extensions exceed [`MAX_WIRE_EXTENSIONS`] or [`MAX_WIRE_EXT_BYTES`].
+    pub fn check_ext(&self) -> Result<(), Errno> {
+        let bytes: usize = self.ext.iter().map(|(k, v)| k.len() + v.len()).sum();
+        if self.ext.len() > MAX_WIRE_EXTENSIONS || bytes > MAX_WIRE_EXT_BYTES {
+            return Err(Errno::E2BIG);
         }
+        Ok(())
     }
 
     pub fn to_ctx(&self) -> Ctx {
         self.to_builder().build()
     }
 
-    /// A builder holding this context, for a server that adds extensions before building.
+    /// A builder holding this context and its wire-scoped extensions, for a server that adds
+    /// its own (server-set) ones before building. Keys a client may not set (`srv/`, which
+    /// only the server knows, and `local/`) are dropped here, so a client cannot forge a
+    /// `ClientId` or `PipePayloadOk`.
     pub fn to_builder(&self) -> CtxBuilder {
-        Ctx::builder(self.uid, self.gid)
+        let b = Ctx::builder(self.uid, self.gid)
             .groups(&self.groups)
             .pid(self.pid)
             .lk_owner(self.lk_owner)
-            .request_id(self.request_id)
+            .request_id(self.request_id);
+        self.ext
+            .iter()
+            .filter(|(k, _)| ExtScope::of(k) == ExtScope::Wire)
+            .fold(b, |b, (k, v)| b.ext_raw(k, v.clone()))
     }
 }
 
@@ -224,9 +242,13 @@ pub enum ClientMsg {
     Hello(Hello),
     Ping(u64),
     Call(Call),
-    /// First (and only) frame of a volfile fetch. Last, so the other variants keep their
-    /// encoding.
+    /// First (and only) frame of a volfile fetch.
     GetVolfile(VolfileRequest),
+    /// The client abandoned call `id` (its frame timeout fired or its caller went away): the
+    /// server drops the request if it is still running (a waiting lock request stops
+    /// waiting) and answers it with EINTR. New variants go last, so the older ones keep
+    /// their encoding.
+    Cancel(u64),
 }
 
 /// Frames a server sends.
@@ -520,7 +542,98 @@ mod tests {
         // The new variants come last: the first bytes of the older ones are unchanged.
         let ping = encode(&ClientMsg::Ping(5), Vec::new(), 1 << 20).expect("enc");
         assert_eq!(&ping.head[4..], &[1, 5]);
+        let cancel = encode(&ClientMsg::Cancel(5), Vec::new(), 1 << 20).expect("enc");
+        assert_eq!(&cancel.head[4..], &[4, 5]);
         let pong = encode(&ServerMsg::Pong(5), Vec::new(), 1 << 20).expect("enc");
         assert_eq!(&pong.head[4..], &[2, 5]);
+    }
+
+    #[test]
+    fn wire_extensions_round_trip_and_server_set_ones_are_dropped() {
+        use xlator_api::{BackingWanted, ClientId, CtxExtension, GfidReq, PipePayloadOk};
+        let g = Gfid::random();
+        let cx = Ctx::builder(1, 2)
+            .ext(&GfidReq(g))
+            .ext(&ClientId(9))
+            .ext(&BackingWanted)
+            .ext_raw("plugin/x", Buf::from("v"))
+            .build();
+        let w = WireCtx::from_ctx(&cx).expect("within limits");
+        let keys: Vec<&str> = w.ext.iter().map(|(k, _)| k.as_str()).collect();
+        assert_eq!(
+            keys,
+            ["xlfs/gfid-req", "plugin/x"],
+            "only wire-scoped keys are sent"
+        );
+        let f = encode_call(1, w, Request::Stat { gfid: g }, 1 << 20).expect("encode");
+        let ClientMsg::Call(call) = decode::<ClientMsg>(body(&f)).expect("decode").0 else {
+            panic!("not a call")
+        };
+        let back = call.ctx.to_ctx();
+        assert_eq!(back.ext::<GfidReq>(), Some(GfidReq(g)));
+        assert!(back.has_ext("plugin/x"));
+        // A forged server-set or local key is dropped when the server rebuilds the context.
+        let mut forged = call.ctx.clone();
+        forged
+            .ext
+            .push((ClientId::KEY.into(), Buf::from_vec(ClientId(1).encode())));
+        forged.ext.push((PipePayloadOk::KEY.into(), Buf::new()));
+        forged.ext.push((BackingWanted::KEY.into(), Buf::new()));
+        let rebuilt = forged.to_ctx();
+        assert_eq!(rebuilt.ext::<ClientId>(), None);
+        assert!(!rebuilt.has_ext(PipePayloadOk::KEY) && !rebuilt.has_ext(BackingWanted::KEY));
+    }
+
+    #[test]
+    fn extensions_over_the_limits_are_e2big() {
+        let many = (0..=MAX_WIRE_EXTENSIONS)
+            .fold(Ctx::builder(0, 0), |b, i| {
+                b.ext_raw(&format!("k{i}"), Buf::new())
+            })
+            .build();
+        assert_eq!(WireCtx::from_ctx(&many), Err(Errno::E2BIG));
+        let big = Ctx::builder(0, 0)
+            .ext_raw("k", Buf::zeroed(MAX_WIRE_EXT_BYTES))
+            .build();
+        assert_eq!(WireCtx::from_ctx(&big), Err(Errno::E2BIG));
+        let ok = Ctx::builder(0, 0)
+            .ext_raw("k", Buf::zeroed(MAX_WIRE_EXT_BYTES - 1))
+            .build();
+        assert!(WireCtx::from_ctx(&ok).is_ok());
+    }
+
+    /// Entry and DirEntry xattrs are part of the replies' encoding.
+    #[test]
+    fn entry_xattrs_cross_in_replies() {
+        use xlator_api::{DirEntry, Entry, Iatt, Xattr};
+        let x = Xattr {
+            name: "trusted.afr.c-0".into(),
+            value: Buf::from_vec(vec![0, 0, 0, 1]),
+        };
+        let mut e = Entry::new(Iatt::default());
+        e.xattrs.push(x.clone());
+        let f = encode_reply(3, Ok(ReplyBody::Lookup(e.clone())), 1 << 20).expect("encode");
+        match decode::<ServerMsg>(body(&f)).expect("decode").0 {
+            ServerMsg::Reply(Reply {
+                result: Ok(ReplyBody::Lookup(got)),
+                ..
+            }) => assert_eq!(got, e),
+            other => panic!("{other:?}"),
+        }
+        let d = DirEntry {
+            name: "f".into(),
+            next_offset: 1,
+            attr: Iatt::default(),
+            xattrs: vec![x].into(),
+        };
+        let f = encode_reply(4, Ok(ReplyBody::Readdirp(vec![d.clone()].into())), 1 << 20)
+            .expect("encode");
+        match decode::<ServerMsg>(body(&f)).expect("decode").0 {
+            ServerMsg::Reply(Reply {
+                result: Ok(ReplyBody::Readdirp(got)),
+                ..
+            }) => assert_eq!(got.to_vec(), vec![d]),
+            other => panic!("{other:?}"),
+        }
     }
 }

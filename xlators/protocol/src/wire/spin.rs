@@ -1,5 +1,5 @@
-//! Brief polling instead of sleeping (client `reply-spin`, server `request-spin`), with an
-//! exponential backoff for what keeps missing the window.
+//! Brief polling instead of sleeping (server `request-spin`), with an exponential backoff for
+//! what keeps missing the window.
 
 use std::sync::atomic::{AtomicU8, Ordering};
 use std::time::{Duration, Instant};

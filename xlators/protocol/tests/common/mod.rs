@@ -2,6 +2,9 @@
 //! all in this process over 127.0.0.1 (instances come from `xlfs_testkit::build`).
 #![allow(dead_code)]
 
+pub mod probe;
+pub mod raw;
+
 use std::net::SocketAddr;
 use std::time::Duration;
 
@@ -9,9 +12,16 @@ use xlator_api::{Ctx, Errno, Subvol};
 use xlfs_protocol::{Client, Server};
 use xlfs_testkit::build::try_build;
 
-/// A protocol/server over `leaf` on 127.0.0.1 (port 0 unless given).
+/// A protocol/server over `leaf` on 127.0.0.1 (port 0 unless given). Each gets its own
+/// instance name: tests of one binary run side by side, and `listen_addr` tells servers apart
+/// by name.
 pub fn server(leaf: &Subvol, overrides: &[(&str, &str)]) -> (Subvol, SocketAddr) {
-    let server = try_build::<Server>("server", overrides, vec![leaf.clone()]).expect("server init");
+    static N: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let name = format!(
+        "server-{}",
+        N.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+    );
+    let server = try_build::<Server>(&name, overrides, vec![leaf.clone()]).expect("server init");
     let addr = xlfs_protocol::server::listen_addr(&server).expect("listen address");
     (server, addr)
 }
@@ -57,4 +67,14 @@ pub async fn wait_up(top: &Subvol) {
 pub fn json_field(v: &Subvol, key: &str) -> serde_json::Value {
     let dump: serde_json::Value = serde_json::from_str(&v.dump().to_json()).expect("json dump");
     dump.get(key).cloned().unwrap_or(serde_json::Value::Null)
+}
+
+/// A storage/posix brick named `brick` on a new temporary directory (kept alive by the
+/// returned guard).
+pub fn posix() -> (Subvol, tempfile::TempDir) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().to_str().expect("utf-8 path").to_owned();
+    let leaf = try_build::<xlfs_posix::Posix>("brick", &[("directory", path.as_str())], Vec::new())
+        .expect("posix init");
+    (leaf, dir)
 }
