@@ -32,6 +32,9 @@
 #                         xlfs-pt        the same volume layout, mounted with --passthrough
 #                                        (reads by the kernel straight from the brick's file;
 #                                        no writeback cache)
+#                         xlfs-base      single-brick xlfs volume run with the binaries of
+#                                        --baseline (another build: the previous commit), to
+#                                        compare two builds side by side in one run
 #                         xlfs-replica2  xlfs volume, replica 2 (2 bricks)
 #                         xlfs-stripe4   xlfs volume, stripe 4 (4 bricks)
 #                         xlfs-dist4     xlfs volume, distribute 4 (4 bricks)
@@ -41,6 +44,9 @@
 #                                        only when glusterd and gluster are installed
 #   --out DIR           where results go (default bench/results)
 #   --no-build          do not run cargo build (the binaries must exist in target/release)
+#   --baseline DIR      a target/release directory of another build (e.g. a worktree of the
+#                       previous commit, built with cargo build --release --workspace); adds
+#                       the target xlfs-base (added to --targets unless they name it)
 #   --no-install        do not apt-get install missing tools (fail or skip instead)
 #   --mount-opts "..."  extra xlfs-mount options for every xlfs volume
 #                       (e.g. "--no-writeback-cache"; see target/release/xlfs-mount --help)
@@ -82,9 +88,9 @@ REL=$ROOT/target/release
 XLFS=$REL/xlfs
 BENCH_BIN=$REL/xlfs-bench
 
-ALL_TARGETS="brick,bindfs,bindfs-mt,xlfs,xlfs-pt,xlfs-replica2,xlfs-stripe4,xlfs-dist4,gluster,gluster-replica2,gluster-dist4,gluster-shard4"
+ALL_TARGETS="brick,bindfs,bindfs-mt,xlfs,xlfs-base,xlfs-pt,xlfs-replica2,xlfs-stripe4,xlfs-dist4,gluster,gluster-replica2,gluster-dist4,gluster-shard4"
 QUICK=0; ROUNDS=3; ONLY=w1,w2,w3,w4,w5; TARGETS=$ALL_TARGETS; OUT=$HERE/results
-BUILD=1; INSTALL=1; MOUNT_OPTS=; VOLUME_OPTS=; REMOUNT=0; GLUSTER=auto; CLEANUP_ONLY=0; TIMEOUT=
+BASELINE=; BUILD=1; INSTALL=1; MOUNT_OPTS=; VOLUME_OPTS=; REMOUNT=0; GLUSTER=auto; CLEANUP_ONLY=0; TIMEOUT=
 BENCH_DIR=${BENCH_DIR:-/var/tmp/xlfs-bench}
 ARGS_USED="$*"
 
@@ -100,6 +106,7 @@ while [ $# -gt 0 ]; do
         --targets) TARGETS=${2:?--targets LIST}; shift;;
         --out) OUT=${2:?--out DIR}; shift;;
         --no-build) BUILD=0;;
+        --baseline) BASELINE=${2:?--baseline DIR}; shift;;
         --no-install) INSTALL=0;;
         --mount-opts) MOUNT_OPTS=${2?--mount-opts STRING}; shift;;
         --volume-opts) VOLUME_OPTS=${2?--volume-opts STRING}; shift;;
@@ -115,6 +122,17 @@ while [ $# -gt 0 ]; do
 done
 
 [[ $ROUNDS =~ ^[1-9][0-9]*$ ]] || die "--rounds must be a positive number"
+if [ -n "$BASELINE" ]; then
+    BASELINE=$(cd "$BASELINE" 2>/dev/null && pwd) || die "--baseline: no directory $BASELINE"
+    for b in xlfs xlfsd xlfs-mount; do
+        [ -x "$BASELINE/$b" ] || die "--baseline: $BASELINE/$b is missing (build that tree with cargo build --release --workspace)"
+    done
+    case ",$TARGETS," in *,xlfs-base,*) ;; *) TARGETS=$TARGETS,xlfs-base;; esac
+else
+    case ",$TARGETS," in *,xlfs-base,*)
+        [ "$TARGETS" = "$ALL_TARGETS" ] && TARGETS=${TARGETS/,xlfs-base/} || die "target xlfs-base needs --baseline DIR";;
+    esac
+fi
 case $GLUSTER in auto|off) ;; *) die "--gluster must be auto or off";; esac
 case $BENCH_DIR in /?*) ;; *) die "--bench-dir must be an absolute path";; esac
 BENCH_DIR=${BENCH_DIR%/}
@@ -183,6 +201,7 @@ our_volumes() {
 # ---- cleanup (EXIT trap; also --cleanup) ----------------------------------------------------
 MOUNTED=()        # "kind:dir" in mount order
 VOLUMES=()        # xlfs volume names we created
+declare -A VOLUME_BIN=()   # volume -> the xlfs binary that made it, when not ours (--baseline)
 GVOLUMES=()       # gluster volume names we created
 GLUSTERD_STARTED=0
 WPID=             # the running workload call (its own process group, from timeout)
@@ -216,9 +235,11 @@ cleanup() {
         esac
         force_umount "$m"
     done
+    local x
     for v in "${VOLUMES[@]}"; do
-        "$XLFS" volume stop "$v" >>"$LOG" 2>&1 || true
-        "$XLFS" volume delete "$v" >>"$LOG" 2>&1 || true
+        x=${VOLUME_BIN[$v]:-$XLFS}
+        "$x" volume stop "$v" >>"$LOG" 2>&1 || true
+        "$x" volume delete "$v" >>"$LOG" 2>&1 || true
     done
     gluster_down
     for m in $(our_mounts); do force_umount "$m"; done
@@ -329,9 +350,10 @@ setup_bindfs() { # setup_bindfs NAME [bindfs options]
 }
 
 setup_xlfs() { # setup_xlfs NAME: volume create (volgen), start, mount
-    local name=$1 vol=bench-$1 bricks=() args=() n=1 layout err i pt=
+    local name=$1 vol=bench-$1 bricks=() args=() n=1 layout err i pt= XLFS=$XLFS
     case $name in
         xlfs) n=1; layout="single brick";;
+        xlfs-base) n=1; layout="single brick, baseline build $BASELINE"; XLFS=$BASELINE/xlfs;;
         xlfs-pt) n=1; layout="single brick, xlfs-mount --passthrough"; pt=--passthrough;;
         xlfs-replica2) n=2; args=(--replica 2); layout="replica 2";;
         xlfs-stripe4) n=4; args=(--stripe 4); layout="stripe 4";;
@@ -345,6 +367,7 @@ setup_xlfs() { # setup_xlfs NAME: volume create (volgen), start, mount
     fi
     echo "$err" >> "$LOG"
     VOLUMES+=("$vol")
+    [ "$XLFS" = "$REL/xlfs" ] || VOLUME_BIN[$vol]=$XLFS
     local kv
     for kv in $VOLUME_OPTS; do
         if ! err=$("$XLFS" volume set "$vol" "${kv%%=*}" "${kv#*=}" 2>&1); then

@@ -52,7 +52,13 @@ thread_local! {
     static DEFERRED: RefCell<Option<Vec<BlockingJob>>> = const { RefCell::new(None) };
     /// Set by [`with_reply_spin`].
     static REPLY_SPIN: Cell<bool> = const { Cell::new(false) };
+    /// Spins registered with [`defer_reply_spin`] during the current first poll.
+    static SPINS: RefCell<Vec<Box<dyn FnOnce()>>> = const { RefCell::new(Vec::new()) };
 }
+
+/// How many times a first poll is repeated on the host thread after its deferred spins
+/// delivered replies (a request of a few sequential calls: each round sends the next one).
+const SPIN_ROUNDS: usize = 8;
 
 /// Runs `f` (a host's first poll of a request, on its own thread, with someone waiting for
 /// the answer) with [`may_spin_for_reply`] true: a network client that sent the only call
@@ -67,7 +73,24 @@ pub fn with_reply_spin<R>(f: impl FnOnce() -> R) -> R {
         }
     }
     let _reset = Reset(REPLY_SPIN.replace(true));
-    f()
+    let r = f();
+    // Spins registered by a poll that did not go through `poll_here_then_spawn` are dropped.
+    SPINS.take();
+    r
+}
+
+/// Inside [`with_reply_spin`], during a host's first poll of a request: runs `spin` on this
+/// thread once that poll has returned `Pending`, i.e. after every call the request makes at
+/// once is on the wire (a fan-out to N bricks sends N frames first). `spin` reads its socket
+/// for its reply within its budget; if a reply woke the request, the host polls it again
+/// right here instead of handing it to the runtime, saving the reader task's wakeup and the
+/// worker's. Returns false (and drops `spin`) outside `with_reply_spin`.
+pub fn defer_reply_spin(spin: impl FnOnce() + 'static) -> bool {
+    if !REPLY_SPIN.get() {
+        return false;
+    }
+    SPINS.with_borrow_mut(|s| s.push(Box::new(spin)));
+    true
 }
 
 /// Whether this thread is inside [`with_reply_spin`]: never true on the runtime's workers,
@@ -170,10 +193,25 @@ fn poll_boxed_here(mut fut: ParkedFuture, may_block: bool) {
         }
     }
     let parked = Parked::new();
-    let pending = {
-        let _reset = Reset(BLOCKING_INLINE.replace(may_block));
-        parked.first_poll(&mut fut)
-    };
+    let _reset = Reset(BLOCKING_INLINE.replace(may_block));
+    let mut pending = parked.first_poll(&mut fut);
+    let mut rounds = 0;
+    while pending && rounds < SPIN_ROUNDS {
+        let spins = SPINS.take();
+        if spins.is_empty() {
+            break;
+        }
+        for spin in spins {
+            spin();
+        }
+        // A reply the spins delivered woke the request: poll it again here.
+        if !parked.rewind() {
+            break;
+        }
+        pending = parked.first_poll(&mut fut);
+        rounds += 1;
+    }
+    SPINS.take();
     if pending {
         parked.park(fut);
     }
@@ -212,6 +250,14 @@ impl Parked {
         fut.as_mut()
             .poll(&mut Context::from_waker(&waker))
             .is_pending()
+    }
+
+    /// Whether the waker fired during the first poll; if so, the next poll is a first poll
+    /// again (still on this thread).
+    fn rewind(&self) -> bool {
+        self.state
+            .compare_exchange(WOKEN, POLLING, Ordering::AcqRel, Ordering::Acquire)
+            .is_ok()
     }
 
     /// Keeps a future that returned `Pending` on its first poll until its waker fires.
@@ -330,6 +376,61 @@ mod tests {
             .spawn_blocking(|| std::thread::current().id())
             .await
             .expect("job ran")
+    }
+
+    /// A request of two calls, each answered by a deferred spin that "reads the reply" (sends
+    /// on a oneshot) on the host thread: the request finishes there, in one host poll, every
+    /// call of a round registered before any spin runs, and nothing runs outside
+    /// `with_reply_spin`.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn deferred_spins_run_after_the_first_poll_and_the_request_goes_on_here() {
+        let log = Arc::new(Mutex::new(Vec::<String>::new()));
+        let l = log.clone();
+        let done = tokio::task::spawn_blocking(move || {
+            let (tx, rx) = std::sync::mpsc::channel();
+            let host = std::thread::current().id();
+            with_reply_spin(|| {
+                poll_here_then_spawn(
+                    async move {
+                        for round in 0..2 {
+                            // Two calls "sent" at once (a fan-out), each with its spin.
+                            let mut replies = Vec::new();
+                            for call in 0..2 {
+                                let (reply_tx, reply_rx) = futures::channel::oneshot::channel();
+                                let l2 = l.clone();
+                                l.lock().expect("log").push(format!("send {round}.{call}"));
+                                assert!(defer_reply_spin(move || {
+                                    l2.lock().expect("log").push(format!("spin {round}.{call}"));
+                                    let _ = reply_tx.send(());
+                                }));
+                                replies.push(reply_rx);
+                            }
+                            for r in replies {
+                                r.await.expect("reply");
+                            }
+                        }
+                        let _ = tx.send(std::thread::current().id());
+                    },
+                    false,
+                )
+            });
+            (
+                host,
+                rx.try_recv().expect("finished during the host's poll"),
+            )
+        })
+        .await
+        .expect("host thread");
+        assert_eq!(done.0, done.1, "went on on the host thread");
+        let log = log.lock().expect("log").clone();
+        assert_eq!(
+            log,
+            [
+                "send 0.0", "send 0.1", "spin 0.0", "spin 0.1", "send 1.0", "send 1.1", "spin 1.0",
+                "spin 1.1"
+            ]
+        );
+        assert!(!defer_reply_spin(|| panic!("outside with_reply_spin")));
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

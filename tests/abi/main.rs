@@ -20,7 +20,7 @@ fn library_from_another_release_is_refused_in_one_line_naming_both() {
     let msg = err.to_string();
     assert!(!msg.contains('\n'), "one line: {msg}");
     assert!(
-        msg.contains("xlator-api 0.0.9"),
+        msg.contains("xlator-api 0.1.0"),
         "names the library's side: {msg}"
     );
     assert!(

@@ -15,6 +15,7 @@ use xlator_api::{
 };
 
 use super::options::Target;
+use crate::wire::spin::Backoff;
 use crate::wire::{
     self, ClientMsg, FramePump, FrameReader, FrameSender, HANDSHAKE_MAX_FRAME, Hello, MAGIC,
     PROTOCOL_VERSION, Pumped, ReadHalf, ReplyBody, Request, SCHEMA, SendError, ServerMsg, Stream,
@@ -48,16 +49,27 @@ pub enum ConnectError {
 pub struct Timeouts {
     ping_ms: AtomicU64,
     frame_ms: AtomicU64,
+    spin_us: AtomicU64,
 }
 
 impl Timeouts {
-    pub fn new(ping: Duration, frame: Duration) -> Timeouts {
+    pub fn new(ping: Duration, frame: Duration, spin: Duration) -> Timeouts {
         let t = Timeouts {
             ping_ms: AtomicU64::new(0),
             frame_ms: AtomicU64::new(0),
+            spin_us: AtomicU64::new(0),
         };
         t.set(ping, frame);
+        t.set_spin(spin);
         t
+    }
+    pub fn set_spin(&self, spin: Duration) {
+        self.spin_us
+            .store(spin.as_micros() as u64, Ordering::Relaxed);
+    }
+    /// The `reply-spin` budget.
+    pub fn spin(&self) -> Duration {
+        Duration::from_micros(self.spin_us.load(Ordering::Relaxed))
     }
     pub fn set(&self, ping: Duration, frame: Duration) {
         self.ping_ms
@@ -70,6 +82,21 @@ impl Timeouts {
     }
     pub fn frame(&self) -> Duration {
         Duration::from_millis(self.frame_ms.load(Ordering::Relaxed))
+    }
+}
+
+/// One [`Backoff`] per fop: a fop whose replies keep missing the `reply-spin` window stops
+/// spinning, others keep it.
+struct SpinPolicy([Backoff; FOP_SLOTS]);
+
+const FOP_SLOTS: usize = 64;
+
+impl SpinPolicy {
+    fn new() -> SpinPolicy {
+        SpinPolicy(std::array::from_fn(|_| Backoff::default()))
+    }
+    fn of(&self, fop: Fop) -> &Backoff {
+        &self.0[fop as usize % FOP_SLOTS]
     }
 }
 
@@ -255,6 +282,9 @@ pub struct Conn {
     timeouts: Arc<Timeouts>,
     /// See [`Handshaken::brick_pidfd`].
     brick_pidfd: Option<OwnedFd>,
+    spin: SpinPolicy,
+    /// This connection, for a reply spin deferred past the host's first poll.
+    me: std::sync::Weak<Conn>,
 }
 
 /// Longest interval between two pings.
@@ -273,7 +303,7 @@ impl Conn {
         let sender = FrameSender::start(hs.writer, WRITE_QUEUE);
         let (closed, _) = watch::channel(None);
         let (rx, buffered, max) = hs.reader.into_parts();
-        let conn = Arc::new(Conn {
+        let conn = Arc::new_cyclic(|me| Conn {
             generation,
             peer: target.addr(),
             send_max: (hs.welcome.max_frame as usize).min(target.max_frame),
@@ -291,6 +321,8 @@ impl Conn {
             closed,
             timeouts,
             brick_pidfd: hs.brick_pidfd,
+            spin: SpinPolicy::new(),
+            me: me.clone(),
         });
         tokio::spawn(close_on_failure(conn.clone()));
         tokio::spawn(read_loop(conn.clone()));
@@ -388,6 +420,7 @@ impl Conn {
                 });
                 return Err(Errno::ENOTCONN);
             }
+            self.defer_spin(id, fop);
             (&mut guard.rx).await.map_err(|_| Errno::ENOTCONN)?
         };
         let limit = self.timeouts.frame();
@@ -416,6 +449,40 @@ impl Conn {
             return Err(Errno::EPROTO);
         }
         Ok(body)
+    }
+
+    /// On a host thread that polls a request first ([`xlfs_core::services::defer_reply_spin`]),
+    /// with call `id` the only one in flight here: once the host's first poll of the request
+    /// is over (every call of a fan-out sent), reads the socket on that thread until the reply
+    /// has been delivered or the `reply-spin` budget is spent. The host then polls the request
+    /// again on its thread, without the reader task's wakeup and the one it would cause.
+    fn defer_spin(&self, id: u64, fop: Fop) {
+        if !xlfs_core::services::may_spin_for_reply() || self.timeouts.spin().is_zero() {
+            return;
+        }
+        let Some(conn) = self.me.upgrade() else {
+            return;
+        };
+        xlfs_core::services::defer_reply_spin(move || conn.spin_for(id, fop));
+    }
+
+    fn spin_for(&self, id: u64, fop: Fop) {
+        if self.pending().waiters.len() != 1 || !self.pending().waiters.contains_key(&id) {
+            return;
+        }
+        let mut failed = None;
+        self.spin.of(fop).poll_until(self.timeouts.spin(), || {
+            if let Ok(pump) = self.pump.try_lock()
+                && let Err(why) = self.drain(pump)
+            {
+                failed = Some(why);
+                return true;
+            }
+            !self.pending().waiters.contains_key(&id)
+        });
+        if let Some(why) = failed {
+            self.fail(why);
+        }
     }
 
     /// Call `id` was abandoned while its reply was awaited: asks the brick to drop it and, if

@@ -231,6 +231,7 @@ impl Client {
             timeouts: Arc::new(Timeouts::new(
                 init.options.ping_timeout,
                 init.options.frame_timeout,
+                init.options.reply_spin,
             )),
             state,
             stop,
@@ -338,6 +339,7 @@ impl Client {
 
     fn reconfigure_options(&self, o: ClientOptions) -> Result<(), String> {
         self.shared.timeouts.set(o.ping_timeout, o.frame_timeout);
+        self.shared.timeouts.set_spin(o.reply_spin);
         self.shared
             .filter_o_direct
             .store(o.filter_o_direct, Ordering::Relaxed);
