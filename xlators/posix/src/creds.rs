@@ -5,9 +5,33 @@
 //! is what GlusterFS and NFS servers do. Brick bookkeeping (the handle directory, GFID xattrs)
 //! runs briefly as root through [`as_root`].
 //!
-//! For a fop that creates an object the thread's umask is set to 0 for the job (on a private
-//! fs_struct, see [`sys::unshare_fs`]) so the caller's `umask` argument is the only one
-//! applied.
+//! For a fop that creates an object the thread's umask is set to the caller's `umask`
+//! argument for the job (on a private fs_struct, see [`sys::unshare_fs`]) and the mode goes to
+//! the kernel unmasked, so the kernel decides as for a local caller: a parent's default ACL
+//! replaces the umask (`posix_acl_create`), otherwise the umask applies. Brick bookkeeping
+//! inside such a job ([`as_root`]) runs with a umask of 0. Where a private fs_struct cannot be
+//! had, the umask is applied to the mode in user space instead (and default ACLs then see a
+//! mode already masked).
+//!
+//! # Setuid and setgid
+//! The kernel clears them by the credentials of the thread that makes the change, which is
+//! why every write, truncate, fallocate and chown here runs as the caller (a thread whose fs
+//! uid is not 0 has no CAP_FSETID). Its rules (fs/attr.c `setattr_should_drop_suidgid`,
+//! `setattr_should_drop_sgid`, fs/inode.c `file_remove_privs`, fs/open.c `chown_common`,
+//! `inode_init_owner`/`mode_strip_sgid`, as of Linux 6.x), which the brick relies on and
+//! which `tests/privs.rs` checks:
+//! - write, truncate (also `open(O_TRUNC)`), fallocate, punch hole, zero range of a regular
+//!   file by a caller without CAP_FSETID: S_ISUID is cleared; S_ISGID is cleared when S_IXGRP
+//!   is set, or when the caller is not in the file's group. Root (CAP_FSETID) keeps both.
+//! - chown/chgrp of a non-directory, by anyone, root included: S_ISUID is cleared; S_ISGID
+//!   when S_IXGRP is set, or when the caller is not in the group and lacks CAP_FSETID. A mode
+//!   given in the same setattr is applied after the chown and stands as given.
+//! - a new object in a setgid directory gets the directory's group; a new directory also
+//!   S_ISGID; a new non-directory asked with S_ISGID and S_IXGRP loses S_ISGID unless its
+//!   creator is in that group or has CAP_FSETID.
+//!
+//! A caller who is root but lacks CAP_FSETID (a FUSE request flagged `FUSE_WRITE_KILL_SUIDGID`
+//! from uid 0) is not visible here: the host clears the bits for it.
 
 use std::cell::Cell;
 
@@ -21,6 +45,9 @@ pub struct Caller {
     pub uid: u32,
     pub gid: u32,
     pub groups: Vec<u32>,
+    /// Set by [`enter`] for a creating job: the kernel applies the caller's umask (it is the
+    /// thread's), so modes go to it unmasked. Otherwise [`Caller::create_mode`] masks them.
+    pub kernel_umask: bool,
 }
 
 impl Caller {
@@ -29,10 +56,24 @@ impl Caller {
             uid: cx.uid(),
             gid: cx.gid(),
             groups: cx.groups().to_vec(),
+            kernel_umask: false,
         }
     }
     pub fn is_root(&self) -> bool {
         self.uid == 0
+    }
+    /// Whether the caller is in group `gid` (its own or a supplementary one).
+    pub fn in_group(&self, gid: u32) -> bool {
+        self.gid == gid || self.groups.contains(&gid)
+    }
+    /// The permission bits of `mode` to pass to a creating syscall, given the caller's
+    /// `umask`: as they are when the kernel applies the umask itself (see the module docs).
+    pub fn create_mode(&self, mode: u32, umask: u32) -> u32 {
+        if self.kernel_umask {
+            mode & 0o7777
+        } else {
+            mode & !umask & 0o7777
+        }
     }
 }
 
@@ -41,6 +82,8 @@ thread_local! {
     static PRIVATE_FS: Cell<Option<bool>> = const { Cell::new(None) };
     /// The (uid, gid) this thread currently runs a job for, if switched.
     static CURRENT: Cell<Option<(u32, u32)>> = const { Cell::new(None) };
+    /// The caller's umask while a creating job has set it (not 0), for [`as_root`].
+    static JOB_UMASK: Cell<u32> = const { Cell::new(0) };
 }
 
 /// Restores root credentials and the umask when the job ends (also on panic).
@@ -50,10 +93,16 @@ pub struct CredsGuard {
     base_groups: Option<Vec<u32>>,
 }
 
-/// Switches this thread to `caller` (when `switch` is set: the brick runs as root), with a
-/// umask of 0 when `creating`.
-pub fn enter(caller: &Caller, switch: bool, base_groups: &[u32], creating: bool) -> CredsGuard {
-    let private = creating
+/// Switches this thread to `caller` (when `switch` is set: the brick runs as root), with the
+/// umask `creating` (the caller's, for a fop that creates an object: see the module docs).
+/// Sets `caller.kernel_umask` when the kernel will apply it.
+pub fn enter(
+    caller: &mut Caller,
+    switch: bool,
+    base_groups: &[u32],
+    creating: Option<u32>,
+) -> CredsGuard {
+    let private = creating.is_some()
         && PRIVATE_FS.with(|p| match p.get() {
             Some(v) => v,
             None => {
@@ -62,7 +111,15 @@ pub fn enter(caller: &Caller, switch: bool, base_groups: &[u32], creating: bool)
                 ok
             }
         });
-    let old_umask = private.then(|| sys::umask(0));
+    let old_umask = match creating {
+        Some(mask) if private => {
+            let mask = mask & 0o777;
+            JOB_UMASK.with(|m| m.set(mask));
+            caller.kernel_umask = true;
+            Some(sys::umask(mask))
+        }
+        _ => None,
+    };
     let needs = switch && (caller.uid != 0 || caller.gid != 0 || !caller.groups.is_empty());
     if needs {
         // Groups first: once fsuid is not 0 we still hold CAP_SETGID, but keep a clear order.
@@ -89,19 +146,24 @@ impl Drop for CredsGuard {
             CURRENT.with(|c| c.set(None));
         }
         if let Some(m) = self.old_umask {
+            JOB_UMASK.with(|j| j.set(0));
             sys::umask(m);
         }
     }
 }
 
-/// Runs `f` with root fs credentials (brick bookkeeping), then switches back.
+/// Runs `f` with root fs credentials and a umask of 0 (brick bookkeeping: its modes are meant
+/// as given), then switches back.
 pub fn as_root<R>(f: impl FnOnce() -> R) -> R {
-    struct Back(Option<(u32, u32)>);
+    struct Back(Option<(u32, u32)>, u32);
     impl Drop for Back {
         fn drop(&mut self) {
             if let Some((u, g)) = self.0 {
                 sys::set_fsgid(g);
                 sys::set_fsuid(u);
+            }
+            if self.1 != 0 {
+                sys::umask(self.1);
             }
         }
     }
@@ -110,6 +172,10 @@ pub fn as_root<R>(f: impl FnOnce() -> R) -> R {
         sys::set_fsuid(0);
         sys::set_fsgid(0);
     }
-    let _back = Back(cur);
+    let mask = JOB_UMASK.with(Cell::get);
+    if mask != 0 {
+        sys::umask(0);
+    }
+    let _back = Back(cur, mask);
     f()
 }

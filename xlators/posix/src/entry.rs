@@ -123,7 +123,7 @@ impl Brick {
     ) -> Result<Entry, Errno> {
         let name = self.entry_name(loc.parent, &loc.name, NameUse::Modify)?;
         let pfd = self.h.resolve_dir(loc.parent)?;
-        let mode = mode & !umask & 0o7777;
+        let mode = c.create_mode(mode, umask);
         let attr = match &r.set {
             Some(xs) => self.make_staged(
                 c,
@@ -158,7 +158,7 @@ impl Brick {
             Some(_) => {}
         }
         let pfd = self.h.resolve_dir(loc.parent)?;
-        let m = (mode & libc::S_IFMT) | (mode & !umask & 0o7777);
+        let m = (mode & libc::S_IFMT) | c.create_mode(mode, umask);
         let attr = match &r.set {
             Some(xs) => self.make_staged(
                 c,
@@ -222,7 +222,7 @@ impl Brick {
     ) -> Result<Entry, Errno> {
         let name = self.entry_name(loc.parent, &loc.name, NameUse::Modify)?;
         let pfd = self.h.resolve_dir(loc.parent)?;
-        let perm = mode & !umask & 0o7777;
+        let perm = c.create_mode(mode, umask);
         let base = fd.flags & !(libc::O_CREAT | libc::O_EXCL | libc::O_NOCTTY | libc::O_PATH);
         let set = match &r.set {
             Some(xs) => Some(crate::staged::check_names(&xs.0)?),

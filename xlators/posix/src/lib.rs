@@ -7,6 +7,7 @@
 //! assert!(schema[0].is_required());
 //! ```
 
+mod acl;
 mod brick;
 mod checksum;
 mod creds;

@@ -11,7 +11,11 @@
 //!   root, then renamed into place with `RENAME_NOREPLACE` (as root: a directory without
 //!   owner write could not be moved by its owner, so the caller's write and search
 //!   permission on the parent is checked first with `faccessat`). On any failure the staged
-//!   object and its handle are removed.
+//!   object and its handle are removed. What the kernel would have done in the parent is
+//!   done by hand, as root: a setgid parent's group (and, for a directory, its setgid bit),
+//!   setgid stripped from a non-directory of a creator outside that group (`mode_strip_sgid`),
+//!   and the parent's default ACL in place of the umask ([`crate::acl`]); the mode is set
+//!   last, since the chown clears setuid.
 //!
 //! The xattrs are set with the brick's privileges whatever the caller: they come from the
 //! cluster translators of the graph (no host turns a user's request into `CreateXattrs`), and
@@ -23,6 +27,7 @@ use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 
 use xlator_api::{Errno, Gfid, Iatt};
 
+use crate::acl;
 use crate::brick::{Brick, STAGING_DIR};
 use crate::creds::{self, Caller};
 use crate::gfid::is_internal;
@@ -153,6 +158,60 @@ fn set_all(b: &Brick, t: XTarget<'_>, g: Gfid, xs: &[Checked]) -> Result<(), Err
     Ok(())
 }
 
+/// Gives the staged object `obj` (at `t`) what being made in the parent `pfd` would have
+/// given it (see the module docs). `asked`: the mode of the create, before any umask when
+/// the kernel applies the umask ([`Caller::kernel_umask`]); `None` for a symlink, which has
+/// neither ACLs nor a mode of its own (only the group applies). Runs as root.
+fn inherit_from_parent(
+    c: &Caller,
+    pfd: BorrowedFd<'_>,
+    obj: BorrowedFd<'_>,
+    t: XTarget<'_>,
+    is_dir: bool,
+    asked: Option<u32>,
+) -> Result<(), Errno> {
+    let pst = sys::fstat(pfd)?;
+    let Some(asked) = asked else {
+        if pst.st_mode & libc::S_ISGID != 0 {
+            sys::fchown_obj(obj, None, Some(pst.st_gid))?;
+        }
+        return Ok(());
+    };
+    let made = sys::fstat(obj)?.st_mode & 0o7777;
+    let mut mode = made;
+    let default = match sys::getxattr(XTarget::Follow(&sys::proc_path(pfd)), acl::DEFAULT) {
+        Ok(v) => Some(v),
+        Err(Errno::ENODATA | Errno::ENOTSUP) => None,
+        Err(e) => return Err(e),
+    };
+    let mut access = None;
+    if let Some(d) = &default {
+        let i = acl::inherit(d, asked).ok_or(Errno::EIO)?;
+        mode = i.mode;
+        access = i.access;
+        if is_dir {
+            sys::setxattr(t, acl::DEFAULT, d, 0)?;
+        }
+    }
+    if pst.st_mode & libc::S_ISGID != 0 {
+        sys::fchown_obj(obj, None, Some(pst.st_gid))?;
+        let sgid_x = libc::S_ISGID | libc::S_IXGRP;
+        if is_dir {
+            mode |= libc::S_ISGID;
+        } else if mode & sgid_x == sgid_x && !c.in_group(pst.st_gid) && !c.is_root() {
+            mode &= !libc::S_ISGID;
+        }
+    }
+    if let Some(a) = &access {
+        sys::setxattr(t, acl::ACCESS, a, 0)?;
+    }
+    // Also when unchanged after a chown, which cleared setuid (and setgid with group execute).
+    if mode != made || pst.st_mode & libc::S_ISGID != 0 {
+        sys::chmod(&sys::proc_path(obj), mode)?;
+    }
+    Ok(())
+}
+
 impl Brick {
     /// `mkdir`/`mknod`/`symlink` of `name` in `parent` (open as `pfd`) with xattrs: see the
     /// module docs. Runs as the caller.
@@ -178,6 +237,10 @@ impl Brick {
         let tmp = sys::cstr(&Gfid::random().to_string())?;
         let st = self.staging.as_fd();
         let is_dir = matches!(kind, Kind::Dir { .. });
+        let asked = match kind {
+            Kind::Dir { mode } | Kind::Node { mode, .. } => Some(mode),
+            Kind::Symlink { .. } => None,
+        };
         match kind {
             Kind::Dir { mode } => sys::mkdirat(st, &tmp, mode)?,
             Kind::Node { mode, rdev } => sys::mknodat(st, &tmp, mode, rdev)?,
@@ -191,19 +254,8 @@ impl Brick {
         let name_s = name.to_str().map_err(|_| Errno::EINVAL)?;
         let attr = creds::as_root(|| -> Result<Iatt, Errno> {
             let obj = sys::openat(Some(st), &tmp, libc::O_PATH | libc::O_NOFOLLOW, 0)?;
-            let pst = sys::fstat(pfd)?;
-            if pst.st_mode & libc::S_ISGID != 0 {
-                // What making it in the parent would have done: the parent's group, and a
-                // directory inherits the setgid bit.
-                sys::fchown_obj(obj.as_fd(), None, Some(pst.st_gid))?;
-                if is_dir {
-                    let ost = sys::fstat(obj.as_fd())?;
-                    sys::chmod(
-                        &sys::proc_path(obj.as_fd()),
-                        (ost.st_mode & 0o7777) | libc::S_ISGID,
-                    )?;
-                }
-            }
+            let p = sys::proc_child(st, &tmp.to_string_lossy())?;
+            inherit_from_parent(c, pfd, obj.as_fd(), XTarget::NoFollow(&p), is_dir, asked)?;
             let g = new_gfid(self, req)?;
             if is_dir {
                 self.h.new_dir_link(g, parent, name_s)?;
@@ -211,7 +263,6 @@ impl Brick {
                 self.h.link_object(g, st, &tmp.to_string_lossy())?;
             }
             undo.handle = Some(g);
-            let p = sys::proc_child(st, &tmp.to_string_lossy())?;
             set_all(self, XTarget::NoFollow(&p), g, &xs)?;
             sys::renameat2(st, &tmp, pfd, name, libc::RENAME_NOREPLACE)?;
             Ok(crate::iatt::from_stat(&sys::fstat(obj.as_fd())?, g))

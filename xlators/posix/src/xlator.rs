@@ -31,28 +31,30 @@ impl Posix {
         R: Send + 'static,
         F: FnOnce(&Brick, &Caller) -> Result<R, Errno> + Send + 'static,
     {
-        self.run_as(cx, false, f)
+        self.run_as(cx, None, f)
     }
 
-    /// [`run`](Self::run) for a fop that creates an object: the thread's umask is 0 for it,
-    /// so the caller's `umask` argument is the only one applied. (Other fops leave it alone:
-    /// two system calls saved on every read, write and stat.)
+    /// [`run`](Self::run) for a fop that creates an object: the thread's umask is the
+    /// caller's `umask` argument for it, so the kernel applies it or, where the parent has a
+    /// default ACL, the ACL instead (see [`creds`]). (Other fops leave the umask alone: two
+    /// system calls saved on every read, write and stat.)
     fn run_creating<R, F>(
         &self,
         cx: &Ctx,
+        umask: u32,
         f: F,
     ) -> impl Future<Output = Result<R, Errno>> + Send + use<R, F>
     where
         R: Send + 'static,
         F: FnOnce(&Brick, &Caller) -> Result<R, Errno> + Send + 'static,
     {
-        self.run_as(cx, true, f)
+        self.run_as(cx, Some(umask), f)
     }
 
     fn run_as<R, F>(
         &self,
         cx: &Ctx,
-        creating: bool,
+        creating: Option<u32>,
         f: F,
     ) -> impl Future<Output = Result<R, Errno>> + Send + use<R, F>
     where
@@ -60,12 +62,13 @@ impl Posix {
         F: FnOnce(&Brick, &Caller) -> Result<R, Errno> + Send + 'static,
     {
         let brick = self.brick.clone();
-        let caller = Caller::from_ctx(cx);
+        let mut caller = Caller::from_ctx(cx);
         let services = self.services;
         async move {
             services
                 .spawn_blocking(move || {
-                    let _g = creds::enter(&caller, brick.root_mode, &brick.base_groups, creating);
+                    let _g =
+                        creds::enter(&mut caller, brick.root_mode, &brick.base_groups, creating);
                     f(&brick, &caller)
                 })
                 .await?
@@ -165,12 +168,14 @@ impl Translator for Posix {
         umask: u32,
     ) -> Result<Entry, Errno> {
         let r = EntryReq::from_ctx(cx);
-        self.run_creating(cx, move |b, c| b.mknod(c, &r, &loc, mode, rdev, umask))
-            .await
+        self.run_creating(cx, umask, move |b, c| {
+            b.mknod(c, &r, &loc, mode, rdev, umask)
+        })
+        .await
     }
     async fn mkdir(&self, cx: &Ctx, loc: Loc, mode: u32, umask: u32) -> Result<Entry, Errno> {
         let r = EntryReq::from_ctx(cx);
-        self.run_creating(cx, move |b, c| b.mkdir(c, &r, &loc, mode, umask))
+        self.run_creating(cx, umask, move |b, c| b.mkdir(c, &r, &loc, mode, umask))
             .await
     }
     async fn unlink(&self, cx: &Ctx, loc: Loc) -> Result<Removed, Errno> {
@@ -181,7 +186,7 @@ impl Translator for Posix {
     }
     async fn symlink(&self, cx: &Ctx, loc: Loc, target: RString) -> Result<Entry, Errno> {
         let r = EntryReq::from_ctx(cx);
-        self.run_creating(cx, move |b, c| b.symlink(c, &r, &loc, &target))
+        self.run_creating(cx, 0, move |b, c| b.symlink(c, &r, &loc, &target))
             .await
     }
     async fn rename(&self, cx: &Ctx, old: Loc, new: Loc, flags: u32) -> Result<(), Errno> {
@@ -201,8 +206,10 @@ impl Translator for Posix {
         umask: u32,
     ) -> Result<Entry, Errno> {
         let r = EntryReq::from_ctx(cx);
-        self.run_creating(cx, move |b, c| b.create(c, &r, &loc, &fd, mode, umask))
-            .await
+        self.run_creating(cx, umask, move |b, c| {
+            b.create(c, &r, &loc, &fd, mode, umask)
+        })
+        .await
     }
     async fn open(&self, cx: &Ctx, fd: Fd) -> Result<Opened, Errno> {
         let backing =
