@@ -56,13 +56,12 @@ impl FdTable {
         self.lock().remove(&FdId(fh.0))
     }
 
-    /// An open (non-directory) fd on `gfid`, if any: lets attribute fops reach a file that
-    /// was unlinked while open, which the kernel asks about by node id only (fstat, fchmod).
+    /// An open fd on `gfid` (file or directory), if any: lets attribute fops reach an object
+    /// that was unlinked or replaced by a rename while open, which the kernel asks about by
+    /// node id only (fstat, fchmod). A directory replaced by a rename over it is still open
+    /// through its directory fd (generic/035).
     pub fn find_open(&self, gfid: &Gfid) -> Option<Fd> {
-        self.lock()
-            .values()
-            .find(|fd| fd.gfid == *gfid && fd.flags & libc::O_DIRECTORY == 0)
-            .copied()
+        self.lock().values().find(|fd| fd.gfid == *gfid).copied()
     }
 
     /// Every fd still open (released on shutdown).
@@ -108,8 +107,8 @@ mod tests {
         t.insert(d);
         assert_eq!(
             t.find_open(&g),
-            None,
-            "directory fds are not used for file attributes"
+            Some(d),
+            "an open directory answers for a removed one"
         );
     }
 

@@ -4,6 +4,7 @@
 
 use std::ffi::OsStr;
 use std::future::Future;
+use std::os::unix::ffi::OsStrExt as _;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
@@ -248,6 +249,35 @@ fn resends_known_times(attr: &SetAttr, last: &Iatt) -> bool {
         }
 }
 
+/// The mtime to send with a setattr that changes `size` to `mtime`. No system call sets a
+/// size and times together, so an mtime beside a size is the truncate's own "now"; with the
+/// writeback cache the kernel sends it as an explicit time (its clock). An explicit time, or
+/// even "now" for the mtime alone, needs ownership, where a truncate needs only write
+/// permission: a group member or other user allowed to write was refused `O_TRUNC` and
+/// `ftruncate` with EPERM. Left out, as the brick's own truncate sets mtime and ctime.
+fn size_mtime(size: Option<u64>, mtime: TimeSet) -> TimeSet {
+    match size {
+        Some(_) => TimeSet::Omit,
+        None => mtime,
+    }
+}
+
+/// Whether a refused `fsetattr` is the writeback cache's flush of the times it kept for
+/// writes (at close or writeback: an explicit mtime, no atime, on a writable fd). The
+/// writer may write but need not own the file, and an explicit time needs ownership, so
+/// close(2) failed with EPERM for a writer who is not the owner; the brick already set the
+/// mtime when it wrote, so the flush is dropped instead. (A non-owner's own
+/// `futimens({UTIME_OMIT, t})` on a writable fd is then a silent no-op instead of EPERM.)
+fn is_times_flush(attr: &SetAttr, fd: &Fd) -> bool {
+    let only_mtime = SetAttr {
+        mtime: TimeSet::Omit,
+        ..*attr
+    } == SetAttr::default();
+    only_mtime
+        && matches!(attr.mtime, TimeSet::At(_))
+        && fd.flags & libc::O_ACCMODE != libc::O_RDONLY
+}
+
 /// Whether a fop by GFID failed because the object has no name left (unlinked while open).
 fn gone(e: Errno) -> bool {
     e == Errno::ESTALE || e == Errno::ENOENT
@@ -328,6 +358,41 @@ impl XlfsFs {
     fn loc(&self, parent: INodeNo, name: &OsStr) -> Result<Loc, fuser::Errno> {
         Ok(Loc::new(self.gfid(parent)?, name_str(name)?))
     }
+
+    /// `lookup(node, ".")`: the kernel opens a file handle (`open_by_handle_at`, an NFS
+    /// re-export; FUSE_EXPORT_SUPPORT) whose inode it no longer has, so `node` may be one it
+    /// forgot (see inodes.rs). The reply must carry `node` itself; an object that is gone, or
+    /// an id that no longer names it, is ESTALE.
+    fn lookup_handle(&self, req: &Request, node: INodeNo, reply: ReplyEntry) {
+        let Some(gfid) = self.s.inodes.handle_gfid(node) else {
+            return reply.error(fuser::Errno::ESTALE);
+        };
+        let cx = ctx(req, Need::of(Fop::Stat), None);
+        let stamp = self.s.inodes.stamp();
+        self.spawn(|s| async move {
+            let mut a = match s.graph().top().stat(&cx, gfid).await {
+                Ok(a) => a,
+                Err(e) if gone(e) => return reply.error(fuser::Errno::ESTALE),
+                Err(e) => return reply.error(errno(e)),
+            };
+            if a.gfid.is_null() {
+                a.gfid = gfid;
+            }
+            if a.gfid != gfid {
+                return reply.error(fuser::Errno::ESTALE);
+            }
+            let Some(id) = s.inodes.remember_at(gfid, node) else {
+                return reply.error(fuser::Errno::ESTALE);
+            };
+            s.inodes.note_attr(id, &a, stamp);
+            reply.entry_with_ttls(
+                &s.opts.attr_timeout,
+                &s.opts.entry_timeout,
+                &file_attr(id, &a),
+                Generation(0),
+            );
+        });
+    }
 }
 
 /// Names cross the fop boundary as UTF-8 strings.
@@ -356,6 +421,9 @@ impl Filesystem for XlfsFs {
             // asks for `security.capability` with a GETXATTR round trip (half the cost of a
             // 4 KiB write). Setuid/setgid clearing: see `kill_suidgid_after_write`.
             ("HANDLE_KILLPRIV_V2", InitFlags::FUSE_HANDLE_KILLPRIV_V2),
+            // File handles (open_by_handle_at, NFS re-export) of inodes the kernel evicted:
+            // it asks `lookup(node, ".")` and, for a directory's parent, `lookup(node, "..")`.
+            ("EXPORT_SUPPORT", InitFlags::FUSE_EXPORT_SUPPORT),
         ];
         if o.writeback_cache {
             want.push(("WRITEBACK_CACHE", InitFlags::FUSE_WRITEBACK_CACHE));
@@ -417,8 +485,15 @@ impl Filesystem for XlfsFs {
     }
 
     fn lookup(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
+        if name.as_bytes() == b"." {
+            return self.lookup_handle(req, parent, reply);
+        }
+        // ".." (the kernel reconnecting a directory's file handle) goes to the graph like
+        // any name: the brick answers with the parent. A fresh directory has it too.
         let loc = tri!(reply, self.loc(parent, name));
-        if let Some(ttl) = self.s.fresh.absent(parent, name) {
+        if name.as_bytes() != b".."
+            && let Some(ttl) = self.s.fresh.absent(parent, name)
+        {
             return reply_negative(reply, &ttl);
         }
         let cx = ctx(req, Need::of(Fop::Lookup), None);
@@ -496,7 +571,7 @@ impl Filesystem for XlfsFs {
             gid: gid.into(),
             size: size.into(),
             atime: time_set(atime),
-            mtime: time_set(mtime),
+            mtime: size_mtime(size, time_set(mtime)),
         };
         // With the writeback cache the kernel re-sends its mtime with a new ctime after every
         // unlink, rename or link of a file, and at close after changing the mode or owner.
@@ -518,7 +593,12 @@ impl Filesystem for XlfsFs {
             let r = match (attr == SetAttr::default(), fd) {
                 (true, Some(fd)) => top.fstat(&cx, fd).await,
                 (true, None) => top.stat(&cx, gfid).await,
-                (false, Some(fd)) => top.fsetattr(&cx, fd, attr).await,
+                (false, Some(fd)) => match top.fsetattr(&cx, fd, attr).await {
+                    Err(Errno::EPERM) if s.opts.writeback_cache && is_times_flush(&attr, &fd) => {
+                        top.fstat(&cx, fd).await
+                    }
+                    r => r,
+                },
                 (false, None) => match top.setattr(&cx, gfid, attr).await {
                     // fchmod/fchown/futimens of an unlinked open file arrive without its fh.
                     Err(e) if gone(e) => match s.fds.find_open(&gfid) {

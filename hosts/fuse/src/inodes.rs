@@ -11,7 +11,12 @@
 //! - a node id is derived from its GFID (the two halves XORed, as GlusterFS derives inode
 //!   numbers), so `st_ino` is the same across remounts; on a collision with a live node of
 //!   another GFID the next free id is taken;
-//! - the count is raised *before* the reply is sent, so it is never below the kernel's.
+//! - the count is raised *before* the reply is sent, so it is never below the kernel's;
+//! - a forgotten node's id keeps naming its GFID (up to [`RETIRED_MAX`] of them, oldest
+//!   dropped first), and no other GFID takes that id meanwhile: a file handle the kernel
+//!   gave out (`name_to_handle_at`, an NFS re-export) holds the node id, and after the
+//!   kernel evicted the inode it asks `lookup(id, ".")`, whose reply must carry that same id
+//!   ([`InodeTable::handle_gfid`], [`InodeTable::remember_at`]).
 //!
 //! Each node also keeps the attributes this mount last sent the kernel for it, while no write
 //! through this mount could have changed them since (see [`InodeTable::note_attr`]). They let
@@ -30,8 +35,8 @@
 //! link count: setattr, link, unlink, rename, xattrs, truncating open, fallocate) voids every
 //! such record, so they are never older than the kernel's own cache could have been.
 
-use std::collections::HashMap;
 use std::collections::hash_map::Entry;
+use std::collections::{HashMap, VecDeque};
 use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::time::{Duration, Instant};
 
@@ -41,6 +46,10 @@ use xlator_api::{FileType, Gfid, Iatt};
 
 /// The kernel's fixed node id of the mount root.
 pub const ROOT: INodeNo = INodeNo(1);
+
+/// How many forgotten node ids keep naming their GFID for file handles (about 60 bytes
+/// each). A handle whose node was forgotten longer ago than this many forgets is stale.
+pub const RETIRED_MAX: usize = 1 << 18;
 
 #[derive(Debug)]
 struct Node {
@@ -81,6 +90,58 @@ struct Inner {
     meta_ops: u64,
     /// The root's directory state (the root has no `Node`).
     root_dir: DirState,
+    /// Forgotten node ids and their GFIDs (see the module invariants).
+    retired: Retired,
+}
+
+/// Forgotten node ids, oldest first.
+#[derive(Debug, Default)]
+struct Retired {
+    /// id -> (GFID, the retirement's number).
+    by_id: HashMap<u64, (Gfid, u64)>,
+    by_gfid: HashMap<Gfid, u64>,
+    /// (id, retirement number), oldest first; an entry whose number `by_id` no longer holds
+    /// is void (revived, or retired again later).
+    order: VecDeque<(u64, u64)>,
+    seq: u64,
+}
+
+impl Retired {
+    fn gfid(&self, id: u64) -> Option<Gfid> {
+        self.by_id.get(&id).map(|e| e.0)
+    }
+
+    fn add(&mut self, id: u64, gfid: Gfid) {
+        self.seq += 1;
+        self.by_id.insert(id, (gfid, self.seq));
+        self.by_gfid.insert(gfid, id);
+        self.order.push_back((id, self.seq));
+        while self.by_id.len() > RETIRED_MAX {
+            let Some((old, seq)) = self.order.pop_front() else {
+                break;
+            };
+            if let Some(&(g, s)) = self.by_id.get(&old)
+                && s == seq
+            {
+                self.by_id.remove(&old);
+                self.by_gfid.remove(&g);
+            }
+        }
+        // Void entries pile up when the same objects are looked up and forgotten again and
+        // again: drop them once they outnumber the live ones.
+        if self.order.len() > 2 * self.by_id.len() + 1024 {
+            let by_id = &self.by_id;
+            self.order
+                .retain(|(id, seq)| by_id.get(id).is_some_and(|e| e.1 == *seq));
+        }
+    }
+
+    /// `gfid` is live again (under some id): its retired id goes.
+    fn revive(&mut self, gfid: &Gfid) {
+        if let Some(id) = self.by_gfid.remove(gfid) {
+            self.by_id.remove(&id);
+        }
+    }
 }
 
 impl Inner {
@@ -137,6 +198,12 @@ pub fn derived_id(gfid: &Gfid) -> u64 {
     }
 }
 
+/// The id after `id` when `id` is taken, never 0 or the root's.
+fn next_id(id: u64) -> u64 {
+    let n = id.wrapping_add(1);
+    if n <= ROOT.0 { ROOT.0 + 1 } else { n }
+}
+
 impl InodeTable {
     pub fn new() -> InodeTable {
         InodeTable::default()
@@ -173,8 +240,18 @@ impl InodeTable {
             n.nlookup += 1;
             return INodeNo(id);
         }
-        let mut id = derived_id(&gfid);
+        // The id it had before it was forgotten, so old file handles still name it.
+        let mut id = inner
+            .retired
+            .by_gfid
+            .get(&gfid)
+            .copied()
+            .unwrap_or_else(|| derived_id(&gfid));
         loop {
+            if inner.retired.gfid(id).is_some_and(|g| g != gfid) {
+                id = next_id(id);
+                continue;
+            }
             match inner.nodes.entry(id) {
                 Entry::Vacant(v) => {
                     v.insert(Node {
@@ -186,16 +263,39 @@ impl InodeTable {
                     });
                     break;
                 }
-                Entry::Occupied(_) => {
-                    id = id.wrapping_add(1);
-                    if id <= ROOT.0 {
-                        id = ROOT.0 + 1;
-                    }
-                }
+                Entry::Occupied(_) => id = next_id(id),
             }
         }
         inner.by_gfid.insert(gfid, id);
+        inner.retired.revive(&gfid);
         INodeNo(id)
+    }
+
+    /// The GFID a file handle's node id names: a live node's, or a forgotten one's.
+    pub fn handle_gfid(&self, node: INodeNo) -> Option<Gfid> {
+        if node == ROOT {
+            return Some(Gfid::ROOT);
+        }
+        let inner = self.read();
+        match inner.nodes.get(&node.0) {
+            Some(n) => Some(n.gfid),
+            None => inner.retired.gfid(node.0),
+        }
+    }
+
+    /// [`remember`](Self::remember) for the answer to a file handle naming `node`: `None`
+    /// (nothing taken) unless `gfid` gets exactly that id, which the kernel requires.
+    pub fn remember_at(&self, gfid: Gfid, node: INodeNo) -> Option<INodeNo> {
+        if self.handle_gfid(node) != Some(gfid) {
+            return None;
+        }
+        let got = self.remember(gfid);
+        if got == node {
+            Some(got)
+        } else {
+            self.forget(got, 1);
+            None
+        }
     }
 
     /// Gives back `nlookup` kernel references; the node goes when none are left.
@@ -214,6 +314,7 @@ impl InodeTable {
         if let Some(gfid) = gone {
             inner.nodes.remove(&node.0);
             inner.by_gfid.remove(&gfid);
+            inner.retired.add(node.0, gfid);
         }
     }
 
@@ -592,6 +693,51 @@ mod tests {
         assert_eq!(t.len(), 0);
         t.forget(INodeNo(12345), 1);
         assert_eq!(t.gfid(INodeNo(12345)), None);
+    }
+
+    #[test]
+    fn forgotten_ids_keep_naming_their_gfid_for_file_handles() {
+        let t = InodeTable::new();
+        let (g1, g2) = (gfid(0x10, 0x20), gfid(0x20, 0x10)); // same XOR fold
+        let a = t.remember(g1);
+        let b = t.remember(g2);
+        t.forget(a, 1);
+        t.forget(b, 1);
+        assert_eq!(t.gfid(b), None, "no longer live");
+        assert_eq!(t.handle_gfid(b), Some(g2));
+        // A handle names b: the answer must be b itself, though g2's derived id is a's.
+        assert_eq!(t.remember_at(g2, b), Some(b));
+        assert_eq!(t.gfid(b), Some(g2));
+        assert_eq!(t.remember_at(g1, b), None, "b names another GFID");
+        assert_eq!(t.nlookup(b), 1);
+        // g1's old id is not given to anyone else while retired, and g1 gets it back.
+        let g3 = gfid(0x30, 0x00);
+        assert_eq!(derived_id(&g3), a.0);
+        let c = t.remember(g3);
+        assert_ne!(c, a);
+        assert_eq!(t.remember(g1), a);
+        assert_eq!(t.handle_gfid(a), Some(g1));
+        assert_eq!(t.handle_gfid(INodeNo(0x4242)), None);
+    }
+
+    #[test]
+    fn retired_ids_are_bounded() {
+        let t = InodeTable::new();
+        let first = t.remember(gfid(1, 0x1000));
+        t.forget(first, 1);
+        // The same objects looked up and forgotten again and again leave nothing behind.
+        for _ in 0..10_000 {
+            let n = t.remember(gfid(2, 0x2000));
+            t.forget(n, 1);
+        }
+        assert!(t.read().retired.order.len() < 2048);
+        assert_eq!(t.handle_gfid(first), Some(gfid(1, 0x1000)));
+        for i in 0..RETIRED_MAX as u64 {
+            let n = t.remember(gfid(3, i << 8));
+            t.forget(n, 1);
+        }
+        assert_eq!(t.read().retired.by_id.len(), RETIRED_MAX);
+        assert_eq!(t.handle_gfid(first), None, "the oldest went first");
     }
 
     #[test]

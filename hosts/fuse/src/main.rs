@@ -135,6 +135,7 @@ fn run(cli: Cli, source: GraphSource, mountpoint: PathBuf) -> Result<(), Error> 
         allow_other: cli.allow_other(is_root),
         default_permissions: !cli.no_default_permissions,
         threads: usize::from(cli.threads),
+        dev: cli.dev,
         read_ahead_kb: cli.read_ahead / 1024,
     };
     let shared = Shared::new(volume.clone(), cli.fs_options(), rt.handle().clone());

@@ -183,6 +183,8 @@ pub struct MountConfig {
     pub allow_other: bool,
     pub default_permissions: bool,
     pub threads: usize,
+    /// Mount without `nodev` (`--dev`): device nodes on the volume may be opened.
+    pub dev: bool,
     /// Kernel readahead for the mount in KiB (`--read-ahead`); 0 leaves the kernel's.
     pub read_ahead_kb: u64,
 }
@@ -202,6 +204,10 @@ pub fn mount(
     ];
     if cfg.default_permissions {
         options.push(MountOption::DefaultPermissions);
+    }
+    // fuser mounts `nodev` unless told `dev`.
+    if cfg.dev {
+        options.push(MountOption::Dev);
     }
     let mut config = Config::default();
     config.mount_options = options;

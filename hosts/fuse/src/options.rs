@@ -169,6 +169,13 @@ pub struct Cli {
     #[arg(long, value_name = "N", default_value_t = 2, value_parser = clap::value_parser!(u16).range(1..=64))]
     pub threads: u16,
 
+    /// Mount without `nodev`, so device nodes on the volume can be opened (their major/minor
+    /// then name devices of this machine). Off by default, as for every FUSE mount: whoever
+    /// may create a device node on the volume (any client, as root on the brick) would
+    /// otherwise get this machine's devices. Only for trusted setups; needs root.
+    #[arg(long)]
+    pub dev: bool,
+
     /// Stay in the foreground (always the case: xlfs-mount never daemonizes; accepted for
     /// compatibility with mount helpers).
     #[arg(long, short = 'f')]

@@ -113,6 +113,21 @@ pub fn wcc(before: Option<&Iatt>, after: Option<&Iatt>, fsid: u64) -> wcc_data {
 
 /// What a `sattr3` asks `setattr` to change.
 pub fn set_attr(s: &sattr3) -> SetAttr {
+    truncate_sets_its_own_mtime(sattr_to_setattr(s))
+}
+
+/// A client's truncate (Linux: `ftruncate`, `O_TRUNC`) sends the new size with mtime
+/// SET_TO_SERVER_TIME. "Now" for the mtime alone (atime unchanged) needs ownership where the
+/// truncate needs only write permission, so a group member or other user allowed to write
+/// was refused with EPERM. The brick's truncate sets mtime and ctime itself: left out.
+fn truncate_sets_its_own_mtime(mut a: SetAttr) -> SetAttr {
+    if a.size.is_some() && a.mtime == TimeSet::Now && a.atime != TimeSet::Now {
+        a.mtime = TimeSet::Omit;
+    }
+    a
+}
+
+fn sattr_to_setattr(s: &sattr3) -> SetAttr {
     SetAttr {
         perm: match s.mode {
             set_mode3::Some(m) => ROption::RSome(m & 0o7777),
@@ -272,6 +287,28 @@ mod tests {
         }))));
         assert_eq!(mode_or(&s, 0o600), 0o644);
         assert_eq!(mode_or(&sattr3::default(), 0o600), 0o600);
+    }
+
+    #[test]
+    fn a_truncate_leaves_the_mtime_to_the_brick() {
+        let truncate = sattr3 {
+            size: set_size3::Some(0),
+            mtime: set_mtime::SET_TO_SERVER_TIME,
+            ..sattr3::default()
+        };
+        let a = set_attr(&truncate);
+        assert_eq!((a.size, a.mtime), (ROption::RSome(0), TimeSet::Omit));
+        // Both times "now" needs only write permission: kept, as are times without a size.
+        let both = set_attr(&sattr3 {
+            atime: set_atime::SET_TO_SERVER_TIME,
+            ..truncate.clone()
+        });
+        assert_eq!((both.atime, both.mtime), (TimeSet::Now, TimeSet::Now));
+        let touch = set_attr(&sattr3 {
+            size: set_size3::None,
+            ..truncate
+        });
+        assert_eq!(touch.mtime, TimeSet::Now);
     }
 
     #[test]
