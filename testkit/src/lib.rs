@@ -22,6 +22,7 @@
 pub mod build;
 pub mod conformance;
 pub mod every_fop;
+pub mod on_file;
 pub mod fixtures;
 pub mod memfs;
 pub mod mock;

@@ -180,7 +180,8 @@ impl Dump {
         }
         fn section(m: serde_json::Map<String, serde_json::Value>) -> Dump {
             let mut d = Dump::new();
-            for (k, v) in m {
+            // A null field (an optional value that is not there) is left out.
+            for (k, v) in m.into_iter().filter(|(_, v)| !v.is_null()) {
                 d.push(&k, value(v));
             }
             d

@@ -3,7 +3,7 @@
 
 mod common;
 
-use common::on_file::call_on;
+use xlfs_testkit::on_file::call_on;
 use common::{PS, io_cache};
 use xlator_api::{Ctx, Errno, Fd, Fop, Gfid, Loc, Subvol};
 use xlfs_testkit::fixtures::reads;

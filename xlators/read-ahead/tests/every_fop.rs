@@ -6,7 +6,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::on_file::call_on;
+use xlfs_testkit::on_file::call_on;
 use common::{PS, read_ahead};
 use xlator_api::{Ctx, Errno, Fd, Fop, Subvol};
 use xlfs_testkit::fixtures::counter;

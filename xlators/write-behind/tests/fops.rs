@@ -6,7 +6,7 @@ mod common;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use common::on_file::call_on;
+use xlfs_testkit::on_file::call_on;
 use common::*;
 use xlator_api::abi_stable::std_types::ROption::{RNone, RSome};
 use xlator_api::{Buf, Entry, Errno, Fd, Fop, Gfid, Loc, ReadReply, Subvol, WriteReply};

@@ -2,8 +2,6 @@
 //! the scripted remote file, fd helpers, counters) comes from `xlfs_testkit`.
 #![allow(dead_code)]
 
-pub mod on_file;
-
 use xlator_api::Subvol;
 use xlfs_io_cache::IoCache;
 use xlfs_testkit::build::build;

@@ -3,8 +3,6 @@
 //! translator that delays replies at random, and small helpers.
 #![allow(dead_code)]
 
-pub mod on_file;
-
 use std::future::Future;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
