@@ -43,8 +43,14 @@ impl Gate {
         self.permits.is_closed()
     }
 
-    async fn pass(&self) {
+    /// Counts a call as waiting here: done under the script's lock, with the call's record,
+    /// so a test that saw the call arrive also sees it held.
+    fn arrive(&self) {
         self.waiting.fetch_add(1, Ordering::SeqCst);
+    }
+
+    /// Waits for a permit (or the gate's opening) after [`Gate::arrive`].
+    async fn pass(&self) {
         // `Err` means the gate was opened for good: pass.
         if let Ok(permit) = self.permits.acquire().await {
             permit.forget();
@@ -138,11 +144,11 @@ impl MockState {
                     None => Answer::Error(s.default_errno),
                 },
             };
-            (
-                answer,
-                s.gates.get(&fop).cloned(),
-                s.delays.get(&fop).copied(),
-            )
+            let gate = s.gates.get(&fop).cloned();
+            if let Some(g) = &gate {
+                g.arrive();
+            }
+            (answer, gate, s.delays.get(&fop).copied())
         };
         self.arrived.notify_waiters();
         if let Some(gate) = gate {
