@@ -1,0 +1,194 @@
+//! Names: every object exists on every child with one GFID. Lookups ask every child (with the
+//! geometry xattr, so a file's check and size come with the lookup itself); changes go to
+//! every child at once and need every child up.
+
+use xlator_api::abi_stable::std_types::RString;
+use xlator_api::{CreateXattrs, Ctx, Entry, Errno, Fd, FileType, Gfid, GfidReq, Loc, Removed};
+
+use crate::geometry;
+use crate::shared::{Shared, all_ok, child_fd, with_geometry_req};
+use crate::units::Geometry;
+
+/// What a new object is: a regular file gets its geometry xattr at create.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Kind {
+    File,
+    Other,
+}
+
+impl Shared {
+    /// The GFID a new object gets on every child: the caller's, or a fresh one.
+    fn new_gfid(cx: &Ctx) -> Gfid {
+        cx.ext::<GfidReq>()
+            .map(|g| g.0)
+            .filter(|g| !g.is_null())
+            .unwrap_or_else(Gfid::random)
+    }
+
+    /// The context for making the object on child `i`: its GFID, the geometry xattr for a
+    /// file (with the caller's own create xattrs) and the geometry asked back.
+    fn make_cx(&self, cx: &Ctx, gfid: Gfid, geo: Option<Geometry>, i: usize) -> Ctx {
+        let mut b = with_geometry_req(cx).to_builder().ext(&GfidReq(gfid));
+        if let Some(geo) = geo {
+            let mut xs = cx.ext::<CreateXattrs>().unwrap_or_default();
+            xs.0.retain(|(k, _)| k != geometry::GEOMETRY_XATTR);
+            xs.0.push((geometry::GEOMETRY_XATTR.into(), geometry::encode(geo, i)));
+            b = b.ext(&xs);
+        }
+        b.build()
+    }
+
+    pub async fn lookup(&self, cx: &Ctx, loc: Loc) -> Result<Entry, Errno> {
+        let gcx = with_geometry_req(cx);
+        let replies = self
+            .fan(|i| self.children[i].lookup(&gcx, loc.clone()))
+            .await;
+        let what = format!("lookup {}/{}", loc.parent, loc.name);
+        self.merge_entries(cx, what, replies).map(|(e, _)| e)
+    }
+
+    /// Makes an object on every child with `op(i, cx)`; when some child fails, the copies
+    /// made are removed again (best effort) and the error is the answer.
+    pub async fn make<F, Fut>(
+        &self,
+        cx: &Ctx,
+        loc: &Loc,
+        kind: Kind,
+        op: F,
+    ) -> Result<(Entry, Option<Geometry>), Errno>
+    where
+        F: Fn(usize, Ctx) -> Fut,
+        Fut: Future<Output = Result<Entry, Errno>>,
+    {
+        self.require_all_up()?;
+        let gfid = Self::new_gfid(cx);
+        let geo = (kind == Kind::File).then(|| self.new_geometry());
+        let replies = self.fan(|i| op(i, self.make_cx(cx, gfid, geo, i))).await;
+        if replies.iter().any(Result::is_err) {
+            self.undo_make(cx, loc, gfid, &replies).await;
+        }
+        let what = format!("create {}/{}", loc.parent, loc.name);
+        self.merge_entries(cx, what, replies)
+    }
+
+    /// Removes the copies this make created (those with its GFID) after another child failed.
+    async fn undo_make(&self, cx: &Ctx, loc: &Loc, gfid: Gfid, replies: &[Result<Entry, Errno>]) {
+        let made = |i: usize| matches!(&replies[i], Ok(e) if e.attr.gfid == gfid);
+        let _ = self
+            .fan(|i| async move {
+                if !made(i) {
+                    return Ok(());
+                }
+                let dir = replies[i]
+                    .as_ref()
+                    .is_ok_and(|e| e.attr.kind == FileType::Directory);
+                if dir {
+                    self.children[i].rmdir(cx, loc.clone()).await.map(drop)
+                } else {
+                    self.children[i].unlink(cx, loc.clone()).await.map(drop)
+                }
+            })
+            .await;
+    }
+
+    pub async fn create(
+        &self,
+        cx: &Ctx,
+        loc: Loc,
+        fd: Fd,
+        mode: u32,
+        umask: u32,
+    ) -> Result<Entry, Errno> {
+        let cfd = child_fd(fd);
+        let (entry, geo) = match self
+            .make(cx, &loc, Kind::File, |i, cx| {
+                let loc = loc.clone();
+                async move { self.children[i].create(&cx, loc, cfd, mode, umask).await }
+            })
+            .await
+        {
+            Ok(r) => r,
+            Err(e) => {
+                // Children that opened the fd (an existing file opened without O_EXCL whose
+                // copies were then refused) let it go.
+                let _ = self.fan(|i| self.children[i].release(cx, cfd)).await;
+                return Err(e);
+            }
+        };
+        self.opened(fd, geo, false, vec![true; self.n()]);
+        Ok(entry)
+    }
+
+    pub async fn mknod(
+        &self,
+        cx: &Ctx,
+        loc: Loc,
+        mode: u32,
+        rdev: u64,
+        umask: u32,
+    ) -> Result<Entry, Errno> {
+        let kind = match mode & libc::S_IFMT {
+            libc::S_IFREG | 0 => Kind::File,
+            _ => Kind::Other,
+        };
+        self.make(cx, &loc, kind, |i, cx| {
+            let loc = loc.clone();
+            async move { self.children[i].mknod(&cx, loc, mode, rdev, umask).await }
+        })
+        .await
+        .map(|(e, _)| e)
+    }
+
+    pub async fn mkdir(&self, cx: &Ctx, loc: Loc, mode: u32, umask: u32) -> Result<Entry, Errno> {
+        self.make(cx, &loc, Kind::Other, |i, cx| {
+            let loc = loc.clone();
+            async move { self.children[i].mkdir(&cx, loc, mode, umask).await }
+        })
+        .await
+        .map(|(e, _)| e)
+    }
+
+    pub async fn symlink(&self, cx: &Ctx, loc: Loc, target: RString) -> Result<Entry, Errno> {
+        self.make(cx, &loc, Kind::Other, |i, cx| {
+            let (loc, target) = (loc.clone(), target.clone());
+            async move { self.children[i].symlink(&cx, loc, target).await }
+        })
+        .await
+        .map(|(e, _)| e)
+    }
+
+    pub async fn link(&self, cx: &Ctx, gfid: Gfid, new: Loc) -> Result<Entry, Errno> {
+        self.require_all_up()?;
+        let gcx = with_geometry_req(cx);
+        let replies = self
+            .fan(|i| self.children[i].link(&gcx, gfid, new.clone()))
+            .await;
+        let what = format!("link {}/{}", new.parent, new.name);
+        self.merge_entries(cx, what, replies).map(|(e, _)| e)
+    }
+
+    pub async fn unlink(&self, cx: &Ctx, loc: Loc) -> Result<Removed, Errno> {
+        self.require_all_up()?;
+        let replies = self.fan(|i| self.children[i].unlink(cx, loc.clone())).await;
+        first_of(replies)
+    }
+
+    pub async fn rmdir(&self, cx: &Ctx, loc: Loc) -> Result<Removed, Errno> {
+        self.require_all_up()?;
+        let replies = self.fan(|i| self.children[i].rmdir(cx, loc.clone())).await;
+        first_of(replies)
+    }
+
+    pub async fn rename(&self, cx: &Ctx, old: Loc, new: Loc, flags: u32) -> Result<(), Errno> {
+        self.require_all_up()?;
+        let replies = self
+            .fan(|i| self.children[i].rename(cx, old.clone(), new.clone(), flags))
+            .await;
+        first_of(replies)
+    }
+}
+
+/// Child 0's reply when every child succeeded, else the first error.
+pub(crate) fn first_of<R>(replies: Vec<Result<R, Errno>>) -> Result<R, Errno> {
+    all_ok(replies)?.into_iter().next().ok_or(Errno::EIO)
+}
