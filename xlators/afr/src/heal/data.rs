@@ -1,0 +1,127 @@
+//! Data heal: the sink's content made equal to the source's, in chunks, under the file's
+//! data-domain lock.
+
+use xlator_api::abi_stable::std_types::ROption;
+use xlator_api::{Ctx, Errno, Fd, Gfid, SetAttr, Subvol, TimeSet};
+
+use crate::changelog::Lanes;
+use crate::eager;
+use crate::shared::Shared;
+use crate::transaction::Plan;
+
+pub(crate) async fn heal(sh: &Shared, gfid: Gfid) -> Result<(), Errno> {
+    // This client's own eager hold would make the heal wait for its timer.
+    eager::release_now(sh, gfid).await;
+    let Some(held) = super::begin(sh, Plan::inode(sh, gfid, Lanes::DATA), gfid).await? else {
+        return Ok(());
+    };
+    let r = copy(sh, &held, gfid).await;
+    held.end(sh).await;
+    r
+}
+
+async fn copy(sh: &Shared, held: &super::Held, gfid: Gfid) -> Result<(), Errno> {
+    let Some((src, sinks, sources)) = held.direction(sh, gfid, Lanes::DATA)? else {
+        return Ok(());
+    };
+    let cfg = sh.cfg();
+    let cx = Ctx::root();
+    let source = &sh.children[src];
+    let sfd = Fd {
+        id: sh.services.new_fd_id(),
+        gfid,
+        flags: libc::O_RDONLY,
+    };
+    source.open(&cx, sfd).await?;
+    let attr = source.fstat(&cx, sfd).await;
+    let mut healed = sources;
+    if let Ok(attr) = attr {
+        for s in sinks {
+            let sink = &sh.children[s];
+            let dfd = Fd {
+                id: sh.services.new_fd_id(),
+                gfid,
+                flags: libc::O_RDWR,
+            };
+            let r = match sink.open(&cx, dfd).await {
+                Ok(_) => {
+                    let r = copy_file(
+                        source,
+                        sfd,
+                        sink,
+                        dfd,
+                        &cx,
+                        attr.size,
+                        cfg.heal_chunk,
+                        cfg.diff_heal,
+                    )
+                    .await;
+                    let _ = sink.release(&cx, dfd).await;
+                    r
+                }
+                Err(e) => Err(e),
+            };
+            let times = SetAttr {
+                atime: TimeSet::At(attr.atime),
+                mtime: TimeSet::At(attr.mtime),
+                ..SetAttr::default()
+            };
+            match r {
+                Ok(()) => {
+                    let _ = sink.setattr(&cx, gfid, times).await;
+                    healed[s] = true;
+                }
+                Err(e) => sh.log(
+                    xlator_api::LogLevel::Warn,
+                    &format!("data heal of {gfid} on child {s}: {e}"),
+                ),
+            }
+        }
+    }
+    let _ = source.release(&cx, sfd).await;
+    held.settle(sh, gfid, Lanes::DATA, &healed).await;
+    attr.map(drop)
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn copy_file(
+    source: &Subvol,
+    sfd: Fd,
+    sink: &Subvol,
+    dfd: Fd,
+    cx: &Ctx,
+    size: u64,
+    chunk: u64,
+    diff: bool,
+) -> Result<(), Errno> {
+    let resize = SetAttr {
+        size: ROption::RSome(size),
+        ..SetAttr::default()
+    };
+    sink.fsetattr(cx, dfd, resize).await?;
+    let chunk32 = u32::try_from(chunk).unwrap_or(u32::MAX);
+    let mut off = 0u64;
+    while off < size {
+        let len = chunk32.min(u32::try_from(size - off).unwrap_or(u32::MAX));
+        if diff {
+            let (a, b) = futures::join!(
+                source.rchecksum(cx, sfd, off, len),
+                sink.rchecksum(cx, dfd, off, len)
+            );
+            if let (Ok(a), Ok(b)) = (a, b)
+                && a == b
+            {
+                off += u64::from(len);
+                continue;
+            }
+        }
+        let data = source.readv(cx, sfd, off, len).await?.data;
+        if data.is_empty() {
+            break;
+        }
+        let n = data.len() as u64;
+        sink.writev(cx, dfd, off, data, 0).await?;
+        off += n;
+    }
+    Ok(())
+}

@@ -1,0 +1,292 @@
+//! Entry heal of a directory: the sinks' names made equal to the source's, each new object
+//! with the source's GFID (a hard link when the sink has that GFID already).
+//!
+//! When every child is accused by another (each missed a create or unlink while it was down:
+//! an entry "split-brain" of the directory itself), there is no source; like GlusterFS, the
+//! heal then does a conservative merge: every name found on any child is made on the children
+//! that lack it, and nothing is removed (a name one child lost to an unlink comes back, never
+//! a file disappears). A name with different GFIDs on two children stays a split-brain,
+//! reported and left alone.
+
+use std::collections::BTreeMap;
+
+use futures::future::BoxFuture;
+use xlator_api::abi_stable::std_types::{RString, RVec};
+use xlator_api::{
+    Buf, Ctx, DirEntry, Errno, Fd, FileType, Gfid, GfidReq, Loc, LogLevel, Subvol, Xattr, XattropOp,
+};
+
+use crate::changelog::{self, Lanes};
+use crate::reads::lanes_of;
+use crate::shared::{Handle, Shared};
+use crate::transaction::{LockItem, Plan};
+
+pub(crate) async fn heal(sh: &Handle, dir: Gfid) -> Result<(), Errno> {
+    let plan = Plan {
+        items: vec![LockItem::Entry {
+            domain: sh.name.clone(),
+            parent: dir,
+            name: String::new(),
+        }],
+        targets: vec![(dir, Lanes::ENTRY)],
+    };
+    let Some(held) = super::begin(sh, plan, dir).await? else {
+        return Ok(());
+    };
+    let r = names(sh, &held, dir).await;
+    held.end(sh).await;
+    // The objects made on sinks are blamed on the source: heal them now, outside the
+    // directory's lock.
+    for (gfid, kind) in r.as_ref().map(Vec::as_slice).unwrap_or_default() {
+        if let Err(e) = super::object(sh, *gfid, *kind).await {
+            sh.log(LogLevel::Warn, &format!("heal of new {gfid}: {e}"));
+        }
+    }
+    r.map(drop)
+}
+
+/// Makes the names equal; returns the objects it made.
+async fn names(sh: &Shared, held: &super::Held, dir: Gfid) -> Result<Vec<(Gfid, FileType)>, Errno> {
+    if matches!(
+        held.matrix.direction(Lanes::ENTRY),
+        crate::changelog::Direction::SplitBrain
+    ) {
+        return merge(sh, held, dir).await;
+    }
+    let Some((src, sinks, sources)) = held.direction(sh, dir, Lanes::ENTRY)? else {
+        return Ok(Vec::new());
+    };
+    let cx = Ctx::root();
+    let source = &sh.children[src];
+    let want = list(sh, source, &cx, dir).await?;
+    let mut made = Vec::new();
+    let mut healed = sources;
+    for s in sinks {
+        let sink = &sh.children[s];
+        let have = match list(sh, sink, &cx, dir).await {
+            Ok(h) => h,
+            Err(e) => {
+                sh.log(
+                    LogLevel::Warn,
+                    &format!("entry heal of {dir}: listing child {s}: {e}"),
+                );
+                continue;
+            }
+        };
+        let mut ok = true;
+        for (name, e) in &want {
+            match have.get(name) {
+                Some(h) if h.attr.gfid == e.attr.gfid => {}
+                Some(_) => {
+                    sh.split_brain(&format!("{dir}/{name}"), "gfid");
+                    ok = false;
+                }
+                None => match make(sh, source, sink, s, &cx, dir, name, e).await {
+                    Ok(()) => made.push((e.attr.gfid, e.attr.kind)),
+                    Err(err) => {
+                        sh.log(
+                            LogLevel::Warn,
+                            &format!("entry heal: making {dir}/{name} on child {s}: {err}"),
+                        );
+                        ok = false;
+                    }
+                },
+            }
+        }
+        for (name, h) in &have {
+            if !want.contains_key(name)
+                && let Err(err) =
+                    purge(sh, sink, &cx, dir, name.clone(), h.attr.kind, h.attr.gfid).await
+            {
+                sh.log(
+                    LogLevel::Warn,
+                    &format!("entry heal: removing {dir}/{name} on child {s}: {err}"),
+                );
+                ok = false;
+            }
+        }
+        healed[s] = ok;
+    }
+    held.settle(sh, dir, Lanes::ENTRY, &healed).await;
+    made.dedup_by_key(|(g, _)| *g);
+    Ok(made)
+}
+
+/// Conservative merge (no source, see the module doc): every locked child gets every name any
+/// of them has; nothing is removed.
+async fn merge(sh: &Shared, held: &super::Held, dir: Gfid) -> Result<Vec<(Gfid, FileType)>, Errno> {
+    let cx = Ctx::root();
+    let n = sh.n();
+    let mut lists: Vec<Option<BTreeMap<String, DirEntry>>> = Vec::with_capacity(n);
+    for i in 0..n {
+        lists.push(if held.locked[i] {
+            match list(sh, &sh.children[i], &cx, dir).await {
+                Ok(l) => Some(l),
+                Err(e) => {
+                    sh.log(
+                        LogLevel::Warn,
+                        &format!("entry merge of {dir}: listing child {i}: {e}"),
+                    );
+                    None
+                }
+            }
+        } else {
+            None
+        });
+    }
+    // Every name, with the first child that has it; names with two GFIDs are left alone.
+    let mut union: BTreeMap<&str, (usize, &DirEntry)> = BTreeMap::new();
+    let mut conflicts = std::collections::BTreeSet::new();
+    for (i, l) in lists.iter().enumerate() {
+        for (name, e) in l.iter().flatten() {
+            match union.get(name.as_str()) {
+                None => {
+                    union.insert(name, (i, e));
+                }
+                Some((_, first)) if first.attr.gfid != e.attr.gfid => {
+                    if conflicts.insert(name.clone()) {
+                        sh.split_brain(&format!("{dir}/{name}"), "gfid");
+                    }
+                }
+                Some(_) => {}
+            }
+        }
+    }
+    let mut healed = vec![false; n];
+    let mut made = Vec::new();
+    for (s, have) in lists.iter().enumerate() {
+        let Some(have) = have else { continue };
+        let mut ok = conflicts.is_empty();
+        for (name, (src, e)) in &union {
+            if have.contains_key(*name) || conflicts.contains(*name) {
+                continue;
+            }
+            let (source, sink) = (&sh.children[*src], &sh.children[s]);
+            match make(sh, source, sink, s, &cx, dir, name, e).await {
+                Ok(()) => made.push((e.attr.gfid, e.attr.kind)),
+                Err(err) => {
+                    sh.log(
+                        LogLevel::Warn,
+                        &format!("entry merge: making {dir}/{name} on child {s}: {err}"),
+                    );
+                    ok = false;
+                }
+            }
+        }
+        healed[s] = ok;
+    }
+    held.settle(sh, dir, Lanes::ENTRY, &healed).await;
+    made.sort_by_key(|(g, _)| *g);
+    made.dedup_by_key(|(g, _)| *g);
+    Ok(made)
+}
+
+/// Every entry of `dir` on `child`, by name (`.` and `..` left out).
+async fn list(
+    sh: &Shared,
+    child: &Subvol,
+    cx: &Ctx,
+    dir: Gfid,
+) -> Result<BTreeMap<String, DirEntry>, Errno> {
+    let fd = Fd {
+        id: sh.services.new_fd_id(),
+        gfid: dir,
+        flags: libc::O_RDONLY | libc::O_DIRECTORY,
+    };
+    child.opendir(cx, fd).await?;
+    let mut out = BTreeMap::new();
+    let mut offset = 0;
+    let r = loop {
+        match child.readdirp(cx, fd, offset, 64 << 10).await {
+            Ok(batch) if batch.is_empty() => break Ok(()),
+            Ok(batch) => {
+                for e in batch {
+                    offset = e.next_offset;
+                    if e.name.as_str() != "." && e.name.as_str() != ".." {
+                        out.insert(e.name.to_string(), e);
+                    }
+                }
+            }
+            Err(e) => break Err(e),
+        }
+    };
+    let _ = child.releasedir(cx, fd).await;
+    r.map(|()| out)
+}
+
+/// Makes `name` on `sink` like `e` on `source`, then blames `sink` for it on the source so
+/// the object's own heal fills it in (and a crash before that still leaves it accused).
+#[allow(clippy::too_many_arguments)]
+async fn make(
+    sh: &Shared,
+    source: &Subvol,
+    sink: &Subvol,
+    s: usize,
+    cx: &Ctx,
+    dir: Gfid,
+    name: &str,
+    e: &DirEntry,
+) -> Result<(), Errno> {
+    let a = &e.attr;
+    let loc = Loc::new(dir, name);
+    let gcx = cx.to_builder().ext(&GfidReq(a.gfid)).build();
+    let r = match a.kind {
+        FileType::Directory => sink.mkdir(&gcx, loc.clone(), a.perm, 0).await.map(drop),
+        FileType::Regular => sink
+            .mknod(&gcx, loc.clone(), libc::S_IFREG | a.perm, 0, 0)
+            .await
+            .map(drop),
+        FileType::Symlink => {
+            let target = source.readlink(cx, a.gfid).await?;
+            sink.symlink(&gcx, loc.clone(), target).await.map(drop)
+        }
+        _ => sink
+            .mknod(&gcx, loc.clone(), a.mode(), a.rdev, 0)
+            .await
+            .map(drop),
+    };
+    match r {
+        // The sink has the object under another name already: a hard link.
+        Err(Errno::EEXIST)
+            if a.kind != FileType::Directory && sink.stat(cx, a.gfid).await.is_ok() =>
+        {
+            sink.link(cx, a.gfid, loc).await?;
+        }
+        r => r?,
+    }
+    let blame: RVec<Xattr> = vec![Xattr {
+        name: RString::from(sh.keys[s].as_str()),
+        value: Buf::from_vec(changelog::delta(lanes_of(a.kind) | Lanes::META, 1).to_vec()),
+    }]
+    .into();
+    source
+        .xattrop(cx, a.gfid, XattropOp::AddArray32, blame)
+        .await
+        .map(drop)
+}
+
+/// Removes `name` (a whole subtree for a directory) from `child`.
+fn purge<'a>(
+    sh: &'a Shared,
+    child: &'a Subvol,
+    cx: &'a Ctx,
+    dir: Gfid,
+    name: String,
+    kind: FileType,
+    gfid: Gfid,
+) -> BoxFuture<'a, Result<(), Errno>> {
+    Box::pin(async move {
+        let loc = Loc::new(dir, name.as_str());
+        if kind != FileType::Directory {
+            return child.unlink(cx, loc).await.map(drop);
+        }
+        match child.rmdir(cx, loc.clone()).await {
+            Err(Errno::ENOTEMPTY) => {}
+            r => return r.map(drop),
+        }
+        for (n, e) in list(sh, child, cx, gfid).await? {
+            purge(sh, child, cx, gfid, n, e.attr.kind, e.attr.gfid).await?;
+        }
+        child.rmdir(cx, loc).await.map(drop)
+    })
+}

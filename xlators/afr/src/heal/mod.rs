@@ -1,0 +1,214 @@
+//! Self-heal (GlusterFS afr-self-heal-*.c): make the sinks of an object equal to a source,
+//! then return the counters the heal read to zero. Each kind works under its own lock, taken
+//! on every up child, and reads the counters again under it (the lookup that asked may be
+//! stale):
+//! - [`data`]: full file lock in the data domain (the client's own eager hold is ended first),
+//!   copy in `heal-chunk-size` chunks (with `diff`, only chunks whose rchecksum differs),
+//!   truncate the sink to the source's size, copy the times;
+//! - [`metadata`]: metadata-domain lock; mode, owner, times and xattrs (replicate's own
+//!   counters excepted; extra xattrs on a sink removed);
+//! - [`entry`]: entrylk on the whole directory; names missing on a sink are made with the
+//!   source's GFID (and blamed on the source, then healed), names only on a sink removed,
+//!   names with different GFIDs reported as split-brain and left alone.
+//!
+//! Heals on lookup run in the background, at most `background-self-heal-count` at once (one
+//! per object; more are left to a later lookup); 0 runs them inline.
+
+pub mod data;
+pub mod entry;
+pub mod metadata;
+
+use std::collections::HashSet;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use futures::future::BoxFuture;
+use xlator_api::abi_stable::std_types::{RString, RVec};
+use xlator_api::{Buf, Ctx, Errno, FileType, Gfid, LkOwner, LogLevel, Xattr, XattropOp};
+
+use crate::changelog::{self, Direction, Lanes, Matrix};
+use crate::shared::{Handle, Shared, lock};
+use crate::transaction::{self, Plan};
+
+/// Heals running and their outcomes.
+#[derive(Default)]
+pub(crate) struct HealQueue {
+    running: Mutex<HashSet<Gfid>>,
+    pub done: AtomicU64,
+    pub failed: AtomicU64,
+    pub skipped: AtomicU64,
+}
+
+impl HealQueue {
+    pub fn running(&self) -> usize {
+        lock(&self.running).len()
+    }
+}
+
+/// Heals `gfid` after a lookup found it needs it: inline (returns true once done) or in the
+/// background (false).
+pub(crate) async fn trigger(sh: &Handle, gfid: Gfid, kind: FileType) -> bool {
+    let max = sh.cfg().background_heals;
+    {
+        let mut running = lock(&sh.heals.running);
+        if running.contains(&gfid) || (max > 0 && running.len() >= max) {
+            sh.heals.skipped.fetch_add(1, Ordering::Relaxed);
+            return false;
+        }
+        running.insert(gfid);
+    }
+    if max == 0 {
+        run(sh, gfid, kind).await;
+        return true;
+    }
+    let bg = sh.clone();
+    sh.services.spawn(async move { run(&bg, gfid, kind).await });
+    false
+}
+
+async fn run(sh: &Handle, gfid: Gfid, kind: FileType) {
+    match object(sh, gfid, kind).await {
+        Ok(()) => sh.heals.done.fetch_add(1, Ordering::Relaxed),
+        Err(e) => {
+            sh.log(LogLevel::Warn, &format!("heal of {gfid} failed: {e}"));
+            sh.heals.failed.fetch_add(1, Ordering::Relaxed)
+        }
+    };
+    lock(&sh.heals.running).remove(&gfid);
+}
+
+/// Heals every lane of `gfid` that an object of `kind` has.
+pub(crate) fn object(sh: &Handle, gfid: Gfid, kind: FileType) -> BoxFuture<'_, Result<(), Errno>> {
+    Box::pin(async move {
+        let mut result = Ok(());
+        if kind == FileType::Regular {
+            result = result.and(data::heal(sh, gfid).await);
+        }
+        if kind == FileType::Directory {
+            result = result.and(entry::heal(sh, gfid).await);
+        }
+        result = result.and(metadata::heal(sh, gfid).await);
+        sh.forget(gfid);
+        result
+    })
+}
+
+/// Where a heal goes: a source, the sinks, and every source.
+pub(crate) type HealPlan = (usize, Vec<usize>, Vec<bool>);
+
+/// A heal's lock, held on `locked`, and the counters read under it.
+pub(crate) struct Held {
+    pub plan: Plan,
+    pub owner: LkOwner,
+    pub locked: Vec<bool>,
+    pub matrix: Matrix,
+}
+
+/// Takes `plan`'s locks on every up child and reads `gfid`'s counters there. `None` when
+/// fewer than two children could be locked (nothing to heal between).
+pub(crate) async fn begin(sh: &Shared, plan: Plan, gfid: Gfid) -> Result<Option<Held>, Errno> {
+    let owner = sh.new_owner();
+    let up = sh.up_set();
+    let (mut locked, _) = transaction::lock(sh, &plan, owner, &up).await;
+    let names: RVec<RString> = sh.keys.iter().map(|k| RString::from(k.as_str())).collect();
+    let cx = Ctx::root();
+    let mut rows = Vec::new();
+    for (i, child) in sh.children.iter().enumerate() {
+        rows.push(if locked[i] {
+            child.getxattrs(&cx, gfid, names.clone()).await.ok()
+        } else {
+            None
+        });
+    }
+    // A locked child that does not have the object takes no part (entry heal makes it).
+    for (i, r) in rows.iter().enumerate() {
+        if r.is_none() && locked[i] {
+            transaction::unlock(sh, &plan, owner, &only(i, sh.n())).await;
+            locked[i] = false;
+        }
+    }
+    if locked.iter().filter(|l| **l).count() < 2 {
+        transaction::unlock(sh, &plan, owner, &locked).await;
+        return Ok(None);
+    }
+    let present: Vec<bool> = rows.iter().map(Option::is_some).collect();
+    let matrix = Matrix::build(&sh.keys, &present, |i, k| {
+        rows[i]
+            .as_ref()
+            .and_then(|xs| crate::shared::xattr_value(xs, k))
+    });
+    Ok(Some(Held {
+        plan,
+        owner,
+        locked,
+        matrix,
+    }))
+}
+
+fn only(i: usize, n: usize) -> Vec<bool> {
+    (0..n).map(|k| k == i).collect()
+}
+
+impl Held {
+    /// The direction of `lane`: a source, the sinks and every source; `Ok(None)` when all
+    /// counters are zero already; EIO (logged) on split-brain.
+    pub fn direction(
+        &self,
+        sh: &Shared,
+        gfid: Gfid,
+        lane: Lanes,
+    ) -> Result<Option<HealPlan>, Errno> {
+        match self.matrix.direction(lane) {
+            Direction::SplitBrain => {
+                sh.split_brain(&gfid.to_string(), lane.name());
+                Err(Errno::EIO)
+            }
+            Direction::Heal { sources, sinks } => {
+                let Some(src) = sources.iter().position(|s| *s) else {
+                    return Ok(None);
+                };
+                let n = sh.n();
+                let dirty = (0..n).any(|i| (0..n).any(|j| self.matrix.get(i, j, lane) > 0));
+                let sinks: Vec<usize> = (0..sinks.len()).filter(|&i| sinks[i]).collect();
+                // No sink but counters left (a post-op that never came on every child):
+                // under this lock no transaction of the lane is open, so they are settled.
+                Ok((dirty || !sinks.is_empty()).then_some((src, sinks, sources)))
+            }
+        }
+    }
+
+    /// Returns the counters of `lane` read under the lock to zero, for every pair of locked
+    /// children whose accusation the heal settled (`healed[j]`: `j` is equal to the source
+    /// now). Accusations of children not locked (down) stay.
+    pub async fn settle(&self, sh: &Shared, gfid: Gfid, lane: Lanes, healed: &[bool]) {
+        let cx = Ctx::root();
+        for c in (0..sh.n()).filter(|&c| self.locked[c]) {
+            let xs: RVec<Xattr> = (0..sh.n())
+                .filter(|&j| healed[j] && self.matrix.get(c, j, lane) > 0)
+                .filter_map(|j| {
+                    let row = self.matrix.rows[c].as_ref()?;
+                    Some(Xattr {
+                        name: sh.keys[j].as_str().into(),
+                        value: Buf::from_vec(changelog::undo(row[j], lane).to_vec()),
+                    })
+                })
+                .collect();
+            if xs.is_empty() {
+                continue;
+            }
+            if let Err(e) = sh.children[c]
+                .xattrop(&cx, gfid, XattropOp::AddArray32, xs)
+                .await
+            {
+                sh.log(
+                    LogLevel::Warn,
+                    &format!("resetting counters of {gfid} on child {c}: {e}"),
+                );
+            }
+        }
+    }
+
+    pub async fn end(self, sh: &Shared) {
+        transaction::unlock(sh, &self.plan, self.owner, &self.locked).await;
+    }
+}

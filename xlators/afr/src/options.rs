@@ -1,0 +1,117 @@
+//! The options of cluster/replicate. Policies (quorum, read choice, eager locking, heal) are
+//! reconfigurable: a change applies to the next fop. The pending-xattr names are not (they
+//! name what is stored on the bricks).
+
+use std::time::Duration;
+
+use crate::quorum::Quorum;
+use crate::read::ReadPolicy;
+
+xlator_api::options! {
+    /// Options of cluster/replicate.
+    pub struct AfrOptions {
+        /// Client quorum: `auto` (more than half of the children up; exactly half when it
+        /// includes the first child), `fixed` (at least `quorum-count`), `none` (any child),
+        /// `default` (`auto` for more than two children, else `none`, as GlusterFS).
+        /// Without quorum, modifying fops fail with EROFS before touching anything.
+        pub quorum_type: String = OptionSpec::enumeration(
+            "quorum-type", "default", &["default", "auto", "fixed", "none"],
+        ).reconfigurable(),
+        /// Children that must be up (and succeed) for a write with `quorum-type fixed`.
+        pub quorum_count: u32 = OptionSpec::int("quorum-count", "0").range(0, 255).reconfigurable(),
+        /// Which readable child serves reads: `first-up`, `gfid-hash` (every client picks the
+        /// same child per file: server cache locality) or `least-outstanding` (fewest reads in
+        /// flight from this client).
+        pub read_policy: String = OptionSpec::enumeration(
+            "read-policy", "gfid-hash", &["first-up", "gfid-hash", "least-outstanding"],
+        ).reconfigurable(),
+        /// Keep a file's inode lock and pre-op after a write through an fd, so a stream of
+        /// writes costs one round trip per replica per write (GlusterFS `eager-lock`).
+        pub eager_lock: bool = OptionSpec::bool("eager-lock", "on").reconfigurable(),
+        /// How long an eager lock stays after the last write before the post-op and unlock
+        /// (GlusterFS `post-op-delay-secs`). Flush, fsync, release and any failure end it
+        /// at once.
+        pub post_op_delay: Duration =
+            OptionSpec::duration("post-op-delay", "1s").range(0, 60_000).reconfigurable(),
+        /// Heal on lookup a file or directory whose pending counters blame a child.
+        pub self_heal: bool = OptionSpec::bool("self-heal", "on").reconfigurable(),
+        /// Heals running in the background at once (more are left to the next lookup);
+        /// 0 heals inline, before the lookup answers.
+        pub background_self_heal_count: u32 =
+            OptionSpec::int("background-self-heal-count", "8").range(0, 1024).reconfigurable(),
+        /// Bytes copied per read/write during data heal.
+        pub heal_chunk_size: u64 =
+            OptionSpec::size("heal-chunk-size", "128KiB").range(4 << 10, 16 << 20).reconfigurable(),
+        /// `full` copies every chunk; `diff` compares chunk checksums (rchecksum) first and
+        /// copies only the chunks that differ.
+        pub data_self_heal_algorithm: String = OptionSpec::enumeration(
+            "data-self-heal-algorithm", "diff", &["full", "diff"],
+        ).reconfigurable(),
+        /// Names of the pending-counter xattrs, one per child, comma-separated (GlusterFS
+        /// `afr-pending-xattr`); empty: `trusted.afr.<child name>` (volgen names children
+        /// `<vol>-client-<i>`). They must stay the same for the life of the volume.
+        pub pending_xattrs: String = OptionSpec::string("pending-xattrs", ""),
+    }
+}
+
+/// The settings read on every fop.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Config {
+    pub quorum: Quorum,
+    pub read_policy: ReadPolicy,
+    pub eager_lock: bool,
+    pub post_op_delay: Duration,
+    pub self_heal: bool,
+    pub background_heals: usize,
+    pub heal_chunk: u64,
+    pub diff_heal: bool,
+}
+
+impl Config {
+    /// The settings of `o` for `children` children.
+    pub fn from_options(o: &AfrOptions, children: usize) -> Result<Config, String> {
+        let quorum = Quorum::parse(&o.quorum_type, o.quorum_count, children)?;
+        Ok(Config {
+            quorum,
+            read_policy: ReadPolicy::parse(&o.read_policy)?,
+            eager_lock: o.eager_lock,
+            post_op_delay: o.post_op_delay,
+            self_heal: o.self_heal,
+            background_heals: o.background_self_heal_count as usize,
+            heal_chunk: o.heal_chunk_size,
+            diff_heal: o.data_self_heal_algorithm == "diff",
+        })
+    }
+}
+
+/// The pending-counter xattr of each child: the option's list, or `trusted.afr.<name>`.
+pub fn pending_keys(o: &AfrOptions, child_names: &[String]) -> Result<Vec<String>, String> {
+    if o.pending_xattrs.trim().is_empty() {
+        return Ok(child_names
+            .iter()
+            .map(|n| format!("{}{n}", crate::changelog::PREFIX))
+            .collect());
+    }
+    let keys: Vec<String> = o
+        .pending_xattrs
+        .split(',')
+        .map(|k| k.trim().to_owned())
+        .collect();
+    if keys.len() != child_names.len() {
+        return Err(format!(
+            "pending-xattrs names {} xattrs for {} children",
+            keys.len(),
+            child_names.len()
+        ));
+    }
+    if let Some(bad) = keys
+        .iter()
+        .find(|k| !k.starts_with(crate::changelog::PREFIX))
+    {
+        return Err(format!(
+            "pending-xattrs: {bad:?} does not start with {:?}",
+            crate::changelog::PREFIX
+        ));
+    }
+    Ok(keys)
+}

@@ -1,0 +1,277 @@
+//! The state one replicate instance shares between its fops, its timers and its heals.
+
+use std::collections::{BTreeSet, HashMap};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+
+use xlator_api::{
+    ChildState, Ctx, Errno, FileType, Gfid, HostServices, LkOwner, LogLevel, Subvol, Xattr,
+};
+
+use crate::changelog::{Direction, Lanes, Matrix};
+use crate::eager::Eager;
+use crate::fds::Fds;
+use crate::heal::HealQueue;
+use crate::options::Config;
+
+pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// What is known of one object's copies: per lane, which children are good to read, and
+/// whether the lane is in split-brain. Valid for the child-up generation it was learnt in.
+#[derive(Clone, Debug)]
+pub(crate) struct InodeCtx {
+    pub generation: u64,
+    pub kind: FileType,
+    pub readable: [Vec<bool>; 3],
+    pub split: [bool; 3],
+}
+
+impl InodeCtx {
+    /// Children good for every lane in `lanes`.
+    pub fn readable(&self, lanes: Lanes) -> Vec<bool> {
+        let n = self.readable[0].len();
+        (0..n)
+            .map(|i| lanes.each().all(|(_, k)| self.readable[k][i]))
+            .collect()
+    }
+    pub fn split(&self, lanes: Lanes) -> bool {
+        lanes.each().any(|(_, k)| self.split[k])
+    }
+}
+
+pub(crate) struct Shared {
+    /// Instance name: the inodelk/entrylk domain.
+    pub name: String,
+    pub children: Vec<Subvol>,
+    /// Pending-counter xattr of each child.
+    pub keys: Vec<String>,
+    pub up: ChildState,
+    pub services: HostServices,
+    pub cfg: Mutex<Config>,
+    /// Bumped on every ChildUp: what was learnt of the copies before may be stale.
+    pub generation: AtomicU64,
+    pub inodes: Mutex<HashMap<Gfid, InodeCtx>>,
+    pub fds: Fds,
+    pub eager: Eager,
+    pub heals: HealQueue,
+    /// Reads in flight per child (least-outstanding policy).
+    pub outstanding: Vec<AtomicU64>,
+    /// Whether ChildUp was raised to the parents (and not taken back).
+    pub announced: AtomicBool,
+    owner_base: u64,
+    next_owner: AtomicU64,
+    /// Objects found in split-brain, by path or GFID (bounded, for the dump).
+    pub split_brains: Mutex<BTreeSet<String>>,
+    /// Locks whose unlock found the child unreachable: (child, owner, lock), unlocked when
+    /// the child is up again (a brick that restarted has forgotten them anyway).
+    pub stale_locks: Mutex<Vec<(usize, LkOwner, crate::transaction::LockItem)>>,
+}
+
+/// Most split-brain objects remembered for the dump.
+const SPLIT_BRAIN_LIST: usize = 256;
+
+impl Shared {
+    pub fn new(
+        name: String,
+        children: Vec<Subvol>,
+        keys: Vec<String>,
+        up: ChildState,
+        services: HostServices,
+        cfg: Config,
+    ) -> Shared {
+        let n = children.len();
+        let seed = Gfid::random().0;
+        let mut base = [0u8; 8];
+        base.copy_from_slice(&seed[..8]);
+        Shared {
+            name,
+            children,
+            keys,
+            up,
+            services,
+            cfg: Mutex::new(cfg),
+            generation: AtomicU64::new(1),
+            inodes: Mutex::new(HashMap::new()),
+            fds: Fds::default(),
+            eager: Eager::default(),
+            heals: HealQueue::default(),
+            outstanding: (0..n).map(|_| AtomicU64::new(0)).collect(),
+            announced: AtomicBool::new(false),
+            // The high bit marks replicate's owners; the random rest keeps clients apart.
+            owner_base: u64::from_le_bytes(base) | (1 << 63),
+            next_owner: AtomicU64::new(1),
+            split_brains: Mutex::new(BTreeSet::new()),
+            stale_locks: Mutex::new(Vec::new()),
+        }
+    }
+
+    pub fn n(&self) -> usize {
+        self.children.len()
+    }
+
+    pub fn cfg(&self) -> Config {
+        lock(&self.cfg).clone()
+    }
+
+    /// Which children are up now.
+    pub fn up_set(&self) -> Vec<bool> {
+        (0..self.n()).map(|i| self.up.is_up(i)).collect()
+    }
+
+    /// A lock owner no other transaction of any client uses.
+    pub fn new_owner(&self) -> LkOwner {
+        let k = self.next_owner.fetch_add(1, Ordering::Relaxed);
+        LkOwner(self.owner_base ^ k.wrapping_mul(0x9e37_79b9_7f4a_7c15))
+    }
+
+    /// The context of replicate's own calls (locks, counters, heal): root, with `owner`.
+    pub fn internal_ctx(&self, owner: LkOwner) -> Ctx {
+        Ctx::builder(0, 0).lk_owner(owner).build()
+    }
+
+    pub fn log(&self, level: LogLevel, msg: &str) {
+        self.services
+            .log(level, "xlfs::afr", &format!("{}: {msg}", self.name));
+    }
+
+    /// Records and logs an object found in split-brain.
+    pub fn split_brain(&self, what: &str, lanes: &str) {
+        self.log(
+            LogLevel::Error,
+            &format!("split-brain ({lanes}) on {what}: reads fail with EIO until it is resolved"),
+        );
+        let mut s = lock(&self.split_brains);
+        if s.len() < SPLIT_BRAIN_LIST {
+            s.insert(what.to_owned());
+        }
+    }
+
+    /// What the children's counters say of `gfid`, learnt from `xattrs[i]` (`None`: child
+    /// `i` did not answer); cached as the object's [`InodeCtx`].
+    pub fn learn(
+        &self,
+        gfid: Gfid,
+        kind: FileType,
+        xattrs: &[Option<&[Xattr]>],
+    ) -> (InodeCtx, Matrix) {
+        let present: Vec<bool> = xattrs.iter().map(Option::is_some).collect();
+        let m = Matrix::build(&self.keys, &present, |i, k| {
+            xattrs[i].and_then(|xs| xattr_value(xs, k))
+        });
+        let n = self.n();
+        let mut ctx = InodeCtx {
+            generation: self.generation.load(Ordering::Acquire),
+            kind,
+            readable: [vec![false; n], vec![false; n], vec![false; n]],
+            split: [false; 3],
+        };
+        for (lane, k) in (Lanes::DATA | Lanes::META | Lanes::ENTRY).each() {
+            match m.direction(lane) {
+                Direction::SplitBrain => ctx.split[k] = true,
+                d => ctx.readable[k] = d.sources(n),
+            }
+        }
+        lock(&self.inodes).insert(gfid, ctx.clone());
+        (ctx, m)
+    }
+
+    /// The cached state of `gfid` if learnt in the current generation.
+    pub fn cached(&self, gfid: Gfid) -> Option<InodeCtx> {
+        let g = self.generation.load(Ordering::Acquire);
+        lock(&self.inodes)
+            .get(&gfid)
+            .filter(|c| c.generation == g)
+            .cloned()
+    }
+
+    /// After a modification of `lanes` of `gfid`: a child that did not succeed is no longer
+    /// readable for them (its counters say so too; this saves the next lookup).
+    pub fn after_write(&self, gfid: Gfid, lanes: Lanes, succeeded: &[bool]) {
+        if let Some(c) = lock(&self.inodes).get_mut(&gfid) {
+            for (_, k) in lanes.each() {
+                for (i, ok) in succeeded.iter().enumerate() {
+                    if !ok {
+                        c.readable[k][i] = false;
+                    }
+                }
+            }
+        }
+    }
+
+    pub fn forget(&self, gfid: Gfid) {
+        lock(&self.inodes).remove(&gfid);
+    }
+}
+
+/// The bytes of xattr `name` in `xs`.
+pub(crate) fn xattr_value<'a>(xs: &'a [Xattr], name: &str) -> Option<&'a [u8]> {
+    xs.iter()
+        .find(|x| x.name.as_str() == name)
+        .map(|x| x.value.as_slice())
+}
+
+/// Errors a child answers that mean "nothing was changed here" (the fop was refused): when
+/// every participant refuses, the transaction leaves no blame behind.
+pub(crate) fn refused(e: Errno) -> bool {
+    matches!(
+        e,
+        Errno::ENOENT
+            | Errno::EEXIST
+            | Errno::EACCES
+            | Errno::EPERM
+            | Errno::ENOTEMPTY
+            | Errno::ENOTDIR
+            | Errno::EISDIR
+            | Errno::EINVAL
+            | Errno::ENAMETOOLONG
+            | Errno::ENODATA
+            | Errno::ERANGE
+            | Errno::ESTALE
+            | Errno::EXDEV
+            | Errno::ENOTSUP
+            | Errno::ENOSYS
+            | Errno::EMLINK
+            | Errno::EFBIG
+            | Errno::ELOOP
+            | Errno::EBUSY
+    )
+}
+
+/// Errors after which a read tries the next readable child.
+pub(crate) fn fails_over(e: Errno) -> bool {
+    matches!(
+        e,
+        Errno::ENOTCONN
+            | Errno::EIO
+            | Errno::ESTALE
+            | Errno::EBADF
+            | Errno::EBADFD
+            | Errno::ETIMEDOUT
+            | Errno::ENODEV
+            | Errno::ENXIO
+    )
+}
+
+/// The error to answer when no child succeeded: a real answer (ENOENT, EEXIST...) before
+/// "not connected".
+pub(crate) fn first_error(errs: impl IntoIterator<Item = Errno>) -> Errno {
+    let mut first = None;
+    for e in errs {
+        if e != Errno::ENOTCONN {
+            return e;
+        }
+        first.get_or_insert(e);
+    }
+    first.unwrap_or(Errno::ENOTCONN)
+}
+
+pub(crate) type Handle = Arc<Shared>;
+
+impl Shared {
+    /// The kind last learnt of `gfid`, whatever its generation.
+    pub fn cached_kind(&self, gfid: Gfid) -> Option<FileType> {
+        lock(&self.inodes).get(&gfid).map(|c| c.kind)
+    }
+}

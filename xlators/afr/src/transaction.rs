@@ -1,0 +1,560 @@
+//! Write transactions (GlusterFS afr-transaction.c, with the v2 changelog of
+//! [`crate::changelog`]):
+//!
+//! 1. quorum of the children up, else EROFS before anything is touched;
+//! 2. lock: every lock item (inodelk on the object in the data and/or metadata domain, or
+//!    entrylk on each parent name) on every up child, non-blocking and in parallel first; if
+//!    any child reports contention, everything taken is given back and the locks are taken
+//!    blocking, one child after the other in index order (two clients never wait on each
+//!    other crosswise); a child whose lock fails for another reason stays out;
+//! 3. quorum of the locked children, else unlock and EROFS;
+//! 4. pre-op: `xattrop AddArray32` in the transaction's lanes on every locked child: +1 under
+//!    its own key (it is "dirty": a transaction is open there) and +1 under the key of every
+//!    child that takes no part (down, or its lock failed: accused by the others from now on);
+//!    children whose pre-op fails stay out; without quorum now, the pre-op is undone and the
+//!    answer is EROFS;
+//! 5. the fop on every pre-op'ed child, in parallel;
+//! 6. post-op, on every pre-op'ed child: -1 under its own key, +1 under the key of each
+//!    participant where the fop failed (accused by the others); when every child refused the
+//!    fop, nothing changed: the pre-op is undone entirely, absent children's accusations
+//!    included. Participants never accuse each other for an open transaction, so a reader
+//!    of the counters during one (another client, an eager hold) sees dirty children and
+//!    accusations of absent ones only, never a stale child passed off as good;
+//! 7. unlock. The answer: the first success in child order if the successes make a quorum;
+//!    no success: the children's error; some but too few: ENOTCONN.
+
+use std::future::Future;
+
+use futures::future::join_all;
+use xlator_api::abi_stable::std_types::RVec;
+use xlator_api::{
+    Buf, Ctx, EntrylkCmd, Errno, Flock, Gfid, LkCmd, LkOwner, Loc, LockKind, LogLevel, Xattr,
+    XattropOp,
+};
+
+use crate::changelog::{self, Lanes};
+use crate::quorum::Quorum;
+use crate::shared::{Shared, first_error, refused};
+
+/// One lock a transaction takes on every child.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) enum LockItem {
+    Inode {
+        domain: String,
+        gfid: Gfid,
+    },
+    Entry {
+        domain: String,
+        parent: Gfid,
+        name: String,
+    },
+}
+
+/// What a transaction locks and whose counters it marks.
+#[derive(Clone, Debug)]
+pub(crate) struct Plan {
+    pub items: Vec<LockItem>,
+    /// Objects whose counters the pre-op and post-op change, with the lanes.
+    pub targets: Vec<(Gfid, Lanes)>,
+}
+
+impl Plan {
+    /// A data and/or metadata transaction on `gfid`: the whole file in the data domain (the
+    /// instance name) and/or the metadata domain (`<name>:metadata`).
+    pub fn inode(sh: &Shared, gfid: Gfid, lanes: Lanes) -> Plan {
+        let mut items = Vec::new();
+        if lanes.has(Lanes::DATA) {
+            items.push(LockItem::Inode {
+                domain: sh.name.clone(),
+                gfid,
+            });
+        }
+        if lanes.has(Lanes::META) {
+            items.push(LockItem::Inode {
+                domain: meta_domain(&sh.name),
+                gfid,
+            });
+        }
+        Plan {
+            items,
+            targets: vec![(gfid, lanes)],
+        }
+    }
+
+    /// A namespace transaction on the names `locs` (entrylk on each, in a fixed order so two
+    /// renames never lock crosswise), marking each parent's entry lane.
+    pub fn entry(sh: &Shared, locs: &[&Loc]) -> Plan {
+        let mut items: Vec<LockItem> = locs
+            .iter()
+            .map(|l| LockItem::Entry {
+                domain: sh.name.clone(),
+                parent: l.parent,
+                name: l.name.to_string(),
+            })
+            .collect();
+        items.sort();
+        items.dedup();
+        let mut targets: Vec<(Gfid, Lanes)> = Vec::new();
+        for l in locs {
+            if !targets.iter().any(|(g, _)| *g == l.parent) {
+                targets.push((l.parent, Lanes::ENTRY));
+            }
+        }
+        Plan { items, targets }
+    }
+}
+
+/// The metadata inodelk domain.
+pub(crate) fn meta_domain(name: &str) -> String {
+    format!("{name}:metadata")
+}
+
+/// Each child's answer: `None` for a child that took no part.
+pub(crate) struct Replies<R>(pub Vec<Option<Result<R, Errno>>>);
+
+impl<R> Replies<R> {
+    pub fn succeeded(&self) -> Vec<bool> {
+        self.0.iter().map(|r| matches!(r, Some(Ok(_)))).collect()
+    }
+
+    /// The caller's answer (see the module doc).
+    pub fn reply(self, quorum: Quorum) -> Result<R, Errno> {
+        let ok = self.succeeded();
+        let met = quorum.met(&ok);
+        let mut errs = Vec::new();
+        for r in self.0.into_iter().flatten() {
+            match r {
+                Ok(v) if met => return Ok(v),
+                Ok(_) => {}
+                Err(e) => errs.push(e),
+            }
+        }
+        if ok.iter().any(|b| *b) {
+            Err(Errno::ENOTCONN)
+        } else {
+            Err(first_error(errs))
+        }
+    }
+}
+
+async fn lock_item(
+    sh: &Shared,
+    i: usize,
+    owner: LkOwner,
+    item: &LockItem,
+    blocking: bool,
+) -> Result<(), Errno> {
+    let child = &sh.children[i];
+    let cx = sh.internal_ctx(owner);
+    let r = match item {
+        LockItem::Inode { domain, gfid } => {
+            let cmd = if blocking { LkCmd::SetWait } else { LkCmd::Set };
+            child
+                .inodelk(
+                    &cx,
+                    domain.as_str().into(),
+                    *gfid,
+                    cmd,
+                    whole(LockKind::Write, owner),
+                )
+                .await
+        }
+        LockItem::Entry {
+            domain,
+            parent,
+            name,
+        } => {
+            let cmd = if blocking {
+                EntrylkCmd::Lock
+            } else {
+                EntrylkCmd::LockNonBlocking
+            };
+            let loc = Loc::new(*parent, name.as_str());
+            child.entrylk(&cx, domain.as_str().into(), loc, cmd).await
+        }
+    };
+    // A child without lock support (no features/locks below it) is used unlocked.
+    if r == Err(Errno::ENOSYS) { Ok(()) } else { r }
+}
+
+/// Gives back the locks child `i` kept while it was unreachable.
+pub(crate) async fn unlock_stale(sh: &Shared, i: usize) {
+    let stale: Vec<(usize, LkOwner, LockItem)> = {
+        let mut all = crate::shared::lock(&sh.stale_locks);
+        let (mine, rest) = all.drain(..).partition(|(c, _, _)| *c == i);
+        *all = rest;
+        mine
+    };
+    for (c, owner, item) in stale {
+        unlock_item(sh, c, owner, &item).await;
+    }
+}
+
+async fn unlock_item(sh: &Shared, i: usize, owner: LkOwner, item: &LockItem) {
+    let child = &sh.children[i];
+    let cx = sh.internal_ctx(owner);
+    let r = match item {
+        LockItem::Inode { domain, gfid } => {
+            child
+                .inodelk(
+                    &cx,
+                    domain.as_str().into(),
+                    *gfid,
+                    LkCmd::Set,
+                    whole(LockKind::Unlock, owner),
+                )
+                .await
+        }
+        LockItem::Entry {
+            domain,
+            parent,
+            name,
+        } => {
+            let loc = Loc::new(*parent, name.as_str());
+            child
+                .entrylk(&cx, domain.as_str().into(), loc, EntrylkCmd::Unlock)
+                .await
+        }
+    };
+    if r == Err(Errno::ENOTCONN) {
+        // The child kept the lock (unreachable, not restarted): given back when it returns.
+        crate::shared::lock(&sh.stale_locks).push((i, owner, item.clone()));
+        return;
+    }
+    if let Err(e) = r
+        && e != Errno::ENOSYS
+    {
+        sh.log(
+            LogLevel::Warn,
+            &format!("unlock of {item:?} on child {i}: {e}"),
+        );
+    }
+}
+
+fn whole(kind: LockKind, owner: LkOwner) -> Flock {
+    Flock {
+        kind,
+        start: 0,
+        len: 0,
+        pid: 0,
+        owner,
+    }
+}
+
+/// Takes every item on child `i`; on failure gives back what it took.
+async fn lock_child(
+    sh: &Shared,
+    i: usize,
+    owner: LkOwner,
+    items: &[LockItem],
+    blocking: bool,
+) -> Result<(), Errno> {
+    for (k, item) in items.iter().enumerate() {
+        if let Err(e) = lock_item(sh, i, owner, item, blocking).await {
+            for taken in items[..k].iter().rev() {
+                unlock_item(sh, i, owner, taken).await;
+            }
+            return Err(e);
+        }
+    }
+    Ok(())
+}
+
+/// Step 2: which of `candidates` hold every lock of `plan` for `owner`, and whether some
+/// other owner held one (contention).
+pub(crate) async fn lock(
+    sh: &Shared,
+    plan: &Plan,
+    owner: LkOwner,
+    candidates: &[bool],
+) -> (Vec<bool>, bool) {
+    let tries = join_all((0..sh.n()).map(|i| async move {
+        if candidates[i] {
+            Some(lock_child(sh, i, owner, &plan.items, false).await)
+        } else {
+            None
+        }
+    }))
+    .await;
+    let busy = |e: &Errno| *e == Errno::EAGAIN || *e == Errno::EBUSY;
+    let contended = tries.iter().flatten().any(|r| r.as_ref().is_err_and(busy));
+    let mut locked: Vec<bool> = tries.iter().map(|r| matches!(r, Some(Ok(())))).collect();
+    if !contended {
+        return (locked, false);
+    }
+    unlock(sh, plan, owner, &locked).await;
+    for (i, l) in locked.iter_mut().enumerate() {
+        *l = candidates[i] && lock_child(sh, i, owner, &plan.items, true).await.is_ok();
+    }
+    (locked, true)
+}
+
+/// Step 7.
+pub(crate) async fn unlock(sh: &Shared, plan: &Plan, owner: LkOwner, locked: &[bool]) {
+    join_all((0..sh.n()).filter(|&i| locked[i]).map(|i| async move {
+        for item in plan.items.iter().rev() {
+            unlock_item(sh, i, owner, item).await;
+        }
+    }))
+    .await;
+}
+
+/// On every child `i` marked in `on`, adds `delta(i, j)` in each target's lanes under child
+/// `j`'s key (keys whose delta is 0 are left out, or read with a zero delta when `read_all`);
+/// returns where it succeeded and, per target, what each child answered.
+async fn mark_read(
+    sh: &Shared,
+    plan: &Plan,
+    on: &[bool],
+    read_all: bool,
+    delta: impl Fn(usize, usize) -> i32,
+) -> (Vec<bool>, Vec<Vec<Option<RVec<Xattr>>>>) {
+    let cx = Ctx::root();
+    let delta = &delta;
+    let per_child = join_all((0..sh.n()).map(|i| {
+        let cx = cx.clone();
+        async move {
+            let mut answers = Vec::with_capacity(plan.targets.len());
+            if !on[i] {
+                return (false, answers);
+            }
+            for (gfid, lanes) in &plan.targets {
+                let xs: RVec<Xattr> = sh
+                    .keys
+                    .iter()
+                    .enumerate()
+                    .filter(|(j, _)| read_all || delta(i, *j) != 0)
+                    .map(|(j, k)| Xattr {
+                        name: k.as_str().into(),
+                        value: Buf::from_vec(changelog::delta(*lanes, delta(i, j)).to_vec()),
+                    })
+                    .collect();
+                if xs.is_empty() {
+                    answers.push(None);
+                    continue;
+                }
+                match sh.children[i]
+                    .xattrop(&cx, *gfid, XattropOp::AddArray32, xs)
+                    .await
+                {
+                    Ok(v) => answers.push(Some(v)),
+                    Err(e) => {
+                        sh.log(
+                            LogLevel::Warn,
+                            &format!("changelog on {gfid} failed on child {i}: {e}"),
+                        );
+                        return (false, answers);
+                    }
+                }
+            }
+            (true, answers)
+        }
+    }))
+    .await;
+    let ok = per_child.iter().map(|(ok, _)| *ok).collect();
+    let by_target = (0..plan.targets.len())
+        .map(|t| {
+            per_child
+                .iter()
+                .map(|(ok, a)| {
+                    if *ok {
+                        a.get(t).cloned().flatten()
+                    } else {
+                        None
+                    }
+                })
+                .collect()
+        })
+        .collect();
+    (ok, by_target)
+}
+
+async fn mark(
+    sh: &Shared,
+    plan: &Plan,
+    on: &[bool],
+    delta: impl Fn(usize, usize) -> i32,
+) -> Vec<bool> {
+    mark_read(sh, plan, on, false, delta).await.0
+}
+
+/// The participants that are good copies of every target's data and metadata lanes after
+/// the pre-op (no other participant accuses them, as the pre-op's answers say). None means
+/// the write is refused: writing over stale copies only would lose what the good ones (down
+/// now) hold. Entry lanes are left out: names a child missed are merged by entry heal, never
+/// lost. Errs ENOTCONN when the good copy may be a child not taking part, EIO when the
+/// participants accuse each other and nobody else can be good (split-brain).
+fn good_copies(
+    sh: &Shared,
+    plan: &Plan,
+    pre: &[bool],
+    answers: &[Vec<Option<RVec<Xattr>>>],
+) -> Result<Vec<bool>, Errno> {
+    let n = sh.n();
+    let mut good = pre.to_vec();
+    for ((gfid, lanes), rows) in plan.targets.iter().zip(answers) {
+        let m = changelog::Matrix::build(&sh.keys, pre, |i, k| {
+            rows[i]
+                .as_ref()
+                .and_then(|xs| crate::shared::xattr_value(xs, k))
+        });
+        for (lane, _) in lanes.each() {
+            if lane == Lanes::ENTRY {
+                continue;
+            }
+            for (j, g) in good.iter_mut().enumerate() {
+                *g &= !(0..n).any(|i| i != j && pre[i] && m.get(i, j, lane) > 0);
+            }
+            if !good.iter().any(|g| *g) {
+                // The answers include this pre-op's own +1 for the children not taking part.
+                let outside_may_be_good =
+                    (0..n).any(|j| !pre[j] && !(0..n).any(|i| pre[i] && m.get(i, j, lane) > 1));
+                sh.log(
+                    LogLevel::Warn,
+                    &format!(
+                        "write to {gfid} refused: no good copy of its {} among the children up",
+                        lane.name()
+                    ),
+                );
+                return Err(if outside_may_be_good {
+                    Errno::ENOTCONN
+                } else {
+                    Errno::EIO
+                });
+            }
+        }
+    }
+    Ok(good)
+}
+
+/// Step 4: on every child in `on`, +1 under its own key (dirty) and under the key of every
+/// child not in `on` (it misses this change); the other keys are read (zero delta), so the
+/// answers say who accuses whom.
+pub(crate) async fn pre_op(
+    sh: &Shared,
+    plan: &Plan,
+    on: &[bool],
+) -> (Vec<bool>, Vec<Vec<Option<RVec<Xattr>>>>) {
+    mark_read(sh, plan, on, true, |i, j| i32::from(i == j || !on[j])).await
+}
+
+/// Step 6: on every pre-op'ed child (`pre`), -1 under its own key and +1 under the key of
+/// each child the pre-op did not already accuse (it was in `locked`) where the fop did not
+/// succeed (`ok[j]` false: it failed, or its pre-op did): it stays accused.
+pub(crate) async fn post_op(
+    sh: &Shared,
+    plan: &Plan,
+    pre: &[bool],
+    locked: &[bool],
+    ok: &[bool],
+) -> Vec<bool> {
+    mark(sh, plan, pre, |i, j| {
+        if i == j {
+            -1
+        } else {
+            i32::from(locked[j] && !ok[j])
+        }
+    })
+    .await
+}
+
+/// Step 6 when nothing changed anywhere (every child refused the fop, or too few were
+/// pre-op'ed): the pre-op is taken back entirely, absent children's accusations included.
+pub(crate) async fn undo_pre_op(sh: &Shared, plan: &Plan, pre: &[bool], locked: &[bool]) {
+    mark(sh, plan, pre, |i, j| -i32::from(i == j || !locked[j])).await;
+}
+
+/// Whether every participant refused the fop (nothing changed anywhere: the pre-op is
+/// undone).
+pub(crate) fn all_refused<R>(replies: &Replies<R>) -> bool {
+    !replies.succeeded().iter().any(|b| *b)
+        && replies
+            .0
+            .iter()
+            .flatten()
+            .all(|r| r.as_ref().err().is_some_and(|e| refused(*e)))
+}
+
+/// Runs `op` on the children marked in `on`, in parallel.
+pub(crate) async fn fan_out<R, F, Fut>(on: &[bool], op: &F) -> Replies<R>
+where
+    F: Fn(usize) -> Fut,
+    Fut: Future<Output = Result<R, Errno>>,
+{
+    Replies(
+        join_all(
+            (0..on.len()).map(|i| async move { if on[i] { Some(op(i).await) } else { None } }),
+        )
+        .await,
+    )
+}
+
+/// Steps 1-4: the children locked and pre-op'ed for `plan`, or EROFS without quorum.
+pub(crate) struct Open {
+    pub owner: LkOwner,
+    pub locked: Vec<bool>,
+    pub pre: Vec<bool>,
+    /// The participants that are good copies ([`good_copies`]).
+    pub good: Vec<bool>,
+    pub contended: bool,
+}
+
+pub(crate) async fn open(sh: &Shared, plan: &Plan, quorum: Quorum) -> Result<Open, Errno> {
+    let up = sh.up_set();
+    if !quorum.met(&up) {
+        return Err(Errno::EROFS);
+    }
+    let owner = sh.new_owner();
+    let (locked, contended) = lock(sh, plan, owner, &up).await;
+    if !quorum.met(&locked) {
+        unlock(sh, plan, owner, &locked).await;
+        return Err(Errno::EROFS);
+    }
+    let (pre, answers) = pre_op(sh, plan, &locked).await;
+    if !quorum.met(&pre) {
+        undo_pre_op(sh, plan, &pre, &locked).await;
+        unlock(sh, plan, owner, &locked).await;
+        return Err(Errno::EROFS);
+    }
+    let good = match good_copies(sh, plan, &pre, &answers) {
+        Ok(g) => g,
+        Err(e) => {
+            undo_pre_op(sh, plan, &pre, &locked).await;
+            unlock(sh, plan, owner, &locked).await;
+            return Err(e);
+        }
+    };
+    Ok(Open {
+        owner,
+        locked,
+        pre,
+        good,
+        contended,
+    })
+}
+
+/// Steps 6-7 after `replies`.
+pub(crate) async fn close<R>(sh: &Shared, plan: &Plan, t: &Open, replies: &Replies<R>) {
+    if all_refused(replies) {
+        undo_pre_op(sh, plan, &t.pre, &t.locked).await;
+    } else {
+        post_op(sh, plan, &t.pre, &t.locked, &replies.succeeded()).await;
+    }
+    unlock(sh, plan, t.owner, &t.locked).await;
+}
+
+/// A whole transaction: `op(i)` is the fop on child `i`.
+pub(crate) async fn run<R, F, Fut>(sh: &Shared, plan: Plan, op: F) -> Result<Replies<R>, Errno>
+where
+    F: Fn(usize) -> Fut,
+    Fut: Future<Output = Result<R, Errno>>,
+{
+    let quorum = sh.cfg().quorum;
+    let t = open(sh, &plan, quorum).await?;
+    let replies = fan_out(&t.pre, &op).await;
+    close(sh, &plan, &t, &replies).await;
+    for (gfid, lanes) in &plan.targets {
+        sh.after_write(*gfid, *lanes, &replies.succeeded());
+    }
+    Ok(replies)
+}

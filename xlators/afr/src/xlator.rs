@@ -1,0 +1,753 @@
+//! The translator: which fops are transactions, which are reads, which go to every child.
+//!
+//! | fops | handling |
+//! |---|---|
+//! | writev, fallocate, discard, zerofill | data transaction, under the eager hold when on ([`crate::eager`]) |
+//! | setattr, fsetattr | metadata transaction (data + metadata with a size) |
+//! | setxattr, fsetxattr, removexattr, fremovexattr, setxattrs, xattrop, fxattrop | metadata transaction |
+//! | create, mkdir, mknod, symlink, link, unlink, rmdir, rename | entry transaction on the parent(s), one GFID on every child |
+//! | lookup | every up child, learns the counters, heals ([`crate::reads::lookup`]) |
+//! | stat, fstat, access, readlink, getxattr, fgetxattr, listxattr, getxattrs, statfs, readv, seek, rchecksum | one readable child, fail over |
+//! | readdirp | one readable child per directory fd |
+//! | open, opendir | every up child (O_TRUNC: then a truncate transaction) |
+//! | flush, fsync, fsyncdir, release, releasedir, lk | every child holding the fd (flush, fsync, release end the eager hold first) |
+//! | inodelk, entrylk, forget_client | every up child |
+//!
+//! `getxattr(gfid, "replica.heal")` heals the object now (a hook for the heal commands).
+
+use std::marker::PhantomData;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use futures::future::join_all;
+use xlator_api::abi_stable::std_types::{ROption, RString, RVec};
+use xlator_api::{
+    Buf, ClientId, Ctx, DirEntry, Dump, DumpValue, Entry, EntrylkCmd, Errno, Event, EventKind, Fd,
+    FileType, Flock, Gfid, GfidReq, Iatt, Init, LkCmd, Loc, Opened, Rchecksum, ReadReply, Removed,
+    SeekWhat, SetAttr, Statfs, Subvol, Translator, WriteReply, Xattr, XattropOp, Xattrs,
+};
+
+use crate::changelog::Lanes;
+use crate::options::{AfrOptions, Config, pending_keys};
+use crate::reads::{self, read};
+use crate::shared::{Handle, Shared, first_error, lock};
+use crate::transaction::{self, Plan, Replies};
+use crate::{eager, heal};
+
+/// How a build spells the type: `cluster/replicate`, or its alias `cluster/afr`.
+pub trait Spelling: Send + Sync + 'static {
+    const TYPE: &'static str;
+}
+
+/// `cluster/replicate`.
+pub struct Primary;
+impl Spelling for Primary {
+    const TYPE: &'static str = "cluster/replicate";
+}
+
+/// `cluster/afr`, GlusterFS's other name for it.
+pub struct AfrAlias;
+impl Spelling for AfrAlias {
+    const TYPE: &'static str = "cluster/afr";
+}
+
+/// cluster/replicate, generic only over the name it is registered under.
+pub struct ReplicateAs<S: Spelling> {
+    sh: Handle,
+    _spelling: PhantomData<S>,
+}
+
+pub type Replicate = ReplicateAs<Primary>;
+pub type Afr = ReplicateAs<AfrAlias>;
+
+/// The virtual xattr that heals an object on request.
+pub const HEAL_XATTR: &str = "replica.heal";
+
+impl<S: Spelling> ReplicateAs<S> {
+    /// A data and/or metadata transaction on `gfid`.
+    async fn inode_txn<R, F, Fut>(&self, gfid: Gfid, lanes: Lanes, op: F) -> Result<R, Errno>
+    where
+        F: Fn(usize) -> Fut,
+        Fut: Future<Output = Result<R, Errno>>,
+    {
+        if lanes.has(Lanes::DATA) {
+            eager::release_now(&self.sh, gfid).await;
+        }
+        let q = self.sh.cfg().quorum;
+        transaction::run(&self.sh, Plan::inode(&self.sh, gfid, lanes), op)
+            .await?
+            .reply(q)
+    }
+
+    /// A data write through `fd`: eager when on.
+    async fn data_write<R, F, Fut>(&self, fd: Fd, op: F) -> Result<R, Errno>
+    where
+        F: Fn(usize) -> Fut,
+        Fut: Future<Output = Result<R, Errno>>,
+    {
+        let cfg = self.sh.cfg();
+        if cfg.eager_lock && !fd.is_anonymous() {
+            eager::write(&self.sh, fd.gfid, op).await?.reply(cfg.quorum)
+        } else {
+            self.inode_txn(fd.gfid, Lanes::DATA, op).await
+        }
+    }
+
+    async fn entry_txn<R, F, Fut>(&self, locs: &[&Loc], op: F) -> Result<Replies<R>, Errno>
+    where
+        F: Fn(usize) -> Fut,
+        Fut: Future<Output = Result<R, Errno>>,
+    {
+        transaction::run(&self.sh, Plan::entry(&self.sh, locs), op).await
+    }
+
+    /// A new object's fop on every child with one GFID (the caller's, or a new one).
+    async fn make<F, Fut>(&self, cx: &Ctx, loc: Loc, op: F) -> Result<Entry, Errno>
+    where
+        F: Fn(usize, Ctx, Loc) -> Fut,
+        Fut: Future<Output = Result<Entry, Errno>>,
+    {
+        let (_, r) = self.make_all(cx, loc, op).await?;
+        r
+    }
+
+    async fn make_all<F, Fut>(
+        &self,
+        cx: &Ctx,
+        loc: Loc,
+        op: F,
+    ) -> Result<(Vec<bool>, Result<Entry, Errno>), Errno>
+    where
+        F: Fn(usize, Ctx, Loc) -> Fut,
+        Fut: Future<Output = Result<Entry, Errno>>,
+    {
+        let gfid = cx.ext::<GfidReq>().map_or_else(Gfid::random, |g| g.0);
+        let gcx = cx.to_builder().ext(&GfidReq(gfid)).build();
+        let replies = self
+            .entry_txn(&[&loc], |i| op(i, gcx.clone(), loc.clone()))
+            .await?;
+        let ok = replies.succeeded();
+        self.sh.forget(gfid);
+        Ok((ok, replies.reply(self.sh.cfg().quorum)))
+    }
+
+    /// `op` on every up child (`on`: a narrower set); the first success, or the error.
+    async fn all<R, F, Fut>(&self, on: Option<Vec<bool>>, op: F) -> (Vec<bool>, Result<R, Errno>)
+    where
+        F: Fn(usize) -> Fut,
+        Fut: Future<Output = Result<R, Errno>>,
+    {
+        let up = self.sh.up_set();
+        let set: Vec<bool> = match on {
+            Some(on) => on.iter().zip(&up).map(|(a, b)| *a && *b).collect(),
+            None => up,
+        };
+        let replies = transaction::fan_out(&set, &op).await;
+        let ok = replies.succeeded();
+        let mut errs = Vec::new();
+        let mut first = None;
+        for r in replies.0.into_iter().flatten() {
+            match r {
+                Ok(v) if first.is_none() => first = Some(v),
+                Ok(_) => {}
+                Err(e) => errs.push(e),
+            }
+        }
+        let r = first.ok_or_else(|| first_error(errs));
+        (ok, r)
+    }
+
+    fn child(&self, i: usize) -> &Subvol {
+        &self.sh.children[i]
+    }
+
+    async fn ensure(&self, i: usize, cx: &Ctx, fd: Fd) -> Result<(), Errno> {
+        self.sh.fds.ensure(i, self.child(i), cx, fd).await
+    }
+}
+
+impl<S: Spelling> Translator for ReplicateAs<S> {
+    const TYPE: &'static str = S::TYPE;
+    const DOC: &'static str = "Synchronous replication (GlusterFS AFR): every modification \
+        goes to all replicas inside a lock + changelog transaction, reads go to a replica no \
+        other accuses, quorum guards writes, split-brain answers EIO and lookups heal stale \
+        replicas from good ones.";
+    const MIN_CHILDREN: u32 = 1;
+    const MAX_CHILDREN: u32 = 64;
+    const ANNOUNCES_CHILD_UP: bool = true;
+    type Options = AfrOptions;
+
+    fn init(init: Init<AfrOptions>) -> Result<Self, String> {
+        let n = init.children.len();
+        let cfg =
+            Config::from_options(&init.options, n).map_err(|e| format!("{}: {e}", init.name))?;
+        let names: Vec<String> = init.children.iter().map(|c| c.name().to_string()).collect();
+        let keys =
+            pending_keys(&init.options, &names).map_err(|e| format!("{}: {e}", init.name))?;
+        let sh = Shared::new(
+            init.name,
+            init.children,
+            keys,
+            init.child_state,
+            init.services,
+            cfg,
+        );
+        Ok(ReplicateAs {
+            sh: Arc::new(sh),
+            _spelling: PhantomData,
+        })
+    }
+
+    fn children(&self) -> &[Subvol] {
+        &self.sh.children
+    }
+
+    fn reconfigure(&self, o: AfrOptions) -> Result<(), String> {
+        let cfg = Config::from_options(&o, self.sh.n())?;
+        *lock(&self.sh.cfg) = cfg;
+        Ok(())
+    }
+
+    fn notify(&self, ev: Event) {
+        let sh = &self.sh;
+        match ev.kind {
+            EventKind::ChildUp => {
+                // What was learnt of the copies predates this child's return.
+                sh.generation.fetch_add(1, Ordering::AcqRel);
+                let (bg, i) = (sh.clone(), ev.child as usize);
+                sh.services
+                    .spawn(async move { transaction::unlock_stale(&bg, i).await });
+                if sh.up.up_count() > 0 && !sh.announced.swap(true, Ordering::AcqRel) {
+                    sh.services.notify_parents(EventKind::ChildUp);
+                }
+            }
+            EventKind::ChildDown => {
+                sh.fds.child_lost(ev.child as usize);
+                if sh.up.up_count() == 0 && sh.announced.swap(false, Ordering::AcqRel) {
+                    sh.services.notify_parents(EventKind::ChildDown);
+                }
+            }
+            EventKind::GraphSwitch => {}
+        }
+    }
+
+    fn dump(&self) -> Dump {
+        crate::status::dump(&self.sh)
+    }
+
+    // ---- reads ----
+
+    async fn lookup(&self, cx: &Ctx, loc: Loc) -> Result<Entry, Errno> {
+        reads::lookup(&self.sh, cx, loc).await
+    }
+
+    async fn stat(&self, cx: &Ctx, gfid: Gfid) -> Result<Iatt, Errno> {
+        read(&self.sh, gfid, Lanes::DATA | Lanes::META, |i| {
+            self.child(i).stat(cx, gfid)
+        })
+        .await
+    }
+
+    async fn fstat(&self, cx: &Ctx, fd: Fd) -> Result<Iatt, Errno> {
+        read(
+            &self.sh,
+            fd.gfid,
+            Lanes::DATA | Lanes::META,
+            |i| async move {
+                self.ensure(i, cx, fd).await?;
+                self.child(i).fstat(cx, fd).await
+            },
+        )
+        .await
+    }
+
+    async fn access(&self, cx: &Ctx, gfid: Gfid, mask: u32) -> Result<(), Errno> {
+        read(&self.sh, gfid, Lanes::META, |i| {
+            self.child(i).access(cx, gfid, mask)
+        })
+        .await
+    }
+
+    async fn readlink(&self, cx: &Ctx, gfid: Gfid) -> Result<RString, Errno> {
+        read(&self.sh, gfid, Lanes::META, |i| {
+            self.child(i).readlink(cx, gfid)
+        })
+        .await
+    }
+
+    async fn getxattr(&self, cx: &Ctx, gfid: Gfid, name: RString) -> Result<Buf, Errno> {
+        if name.as_str() == HEAL_XATTR {
+            let attr = self.stat(cx, gfid).await?;
+            heal::object(&self.sh, gfid, attr.kind).await?;
+            return Ok(Buf::from_vec(b"healed".to_vec()));
+        }
+        read(&self.sh, gfid, Lanes::META, |i| {
+            self.child(i).getxattr(cx, gfid, name.clone())
+        })
+        .await
+    }
+
+    async fn fgetxattr(&self, cx: &Ctx, fd: Fd, name: RString) -> Result<Buf, Errno> {
+        read(&self.sh, fd.gfid, Lanes::META, |i| {
+            let name = name.clone();
+            async move {
+                self.ensure(i, cx, fd).await?;
+                self.child(i).fgetxattr(cx, fd, name).await
+            }
+        })
+        .await
+    }
+
+    async fn listxattr(&self, cx: &Ctx, gfid: Gfid) -> Result<RVec<RString>, Errno> {
+        read(&self.sh, gfid, Lanes::META, |i| {
+            self.child(i).listxattr(cx, gfid)
+        })
+        .await
+    }
+
+    async fn getxattrs(&self, cx: &Ctx, gfid: Gfid, names: RVec<RString>) -> Result<Xattrs, Errno> {
+        read(&self.sh, gfid, Lanes::META, |i| {
+            self.child(i).getxattrs(cx, gfid, names.clone())
+        })
+        .await
+    }
+
+    async fn statfs(&self, cx: &Ctx, gfid: Gfid) -> Result<Statfs, Errno> {
+        read(&self.sh, gfid, Lanes::META, |i| {
+            self.child(i).statfs(cx, gfid)
+        })
+        .await
+    }
+
+    async fn readv(&self, cx: &Ctx, fd: Fd, offset: u64, size: u32) -> Result<ReadReply, Errno> {
+        read(&self.sh, fd.gfid, Lanes::DATA, |i| async move {
+            self.ensure(i, cx, fd).await?;
+            self.child(i).readv(cx, fd, offset, size).await
+        })
+        .await
+    }
+
+    async fn seek(&self, cx: &Ctx, fd: Fd, offset: u64, what: SeekWhat) -> Result<u64, Errno> {
+        read(&self.sh, fd.gfid, Lanes::DATA, |i| async move {
+            self.ensure(i, cx, fd).await?;
+            self.child(i).seek(cx, fd, offset, what).await
+        })
+        .await
+    }
+
+    async fn rchecksum(&self, cx: &Ctx, fd: Fd, offset: u64, len: u32) -> Result<Rchecksum, Errno> {
+        read(&self.sh, fd.gfid, Lanes::DATA, |i| async move {
+            self.ensure(i, cx, fd).await?;
+            self.child(i).rchecksum(cx, fd, offset, len).await
+        })
+        .await
+    }
+
+    async fn readdirp(
+        &self,
+        cx: &Ctx,
+        fd: Fd,
+        offset: u64,
+        size: u32,
+    ) -> Result<RVec<DirEntry>, Errno> {
+        let st = reads::state(&self.sh, fd.gfid).await?;
+        if st.split(Lanes::ENTRY) {
+            self.sh.split_brain(&fd.gfid.to_string(), "entry");
+            return Err(Errno::EIO);
+        }
+        let up = self.sh.up_set();
+        let readable: Vec<bool> = st
+            .readable(Lanes::ENTRY)
+            .iter()
+            .zip(&up)
+            .map(|(a, b)| *a && *b)
+            .collect();
+        let cfg = self.sh.cfg();
+        let order = crate::read::order(&readable, cfg.read_policy, fd.gfid, &vec![0; self.sh.n()]);
+        let Some(i) = self.sh.fds.readdir_child(fd, || order.first().copied()) else {
+            return Err(Errno::ENOTCONN);
+        };
+        let r = async {
+            self.ensure(i, cx, fd).await?;
+            self.child(i).readdirp(cx, fd, offset, size).await
+        }
+        .await;
+        if r.is_err() {
+            self.sh.fds.reset_readdir(fd);
+        }
+        r
+    }
+
+    // ---- data and metadata transactions ----
+
+    async fn writev(
+        &self,
+        cx: &Ctx,
+        fd: Fd,
+        offset: u64,
+        data: Buf,
+        flags: i32,
+    ) -> Result<WriteReply, Errno> {
+        self.data_write(fd, |i| {
+            let data = data.clone();
+            async move {
+                self.ensure(i, cx, fd).await?;
+                self.child(i).writev(cx, fd, offset, data, flags).await
+            }
+        })
+        .await
+    }
+
+    async fn fallocate(
+        &self,
+        cx: &Ctx,
+        fd: Fd,
+        mode: i32,
+        offset: u64,
+        len: u64,
+    ) -> Result<(), Errno> {
+        self.data_write(fd, |i| async move {
+            self.ensure(i, cx, fd).await?;
+            self.child(i).fallocate(cx, fd, mode, offset, len).await
+        })
+        .await
+    }
+
+    async fn discard(&self, cx: &Ctx, fd: Fd, offset: u64, len: u64) -> Result<(), Errno> {
+        self.data_write(fd, |i| async move {
+            self.ensure(i, cx, fd).await?;
+            self.child(i).discard(cx, fd, offset, len).await
+        })
+        .await
+    }
+
+    async fn zerofill(&self, cx: &Ctx, fd: Fd, offset: u64, len: u64) -> Result<(), Errno> {
+        self.data_write(fd, |i| async move {
+            self.ensure(i, cx, fd).await?;
+            self.child(i).zerofill(cx, fd, offset, len).await
+        })
+        .await
+    }
+
+    async fn setattr(&self, cx: &Ctx, gfid: Gfid, attr: SetAttr) -> Result<Iatt, Errno> {
+        self.inode_txn(gfid, setattr_lanes(&attr), |i| {
+            self.child(i).setattr(cx, gfid, attr)
+        })
+        .await
+    }
+
+    async fn fsetattr(&self, cx: &Ctx, fd: Fd, attr: SetAttr) -> Result<Iatt, Errno> {
+        self.inode_txn(fd.gfid, setattr_lanes(&attr), |i| async move {
+            self.ensure(i, cx, fd).await?;
+            self.child(i).fsetattr(cx, fd, attr).await
+        })
+        .await
+    }
+
+    async fn setxattr(&self, cx: &Ctx, gfid: Gfid, xattr: Xattr, flags: i32) -> Result<(), Errno> {
+        self.inode_txn(gfid, Lanes::META, |i| {
+            self.child(i).setxattr(cx, gfid, xattr.clone(), flags)
+        })
+        .await
+    }
+
+    async fn fsetxattr(&self, cx: &Ctx, fd: Fd, xattr: Xattr, flags: i32) -> Result<(), Errno> {
+        self.inode_txn(fd.gfid, Lanes::META, |i| {
+            let xattr = xattr.clone();
+            async move {
+                self.ensure(i, cx, fd).await?;
+                self.child(i).fsetxattr(cx, fd, xattr, flags).await
+            }
+        })
+        .await
+    }
+
+    async fn removexattr(&self, cx: &Ctx, gfid: Gfid, name: RString) -> Result<(), Errno> {
+        self.inode_txn(gfid, Lanes::META, |i| {
+            self.child(i).removexattr(cx, gfid, name.clone())
+        })
+        .await
+    }
+
+    async fn fremovexattr(&self, cx: &Ctx, fd: Fd, name: RString) -> Result<(), Errno> {
+        self.inode_txn(fd.gfid, Lanes::META, |i| {
+            let name = name.clone();
+            async move {
+                self.ensure(i, cx, fd).await?;
+                self.child(i).fremovexattr(cx, fd, name).await
+            }
+        })
+        .await
+    }
+
+    async fn setxattrs(
+        &self,
+        cx: &Ctx,
+        gfid: Gfid,
+        xattrs: Xattrs,
+        flags: i32,
+    ) -> Result<(), Errno> {
+        self.inode_txn(gfid, Lanes::META, |i| {
+            self.child(i).setxattrs(cx, gfid, xattrs.clone(), flags)
+        })
+        .await
+    }
+
+    async fn xattrop(
+        &self,
+        cx: &Ctx,
+        gfid: Gfid,
+        op: XattropOp,
+        xattrs: Xattrs,
+    ) -> Result<Xattrs, Errno> {
+        self.inode_txn(gfid, Lanes::META, |i| {
+            self.child(i).xattrop(cx, gfid, op, xattrs.clone())
+        })
+        .await
+    }
+
+    async fn fxattrop(
+        &self,
+        cx: &Ctx,
+        fd: Fd,
+        op: XattropOp,
+        xattrs: Xattrs,
+    ) -> Result<Xattrs, Errno> {
+        self.inode_txn(fd.gfid, Lanes::META, |i| {
+            let xattrs = xattrs.clone();
+            async move {
+                self.ensure(i, cx, fd).await?;
+                self.child(i).fxattrop(cx, fd, op, xattrs).await
+            }
+        })
+        .await
+    }
+
+    // ---- namespace transactions ----
+
+    async fn create(
+        &self,
+        cx: &Ctx,
+        loc: Loc,
+        fd: Fd,
+        mode: u32,
+        umask: u32,
+    ) -> Result<Entry, Errno> {
+        let (ok, r) = self
+            .make_all(cx, loc, |i, cx, loc| async move {
+                self.child(i).create(&cx, loc, fd, mode, umask).await
+            })
+            .await?;
+        if let Ok(e) = &r {
+            self.sh.fds.opened(
+                Fd {
+                    gfid: e.attr.gfid,
+                    ..fd
+                },
+                false,
+                ok,
+            );
+        }
+        r
+    }
+
+    async fn mkdir(&self, cx: &Ctx, loc: Loc, mode: u32, umask: u32) -> Result<Entry, Errno> {
+        self.make(cx, loc, |i, cx, loc| async move {
+            self.child(i).mkdir(&cx, loc, mode, umask).await
+        })
+        .await
+    }
+
+    async fn mknod(
+        &self,
+        cx: &Ctx,
+        loc: Loc,
+        mode: u32,
+        rdev: u64,
+        umask: u32,
+    ) -> Result<Entry, Errno> {
+        self.make(cx, loc, |i, cx, loc| async move {
+            self.child(i).mknod(&cx, loc, mode, rdev, umask).await
+        })
+        .await
+    }
+
+    async fn symlink(&self, cx: &Ctx, loc: Loc, target: RString) -> Result<Entry, Errno> {
+        self.make(cx, loc, |i, cx, loc| {
+            let target = target.clone();
+            async move { self.child(i).symlink(&cx, loc, target).await }
+        })
+        .await
+    }
+
+    async fn link(&self, cx: &Ctx, gfid: Gfid, new: Loc) -> Result<Entry, Errno> {
+        let q = self.sh.cfg().quorum;
+        self.entry_txn(&[&new], |i| self.child(i).link(cx, gfid, new.clone()))
+            .await?
+            .reply(q)
+    }
+
+    async fn unlink(&self, cx: &Ctx, loc: Loc) -> Result<Removed, Errno> {
+        let q = self.sh.cfg().quorum;
+        self.entry_txn(&[&loc], |i| self.child(i).unlink(cx, loc.clone()))
+            .await?
+            .reply(q)
+    }
+
+    async fn rmdir(&self, cx: &Ctx, loc: Loc) -> Result<Removed, Errno> {
+        let q = self.sh.cfg().quorum;
+        self.entry_txn(&[&loc], |i| self.child(i).rmdir(cx, loc.clone()))
+            .await?
+            .reply(q)
+    }
+
+    async fn rename(&self, cx: &Ctx, old: Loc, new: Loc, flags: u32) -> Result<(), Errno> {
+        let q = self.sh.cfg().quorum;
+        self.entry_txn(&[&old, &new], |i| {
+            self.child(i).rename(cx, old.clone(), new.clone(), flags)
+        })
+        .await?
+        .reply(q)
+    }
+
+    // ---- fds ----
+
+    async fn open(&self, cx: &Ctx, fd: Fd) -> Result<Opened, Errno> {
+        let plain = Fd {
+            flags: fd.flags & !libc::O_TRUNC,
+            ..fd
+        };
+        let (ok, r) = self.all(None, |i| self.child(i).open(cx, plain)).await;
+        let opened = r?;
+        self.sh.fds.opened(fd, false, ok);
+        if fd.flags & libc::O_TRUNC != 0 {
+            let zero = SetAttr {
+                size: ROption::RSome(0),
+                ..SetAttr::default()
+            };
+            self.fsetattr(cx, fd, zero).await?;
+        }
+        Ok(opened)
+    }
+
+    async fn opendir(&self, cx: &Ctx, fd: Fd) -> Result<(), Errno> {
+        let (ok, r) = self.all(None, |i| self.child(i).opendir(cx, fd)).await;
+        r?;
+        self.sh.fds.opened(fd, true, ok);
+        Ok(())
+    }
+
+    async fn flush(&self, cx: &Ctx, fd: Fd) -> Result<(), Errno> {
+        eager::release_now(&self.sh, fd.gfid).await;
+        let held = self.sh.fds.holders(fd);
+        // Children that lost the fd have nothing of this caller's to flush.
+        match self.all(held, |i| self.child(i).flush(cx, fd)).await.1 {
+            Err(Errno::ENOTCONN) if self.sh.up.up_count() > 0 => Ok(()),
+            r => r,
+        }
+    }
+
+    async fn fsync(&self, cx: &Ctx, fd: Fd, datasync: bool) -> Result<(), Errno> {
+        eager::release_now(&self.sh, fd.gfid).await;
+        let held = self.sh.fds.holders(fd);
+        self.all(held, |i| self.child(i).fsync(cx, fd, datasync))
+            .await
+            .1
+    }
+
+    async fn fsyncdir(&self, cx: &Ctx, fd: Fd, datasync: bool) -> Result<(), Errno> {
+        let held = self.sh.fds.holders(fd);
+        self.all(held, |i| self.child(i).fsyncdir(cx, fd, datasync))
+            .await
+            .1
+    }
+
+    async fn release(&self, cx: &Ctx, fd: Fd) -> Result<(), Errno> {
+        eager::release_now(&self.sh, fd.gfid).await;
+        let held = self.sh.fds.closed(fd, self.sh.n());
+        self.sh.eager.forget(fd.gfid);
+        self.all(Some(held), |i| self.child(i).release(cx, fd))
+            .await
+            .1
+            .or(Ok(()))
+    }
+
+    async fn releasedir(&self, cx: &Ctx, fd: Fd) -> Result<(), Errno> {
+        let held = self.sh.fds.closed(fd, self.sh.n());
+        self.all(Some(held), |i| self.child(i).releasedir(cx, fd))
+            .await
+            .1
+            .or(Ok(()))
+    }
+
+    async fn lk(&self, cx: &Ctx, fd: Fd, cmd: LkCmd, lock: Flock) -> Result<Flock, Errno> {
+        let held = self.sh.fds.holders(fd);
+        self.all(held, |i| async move {
+            self.ensure(i, cx, fd).await?;
+            self.child(i).lk(cx, fd, cmd, lock).await
+        })
+        .await
+        .1
+    }
+
+    // ---- locks from above, housekeeping ----
+
+    async fn inodelk(
+        &self,
+        cx: &Ctx,
+        domain: RString,
+        gfid: Gfid,
+        cmd: LkCmd,
+        lock: Flock,
+    ) -> Result<(), Errno> {
+        self.all(None, |i| {
+            self.child(i).inodelk(cx, domain.clone(), gfid, cmd, lock)
+        })
+        .await
+        .1
+    }
+
+    async fn entrylk(
+        &self,
+        cx: &Ctx,
+        domain: RString,
+        loc: Loc,
+        cmd: EntrylkCmd,
+    ) -> Result<(), Errno> {
+        self.all(None, |i| {
+            self.child(i).entrylk(cx, domain.clone(), loc.clone(), cmd)
+        })
+        .await
+        .1
+    }
+
+    async fn forget_client(&self, cx: &Ctx, client: ClientId) -> Result<(), Errno> {
+        let all = vec![true; self.sh.n()];
+        let _ = join_all(
+            (0..self.sh.n())
+                .filter(|&i| all[i])
+                .map(|i| self.child(i).forget_client(cx, client)),
+        )
+        .await;
+        Ok(())
+    }
+}
+
+/// The lanes a setattr changes: data too when it sets a size.
+fn setattr_lanes(attr: &SetAttr) -> Lanes {
+    match attr.size {
+        ROption::RSome(_) => Lanes::DATA | Lanes::META,
+        ROption::RNone => Lanes::META,
+    }
+}
+
+/// Unused-kind guard: every value of `FileType` heals some lanes.
+#[allow(dead_code)]
+fn kinds_heal(k: FileType) -> Lanes {
+    reads::lanes_of(k)
+}
+
+#[allow(dead_code)]
+fn dump_value(v: Vec<String>) -> DumpValue {
+    DumpValue::List(v.into_iter().map(|s| DumpValue::Str(s.into())).collect())
+}

@@ -1,0 +1,269 @@
+//! Split-brain and self-heal against MockCluster, and a model-based random test.
+
+mod common;
+
+use common::*;
+use xlator_api::abi_stable::std_types::ROption;
+use xlator_api::{Buf, Errno, Gfid, GfidReq, Loc, SetAttr, Xattr};
+use xlfs_afr::changelog::Counters;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mutual_blame_is_split_brain_and_reads_fail_with_eio() {
+    let (c, top) = setup(2, &[]);
+    let f = create(&top, "f", 1).await;
+    write(&top, f, 0, b"abc").await.expect("write");
+    let blame = |j: usize| Xattr {
+        name: key(&c, j).into(),
+        value: Buf::from_vec(Counters([1, 0, 0]).encode().to_vec()),
+    };
+    c.leaf(0)
+        .setxattr(&root(), f.gfid, blame(1), 0)
+        .await
+        .expect("set");
+    c.leaf(1)
+        .setxattr(&root(), f.gfid, blame(0), 0)
+        .await
+        .expect("set");
+    top.lookup(&root(), Loc::new(Gfid::ROOT, "f"))
+        .await
+        .expect("lookup still answers");
+    assert_eq!(
+        top.readv(&root(), f, 0, 10).await.map(drop),
+        Err(Errno::EIO)
+    );
+    // Never resolved silently: the counters are untouched.
+    assert_eq!(counters(&c, 0, f.gfid, 1).await, Counters([1, 0, 0]));
+    assert_eq!(counters(&c, 1, f.gfid, 0).await, Counters([1, 0, 0]));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn different_gfids_for_one_name_fail_lookup_with_eio() {
+    let (c, top) = setup(2, &[]);
+    for i in 0..2 {
+        let cx = root().to_builder().ext(&GfidReq(Gfid::random())).build();
+        c.leaf(i)
+            .mkdir(&cx, Loc::new(Gfid::ROOT, "d"), 0o755, 0)
+            .await
+            .expect("mkdir");
+    }
+    assert_eq!(
+        top.lookup(&root(), Loc::new(Gfid::ROOT, "d"))
+            .await
+            .map(drop),
+        Err(Errno::EIO)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn heal_after_a_child_returns_makes_contents_and_counters_equal() {
+    let (c, top) = setup(2, &[("heal-chunk-size", "4KiB")]);
+    let f = create(&top, "f", 1).await;
+    write(&top, f, 0, b"first").await.expect("write");
+    c.down(1);
+    let big: Vec<u8> = (0..10_000u32).map(|i| (i % 251) as u8).collect();
+    write(&top, f, 0, &big)
+        .await
+        .expect("write while 1 is down");
+    let perm = SetAttr {
+        perm: ROption::RSome(0o600),
+        ..SetAttr::default()
+    };
+    top.setattr(&root(), f.gfid, perm).await.expect("chmod");
+    let g = create(&top, "g", 2).await;
+    write(&top, g, 0, b"new file").await.expect("write g");
+    top.mkdir(&root(), Loc::new(Gfid::ROOT, "d"), 0o700, 0)
+        .await
+        .expect("mkdir");
+    c.up(1);
+    // A lookup of the root heals its entries (g and d made on child 1 with their GFIDs,
+    // then healed); a lookup of f heals its data and mode.
+    top.lookup(&root(), Loc::new(Gfid::ROOT, ""))
+        .await
+        .expect("root");
+    top.lookup(&root(), Loc::new(Gfid::ROOT, "f"))
+        .await
+        .expect("f");
+    assert_eq!(leaf_content(c.leaf(1), f.gfid).await, Some(big.clone()));
+    assert_eq!(
+        leaf_content(c.leaf(1), g.gfid).await.as_deref(),
+        Some(&b"new file"[..])
+    );
+    let a1 = c.leaf(1).stat(&root(), f.gfid).await.expect("stat");
+    assert_eq!(a1.perm, 0o600);
+    let d1 = c
+        .leaf(1)
+        .lookup(&root(), Loc::new(Gfid::ROOT, "d"))
+        .await
+        .expect("d healed");
+    let d0 = c
+        .leaf(0)
+        .lookup(&root(), Loc::new(Gfid::ROOT, "d"))
+        .await
+        .expect("d");
+    assert_eq!((d1.attr.gfid, d1.attr.perm), (d0.attr.gfid, 0o700));
+    for g in [Gfid::ROOT, f.gfid, g.gfid, d0.attr.gfid] {
+        assert!(all_zero(&c, g).await, "counters of {g} settled");
+    }
+}
+
+/// A small xorshift generator: the test is reproducible from its seed.
+struct Rng(u64);
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn random_writes_creates_truncates_with_children_failing_match_a_model() {
+    // Fixed seeds (reproducible), plus more when XLFS_AFR_SEEDS asks for a longer run.
+    let extra: u64 = std::env::var("XLFS_AFR_SEEDS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(40);
+    let seeds = [0x9e37_79b9_7f4a_7c15u64, 42, 7777]
+        .into_iter()
+        .chain(1..=extra);
+    for seed in seeds {
+        model_run(seed).await;
+    }
+}
+
+async fn model_run(seed: u64) {
+    const FILES: usize = 4;
+    let (c, top) = setup(3, &[("eager-lock", "on"), ("post-op-delay", "20ms")]);
+    let mut rng = Rng(seed);
+    // The model: each file's content (None: not created yet), and the open fd.
+    let mut model: Vec<Option<Vec<u8>>> = vec![None; FILES];
+    let mut fds = [None; FILES];
+    for step in 0..150 {
+        let up = (0..3).filter(|&i| !c.is_down(i)).count();
+        let quorum = up >= 2;
+        let k = rng.below(FILES as u64) as usize;
+        let op = rng.below(10);
+        match op {
+            0 => {
+                let i = rng.below(3) as usize;
+                if c.is_down(i) { c.up(i) } else { c.down(i) }
+            }
+            1 | 2 if model[k].is_none() => {
+                let r = top
+                    .create(
+                        &root(),
+                        Loc::new(Gfid::ROOT, format!("f{k}")),
+                        fd(100 + k as u64, Gfid::NULL),
+                        0o644,
+                        0,
+                    )
+                    .await;
+                if quorum {
+                    let e = r.unwrap_or_else(|e| panic!("seed {seed} step {step}: create: {e:?}"));
+                    model[k] = Some(Vec::new());
+                    fds[k] = Some(fd(100 + k as u64, e.attr.gfid));
+                } else {
+                    assert_eq!(r.map(drop), Err(Errno::EROFS), "seed {seed} step {step}");
+                }
+            }
+            3 if model[k].is_some() => {
+                let size = rng.below(3000);
+                let f = fds[k].expect("open");
+                let sa = SetAttr {
+                    size: ROption::RSome(size),
+                    ..SetAttr::default()
+                };
+                let r = top.setattr(&root(), f.gfid, sa).await;
+                if up < 3 && matches!(r, Err(Errno::ENOTCONN | Errno::EIO)) {
+                    // Every good copy is down: refused, nothing written anywhere.
+                } else if quorum && r != Err(Errno::EROFS) {
+                    r.unwrap_or_else(|e| panic!("seed {seed} step {step}: truncate: {e:?}"));
+                    model[k].as_mut().expect("file").resize(size as usize, 0);
+                } else {
+                    assert_eq!(r.map(drop), Err(Errno::EROFS));
+                }
+            }
+            _ if model[k].is_some() => {
+                let f = fds[k].expect("open");
+                let off = rng.below(4000);
+                let len = 1 + rng.below(1500) as usize;
+                let byte = rng.below(256) as u8;
+                let r = write(&top, f, off, &vec![byte; len]).await;
+                // EROFS is given before anything is written: also when enough children are
+                // up but too few hold the file (made while the others were down, not healed).
+                // ENOTCONN or EIO: every good copy is down, nothing written anywhere.
+                if up < 3 && matches!(r, Err(Errno::ENOTCONN | Errno::EIO)) {
+                } else if quorum && r != Err(Errno::EROFS) {
+                    assert_eq!(r, Ok(len as u64), "seed {seed} step {step}");
+                    let m = model[k].as_mut().expect("file");
+                    let end = off as usize + len;
+                    if m.len() < end {
+                        m.resize(end, 0);
+                    }
+                    m[off as usize..end].fill(byte);
+                } else {
+                    assert_eq!(r, Err(Errno::EROFS), "seed {seed} step {step}");
+                }
+            }
+            _ => {}
+        }
+        // Through replicate, every file reads as the model says (the children up now: the
+        // step may have taken one down).
+        let up = (0..3).filter(|&i| !c.is_down(i)).count();
+        for (k, m) in model.iter().enumerate() {
+            let (Some(m), Some(f)) = (m, fds[k]) else {
+                continue;
+            };
+            if up == 0 {
+                continue;
+            }
+            let r = top.readv(&root(), f, 0, 1 << 20).await;
+            // With children down, every good copy may be among them: ENOTCONN, never stale
+            // data.
+            if up < 3 && r.as_ref().err() == Some(&Errno::ENOTCONN) {
+                continue;
+            }
+            let got = r.unwrap_or_else(|e| panic!("seed {seed} step {step}: read f{k}: {e:?}"));
+            assert_eq!(
+                got.data.as_slice(),
+                m.as_slice(),
+                "seed {seed} step {step}: f{k}"
+            );
+        }
+    }
+    // Everyone back, holds ended, a crawl of lookups: every replica equals the model.
+    for i in 0..3 {
+        c.up(i);
+    }
+    for f in fds.iter().flatten() {
+        top.flush(&root(), *f).await.expect("flush");
+    }
+    top.lookup(&root(), Loc::new(Gfid::ROOT, ""))
+        .await
+        .expect("root");
+    for (k, m) in model.iter().enumerate() {
+        if m.is_some() {
+            top.lookup(&root(), Loc::new(Gfid::ROOT, format!("f{k}")))
+                .await
+                .expect("lookup");
+        }
+    }
+    for (k, m) in model.iter().enumerate() {
+        let (Some(m), Some(f)) = (m, fds[k]) else {
+            continue;
+        };
+        for i in 0..3 {
+            assert_eq!(
+                leaf_content(c.leaf(i), f.gfid).await.as_deref(),
+                Some(m.as_slice()),
+                "seed {seed}: f{k} on child {i} after heal"
+            );
+        }
+        assert!(all_zero(&c, f.gfid).await, "seed {seed}: counters of f{k}");
+    }
+    assert!(all_zero(&c, Gfid::ROOT).await, "seed {seed}: root counters");
+}

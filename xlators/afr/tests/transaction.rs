@@ -1,0 +1,224 @@
+//! Write transactions against MockCluster: every step, its failures, quorum, eager locking.
+
+mod common;
+
+use common::*;
+use xlator_api::{Errno, Fop, Gfid, Loc};
+use xlfs_afr::changelog::Counters;
+
+const D1: Counters = Counters([1, 0, 0]);
+const ZERO: Counters = Counters([0, 0, 0]);
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_write_locks_marks_writes_clears_and_unlocks_on_every_child() {
+    let (c, top) = setup(2, &[]);
+    let f = create(&top, "f", 1).await;
+    c.handle(0).take_calls();
+    c.handle(1).take_calls();
+    assert_eq!(write(&top, f, 0, b"hello").await, Ok(5));
+    for i in 0..2 {
+        c.handle(i).assert_calls(&[
+            Fop::Inodelk,
+            Fop::Xattrop,
+            Fop::Writev,
+            Fop::Xattrop,
+            Fop::Inodelk,
+        ]);
+        assert_eq!(
+            leaf_content(c.leaf(i), f.gfid).await.as_deref(),
+            Some(&b"hello"[..])
+        );
+    }
+    assert!(all_zero(&c, f.gfid).await);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn create_and_mkdir_give_one_gfid_on_every_child() {
+    let (c, top) = setup(3, &[]);
+    let f = create(&top, "f", 1).await;
+    let d = top
+        .mkdir(&root(), Loc::new(Gfid::ROOT, "d"), 0o755, 0)
+        .await
+        .expect("mkdir");
+    for i in 0..3 {
+        let lf = c
+            .leaf(i)
+            .lookup(&root(), Loc::new(Gfid::ROOT, "f"))
+            .await
+            .expect("on leaf");
+        let ld = c
+            .leaf(i)
+            .lookup(&root(), Loc::new(Gfid::ROOT, "d"))
+            .await
+            .expect("on leaf");
+        assert_eq!((lf.attr.gfid, ld.attr.gfid), (f.gfid, d.attr.gfid));
+    }
+    // The create's fd is valid on every child: a write reaches all three.
+    assert_eq!(write(&top, f, 0, b"x").await, Ok(1));
+    for i in 0..3 {
+        assert_eq!(
+            leaf_content(c.leaf(i), f.gfid).await.as_deref(),
+            Some(&b"x"[..])
+        );
+    }
+    assert!(all_zero(&c, Gfid::ROOT).await);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_child_down_before_the_write_is_blamed_and_reads_avoid_it() {
+    let (c, top) = setup(3, &[("read-policy", "first-up")]);
+    let f = create(&top, "f", 1).await;
+    write(&top, f, 0, b"old").await.expect("write");
+    c.down(0);
+    assert_eq!(write(&top, f, 0, b"new").await, Ok(3));
+    for i in [1, 2] {
+        assert_eq!(
+            counters(&c, i, f.gfid, 0).await,
+            D1,
+            "child {i} blames child 0"
+        );
+        assert_eq!(counters(&c, i, f.gfid, i).await, ZERO);
+    }
+    assert_eq!(
+        leaf_content(c.leaf(0), f.gfid).await.as_deref(),
+        Some(&b"old"[..])
+    );
+    c.up(0);
+    c.handle(0).take_calls();
+    // first-up would pick child 0; it is blamed, so the read goes elsewhere.
+    let r = top.readv(&root(), f, 0, 10).await.expect("read");
+    assert_eq!(r.data.as_slice(), b"new");
+    assert_eq!(c.handle(0).count(Fop::Readv), 0, "{:?}", c.log());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_child_failing_the_op_stays_blamed_by_the_others() {
+    let (c, top) = setup(2, &[]);
+    let f = create(&top, "f", 1).await;
+    c.handle(1).fail(Fop::Writev, Errno::EIO);
+    assert_eq!(
+        write(&top, f, 0, b"abc").await,
+        Ok(3),
+        "quorum none for replica 2"
+    );
+    assert_eq!(counters(&c, 0, f.gfid, 1).await, D1);
+    assert_eq!(counters(&c, 0, f.gfid, 0).await, ZERO);
+    // The failed child's post-op took its dirty count back; the others accuse it.
+    assert_eq!(counters(&c, 1, f.gfid, 0).await, ZERO);
+    assert_eq!(counters(&c, 1, f.gfid, 1).await, ZERO);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_child_failing_the_pre_op_gets_no_write_and_is_blamed() {
+    let (c, top) = setup(2, &[]);
+    let f = create(&top, "f", 1).await;
+    c.handle(1).take_calls();
+    c.handle(1).fail(Fop::Xattrop, Errno::EIO);
+    assert_eq!(write(&top, f, 0, b"abc").await, Ok(3));
+    assert_eq!(c.handle(1).count(Fop::Writev), 0, "{:?}", c.log());
+    assert_eq!(counters(&c, 0, f.gfid, 1).await, D1);
+    assert_eq!(counters(&c, 0, f.gfid, 0).await, ZERO);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_child_going_down_during_the_write_fails_its_post_op_and_stays_blamed() {
+    let (c, top) = setup(2, &[]);
+    let f = create(&top, "f", 1).await;
+    c.handle(1).hold(Fop::Writev);
+    let pending = tokio::spawn({
+        let top = top.clone();
+        async move { write(&top, f, 0, b"abc").await }
+    });
+    c.handle(1).wait_for(Fop::Writev, 1).await;
+    c.down(1);
+    c.handle(1).open_gate(Fop::Writev);
+    assert_eq!(pending.await.expect("join"), Ok(3));
+    assert_eq!(counters(&c, 0, f.gfid, 1).await, D1);
+    assert_eq!(counters(&c, 0, f.gfid, 0).await, ZERO);
+    // Child 1 kept its pre-op (its post-op never arrived): it is dirty, and accuses nobody.
+    assert_eq!(counters(&c, 1, f.gfid, 0).await, ZERO);
+    assert_eq!(counters(&c, 1, f.gfid, 1).await, D1);
+    c.up(1);
+    let r = top.readv(&root(), f, 0, 10).await.expect("read");
+    assert_eq!(r.data.as_slice(), b"abc");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replica_3_writes_need_two_children() {
+    let (c, top) = setup(3, &[]);
+    let f = create(&top, "f", 1).await;
+    c.down(2);
+    assert_eq!(write(&top, f, 0, b"a").await, Ok(1));
+    c.down(1);
+    c.handle(0).take_calls();
+    assert_eq!(write(&top, f, 0, b"b").await, Err(Errno::EROFS));
+    assert_eq!(
+        top.mkdir(&root(), Loc::new(Gfid::ROOT, "d"), 0o755, 0)
+            .await
+            .map(drop),
+        Err(Errno::EROFS)
+    );
+    c.handle(0).assert_no_calls();
+    assert_eq!(
+        leaf_content(c.leaf(0), f.gfid).await.as_deref(),
+        Some(&b"a"[..])
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replica_2_auto_quorum_is_the_half_with_the_first_child() {
+    let (c, top) = setup(2, &[("quorum-type", "auto")]);
+    let f = create(&top, "f", 1).await;
+    c.down(1);
+    assert_eq!(write(&top, f, 0, b"a").await, Ok(1));
+    c.up(1);
+    c.down(0);
+    assert_eq!(write(&top, f, 0, b"b").await, Err(Errno::EROFS));
+    let (c2, top2) = setup(2, &[("quorum-type", "fixed"), ("quorum-count", "2")]);
+    let g = create(&top2, "g", 1).await;
+    c2.down(1);
+    assert_eq!(write(&top2, g, 0, b"a").await, Err(Errno::EROFS));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn eager_lock_keeps_lock_and_pre_op_across_writes_until_flush() {
+    let (c, top) = setup(2, &[("eager-lock", "on"), ("post-op-delay", "60s")]);
+    let f = create(&top, "f", 1).await;
+    c.handle(0).take_calls();
+    for k in 0..3u64 {
+        assert_eq!(write(&top, f, k, b"z").await, Ok(1));
+    }
+    c.handle(0).assert_calls(&[
+        Fop::Inodelk,
+        Fop::Xattrop,
+        Fop::Writev,
+        Fop::Writev,
+        Fop::Writev,
+    ]);
+    // While held, each child is dirty (the pre-op) and accuses nobody.
+    assert_eq!(counters(&c, 0, f.gfid, 0).await, D1);
+    assert_eq!(counters(&c, 0, f.gfid, 1).await, ZERO);
+    top.flush(&root(), f).await.expect("flush");
+    c.handle(0).assert_calls(&[
+        Fop::Inodelk,
+        Fop::Xattrop,
+        Fop::Writev,
+        Fop::Writev,
+        Fop::Writev,
+        Fop::Xattrop,
+        Fop::Inodelk,
+        Fop::Flush,
+    ]);
+    assert!(all_zero(&c, f.gfid).await);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn eager_lock_ends_after_the_post_op_delay() {
+    let (c, top) = setup(2, &[("eager-lock", "on"), ("post-op-delay", "50ms")]);
+    let f = create(&top, "f", 1).await;
+    write(&top, f, 0, b"z").await.expect("write");
+    // The timer's post-op and unlock arrive without any further fop.
+    c.handle(0).wait_for(Fop::Inodelk, 2).await;
+    c.handle(1).wait_for(Fop::Inodelk, 2).await;
+    assert!(all_zero(&c, f.gfid).await);
+}
