@@ -42,7 +42,7 @@ macro_rules! for_each_fop {
             /// Makes a hard link `new` to the object `gfid`.
             link Link {WRITES_NAMESPACE} (gfid: $crate::Gfid, new: $crate::Loc) -> $crate::Entry;
             /// Creates and opens a regular file; `fd.gfid` is ignored (not known yet).
-            create Create {WRITES_NAMESPACE|OPENS|USES_FD} (loc: $crate::Loc, fd: $crate::Fd, mode: u32, umask: u32) -> $crate::Entry;
+            create Create {WRITES_NAMESPACE|OPENS|USES_FD|TRUNCATES} (loc: $crate::Loc, fd: $crate::Fd, mode: u32, umask: u32) -> $crate::Entry;
             /// Opens a file (`fd.flags` are the open(2) flags); the reply may carry a backing
             /// file for a caller that asked for one (see [`BackingWanted`](crate::BackingWanted)).
             open Open {OPENS|USES_FD|TRUNCATES} (fd: $crate::Fd) -> $crate::Opened;
@@ -171,7 +171,8 @@ pub struct FopAttrs(pub u16);
 impl FopAttrs {
     /// Changes file data (`writev`, `fallocate`, `discard`, `zerofill`).
     pub const WRITES_DATA: FopAttrs = FopAttrs(1 << 0);
-    /// May change file data by changing its size (`setattr` with a size, `open` with O_TRUNC).
+    /// May change file data by changing its size (`setattr` with a size, `open` or `create` of an
+    /// existing file with O_TRUNC).
     pub const TRUNCATES: FopAttrs = FopAttrs(1 << 1);
     /// Changes an object's metadata (mode, owner, times, xattrs).
     pub const WRITES_META: FopAttrs = FopAttrs(1 << 2);
