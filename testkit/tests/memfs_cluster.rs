@@ -616,3 +616,18 @@ async fn xattrop_over_several_keys_is_all_or_nothing() {
         Ok(2u32.to_be_bytes().to_vec())
     );
 }
+
+#[tokio::test]
+async fn the_bricks_own_xattr_names_are_refused_at_create_as_posix_does() {
+    let top = MemLeaf::new();
+    for name in ["trusted.gfid", "trusted.xlfs.stripe", "user.xlfs.x"] {
+        let set = CreateXattrs(vec![(name.into(), vec![1])]);
+        let cx = Ctx::root().to_builder().ext(&set).build();
+        assert_eq!(
+            top.mkdir(&cx, root_loc("d"), 0o755, 0).await.map(drop),
+            Err(Errno::EPERM),
+            "{name}"
+        );
+    }
+    assert!(top.lookup(&Ctx::root(), root_loc("d")).await.is_err(), "nothing made");
+}

@@ -50,9 +50,20 @@ fn space(name: &str) -> Result<Space, Errno> {
     }
 }
 
-/// Checks the names and sizes of creation xattrs (EINVAL, ERANGE, ENOTSUP, E2BIG).
+/// Names storage/posix keeps for itself (its GFID xattr and the `*.xlfs.*` namespace): it
+/// refuses them from above, so memfs does too, and a translator tested on memfs cannot pick
+/// a name the real brick refuses.
+fn brick_internal(name: &str) -> bool {
+    name == "trusted.gfid" || name.starts_with("trusted.xlfs.") || name.starts_with("user.xlfs.")
+}
+
+/// Checks the names and sizes of creation xattrs (EINVAL, ERANGE, ENOTSUP, E2BIG; EPERM for
+/// the brick's own names, as storage/posix).
 pub(crate) fn check_create_xattrs(xs: &[(String, Vec<u8>)]) -> Result<(), Errno> {
     for (name, value) in xs {
+        if brick_internal(name) {
+            return Err(Errno::EPERM);
+        }
         if space(name)? == Space::System {
             return Err(Errno::ENOTSUP);
         }

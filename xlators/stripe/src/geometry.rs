@@ -1,6 +1,6 @@
 //! The geometry xattr each child's copy of a striped file carries, and its check.
 //!
-//! `trusted.xlfs.stripe` holds 17 bytes: a format byte (1), the stripe count (u32 BE), this
+//! `trusted.stripe.geometry` holds 17 bytes: a format byte (1), the stripe count (u32 BE), this
 //! child's index (u32 BE) and the unit size in bytes (u64 BE). It is set with the file, in the
 //! same create (`CreateXattrs`), so no child's copy exists without it, and never changed
 //! afterwards (this translator refuses to set or remove it from above). A copy whose xattr is
@@ -12,7 +12,7 @@ use xlator_api::{Buf, Errno};
 use crate::units::Geometry;
 
 /// The xattr name.
-pub const GEOMETRY_XATTR: &str = "trusted.xlfs.stripe";
+pub const GEOMETRY_XATTR: &str = "trusted.stripe.geometry";
 const FORMAT: u8 = 1;
 const LEN: usize = 17;
 
