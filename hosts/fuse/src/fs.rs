@@ -32,8 +32,12 @@ use crate::dir;
 use crate::fds::FdTable;
 use crate::fresh::FreshDirs;
 use crate::inodes::{DirStamp, InodeTable, Stamp};
+use crate::notify::KernelCache;
 use crate::options::FsOptions;
 use crate::passthrough::{Mode, Passthrough};
+
+/// The access ACL, which also sets the mode's group bits.
+const ACCESS_ACL_XATTR: &str = "system.posix_acl_access";
 
 /// Largest readahead to ask for; the kernel offers 128 KiB here and we take what it offers.
 const MAX_READAHEAD: u32 = 1 << 20;
@@ -51,6 +55,9 @@ pub struct Shared {
     fresh: FreshDirs,
     /// How files are open, when `--passthrough` is on.
     pub pt: Passthrough,
+    /// Notifications to the kernel: pages a direct write made stale, attributes an ACL
+    /// changed (see `write`, `setxattr`).
+    pub kernel: KernelCache,
     rt: Handle,
 }
 
@@ -66,6 +73,7 @@ impl Shared {
             caps,
             fresh,
             pt: Passthrough::default(),
+            kernel: KernelCache::default(),
             rt,
         })
     }
@@ -346,6 +354,19 @@ impl XlfsFs {
         });
     }
 
+    /// Whether a write must drop the kernel's cached pages of its range before it is
+    /// acknowledged: a direct write (O_DIRECT) on a mount that caches pages. The kernel
+    /// drops them itself after a direct write it waits for, but not after one it queued
+    /// (FUSE_ASYNC_DIO: io_submit, or a large write split into parallel requests), so a
+    /// buffered read racing the write cached the old data and kept it (generic/451).
+    /// Never for a write of the page cache itself (FUSE_WRITE_CACHE): the kernel holds
+    /// those pages under writeback until the reply, so invalidating them would wait forever.
+    fn drops_pages_after(&self, write_flags: WriteFlags, flags: OpenFlags) -> bool {
+        !self.s.opts.direct_io
+            && flags.0 & libc::O_DIRECT != 0
+            && !write_flags.contains(WriteFlags::FUSE_WRITE_CACHE)
+    }
+
     fn gfid(&self, node: INodeNo) -> Result<Gfid, fuser::Errno> {
         // An id the kernel still uses but we forgot cannot happen with correct counting.
         self.s.inodes.gfid(node).ok_or(fuser::Errno::ESTALE)
@@ -424,7 +445,18 @@ impl Filesystem for XlfsFs {
             // File handles (open_by_handle_at, NFS re-export) of inodes the kernel evicted:
             // it asks `lookup(node, ".")` and, for a directory's parent, `lookup(node, "..")`.
             ("EXPORT_SUPPORT", InitFlags::FUSE_EXPORT_SUPPORT),
+            // Modes of create/mkdir/mknod arrive unmasked, with the caller's umask beside
+            // them: the brick applies the umask, or a default ACL of the parent in its place.
+            ("DONT_MASK", InitFlags::FUSE_DONT_MASK),
         ];
+        if o.default_permissions {
+            // The kernel's own permission checks then honour POSIX ACLs (it reads them as
+            // `system.posix_acl_*` xattrs and caches them), and it drops its cached ACLs
+            // when it changes the mode (the brick's chmod updates the ACL mask). The kernel
+            // turns `default_permissions` on with it, so without that the brick, which
+            // checks as the caller, is the one that honours ACLs.
+            want.push(("POSIX_ACL", InitFlags::FUSE_POSIX_ACL));
+        }
         if o.writeback_cache {
             want.push(("WRITEBACK_CACHE", InitFlags::FUSE_WRITEBACK_CACHE));
         } else {
@@ -928,9 +960,10 @@ impl Filesystem for XlfsFs {
         let fd = tri!(reply, self.fd(fh));
         // The one copy of the payload: out of fuser's request buffer into a shared Buf.
         let buf = Buf::copy_from_slice(data);
-        let flags = graph_open_flags(self.s.opts.writeback_cache, flags.0);
         let cx = ctx(req, Need::of(Fop::Writev), lock_owner.map(|o| o.0));
         let kill_suidgid = write_flags.contains(WriteFlags::FUSE_WRITE_KILL_SUIDGID);
+        let drops_pages = self.drops_pages_after(write_flags, flags);
+        let flags = graph_open_flags(self.s.opts.writeback_cache, flags.0);
         self.s.inodes.begin_write(ino);
         self.spawn(|s| async move {
             let graph = s.graph();
@@ -941,6 +974,11 @@ impl Filesystem for XlfsFs {
                 Ok(r) => {
                     if kill_suidgid {
                         kill_suidgid_after_write(top, &cx, fd, r.attr.into_option()).await;
+                    }
+                    if drops_pages {
+                        // Written, not yet acknowledged: a page read back from now on has
+                        // the new data, and the one read before is dropped here.
+                        s.kernel.drop_pages(ino, offset, r.written).await;
                     }
                     reply.written(u32::try_from(r.written).unwrap_or(u32::MAX))
                 }
@@ -1115,12 +1153,20 @@ impl Filesystem for XlfsFs {
             value: Buf::copy_from_slice(value),
         };
         self.s.caps.invalidate(&gfid);
+        let sets_mode = xattr.name.as_str() == ACCESS_ACL_XATTR;
         let cx = ctx(req, Need::of(Fop::Setxattr), None);
         // It changes the ctime: a directory's recorded attributes are stale.
         let ds = self.s.inodes.begin_dir_op(ino);
         self.spawn(|s| async move {
             let r = s.graph().top().setxattr(&cx, gfid, xattr, flags).await;
             s.inodes.end_dir_op(ino, ds, None);
+            if sets_mode && r.is_ok() {
+                // An access ACL sets the mode's group bits to its mask. The kernel drops
+                // its cached attributes itself only when it handles ACLs (FUSE_POSIX_ACL,
+                // not negotiated without `default_permissions`); stat would show the old
+                // mode for up to the attribute timeout.
+                s.kernel.drop_attrs(ino).await;
+            }
             reply_empty(reply, r);
         });
     }

@@ -17,8 +17,10 @@ mod dir;
 mod fds;
 mod fresh;
 mod fs;
+mod helper;
 mod inodes;
 mod mount;
+mod notify;
 mod options;
 mod passthrough;
 
@@ -78,6 +80,10 @@ fn io_err(what: &'static str) -> impl FnOnce(std::io::Error) -> Error {
 fn main() -> ExitCode {
     // Before any thread starts: payload buffers then stay in the heap (see the module).
     xlfs_core::malloc::tune();
+    // Run as `mount.fuse.xlfs` / `mount.xlfs` by mount(8).
+    if let Some(code) = helper::run_if_named() {
+        return code;
+    }
     let cli = Cli::parse();
     // A missing or doubled source is a usage error (clap's message, exit status 2).
     let (source, mountpoint) = match cli.source() {
@@ -136,6 +142,7 @@ fn run(cli: Cli, source: GraphSource, mountpoint: PathBuf) -> Result<(), Error> 
         default_permissions: !cli.no_default_permissions,
         threads: usize::from(cli.threads),
         dev: cli.dev,
+        read_only: cli.read_only,
         read_ahead_kb: cli.read_ahead / 1024,
     };
     let shared = Shared::new(volume.clone(), cli.fs_options(), rt.handle().clone());
@@ -187,6 +194,8 @@ async fn serve(
     let mut hup = signal(SignalKind::hangup()).map_err(io_err("cannot watch SIGHUP"))?;
 
     let mut session = mount::mount(XlfsFs::new(shared.clone()), mountpoint, cfg)?;
+    // Before `run`: no request is served yet.
+    shared.kernel.set(session.notifier());
     let mut unmounter = session.unmount_callable();
     let (tx, mut done) = tokio::sync::oneshot::channel();
     // If this fails the session is dropped, which unmounts.

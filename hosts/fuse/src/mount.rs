@@ -92,7 +92,7 @@ pub fn parse_mountinfo(text: &str) -> Vec<MountEntry> {
         .collect()
 }
 
-fn unescape(s: &str) -> Vec<u8> {
+pub(crate) fn unescape(s: &str) -> Vec<u8> {
     let b = s.as_bytes();
     let mut out = Vec::with_capacity(b.len());
     let mut i = 0;
@@ -185,6 +185,8 @@ pub struct MountConfig {
     pub threads: usize,
     /// Mount without `nodev` (`--dev`): device nodes on the volume may be opened.
     pub dev: bool,
+    /// Mounted read-only (`--read-only`).
+    pub read_only: bool,
     /// Kernel readahead for the mount in KiB (`--read-ahead`); 0 leaves the kernel's.
     pub read_ahead_kb: u64,
 }
@@ -200,7 +202,11 @@ pub fn mount(
         MountOption::FSName(cfg.fsname.clone()),
         // Passed to the kernel, so /proc/mounts shows `fuse.xlfs`.
         MountOption::CUSTOM("subtype=xlfs".into()),
-        MountOption::RW,
+        if cfg.read_only {
+            MountOption::RO
+        } else {
+            MountOption::RW
+        },
     ];
     if cfg.default_permissions {
         options.push(MountOption::DefaultPermissions);

@@ -176,6 +176,11 @@ pub struct Cli {
     #[arg(long)]
     pub dev: bool,
 
+    /// Mount read-only: the kernel refuses every change with EROFS (`-o ro` of the mount
+    /// helper; `mount -o remount,rw` makes it writable again).
+    #[arg(long)]
+    pub read_only: bool,
+
     /// Stay in the foreground (always the case: xlfs-mount never daemonizes; accepted for
     /// compatibility with mount helpers).
     #[arg(long, short = 'f')]
@@ -221,6 +226,8 @@ pub struct FsOptions {
     pub passthrough: bool,
     pub readdirplus: bool,
     pub posix_locks: bool,
+    /// The kernel checks permissions (`default_permissions`, the default).
+    pub default_permissions: bool,
     pub max_write: u32,
 }
 
@@ -237,6 +244,7 @@ impl Default for FsOptions {
             passthrough: false,
             readdirplus: true,
             posix_locks: true,
+            default_permissions: true,
             max_write: DEFAULT_MAX_WRITE,
         }
     }
@@ -302,6 +310,7 @@ impl Cli {
             passthrough: self.passthrough,
             readdirplus: !self.no_readdirplus,
             posix_locks: !self.kernel_locks,
+            default_permissions: !self.no_default_permissions,
             max_write: self.max_write,
         }
     }

@@ -14,6 +14,17 @@ use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::process::{Command, Output};
 
+#[path = "posix/acl.rs"]
+mod acl;
+#[path = "posix/dio.rs"]
+mod dio;
+#[path = "posix/locks.rs"]
+mod locks;
+#[path = "posix/readonly.rs"]
+mod readonly;
+#[path = "posix/xattrs.rs"]
+mod xattrs;
+
 /// Runs `cmd` as `uid`/`gid` with exactly the supplementary `groups`.
 fn run_as(uid: u32, gid: u32, groups: &[u32], mut cmd: Command) -> Output {
     let groups = groups.to_vec();
