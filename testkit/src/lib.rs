@@ -22,10 +22,10 @@
 pub mod build;
 pub mod conformance;
 pub mod every_fop;
-pub mod on_file;
 pub mod fixtures;
 pub mod memfs;
 pub mod mock;
+pub mod on_file;
 pub mod plugin;
 pub mod remote;
 pub mod stub_leaf;

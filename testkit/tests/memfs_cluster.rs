@@ -629,5 +629,8 @@ async fn the_bricks_own_xattr_names_are_refused_at_create_as_posix_does() {
             "{name}"
         );
     }
-    assert!(top.lookup(&Ctx::root(), root_loc("d")).await.is_err(), "nothing made");
+    assert!(
+        top.lookup(&Ctx::root(), root_loc("d")).await.is_err(),
+        "nothing made"
+    );
 }

@@ -44,7 +44,8 @@ impl Quorum {
             Quorum::None => count > 0,
             Quorum::Fixed(k) => count >= k && count > 0,
             Quorum::Auto => {
-                count * 2 > n || (n.is_multiple_of(2) && count * 2 == n && set.first() == Some(&true))
+                count * 2 > n
+                    || (n.is_multiple_of(2) && count * 2 == n && set.first() == Some(&true))
             }
         }
     }

@@ -3,11 +3,11 @@
 
 mod common;
 
-use xlfs_testkit::on_file::call_on;
 use common::{PS, io_cache};
 use xlator_api::{Ctx, Errno, Fd, Fop, Gfid, Loc, Subvol};
 use xlfs_testkit::fixtures::reads;
 use xlfs_testkit::mock::{MockChild, MockHandle};
+use xlfs_testkit::on_file::call_on;
 use xlfs_testkit::remote::{Remote, rd, rw};
 
 /// io-cache over a remote file of 3 pages, page 0 cached through fd 1.

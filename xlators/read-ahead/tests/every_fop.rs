@@ -6,11 +6,11 @@ mod common;
 
 use std::time::Duration;
 
-use xlfs_testkit::on_file::call_on;
 use common::{PS, read_ahead};
 use xlator_api::{Ctx, Errno, Fd, Fop, Subvol};
 use xlfs_testkit::fixtures::counter;
 use xlfs_testkit::mock::{MockChild, MockHandle};
+use xlfs_testkit::on_file::call_on;
 use xlfs_testkit::remote::{Remote, rd, rw};
 
 /// Waits (up to 2 s) until `cond` holds: prefetches complete in background tasks.

@@ -6,12 +6,12 @@ mod common;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use xlfs_testkit::on_file::call_on;
 use common::*;
 use xlator_api::abi_stable::std_types::ROption::{RNone, RSome};
 use xlator_api::{Buf, Entry, Errno, Fd, Fop, Gfid, Loc, ReadReply, Subvol, WriteReply};
 use xlfs_testkit::build::options_for;
 use xlfs_testkit::mock::{FopCall, FopReply, MockHandle};
+use xlfs_testkit::on_file::call_on;
 use xlfs_write_behind::handling::{Handling, handling};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
