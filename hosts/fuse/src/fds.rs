@@ -14,14 +14,26 @@ use xlator_api::{Fd, FdId, Gfid};
 #[derive(Debug)]
 pub struct FdTable {
     next: AtomicU64,
-    open: Mutex<HashMap<FdId, Fd>>,
+    open: Mutex<Open>,
+}
+
+#[derive(Debug, Default)]
+struct Open {
+    fds: HashMap<FdId, Fd>,
+    /// Per file, how many of its fds are open without O_DIRECT (through which the kernel may
+    /// cache its pages).
+    buffered: HashMap<Gfid, u32>,
+}
+
+fn buffered(fd: &Fd) -> bool {
+    fd.flags & (libc::O_DIRECT | libc::O_DIRECTORY) == 0
 }
 
 impl Default for FdTable {
     fn default() -> FdTable {
         FdTable {
             next: AtomicU64::new(1),
-            open: Mutex::new(HashMap::new()),
+            open: Mutex::new(Open::default()),
         }
     }
 }
@@ -42,18 +54,33 @@ impl FdTable {
 
     /// Makes `fd` reachable by its handle; returns the handle to give the kernel.
     pub fn insert(&self, fd: Fd) -> FileHandle {
-        self.lock().insert(fd.id, fd);
+        let mut o = self.lock();
+        if buffered(&fd) {
+            *o.buffered.entry(fd.gfid).or_default() += 1;
+        }
+        if let Some(old) = o.fds.insert(fd.id, fd) {
+            o.forget_buffered(&old);
+        }
         FileHandle(fd.id.0)
     }
 
     /// The fd behind a kernel handle.
     pub fn get(&self, fh: FileHandle) -> Option<Fd> {
-        self.lock().get(&FdId(fh.0)).copied()
+        self.lock().fds.get(&FdId(fh.0)).copied()
     }
 
     /// Forgets a handle (release/releasedir); returns the fd to release.
     pub fn remove(&self, fh: FileHandle) -> Option<Fd> {
-        self.lock().remove(&FdId(fh.0))
+        let mut o = self.lock();
+        let fd = o.fds.remove(&FdId(fh.0))?;
+        o.forget_buffered(&fd);
+        Some(fd)
+    }
+
+    /// Whether `gfid` is open without O_DIRECT through some fd of this mount: only then may
+    /// the kernel hold pages of it that a direct write makes stale.
+    pub fn open_buffered(&self, gfid: &Gfid) -> bool {
+        self.lock().buffered.contains_key(gfid)
     }
 
     /// An open fd on `gfid` (file or directory), if any: lets attribute fops reach an object
@@ -61,21 +88,41 @@ impl FdTable {
     /// node id only (fstat, fchmod). A directory replaced by a rename over it is still open
     /// through its directory fd (generic/035).
     pub fn find_open(&self, gfid: &Gfid) -> Option<Fd> {
-        self.lock().values().find(|fd| fd.gfid == *gfid).copied()
+        self.lock()
+            .fds
+            .values()
+            .find(|fd| fd.gfid == *gfid)
+            .copied()
     }
 
     /// Every fd still open (released on shutdown).
     pub fn drain(&self) -> Vec<Fd> {
-        self.lock().drain().map(|(_, fd)| fd).collect()
+        let mut o = self.lock();
+        o.buffered.clear();
+        o.fds.drain().map(|(_, fd)| fd).collect()
     }
 
     pub fn len(&self) -> usize {
-        self.lock().len()
+        self.lock().fds.len()
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<FdId, Fd>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Open> {
         // Single insert/remove operations: consistent even after a panic elsewhere.
         self.open.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+impl Open {
+    fn forget_buffered(&mut self, fd: &Fd) {
+        if !buffered(fd) {
+            return;
+        }
+        if let Some(n) = self.buffered.get_mut(&fd.gfid) {
+            *n -= 1;
+            if *n == 0 {
+                self.buffered.remove(&fd.gfid);
+            }
+        }
     }
 }
 
@@ -110,6 +157,24 @@ mod tests {
             Some(d),
             "an open directory answers for a removed one"
         );
+    }
+
+    #[test]
+    fn buffered_opens_are_counted_per_file() {
+        let t = FdTable::new();
+        let g = Gfid::random();
+        let direct = t.insert(t.allocate(g, libc::O_RDWR | libc::O_DIRECT));
+        assert!(!t.open_buffered(&g), "O_DIRECT only: no pages to drop");
+        let a = t.insert(t.allocate(g, libc::O_RDONLY));
+        let b = t.insert(t.allocate(g, libc::O_RDWR));
+        t.insert(t.allocate(g, libc::O_DIRECTORY));
+        assert!(t.open_buffered(&g));
+        t.remove(a);
+        assert!(t.open_buffered(&g), "b still open");
+        t.remove(b);
+        assert!(!t.open_buffered(&g));
+        t.remove(direct);
+        assert!(!t.open_buffered(&Gfid::random()));
     }
 
     #[test]

@@ -361,10 +361,15 @@ impl XlfsFs {
     /// buffered read racing the write cached the old data and kept it (generic/451).
     /// Never for a write of the page cache itself (FUSE_WRITE_CACHE): the kernel holds
     /// those pages under writeback until the reply, so invalidating them would wait forever.
-    fn drops_pages_after(&self, write_flags: WriteFlags, flags: OpenFlags) -> bool {
+    /// And only while the file is open without O_DIRECT somewhere on this mount: otherwise
+    /// the kernel holds no pages of it (a file only ever opened O_DIRECT, as by fio's direct
+    /// small-file runs, pays no notification per write). A shared mapping of an O_DIRECT fd
+    /// is the exception this misses.
+    fn drops_pages_after(&self, write_flags: WriteFlags, flags: OpenFlags, gfid: &Gfid) -> bool {
         !self.s.opts.direct_io
             && flags.0 & libc::O_DIRECT != 0
             && !write_flags.contains(WriteFlags::FUSE_WRITE_CACHE)
+            && self.s.fds.open_buffered(gfid)
     }
 
     fn gfid(&self, node: INodeNo) -> Result<Gfid, fuser::Errno> {
@@ -962,7 +967,7 @@ impl Filesystem for XlfsFs {
         let buf = Buf::copy_from_slice(data);
         let cx = ctx(req, Need::of(Fop::Writev), lock_owner.map(|o| o.0));
         let kill_suidgid = write_flags.contains(WriteFlags::FUSE_WRITE_KILL_SUIDGID);
-        let drops_pages = self.drops_pages_after(write_flags, flags);
+        let drops_pages = self.drops_pages_after(write_flags, flags, &fd.gfid);
         let flags = graph_open_flags(self.s.opts.writeback_cache, flags.0);
         self.s.inodes.begin_write(ino);
         self.spawn(|s| async move {
