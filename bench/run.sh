@@ -9,8 +9,8 @@
 #   2. cargo build --release --workspace (one invocation, from the repository root);
 #   3. makes a scratch area in BENCH_DIR and the targets (see TARGETS);
 #   4. for each workload: one-time preparation, then ROUNDS interleaved rounds
-#      (round 1: every target, round 2: every target, ...); inside a target the variants
-#      (block sizes, reader counts) are rotated by one each round;
+#      (round 1: every target, round 2: every target, ...); the order of the targets and,
+#      inside a target, the variants (block sizes, reader counts) rotate by one each round;
 #   5. xlfs-bench report: OUT/DATE-MODE.md (tables), OUT/DATE-MODE.json (every raw value,
 #      date, git revision, kernel, tool versions, options, knobs) and OUT/DATE-MODE.raw;
 #      OUT/latest-MODE.{md,json} point at the newest whole run (a run with --only or
@@ -499,7 +499,9 @@ run_workload() { # run_workload wN
         w5) run_wl 0 0 w5-prep;;
     esac
     for r in $(seq 1 "$ROUNDS"); do
-        for i in "${!NAMES[@]}"; do
+        # The targets' order rotates by one each round too: no target always runs right
+        # after the same other one (a fixed order biased latency-bound rounds by ~8%).
+        for i in $(rotate $((r - 1)) "${!NAMES[@]}"); do
             # shellcheck disable=SC2086
             case $w in
                 w1) for v in $(rotate $((r - 1)) $W1_BS_LIST); do run_wl "$i" "$r" w1 "$v"; done;;
