@@ -17,25 +17,13 @@ xlator_api::options! {
 
 #[cfg(test)]
 mod tests {
-    use xlator_api::{Options, XlatorOptions};
+    use xlator_api::XlatorOptions;
+    use xlfs_testkit::build::try_options_for;
 
     use super::*;
 
     fn parse(set: &[(&str, &str)]) -> Result<StripeOptions, String> {
-        let schema = StripeOptions::schema();
-        let mut o = Options::new();
-        for s in &schema {
-            o.set(&s.key, &s.default);
-        }
-        for (k, v) in set {
-            let spec = schema
-                .iter()
-                .find(|s| s.key.as_str() == *k)
-                .ok_or_else(|| format!("no option {k}"))?;
-            spec.check(v)?;
-            o.set(k, v);
-        }
-        StripeOptions::from_options(&o)
+        StripeOptions::from_options(&try_options_for::<crate::xlator::Stripe>(set)?)
     }
 
     #[test]

@@ -367,7 +367,7 @@ impl Client {
             "ping-timeout-ms": s.timeouts.ping().as_millis() as u64,
             "last-error": s.last_error(),
         });
-        crate::json_dump(v)
+        Dump::from_json(v)
     }
 }
 

@@ -507,7 +507,7 @@ impl Server {
             "volfiles-served": s.volfiles_served.load(Ordering::Relaxed),
             "open-fds": open_fds,
         });
-        crate::json_dump(v)
+        Dump::from_json(v)
     }
 }
 
