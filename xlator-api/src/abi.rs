@@ -1,6 +1,6 @@
 //! The binary interface between the core and translator libraries: the translator object
 //! ([`Subvol`]) with its generated vtable, the root module every library exports, and the build
-//! id checked before anything else is touched.
+//! id checked before anything else is touched (derived from these layouts: `abi_id`).
 
 use std::ffi::c_void;
 use std::future::Future;
@@ -18,33 +18,12 @@ use crate::options::{OptionSpec, Options};
 use crate::services::{HostServices, LogLevel, LogSink};
 use crate::types::Errno;
 
-/// Identifies the exact API build: crate version, compiler and target. The core refuses a
-/// library whose build id differs, with one line naming both, before checking layouts.
-pub const BUILD_ID: &str = concat!(
-    "xlator-api ",
-    env!("CARGO_PKG_VERSION"),
-    " (",
-    env!("XLFS_RUSTC_VERSION"),
-    ", ",
-    env!("XLFS_TARGET"),
-    ", fops ",
-    env!("XLFS_FOP_TABLE_HASH"),
-    ")"
-);
-
-/// [`BUILD_ID`] as a C string, for the exported build id symbol.
-#[doc(hidden)]
-pub const BUILD_ID_C: &str = concat!(
-    "xlator-api ",
-    env!("CARGO_PKG_VERSION"),
-    " (",
-    env!("XLFS_RUSTC_VERSION"),
-    ", ",
-    env!("XLFS_TARGET"),
-    ", fops ",
-    env!("XLFS_FOP_TABLE_HASH"),
-    ")\0"
-);
+/// The build id of this xlator-api, derived from the ABI (type layouts, fop table, target):
+/// see [`crate::abi_id`]. The core refuses a library whose id differs, naming what differs,
+/// before checking layouts.
+pub fn build_id() -> &'static str {
+    crate::abi_id::build_id()
+}
 
 /// Prefix of the symbol exporting a library's root module; the suffix is the crate name.
 pub const MODULE_SYMBOL_PREFIX: &str = "xlfs_xlator_module_";

@@ -27,6 +27,7 @@
 #![allow(non_local_definitions)]
 
 mod abi;
+mod abi_id;
 mod backing;
 mod buf;
 mod ctx;
@@ -41,10 +42,13 @@ mod services;
 mod types;
 
 pub use abi::{
-    BUILD_ID, BUILD_ID_SYMBOL_PREFIX, DumpFormat, Event, EventKind, FfiFop, FopFuture, InitArgs,
+    BUILD_ID_SYMBOL_PREFIX, DumpFormat, Event, EventKind, FfiFop, FopFuture, InitArgs,
     MODULE_SYMBOL_PREFIX, StaticModule, Subvol, TypeInfo, XlatorModule, XlatorModuleRef,
-    XlatorVTable, static_modules,
+    XlatorVTable, build_id, static_modules,
 };
+/// This build's ABI manifest (one `type = shape` line per boundary type): see `abi_id`.
+pub use abi_id::manifest as abi_manifest;
+pub use abi_id::{ABI_ID_PREFIX, ABI_MANIFEST_SYMBOL_PREFIX, compared_part, describe_differences};
 pub use backing::{BackingFile, BackingWanted, Opened};
 pub use buf::{Buf, pipe_with_room};
 pub use ctx::{
@@ -66,7 +70,7 @@ pub use async_ffi;
 
 #[doc(hidden)]
 pub mod abi_internals {
-    pub use crate::abi::BUILD_ID_C;
+    pub use crate::abi_id::{build_id_c, manifest_c};
 }
 
 #[doc(hidden)]

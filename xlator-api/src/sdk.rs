@@ -449,7 +449,16 @@ macro_rules! export_translators {
 
             #[unsafe(export_name = concat!("xlfs_xlator_build_id_", env!("CARGO_CRATE_NAME")))]
             pub extern "C" fn build_id() -> *const ::std::ffi::c_char {
-                $crate::abi_internals::BUILD_ID_C.as_ptr().cast()
+                ::std::panic::catch_unwind($crate::abi_internals::build_id_c)
+                    .unwrap_or(::std::ptr::null())
+            }
+
+            /// The ABI manifest the build id hashes: the loader compares it with its own to
+            /// name the types that differ.
+            #[unsafe(export_name = concat!("xlfs_xlator_abi_manifest_", env!("CARGO_CRATE_NAME")))]
+            pub extern "C" fn abi_manifest() -> *const ::std::ffi::c_char {
+                ::std::panic::catch_unwind($crate::abi_internals::manifest_c)
+                    .unwrap_or(::std::ptr::null())
             }
 
             $crate::__private::inventory::submit! {

@@ -55,5 +55,5 @@ pub static HEADER: LibHeader = {
 
 #[unsafe(export_name = "xlfs_xlator_build_id_xlfs_abi_wrong_layout")]
 pub extern "C" fn build_id() -> *const std::ffi::c_char {
-    xlator_api::abi_internals::BUILD_ID_C.as_ptr().cast()
+    xlator_api::abi_internals::build_id_c()
 }
