@@ -66,15 +66,30 @@ fn crate_name_of(path: &Path) -> String {
     stem.strip_prefix("lib").unwrap_or(stem).replace('-', "_")
 }
 
-/// The last `Error:` paragraph of abi_stable's (very long) layout report.
+/// The last `Error:` paragraph of abi_stable's (very long) layout report, after the type it
+/// is about (`in type X (module M)`: the report's last "Layout of expected type").
 fn summarize_abi_error(full: &str) -> String {
-    let tail = match full.rfind("Error:") {
-        Some(i) => &full[i..],
-        None => full,
+    let (before, tail) = match full.rfind("Error:") {
+        Some(i) => (&full[..i], &full[i..]),
+        None => ("", full),
     };
-    tail.split_whitespace()
-        .collect::<Vec<_>>()
-        .join(" ")
+    let tail = tail.split_whitespace().collect::<Vec<_>>().join(" ");
+    let about = before.rfind("Layout of expected type:").and_then(|i| {
+        let block = &before[i..];
+        let ty = block
+            .lines()
+            .find_map(|l| l.trim().strip_prefix("type:"))?
+            .trim();
+        let module = block
+            .lines()
+            .find_map(|l| l.split("mod:").nth(1))
+            .map(str::trim);
+        Some(match module {
+            Some(m) => format!("in type `{ty}` (module {m}): "),
+            None => format!("in type `{ty}`: "),
+        })
+    });
+    format!("{}{tail}", about.unwrap_or_default())
         .chars()
         .take(300)
         .collect()
@@ -212,6 +227,12 @@ mod tests {
         assert_eq!(
             summarize_abi_error(full),
             "Error:mismatched type Expected: u32 Found: u64"
+        );
+        let full = "noise\nLayout of expected type:\n    --- Type Layout ---\n    type:Iatt\n    \
+                    line:3 mod:xlator_api::types\nError:too many fields\n Expected: 1\n";
+        assert_eq!(
+            summarize_abi_error(full),
+            "in type `Iatt` (module xlator_api::types): Error:too many fields Expected: 1"
         );
     }
 

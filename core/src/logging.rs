@@ -1,6 +1,7 @@
 //! Logging for host binaries: `RUST_LOG` when set, else the `--log-level` filter, to stderr,
 //! with colours only on a terminal. Plugin libraries' events reach this subscriber through the
-//! loader's log bridge.
+//! loader's log bridge. A panic logs one line (`xlfs::panic` target) instead of Rust's default
+//! three-line message: the host's hook is installed here, each library's by the loader.
 
 use std::io::IsTerminal as _;
 
@@ -13,6 +14,7 @@ pub fn init(level: &str) -> Result<(), String> {
         _ => EnvFilter::try_new(level),
     }
     .map_err(|e| format!("invalid --log-level {level:?}: {e}"))?;
+    xlator_api::panics::install_hook();
     tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)

@@ -25,14 +25,37 @@ pub struct Resolved {
 /// Why a type could not be resolved.
 #[derive(thiserror::Error, Debug)]
 pub enum ResolveError {
-    #[error("unknown translator type {type_name:?}; searched: {}", searched_list(.searched))]
+    #[error(
+        "unknown translator type {type_name:?}; searched: {}{}; put its library (lib<crate>.so) \
+         in one of these directories, or name the library or its directory in {PATH_ENV} \
+         (entries separated by ':')",
+        searched_list(.searched),
+        refused_list(.refused)
+    )]
     NotFound {
         type_name: String,
         searched: Vec<PathBuf>,
+        /// Libraries on the search path that were refused on the way (one may be it).
+        refused: Vec<String>,
     },
     #[error(transparent)]
     Load(#[from] LoadError),
 }
+
+fn refused_list(refused: &[String]) -> String {
+    if refused.is_empty() {
+        return String::new();
+    }
+    format!(
+        "; {} library(ies) there were refused, one may provide it: {}",
+        refused.len(),
+        refused.join("; ")
+    )
+}
+
+/// What [`TypeLookup::type_info`] puts before a load error: the volfile check then says the
+/// library was found and refused, not that the type is unknown.
+pub const LIBRARY_REFUSED: &str = "library refused: ";
 
 fn searched_list(paths: &[PathBuf]) -> String {
     if paths.is_empty() {
@@ -149,6 +172,7 @@ impl Registry {
             }
         }
         // Last resort: any translator library in the search directories.
+        let mut refused = Vec::new();
         for dir in self.search_path.iter().filter(|d| d.is_dir()) {
             for lib in scan_dir(dir) {
                 if self.already_loaded(&lib) {
@@ -158,6 +182,12 @@ impl Registry {
                 // say so at debug level.
                 if let Err(e) = self.load_library(&lib) {
                     tracing::debug!("skipping {}: {e}", lib.display());
+                    if matches!(
+                        e,
+                        LoadError::BuildMismatch { .. } | LoadError::Layout { .. }
+                    ) {
+                        refused.push(e.to_string());
+                    }
                 }
                 if let Some(r) = lock(&self.types).get(type_name) {
                     return Ok(r.clone());
@@ -168,6 +198,7 @@ impl Registry {
         Err(ResolveError::NotFound {
             type_name: type_name.into(),
             searched,
+            refused,
         })
     }
 
@@ -234,7 +265,10 @@ impl TypeLookup for Registry {
     fn type_info(&self, type_name: &str) -> Result<TypeInfo, String> {
         self.resolve(type_name)
             .map(|r| r.info)
-            .map_err(|e| e.to_string())
+            .map_err(|e| match e {
+                ResolveError::Load(e) => format!("{LIBRARY_REFUSED}{e}"),
+                e => e.to_string(),
+            })
     }
     fn known_types(&self) -> Vec<String> {
         Registry::known_types(self)

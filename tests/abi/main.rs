@@ -43,6 +43,10 @@ fn library_with_another_layout_is_refused_in_one_line() {
     assert!(!msg.contains('\n'), "one line: {msg}");
     assert!(msg.contains("ABI layout differs"), "{msg}");
     assert!(
+        msg.contains("in type `XlatorModule` (module xlator_api::abi)"),
+        "names the type: {msg}"
+    );
+    assert!(
         summary.len() <= 300 && full.len() > summary.len(),
         "full report kept for debug"
     );
@@ -126,4 +130,153 @@ async fn panicking_fops_return_eio_and_the_process_lives() {
     );
     // Fops it does not override pass to its (absent) child: ENOSYS.
     assert_eq!(top.readlink(&cx, Gfid::ROOT).await, Err(Errno::ENOSYS));
+}
+
+/// Set in the environment of the child process of
+/// `a_panic_prints_only_the_structured_log_line`.
+const PANIC_CHILD_ENV: &str = "XLFS_ABI_PANIC_CHILD";
+
+/// Runs in a child process (re-executed test binary): logs like a host, then makes the
+/// panicky plugin panic in a fop's future, a fop's synchronous part, init and a background
+/// task. Does nothing in a normal run.
+#[test]
+fn panic_child() {
+    if std::env::var_os(PANIC_CHILD_ENV).is_none() {
+        return;
+    }
+    xlfs_core::logging::init("info").expect("logger");
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("runtime");
+    xlfs_core::services::set_fallback_runtime(rt.handle().clone());
+    rt.block_on(async {
+        let reg = panicky_registry();
+        let vf = Volfile::parse(
+            r#"( volumes: [ (name: "p", type: "test/panic-fop") ] )"#,
+            "t.vol",
+        )
+        .expect("parses");
+        let graph = Graph::build(vf, &reg).expect("builds");
+        let top = graph.top();
+        let cx = Ctx::root();
+        assert_eq!(
+            top.lookup(&cx, Loc::new(Gfid::ROOT, "boom")).await,
+            Err(Errno::EIO)
+        );
+        assert_eq!(top.stat(&cx, Gfid::ROOT).await, Err(Errno::EIO));
+        assert_eq!(top.access(&cx, Gfid::ROOT, 0).await, Ok(()));
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        let vf = Volfile::parse(
+            r#"( volumes: [ (name: "i", type: "test/panic-init") ] )"#,
+            "t.vol",
+        )
+        .expect("parses");
+        assert!(Graph::build(vf, &reg).is_err());
+    });
+}
+
+#[test]
+fn a_panic_prints_only_the_structured_log_line() {
+    let out = std::process::Command::new(std::env::current_exe().expect("test binary"))
+        .args([
+            "--exact",
+            "panic_child",
+            "--nocapture",
+            "--test-threads",
+            "1",
+        ])
+        .env(PANIC_CHILD_ENV, "1")
+        .env("RUST_LOG", "info")
+        .env_remove("RUST_BACKTRACE")
+        .output()
+        .expect("runs the child");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "child failed:\n{stdout}\n{stderr}");
+    let all = format!("{stdout}{stderr}");
+    assert!(
+        !all.contains("note: run with `RUST_BACKTRACE"),
+        "Rust's default panic message was printed:\n{all}"
+    );
+    let panic_lines: Vec<&str> = all.lines().filter(|l| l.contains("panicked")).collect();
+    // lookup, stat (EIO, with the place), the background task, and init's refusal (an error
+    // the test sees, not a log line).
+    let eio: Vec<&&str> = panic_lines
+        .iter()
+        .filter(|l| l.contains("replying EIO"))
+        .collect();
+    assert_eq!(eio.len(), 2, "one line per panicking fop:\n{all}");
+    for l in &eio {
+        assert!(
+            l.contains("ERROR") && l.contains("xlfs::panic"),
+            "structured: {l}"
+        );
+        assert!(l.contains("panicky/src/lib.rs:"), "names the place: {l}");
+    }
+    let background: Vec<&&str> = panic_lines
+        .iter()
+        .filter(|l| l.contains("background task"))
+        .filter(|l| l.contains("xlfs::spawn") && l.contains("panicky/src/lib.rs:"))
+        .collect();
+    assert_eq!(
+        background.len(),
+        1,
+        "one line for the task, with its place:\n{all}"
+    );
+    assert_eq!(panic_lines.len(), 3, "nothing else about panics:\n{all}");
+    assert!(
+        !all.lines().any(|l| l.starts_with("thread '")),
+        "a raw panic line:\n{all}"
+    );
+}
+
+#[test]
+fn a_found_but_refused_library_is_not_called_an_unknown_type() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    // `test/abi-wrong-build` resolves to libxlfs_abi_wrong_build.so, built against another ABI.
+    std::fs::copy(
+        plugin("xlfs-abi-wrong-build"),
+        dir.path().join("libxlfs_abi_wrong_build.so"),
+    )
+    .expect("copy");
+    let reg = Registry::with_search_path(vec![dir.path().to_path_buf()], false);
+    let vf = Volfile::parse(
+        r#"( volumes: [ (name: "counter", type: "test/abi-wrong-build") ] )"#,
+        "t.vol",
+    )
+    .expect("parses");
+    let err = xlfs_core::volfile::validate(&vf, &reg).expect_err("refused");
+    let msg = err.to_string();
+    assert!(!msg.contains("unknown type"), "{msg}");
+    assert!(msg.contains("was found but not loaded"), "{msg}");
+    assert!(
+        msg.contains("libxlfs_abi_wrong_build.so"),
+        "names the library: {msg}"
+    );
+    assert!(
+        msg.contains("older release (xlator-api 0.1.0)"),
+        "says why: {msg}"
+    );
+
+    // A type whose library has another name: found only by scanning the directory, where
+    // the refused library is named as a likely culprit.
+    let reg = Registry::with_search_path(vec![dir.path().to_path_buf()], false);
+    let Err(err) = reg.resolve("custom/counter") else {
+        panic!("found a ghost")
+    };
+    let msg = err.to_string();
+    assert!(msg.contains("were refused"), "{msg}");
+    assert!(msg.contains("libxlfs_abi_wrong_build.so"), "{msg}");
+}
+
+#[test]
+fn not_found_names_the_plugin_path_variable() {
+    let reg = Registry::with_search_path(vec![deps_dir()], false);
+    let Err(err) = reg.resolve("custom/nowhere") else {
+        panic!("found a ghost")
+    };
+    let msg = err.to_string();
+    assert!(msg.contains("XLFS_XLATOR_PATH"), "{msg}");
 }

@@ -37,6 +37,8 @@ mod logbridge;
 mod options;
 pub mod pages;
 #[doc(hidden)]
+pub mod panics;
+#[doc(hidden)]
 pub mod sdk;
 mod services;
 mod types;

@@ -198,9 +198,11 @@ macro_rules! gen_translator_trait {
                     async move {
                         // The user's method is called inside the guarded future, so a panic in
                         // its synchronous part is caught too.
-                        let r = AssertUnwindSafe(async { inst.xl.$name(&cx $(, $arg)*).await })
-                            .catch_unwind()
-                            .await;
+                        let r = crate::panics::Guarded(
+                            AssertUnwindSafe(async { inst.xl.$name(&cx $(, $arg)*).await })
+                                .catch_unwind(),
+                        )
+                        .await;
                         finish_fop(&inst, Fop::$Variant, r)
                     }
                     .into_ffi()
@@ -242,12 +244,19 @@ fn finish_fop<T: Translator, R>(
         Err(p) => {
             tracing::error!(
                 target: "xlfs::panic",
-                "translator {} ({}) panicked in {}: {}; replying EIO",
-                inst.name, T::TYPE, fop.name(), panic_message(&p)
+                "translator {} ({}) panicked in {}: {}{}; replying EIO",
+                inst.name, T::TYPE, fop.name(), panic_message(&p), place()
             );
             RResult::RErr(Errno::EIO)
         }
     }
+}
+
+/// ` at file:line:col` of the panic just caught on this thread, if the hook saw it.
+fn place() -> String {
+    crate::panics::take_place()
+        .map(|p| format!(" at {p}"))
+        .unwrap_or_default()
 }
 
 /// The text of a panic payload.
@@ -278,9 +287,9 @@ unsafe extern "C" fn notify<T: Translator>(this: *const c_void, event: Event) {
     // SAFETY: vtable contract.
     let inst = unsafe { clone_arc::<T>(this) };
     inst.child_state.apply(event);
-    if let Err(p) = std::panic::catch_unwind(AssertUnwindSafe(|| inst.xl.notify(event))) {
-        tracing::error!(target: "xlfs::panic", "translator {} panicked in notify: {}",
-            inst.name, panic_message(&p));
+    if let Err(p) = crate::panics::guarded(|| inst.xl.notify(event)) {
+        tracing::error!(target: "xlfs::panic", "translator {} panicked in notify: {}{}",
+            inst.name, panic_message(&p), place());
     }
 }
 
@@ -290,21 +299,26 @@ unsafe extern "C" fn reconfigure<T: Translator>(
 ) -> RResult<(), RString> {
     // SAFETY: vtable contract.
     let inst = unsafe { clone_arc::<T>(this) };
-    let r = std::panic::catch_unwind(AssertUnwindSafe(|| {
+    let r = crate::panics::guarded(|| {
         let typed = T::Options::from_options(&options)?;
         inst.xl.reconfigure(typed)
-    }));
+    });
     match r {
         Ok(r) => r.map_err(RString::from).into(),
-        Err(p) => RResult::RErr(format!("reconfigure panicked: {}", panic_message(&p)).into()),
+        Err(p) => {
+            RResult::RErr(format!("reconfigure panicked: {}{}", panic_message(&p), place()).into())
+        }
     }
 }
 
 unsafe extern "C" fn dump<T: Translator>(this: *const c_void) -> Dump {
     // SAFETY: vtable contract.
     let inst = unsafe { clone_arc::<T>(this) };
-    std::panic::catch_unwind(AssertUnwindSafe(|| inst.xl.dump())).unwrap_or_else(|p| {
-        Dump::new().with("error", format!("dump panicked: {}", panic_message(&p)))
+    crate::panics::guarded(|| inst.xl.dump()).unwrap_or_else(|p| {
+        Dump::new().with(
+            "error",
+            format!("dump panicked: {}{}", panic_message(&p), place()),
+        )
     })
 }
 
@@ -332,7 +346,7 @@ pub fn instantiate<T: Translator>(args: InitArgs) -> Result<Subvol, String> {
     let children: Vec<Subvol> = children.into_iter().collect();
     let child_state = ChildState::new(children.len());
     let state = child_state.clone();
-    let built = std::panic::catch_unwind(AssertUnwindSafe(|| {
+    let built = crate::panics::guarded(|| {
         let options = T::Options::from_options(&options)?;
         T::init(Init {
             name: name.to_string(),
@@ -341,10 +355,10 @@ pub fn instantiate<T: Translator>(args: InitArgs) -> Result<Subvol, String> {
             services,
             child_state: state,
         })
-    }));
+    });
     let xl = match built {
         Ok(r) => r?,
-        Err(p) => return Err(format!("init panicked: {}", panic_message(&p))),
+        Err(p) => return Err(format!("init panicked: {}{}", panic_message(&p), place())),
     };
     let inst = Arc::new(Instance {
         name: name.to_string(),
@@ -378,9 +392,11 @@ pub fn new_by_name(
     ctors: &[Ctor],
 ) -> RResult<Subvol, RString> {
     match ctors.iter().find(|(n, _)| *n == type_name.as_str()) {
-        Some((_, ctor)) => match std::panic::catch_unwind(AssertUnwindSafe(|| ctor(args))) {
+        Some((_, ctor)) => match crate::panics::guarded(|| ctor(args)) {
             Ok(r) => r.map_err(RString::from).into(),
-            Err(p) => RResult::RErr(format!("init panicked: {}", panic_message(&p)).into()),
+            Err(p) => {
+                RResult::RErr(format!("init panicked: {}{}", panic_message(&p), place()).into())
+            }
         },
         None => RResult::RErr(format!("this library has no type {:?}", type_name.as_str()).into()),
     }
@@ -393,6 +409,8 @@ pub fn install_log_bridge(log: LogSink, max_level: LogLevel) {
         log: log.log_fn,
         max_level,
     });
+    // This library's std has its own panic hook: make it log one line through the bridge.
+    crate::panics::install_hook();
 }
 
 #[doc(hidden)]

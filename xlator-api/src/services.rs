@@ -170,8 +170,14 @@ impl HostServices {
     pub fn spawn<F: Future<Output = ()> + Send + 'static>(&self, fut: F) {
         let log = self.log_fn;
         let guarded = async move {
-            if let Err(p) = AssertUnwindSafe(fut).catch_unwind().await {
-                let msg = format!("spawned task panicked: {}", crate::sdk::panic_message(&p));
+            if let Err(p) = crate::panics::Guarded(AssertUnwindSafe(fut).catch_unwind()).await {
+                let place = crate::panics::take_place()
+                    .map(|p| format!(" at {p}"))
+                    .unwrap_or_default();
+                let msg = format!(
+                    "spawned task panicked: {}{place}",
+                    crate::sdk::panic_message(&p)
+                );
                 log(
                     LogLevel::Error,
                     RString::from("xlfs::spawn"),

@@ -182,6 +182,15 @@ impl fmt::Display for VolfileErrorKind {
                 suggestion,
                 detail,
             } => {
+                if let Some(why) = detail.strip_prefix(crate::registry::LIBRARY_REFUSED) {
+                    // The library was found: say so, and why it was refused.
+                    return write!(
+                        f,
+                        "volume `{volume}`: the library of type `{type_name}` was found but \
+                         not loaded: {}",
+                        one_line(why)
+                    );
+                }
                 write!(f, "volume `{volume}` has unknown type `{type_name}`")?;
                 if let Some(s) = suggestion {
                     write!(f, "; did you mean `{s}`?")?;
