@@ -1,0 +1,152 @@
+//! Directory fds and listings.
+//!
+//! A directory is opened on every child up (child 0 is required: it lists the
+//! subdirectories). `readdirp` reads the children one after another, each from where the
+//! cookie says, a page at a time with the caller's size, so a large directory is never read
+//! whole. From each child's page it drops link files and, from every child but 0, directories
+//! (every child has them; child 0's copy lists each once). A page left empty by the filter
+//! does not end the listing: the same child is read on from the last entry dropped. Cookies
+//! carry the child and its own offset ([`crate::cookie`]), so a listing resumes after the
+//! last entry returned, on the child it came from: no entry twice, none skipped, whatever
+//! the page sizes.
+
+use xlator_api::abi_stable::std_types::RVec;
+use xlator_api::{Ctx, DirEntry, Errno, Fd};
+
+use crate::shared::{Home, Shared, dirent_is_linkfile, first_error, strip_own, with_own_req};
+
+impl Shared {
+    pub async fn opendir(&self, cx: &Ctx, fd: Fd) -> Result<(), Errno> {
+        if !self.up.is_up(0) {
+            return Err(Errno::ENOTCONN);
+        }
+        let replies = self
+            .fan(|i| async move {
+                if self.up.is_up(i) {
+                    self.children[i].opendir(cx, fd).await.map(|()| true)
+                } else {
+                    Ok(false)
+                }
+            })
+            .await;
+        if let Some(Err(e)) = replies.first() {
+            let e = *e;
+            for (i, r) in replies.iter().enumerate() {
+                if matches!(r, Ok(true)) {
+                    let _ = self.children[i].releasedir(cx, fd).await;
+                }
+            }
+            return Err(e);
+        }
+        let held: Vec<bool> = replies.iter().map(|r| matches!(r, Ok(true))).collect();
+        self.remember_home(fd.gfid, Home::Dir);
+        self.opened(fd, true, held);
+        Ok(())
+    }
+
+    pub async fn readdirp(
+        &self,
+        cx: &Ctx,
+        fd: Fd,
+        offset: u64,
+        size: u32,
+    ) -> Result<RVec<DirEntry>, Errno> {
+        let (mut child, mut off) = crate::shared::lock(&self.cookies).decode(offset)?;
+        let (rcx, caller) = with_own_req(cx);
+        loop {
+            if child >= self.n() {
+                return Ok(RVec::new());
+            }
+            // A child down is left out (its files cannot be reached anyway); one back since
+            // the opendir gets the fd opened again by `ensure`.
+            if !self.up.is_up(child) {
+                if child == 0 {
+                    return Err(Errno::ENOTCONN);
+                }
+                child += 1;
+                off = 0;
+                continue;
+            }
+            self.ensure(child, cx, fd).await?;
+            let page = self.children[child].readdirp(&rcx, fd, off, size).await?;
+            let Some(last) = page.last().map(|e| e.next_offset) else {
+                child += 1;
+                off = 0;
+                continue;
+            };
+            let mut out = RVec::new();
+            {
+                let mut cookies = crate::shared::lock(&self.cookies);
+                for mut e in page {
+                    if dirent_is_linkfile(&e) || (child != 0 && e.attr.is_dir()) {
+                        continue;
+                    }
+                    e.next_offset = cookies.encode(child, e.next_offset);
+                    strip_own(&mut e.xattrs, caller.as_ref());
+                    out.push(e);
+                }
+            }
+            for e in out.iter() {
+                let h = if e.attr.is_dir() {
+                    Home::Dir
+                } else {
+                    Home::File(child)
+                };
+                self.remember_home(e.attr.gfid, h);
+            }
+            if !out.is_empty() {
+                return Ok(out);
+            }
+            off = last;
+        }
+    }
+
+    /// `op` on every child holding directory fd `fd` (every child for an unknown one).
+    pub async fn on_dir_holders<F, Fut>(&self, fd: Fd, op: F) -> Result<(), Errno>
+    where
+        F: Fn(usize) -> Fut,
+        Fut: Future<Output = Result<(), Errno>>,
+    {
+        let held = self
+            .fd_state(fd)
+            .map_or_else(|| vec![true; self.n()], |s| s.held);
+        let r = self
+            .fan(|i| {
+                let on = held.get(i).copied().unwrap_or(false);
+                let f = on.then(|| op(i));
+                async move {
+                    match f {
+                        Some(f) => f.await,
+                        None => Ok(()),
+                    }
+                }
+            })
+            .await;
+        if r.iter().all(Result::is_ok) {
+            Ok(())
+        } else {
+            Err(first_error(r.into_iter().filter_map(Result::err)))
+        }
+    }
+
+    pub async fn releasedir(&self, cx: &Ctx, fd: Fd) -> Result<(), Errno> {
+        let held = self
+            .closed(fd)
+            .map_or_else(|| vec![true; self.n()], |s| s.held);
+        let held = &held;
+        let r = self
+            .fan(|i| async move {
+                if held.get(i).copied().unwrap_or(false) {
+                    self.children[i].releasedir(cx, fd).await
+                } else {
+                    Ok(())
+                }
+            })
+            .await;
+        if r.iter().all(Result::is_ok) {
+            Ok(())
+        } else {
+            Err(first_error(r.into_iter().filter_map(Result::err)))
+        }
+    }
+}

@@ -1,0 +1,458 @@
+//! Namespace changes: what goes to the hashed child, what to every child, and the orders that
+//! keep every name visible to other clients while a change spans children.
+//!
+//! - `create`, `mknod`, `symlink`: the hashed child (exclusively: an existing name is found
+//!   through [`Shared::resolve`], wherever it lives). When `min-free-disk` diverts the file to
+//!   another child, the data is made there first, then the link file on the hashed child: a
+//!   lookup meanwhile finds nothing, as before the create.
+//! - `mkdir`: child 0 first (it decides EEXIST, permissions...), then every other child with
+//!   the same GFID and each child's layout slice set atomically with the directory
+//!   (`CreateXattrs`); a failure removes the copies made.
+//! - `link`: on the file's child, then a link file on the new name's hashed child.
+//! - `unlink`: the data's name first, then the link file (a lookup meanwhile finds a link file
+//!   to nothing: no file, as after the unlink).
+//! - `rmdir`: every other child first, child 0 last; a failure makes the removed copies again.
+//! - `rename` of a file, data on child C, new name hashed to H: the data never moves; the new
+//!   name is made to resolve to C. (1) if H ≠ C and H has nothing named `new`, a link file
+//!   `new` → C on H (until the rename, it points to nothing: `new` still does not exist);
+//!   (2) the rename on C, which is the moment the change happens for every client: before
+//!   it `old` resolves to the file, after it `new` does; (3) if H held a link file to another
+//!   child it is pointed at C; if H held the replaced file itself, a link file to C made under
+//!   a temporary name is renamed over it (atomic on H); (4) the replaced file on a third child
+//!   is unlinked; (5) the old name's link file is removed. Between (2) and (3)/(4) a client
+//!   may still reach the replaced file through `new`: `new` always exists, never neither
+//!   name.
+//! - `rename` of a directory: child 0, then the others.
+
+use futures::future::join_all;
+use xlator_api::abi_stable::std_types::ROption;
+use xlator_api::{
+    CreateXattrs, Ctx, Entry, Errno, Fd, Gfid, GfidReq, Loc, LogLevel, Removed, Xattr, XattrReq,
+};
+
+use crate::layout::{LAYOUT_XATTR, Layout};
+use crate::lookup::Found;
+use crate::shared::{Home, LINKTO_XATTR, Shared, first_error, strip_own};
+
+const RENAME_NOREPLACE: u32 = 1;
+const RENAME_EXCHANGE: u32 = 2;
+
+impl Shared {
+    /// A new non-directory named `loc`, made by `op(child)` on the hashed child (or the child
+    /// `min-free-disk` picks, with a link file). EEXIST handling as in the module doc.
+    async fn make_file<F, Fut>(&self, cx: &Ctx, loc: &Loc, op: F) -> Result<(usize, Entry), Errno>
+    where
+        F: Fn(usize) -> Fut,
+        Fut: Future<Output = Result<Entry, Errno>>,
+    {
+        for attempt in 0..2 {
+            let layout = self.layout_of(loc.parent).await?;
+            let h = layout.hashed(&loc.name);
+            let target = self.placement(h).await;
+            let made = if target == h {
+                match op(h).await {
+                    Ok(e) => return Ok((h, e)),
+                    Err(Errno::EEXIST) => false,
+                    Err(e) => return Err(e),
+                }
+            } else {
+                Shared::bump(&self.counters.diverted_creates);
+                match op(target).await {
+                    Ok(e) => match self.make_linkfile(h, loc, target).await {
+                        Ok(_) => return Ok((target, e)),
+                        Err(Errno::EEXIST) => {
+                            // The name appeared on the hashed child meanwhile: ours goes.
+                            let _ = self.children[target]
+                                .unlink(&Ctx::root(), loc.clone())
+                                .await;
+                            true
+                        }
+                        Err(err) => {
+                            let _ = self.children[target]
+                                .unlink(&Ctx::root(), loc.clone())
+                                .await;
+                            return Err(err);
+                        }
+                    },
+                    Err(Errno::EEXIST) => false,
+                    Err(e) => return Err(e),
+                }
+            };
+            let _ = made;
+            let r = self.resolve(cx, loc).await?;
+            match (r.found, r.link) {
+                (Some(_), _) => return Err(Errno::EEXIST),
+                (None, Some(_)) if attempt == 0 => {
+                    // A link file to nothing holds the name on the hashed child: remove it.
+                    Shared::bump(&self.counters.stale_linkfiles);
+                    let _ = self.children[r.hashed]
+                        .unlink(&Ctx::root(), loc.clone())
+                        .await;
+                }
+                (None, _) => return Err(Errno::EEXIST),
+            }
+        }
+        Err(Errno::EEXIST)
+    }
+
+    pub async fn create(
+        &self,
+        cx: &Ctx,
+        loc: Loc,
+        fd: Fd,
+        mode: u32,
+        umask: u32,
+    ) -> Result<Entry, Errno> {
+        let excl = Fd {
+            flags: fd.flags | libc::O_EXCL,
+            ..fd
+        };
+        let made = self
+            .make_file(cx, &loc, |i| {
+                self.children[i].create(cx, loc.clone(), excl, mode, umask)
+            })
+            .await;
+        match made {
+            Ok((c, e)) => {
+                self.remember_home(e.attr.gfid, Home::File(c));
+                self.opened(fd, false, one_hot(self.n(), c));
+                let mut e = e;
+                strip_own(&mut e.xattrs, cx.ext::<XattrReq>().as_ref());
+                Ok(e)
+            }
+            Err(Errno::EEXIST) if fd.flags & libc::O_EXCL == 0 => {
+                // Open the existing file where it lives.
+                let r = self.resolve(cx, &loc).await?;
+                match r.found {
+                    Some(Found::File { child, entry }) => {
+                        let ofd = Fd {
+                            gfid: entry.attr.gfid,
+                            flags: fd.flags & !(libc::O_CREAT | libc::O_EXCL),
+                            ..fd
+                        };
+                        self.children[child].open(cx, ofd).await?;
+                        self.opened(fd, false, one_hot(self.n(), child));
+                        let attr = self.children[child]
+                            .fstat(cx, ofd)
+                            .await
+                            .unwrap_or(entry.attr);
+                        let mut e = Entry {
+                            attr,
+                            postparent: ROption::RNone,
+                            xattrs: entry.xattrs,
+                        };
+                        strip_own(&mut e.xattrs, cx.ext::<XattrReq>().as_ref());
+                        Ok(e)
+                    }
+                    Some(Found::Dir { .. }) => Err(Errno::EISDIR),
+                    None => Err(Errno::ENOENT),
+                }
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    pub async fn mknod(
+        &self,
+        cx: &Ctx,
+        loc: Loc,
+        mode: u32,
+        rdev: u64,
+        umask: u32,
+    ) -> Result<Entry, Errno> {
+        let (c, mut e) = self
+            .make_file(cx, &loc, |i| {
+                self.children[i].mknod(cx, loc.clone(), mode, rdev, umask)
+            })
+            .await?;
+        self.remember_home(e.attr.gfid, Home::File(c));
+        strip_own(&mut e.xattrs, cx.ext::<XattrReq>().as_ref());
+        Ok(e)
+    }
+
+    pub async fn symlink(
+        &self,
+        cx: &Ctx,
+        loc: Loc,
+        target: xlator_api::abi_stable::std_types::RString,
+    ) -> Result<Entry, Errno> {
+        let (c, mut e) = self
+            .make_file(cx, &loc, |i| {
+                self.children[i].symlink(cx, loc.clone(), target.clone())
+            })
+            .await?;
+        self.remember_home(e.attr.gfid, Home::File(c));
+        strip_own(&mut e.xattrs, cx.ext::<XattrReq>().as_ref());
+        Ok(e)
+    }
+
+    pub async fn mkdir(&self, cx: &Ctx, loc: Loc, mode: u32, umask: u32) -> Result<Entry, Errno> {
+        self.require_all_up()?;
+        let gfid = cx.ext::<GfidReq>().map_or_else(Gfid::random, |g| g.0);
+        let layout = Layout::generate(gfid, self.n(), true);
+        let base = cx.ext::<CreateXattrs>().unwrap_or_default();
+        let ctx_for = |i: usize| {
+            let mut x = base.clone();
+            if let Some(s) = layout.slice_of(i) {
+                x.0.push((LAYOUT_XATTR.to_string(), s.encode()));
+            }
+            cx.to_builder().ext(&GfidReq(gfid)).ext(&x).build()
+        };
+        let mut e0 = self.children[0]
+            .mkdir(&ctx_for(0), loc.clone(), mode, umask)
+            .await?;
+        let rest = join_all((1..self.n()).map(|i| {
+            let c = ctx_for(i);
+            let loc = loc.clone();
+            async move { self.children[i].mkdir(&c, loc, mode, umask).await }
+        }))
+        .await;
+        let mut failed = None;
+        let mut made = vec![0usize];
+        for (k, r) in rest.into_iter().enumerate() {
+            let i = k + 1;
+            match r {
+                Ok(_) => made.push(i),
+                Err(e) => {
+                    failed.get_or_insert((i, e));
+                }
+            }
+        }
+        if let Some((i, err)) = failed {
+            self.log(
+                LogLevel::Warn,
+                &format!(
+                    "mkdir {}/{}: child {i} failed ({err}); removing the copies made",
+                    loc.parent, loc.name
+                ),
+            );
+            for j in made {
+                let _ = self.children[j].rmdir(&Ctx::root(), loc.clone()).await;
+            }
+            return Err(err);
+        }
+        self.remember_layout(gfid, std::sync::Arc::new(layout));
+        self.remember_home(gfid, Home::Dir);
+        strip_own(&mut e0.xattrs, cx.ext::<XattrReq>().as_ref());
+        Ok(e0)
+    }
+
+    pub async fn link(&self, cx: &Ctx, gfid: Gfid, new: Loc) -> Result<Entry, Errno> {
+        let c = match self.home(cx, gfid).await? {
+            Home::File(c) => c,
+            Home::Dir => return Err(Errno::EPERM),
+        };
+        let layout = self.layout_of(new.parent).await?;
+        let h = layout.hashed(&new.name);
+        let mut e = self.children[c].link(cx, gfid, new.clone()).await?;
+        if h != c
+            && let Err(err) = self.make_linkfile(h, &new, c).await
+        {
+            let _ = self.children[c].unlink(&Ctx::root(), new).await;
+            return Err(err);
+        }
+        strip_own(&mut e.xattrs, cx.ext::<XattrReq>().as_ref());
+        Ok(e)
+    }
+
+    pub async fn unlink(&self, cx: &Ctx, loc: Loc) -> Result<Removed, Errno> {
+        let r = self.resolve(cx, &loc).await?;
+        match r.found {
+            Some(Found::File { child, .. }) => {
+                let out = self.children[child].unlink(cx, loc.clone()).await?;
+                if child != r.hashed && r.link.is_some() {
+                    let _ = self.children[r.hashed].unlink(&Ctx::root(), loc).await;
+                }
+                Ok(out)
+            }
+            Some(Found::Dir { .. }) => self.children[self.dir_reader()].unlink(cx, loc).await,
+            None => {
+                if r.link.is_some() {
+                    let _ = self.children[r.hashed].unlink(&Ctx::root(), loc).await;
+                }
+                Err(Errno::ENOENT)
+            }
+        }
+    }
+
+    pub async fn rmdir(&self, cx: &Ctx, loc: Loc) -> Result<Removed, Errno> {
+        self.require_all_up()?;
+        let (rcx, _) = crate::shared::with_own_req(&Ctx::root());
+        let like = self.children[0].lookup(&rcx, loc.clone()).await?;
+        if !like.attr.is_dir() {
+            return Err(Errno::ENOTDIR);
+        }
+        let gfid = like.attr.gfid;
+        let layout = self.layout_of(gfid).await.ok();
+        let others = join_all((1..self.n()).map(|i| {
+            let loc = loc.clone();
+            async move { self.children[i].rmdir(cx, loc).await }
+        }))
+        .await;
+        let removed: Vec<usize> = others
+            .iter()
+            .enumerate()
+            .filter(|(_, r)| r.is_ok())
+            .map(|(k, _)| k + 1)
+            .collect();
+        let errs: Vec<Errno> = others
+            .into_iter()
+            .filter_map(Result::err)
+            .filter(|e| *e != Errno::ENOENT)
+            .collect();
+        let result = if errs.is_empty() {
+            self.children[0].rmdir(cx, loc.clone()).await
+        } else {
+            Err(first_error(errs))
+        };
+        match result {
+            Ok(r) => {
+                self.forget_layout(gfid);
+                self.forget_home(gfid);
+                Ok(r)
+            }
+            Err(e) => {
+                for i in removed {
+                    let slice = layout.as_ref().and_then(|l| l.slice_of(i));
+                    let _ = self.heal_dir_copy(i, &loc, &like.attr, slice).await;
+                }
+                Err(e)
+            }
+        }
+    }
+
+    pub async fn rename(&self, cx: &Ctx, old: Loc, new: Loc, flags: u32) -> Result<(), Errno> {
+        let src = self.resolve(cx, &old).await?;
+        let (c, src_gfid) = match &src.found {
+            None => return Err(Errno::ENOENT),
+            Some(Found::Dir { .. }) => return self.rename_dir(cx, old, new, flags).await,
+            Some(Found::File { child, entry }) => (*child, entry.attr.gfid),
+        };
+        let dst = self.resolve(cx, &new).await?;
+        if flags & RENAME_NOREPLACE != 0 && dst.found.is_some() {
+            return Err(Errno::EEXIST);
+        }
+        let d = match &dst.found {
+            Some(Found::File { child, entry }) => {
+                if entry.attr.gfid == src_gfid {
+                    return Ok(()); // two names of one file: rename does nothing (POSIX)
+                }
+                Some(*child)
+            }
+            // A directory at `new`: every child has it, child C answers (EISDIR...).
+            Some(Found::Dir { .. }) => Some(c),
+            None => None,
+        };
+        let (h1, h2) = (src.hashed, dst.hashed);
+        if flags & RENAME_EXCHANGE != 0 && !(h1 == c && h2 == c && d == Some(c)) {
+            self.log(
+                LogLevel::Debug,
+                "RENAME_EXCHANGE of names on different children is not supported",
+            );
+            return Err(Errno::EINVAL);
+        }
+        if h1 != c || h2 != c || d.is_some_and(|d| d != c) {
+            Shared::bump(&self.counters.cross_renames);
+        }
+        let root = Ctx::root();
+        // (1)
+        let mut made_link = false;
+        if h2 != c && dst.link.is_none() && d != Some(h2) {
+            self.make_linkfile(h2, &new, c).await?;
+            made_link = true;
+        }
+        // (2)
+        if let Err(e) = self.children[c]
+            .rename(cx, old.clone(), new.clone(), flags)
+            .await
+        {
+            if made_link {
+                let _ = self.children[h2].unlink(&root, new).await;
+            }
+            return Err(e);
+        }
+        // (3)
+        if h2 != c {
+            if let Some((lg, t)) = dst.link {
+                if t != Some(c) {
+                    let x = Xattr {
+                        name: LINKTO_XATTR.into(),
+                        value: self.children[c].name().as_bytes().to_vec().into(),
+                    };
+                    if let Err(e) = self.children[h2].setxattr(&root, lg, x, 0).await {
+                        self.log(
+                            LogLevel::Warn,
+                            &format!(
+                                "rename: pointing link file {}/{} on child {h2} at child {c}: {e}",
+                                new.parent, new.name
+                            ),
+                        );
+                    }
+                }
+            } else if d == Some(h2) {
+                let tmp = Loc::new(new.parent, format!(".dht.rename.{}", Gfid::random()));
+                match self.make_linkfile(h2, &tmp, c).await {
+                    Ok(_) => {
+                        if let Err(e) = self.children[h2]
+                            .rename(&root, tmp.clone(), new.clone(), 0)
+                            .await
+                        {
+                            self.log(
+                                LogLevel::Warn,
+                                &format!(
+                                    "rename: replacing {}/{} on child {h2} by a link file: {e}",
+                                    new.parent, new.name
+                                ),
+                            );
+                            let _ = self.children[h2].unlink(&root, tmp).await;
+                        }
+                    }
+                    Err(e) => self.log(
+                        LogLevel::Warn,
+                        &format!(
+                            "rename: link file for {}/{} on child {h2}: {e}",
+                            new.parent, new.name
+                        ),
+                    ),
+                }
+            }
+        }
+        // (4)
+        if let Some(d) = d
+            && d != c
+            && d != h2
+        {
+            let _ = self.children[d].unlink(&root, new.clone()).await;
+        }
+        // (5)
+        if h1 != c && src.link.is_some() {
+            let _ = self.children[h1].unlink(&root, old).await;
+        }
+        Ok(())
+    }
+
+    async fn rename_dir(&self, cx: &Ctx, old: Loc, new: Loc, flags: u32) -> Result<(), Errno> {
+        self.require_all_up()?;
+        self.children[0]
+            .rename(cx, old.clone(), new.clone(), flags)
+            .await?;
+        let rest = join_all((1..self.n()).map(|i| {
+            let (old, new) = (old.clone(), new.clone());
+            async move { (i, self.children[i].rename(cx, old, new, flags).await) }
+        }))
+        .await;
+        for (i, r) in rest {
+            if let Err(e) = r {
+                self.log(
+                    LogLevel::Warn,
+                    &format!("rename of directory {}/{} -> {}/{}: child {i} failed ({e}) after child 0 renamed it", old.parent, old.name, new.parent, new.name),
+                );
+            }
+        }
+        Ok(())
+    }
+}
+
+fn one_hot(n: usize, i: usize) -> Vec<bool> {
+    (0..n).map(|k| k == i).collect()
+}

@@ -1,0 +1,291 @@
+//! Directory layouts: which child owns which range of the 32-bit hash space.
+//!
+//! Each child's copy of a directory carries [`LAYOUT_XATTR`], holding only that child's slice
+//! (as GlusterFS's `trusted.glusterfs.dht`): 20 bytes, five big-endian u32: format (`1`),
+//! flags, the number of children the layout was made for, first hash, last hash (inclusive).
+//! Flag [`TRUSTED`] says the layout has placed every file of the directory: each name lives on
+//! the child its hash names, or a link file there points to it. A lookup that misses on the
+//! hashed child of a trusted, complete layout is a negative answer in one call; otherwise the
+//! name is looked up everywhere once.
+//!
+//! The full layout exists only in client memory, merged from every child's slice. A merged
+//! layout is *complete* when every child has a well-formed slice made for this many children
+//! and the slices cover the space exactly once (no hole, no overlap). Anything else is
+//! repaired by writing a new layout ([`Layout::generate`]) to every child.
+//!
+//! New layouts split the space in equal ranges; which child gets the first range is rotated by
+//! the directory's GFID, so that the first range (and with few files, the busiest child) is not
+//! always child 0's. Generation is deterministic: two clients repairing the same directory at
+//! once write the same ranges.
+
+use xlator_api::{Buf, Gfid};
+
+/// The per-child layout slice xattr of a directory. Not `trusted.xlfs.*`: storage/posix keeps
+/// those names for itself.
+pub const LAYOUT_XATTR: &str = "trusted.dht.layout";
+
+/// Format number of [`LAYOUT_XATTR`] values.
+pub const FORMAT: u32 = 1;
+
+/// Flag: every file of the directory was placed by this layout (see the module doc).
+pub const TRUSTED: u32 = 1;
+
+/// One child's range of the hash space, inclusive at both ends.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Slice {
+    pub flags: u32,
+    pub count: u32,
+    pub start: u32,
+    pub stop: u32,
+}
+
+impl Slice {
+    pub fn encode(&self) -> Vec<u8> {
+        let mut v = Vec::with_capacity(20);
+        for x in [FORMAT, self.flags, self.count, self.start, self.stop] {
+            v.extend_from_slice(&x.to_be_bytes());
+        }
+        v
+    }
+
+    /// `None` for a value that is not a format-1 slice.
+    pub fn decode(b: &[u8]) -> Option<Slice> {
+        if b.len() != 20 {
+            return None;
+        }
+        let w = |i: usize| u32::from_be_bytes([b[i * 4], b[i * 4 + 1], b[i * 4 + 2], b[i * 4 + 3]]);
+        if w(0) != FORMAT || w(3) > w(4) {
+            return None;
+        }
+        Some(Slice {
+            flags: w(1),
+            count: w(2),
+            start: w(3),
+            stop: w(4),
+        })
+    }
+}
+
+/// A directory's full layout: one range per child, in hash order.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Layout {
+    /// (start, stop, child), sorted by start, covering 0..=u32::MAX exactly once.
+    ranges: Vec<(u32, u32, usize)>,
+    /// Negative lookups may trust the hashed child (see the module doc).
+    pub trusted: bool,
+}
+
+/// What is wrong with the slices a directory's copies hold.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Anomaly {
+    /// Child `0` has no slice (or one that does not parse).
+    Missing(usize),
+    /// Child's slice was made for another number of children.
+    Count(usize, u32),
+    /// The slices leave a hole or overlap starting at this hash.
+    Coverage(u32),
+}
+
+impl std::fmt::Display for Anomaly {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Anomaly::Missing(i) => write!(f, "child {i} has no layout slice"),
+            Anomaly::Count(i, c) => write!(f, "child {i}'s slice was made for {c} children"),
+            Anomaly::Coverage(h) => {
+                write!(f, "the slices leave a hole or overlap at hash {h:#010x}")
+            }
+        }
+    }
+}
+
+impl Layout {
+    /// The deterministic new layout of directory `gfid` over `n` children: equal ranges, the
+    /// first one given to child `rotation(gfid, n)`.
+    pub fn generate(gfid: Gfid, n: usize, trusted: bool) -> Layout {
+        let n = n.max(1);
+        let rot = rotation(gfid, n);
+        let chunk = (1u64 << 32) / n as u64;
+        let ranges = (0..n)
+            .map(|p| {
+                let start = p as u64 * chunk;
+                let stop = if p + 1 == n {
+                    u64::from(u32::MAX)
+                } else {
+                    start + chunk - 1
+                };
+                (start as u32, stop as u32, (p + rot) % n)
+            })
+            .collect();
+        Layout { ranges, trusted }
+    }
+
+    /// Merges the slices of every child (in child order; `None`: no slice). `Err` lists what
+    /// is wrong.
+    pub fn merge(slices: &[Option<Slice>]) -> Result<Layout, Vec<Anomaly>> {
+        let n = slices.len();
+        let mut bad = Vec::new();
+        let mut ranges = Vec::new();
+        let mut trusted = true;
+        for (i, s) in slices.iter().enumerate() {
+            match s {
+                None => bad.push(Anomaly::Missing(i)),
+                Some(s) if s.count as usize != n => bad.push(Anomaly::Count(i, s.count)),
+                Some(s) => {
+                    trusted &= s.flags & TRUSTED != 0;
+                    ranges.push((s.start, s.stop, i));
+                }
+            }
+        }
+        ranges.sort_unstable();
+        let mut next: u64 = 0;
+        for &(start, stop, _) in &ranges {
+            if u64::from(start) != next {
+                bad.push(Anomaly::Coverage(start.min(next as u32)));
+                break;
+            }
+            next = u64::from(stop) + 1;
+        }
+        if bad.is_empty() && next != 1 << 32 {
+            bad.push(Anomaly::Coverage(next as u32));
+        }
+        if bad.is_empty() {
+            Ok(Layout { ranges, trusted })
+        } else {
+            Err(bad)
+        }
+    }
+
+    /// The slice child `i` holds of this layout (an empty-range child: `None`).
+    pub fn slice_of(&self, i: usize) -> Option<Slice> {
+        let n = self.ranges.len() as u32;
+        let flags = if self.trusted { TRUSTED } else { 0 };
+        self.ranges
+            .iter()
+            .find(|r| r.2 == i)
+            .map(|&(start, stop, _)| Slice {
+                flags,
+                count: n,
+                start,
+                stop,
+            })
+    }
+
+    /// The child whose range holds `hash`.
+    pub fn child_of(&self, hash: u32) -> usize {
+        let at = self.ranges.partition_point(|r| r.0 <= hash);
+        self.ranges.get(at.saturating_sub(1)).map_or(0, |r| r.2)
+    }
+
+    /// The child that `name` hashes to.
+    pub fn hashed(&self, name: &str) -> usize {
+        self.child_of(crate::hash::name_hash(name))
+    }
+
+    /// Whether this layout gives every child in `slices` exactly the slice it already holds.
+    pub fn same_ranges(&self, slices: &[Option<Slice>]) -> bool {
+        slices
+            .iter()
+            .enumerate()
+            .all(|(i, s)| match (s, self.slice_of(i)) {
+                (Some(s), Some(m)) => (s.start, s.stop, s.count) == (m.start, m.stop, m.count),
+                _ => false,
+            })
+    }
+}
+
+/// The child given the first range of directory `gfid`'s new layout.
+fn rotation(gfid: Gfid, n: usize) -> usize {
+    let b = gfid.0;
+    (u32::from_be_bytes([b[12], b[13], b[14], b[15]]) as usize) % n
+}
+
+/// The slice in an xattr value (`None`: absent or malformed).
+pub fn slice_in(v: Option<&Buf>) -> Option<Slice> {
+    v.and_then(|b| Slice::decode(b.as_slice()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn slices(l: &Layout, n: usize) -> Vec<Option<Slice>> {
+        (0..n).map(|i| l.slice_of(i)).collect()
+    }
+
+    #[test]
+    fn generated_layouts_cover_the_space_once_and_merge_back() {
+        for n in 1..=9 {
+            for g in 0..20u8 {
+                let mut gfid = Gfid::random();
+                gfid.0[15] = g;
+                let l = Layout::generate(gfid, n, true);
+                let s = slices(&l, n);
+                assert!(s.iter().all(Option::is_some));
+                let m = Layout::merge(&s).expect("complete");
+                assert_eq!(m, l);
+                assert!(l.same_ranges(&s));
+                assert_eq!(l.child_of(0), rotation(gfid, n));
+                // Round trip through the disk form.
+                for x in s.iter().flatten() {
+                    assert_eq!(Slice::decode(&x.encode()), Some(*x));
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn holes_overlaps_missing_and_wrong_counts_are_anomalies() {
+        let l = Layout::generate(Gfid::ROOT, 3, true);
+        let mut s = slices(&l, 3);
+        s[1] = None;
+        assert!(
+            Layout::merge(&s)
+                .unwrap_err()
+                .contains(&Anomaly::Missing(1))
+        );
+        let mut s = slices(&l, 3);
+        if let Some(x) = s[2].as_mut() {
+            x.stop = x.stop.saturating_sub(5).max(x.start);
+        }
+        let e = Layout::merge(&s).unwrap_err();
+        assert!(matches!(e[0], Anomaly::Coverage(_)), "{e:?}");
+        let mut s = slices(&l, 3);
+        let s0 = s[0].expect("slice");
+        s[1] = Some(s0);
+        assert!(Layout::merge(&s).is_err());
+        let mut s = slices(&l, 3);
+        if let Some(x) = s[0].as_mut() {
+            x.count = 2;
+        }
+        assert_eq!(Layout::merge(&s).unwrap_err(), vec![Anomaly::Count(0, 2)]);
+        assert_eq!(Slice::decode(&[0; 19]), None);
+        let mut bad = l.slice_of(0).expect("slice").encode();
+        bad[3] = 2;
+        assert_eq!(Slice::decode(&bad), None);
+    }
+
+    #[test]
+    fn an_untrusted_slice_makes_the_layout_untrusted() {
+        let l = Layout::generate(Gfid::ROOT, 2, true);
+        let mut s = slices(&l, 2);
+        if let Some(x) = s[1].as_mut() {
+            x.flags = 0;
+        }
+        assert!(!Layout::merge(&s).expect("complete").trusted);
+    }
+
+    #[test]
+    fn names_map_to_the_child_whose_range_holds_their_hash() {
+        let l = Layout::generate(Gfid::ROOT, 4, true);
+        let mut seen = [0; 4];
+        for i in 0..2000 {
+            let name = format!("f{i}");
+            let c = l.hashed(&name);
+            let s = l.slice_of(c).expect("slice");
+            let h = crate::hash::name_hash(&name);
+            assert!(s.start <= h && h <= s.stop);
+            seen[c] += 1;
+        }
+        assert!(seen.iter().all(|&k| k > 350), "{seen:?}");
+    }
+}

@@ -1,0 +1,471 @@
+//! State shared by the fops: children, the layout and placement caches, open fds, counters,
+//! and the small helpers every concern module uses.
+//!
+//! Caches hold only facts that do not go stale on their own: a directory's layout changes only
+//! by a repair, which writes the same deterministic ranges from any client ([`crate::layout`]);
+//! a file's data never leaves the child it was created on (no rebalance yet), so the child
+//! that holds a GFID is fixed for its life. Both caches are bounded and simply emptied when
+//! full; a miss costs a fetch, never a wrong answer.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
+
+use futures::future::join_all;
+use xlator_api::{
+    ChildState, CreateXattrs, Ctx, DirEntry, Entry, Errno, Fd, FdId, FileType, Gfid, HostServices,
+    Iatt, LogLevel, Subvol, Xattr, XattrReq, reopen_fd,
+};
+
+use crate::cookie::Cookies;
+use crate::layout::{LAYOUT_XATTR, Layout};
+use crate::options::MinFree;
+
+/// The link file xattr: the name of the child that holds the file (GlusterFS's
+/// `trusted.glusterfs.dht.linkto`).
+pub const LINKTO_XATTR: &str = "trusted.dht.linkto";
+
+/// Every xattr this translator keeps for itself: hidden from listings and reads, refused to
+/// writes from above.
+pub const OWN_PREFIX: &str = "trusted.dht.";
+
+/// A link file's permission bits: exactly the sticky bit (`---------T`).
+pub const LINK_MODE: u32 = libc::S_ISVTX;
+
+const CACHE_MAX: usize = 1 << 16;
+
+pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// Where an object lives.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Home {
+    /// A directory: on every child.
+    Dir,
+    /// Anything else: on this child only.
+    File(usize),
+}
+
+/// An open fd and which children hold it (a file: exactly one).
+#[derive(Clone, Debug)]
+pub(crate) struct FdState {
+    pub dir: bool,
+    pub held: Vec<bool>,
+}
+
+#[derive(Default)]
+pub(crate) struct Counters {
+    pub lookups: AtomicU64,
+    pub negative_one_call: AtomicU64,
+    pub everywhere: AtomicU64,
+    pub linkfiles_made: AtomicU64,
+    pub linkfiles_followed: AtomicU64,
+    pub stale_linkfiles: AtomicU64,
+    pub dirs_healed: AtomicU64,
+    pub layouts_repaired: AtomicU64,
+    pub diverted_creates: AtomicU64,
+    pub cross_renames: AtomicU64,
+    pub reopened: AtomicU64,
+}
+
+/// Reconfigurable settings.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Config {
+    pub min_free: MinFree,
+    pub statfs_interval: Duration,
+    pub lookup_unhashed: bool,
+}
+
+pub(crate) struct Shared {
+    pub name: String,
+    pub children: Vec<Subvol>,
+    pub up: ChildState,
+    pub services: HostServices,
+    pub announced: AtomicBool,
+    pub counters: Counters,
+    cfg: Mutex<Config>,
+    layouts: Mutex<HashMap<Gfid, Arc<Layout>>>,
+    homes: Mutex<HashMap<Gfid, Home>>,
+    fds: Mutex<HashMap<FdId, FdState>>,
+    pub cookies: Mutex<Cookies>,
+    /// Per child: when its free space was read, free bytes, total bytes.
+    space: Mutex<Vec<Option<(Duration, u64, u64)>>>,
+}
+
+impl Shared {
+    pub fn new(
+        name: String,
+        children: Vec<Subvol>,
+        up: ChildState,
+        services: HostServices,
+        cfg: Config,
+    ) -> Shared {
+        let n = children.len();
+        Shared {
+            name,
+            children,
+            up,
+            services,
+            announced: AtomicBool::new(false),
+            counters: Counters::default(),
+            cfg: Mutex::new(cfg),
+            layouts: Mutex::new(HashMap::new()),
+            homes: Mutex::new(HashMap::new()),
+            fds: Mutex::new(HashMap::new()),
+            cookies: Mutex::new(Cookies::new(n)),
+            space: Mutex::new(vec![None; n]),
+        }
+    }
+
+    pub fn n(&self) -> usize {
+        self.children.len()
+    }
+
+    pub fn cfg(&self) -> Config {
+        *lock(&self.cfg)
+    }
+
+    pub fn set_cfg(&self, c: Config) {
+        *lock(&self.cfg) = c;
+    }
+
+    pub fn all_up(&self) -> bool {
+        self.up.up_count() == self.n()
+    }
+
+    /// ENOTCONN unless every child is up: directory changes go to every child, and one made
+    /// while a child is unreachable would leave the copies disagreeing.
+    pub fn require_all_up(&self) -> Result<(), Errno> {
+        if self.all_up() {
+            Ok(())
+        } else {
+            Err(Errno::ENOTCONN)
+        }
+    }
+
+    pub fn log(&self, level: LogLevel, msg: &str) {
+        self.services
+            .log(level, "xlfs::dht", &format!("{}: {msg}", self.name));
+    }
+
+    pub fn bump(c: &AtomicU64) {
+        c.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// `op(i)` on every child at once, replies in child order.
+    pub async fn fan<R, F, Fut>(&self, op: F) -> Vec<Result<R, Errno>>
+    where
+        F: Fn(usize) -> Fut,
+        Fut: Future<Output = Result<R, Errno>>,
+    {
+        join_all((0..self.n()).map(op)).await
+    }
+
+    /// The index of the child named `name`.
+    pub fn child_named(&self, name: &[u8]) -> Option<usize> {
+        self.children
+            .iter()
+            .position(|c| c.name().as_bytes() == name)
+    }
+
+    // ---- caches ----
+
+    pub fn cached_layout(&self, dir: Gfid) -> Option<Arc<Layout>> {
+        lock(&self.layouts).get(&dir).cloned()
+    }
+
+    pub fn remember_layout(&self, dir: Gfid, l: Arc<Layout>) {
+        let mut m = lock(&self.layouts);
+        if m.len() >= CACHE_MAX {
+            m.clear();
+        }
+        m.insert(dir, l);
+    }
+
+    pub fn forget_layout(&self, dir: Gfid) {
+        lock(&self.layouts).remove(&dir);
+    }
+
+    pub fn cached_home(&self, gfid: Gfid) -> Option<Home> {
+        lock(&self.homes).get(&gfid).copied()
+    }
+
+    pub fn remember_home(&self, gfid: Gfid, h: Home) {
+        let mut m = lock(&self.homes);
+        if m.len() >= CACHE_MAX {
+            m.clear();
+        }
+        m.insert(gfid, h);
+    }
+
+    pub fn forget_home(&self, gfid: Gfid) {
+        lock(&self.homes).remove(&gfid);
+    }
+
+    pub fn cache_sizes(&self) -> (usize, usize) {
+        (lock(&self.layouts).len(), lock(&self.homes).len())
+    }
+
+    /// Where `gfid` lives: cached, or asked of every child at once (a directory answers on
+    /// every child that has it, anything else on one).
+    pub async fn home(&self, cx: &Ctx, gfid: Gfid) -> Result<Home, Errno> {
+        if gfid == Gfid::ROOT {
+            return Ok(Home::Dir);
+        }
+        if let Some(h) = self.cached_home(gfid) {
+            return Ok(h);
+        }
+        let replies = self.fan(|i| self.children[i].stat(cx, gfid)).await;
+        let mut down = false;
+        let mut found = None;
+        for (i, r) in replies.iter().enumerate() {
+            match r {
+                Ok(a) if a.is_dir() => {
+                    self.remember_home(gfid, Home::Dir);
+                    return Ok(Home::Dir);
+                }
+                Ok(_) if found.is_none() => found = Some(i),
+                Ok(_) => {}
+                Err(e) if *e == Errno::ENOTCONN => down = true,
+                Err(_) => {}
+            }
+        }
+        match found {
+            Some(i) => {
+                self.remember_home(gfid, Home::File(i));
+                Ok(Home::File(i))
+            }
+            None if down => Err(Errno::ENOTCONN),
+            None => Err(Errno::ESTALE),
+        }
+    }
+
+    /// The child that answers reads of a directory: child 0, or the first child up.
+    pub fn dir_reader(&self) -> usize {
+        if self.up.is_up(0) {
+            0
+        } else {
+            self.up.up().first().copied().unwrap_or(0)
+        }
+    }
+
+    // ---- fds ----
+
+    pub fn opened(&self, fd: Fd, dir: bool, held: Vec<bool>) {
+        if !fd.is_anonymous() {
+            lock(&self.fds).insert(fd.id, FdState { dir, held });
+        }
+    }
+
+    pub fn closed(&self, fd: Fd) -> Option<FdState> {
+        lock(&self.fds).remove(&fd.id)
+    }
+
+    pub fn fd_state(&self, fd: Fd) -> Option<FdState> {
+        if fd.is_anonymous() {
+            return None;
+        }
+        lock(&self.fds).get(&fd.id).cloned()
+    }
+
+    pub fn open_fds(&self) -> usize {
+        lock(&self.fds).len()
+    }
+
+    /// Child `i`'s connection went: the fds opened there are gone with it.
+    pub fn child_lost(&self, i: usize) {
+        for s in lock(&self.fds).values_mut() {
+            if let Some(h) = s.held.get_mut(i)
+                && *h
+            {
+                *h = false;
+                // Remember it must be opened again: `held` false with the fd known.
+            }
+        }
+        lock(&self.space)[i] = None;
+    }
+
+    /// The child a file fd's fops go to, opened there again if its connection was lost since.
+    pub async fn fd_child(&self, cx: &Ctx, fd: Fd) -> Result<usize, Errno> {
+        match self.fd_state(fd) {
+            Some(s) if !s.dir => {
+                let c = match self.cached_home(fd.gfid) {
+                    Some(Home::File(c)) => c,
+                    _ => s
+                        .held
+                        .iter()
+                        .position(|h| *h)
+                        .map_or_else(|| self.home_sync(fd.gfid), Ok)?,
+                };
+                self.ensure(c, cx, fd).await?;
+                Ok(c)
+            }
+            Some(_) => Ok(self.dir_reader()),
+            None => match self.home(cx, fd.gfid).await? {
+                Home::File(c) => Ok(c),
+                Home::Dir => Ok(self.dir_reader()),
+            },
+        }
+    }
+
+    fn home_sync(&self, gfid: Gfid) -> Result<usize, Errno> {
+        match self.cached_home(gfid) {
+            Some(Home::File(c)) => Ok(c),
+            _ => Err(Errno::EBADFD),
+        }
+    }
+
+    /// Makes sure child `i` holds `fd`, opening it there again if its connection was lost
+    /// since. Anonymous and unknown fds pass as they are.
+    pub async fn ensure(&self, i: usize, cx: &Ctx, fd: Fd) -> Result<(), Errno> {
+        let dir = {
+            let fds = lock(&self.fds);
+            match fds.get(&fd.id) {
+                Some(s) if !fd.is_anonymous() && !s.held.get(i).copied().unwrap_or(true) => s.dir,
+                _ => return Ok(()),
+            }
+        };
+        reopen_fd(&self.children[i], cx, fd, dir).await?;
+        Self::bump(&self.counters.reopened);
+        if let Some(s) = lock(&self.fds).get_mut(&fd.id)
+            && let Some(h) = s.held.get_mut(i)
+        {
+            *h = true;
+        }
+        Ok(())
+    }
+
+    // ---- free space ----
+
+    /// Free and total bytes of child `i`, from a statfs at most `statfs-interval` old.
+    pub async fn space_of(&self, i: usize) -> Option<(u64, u64)> {
+        let now = self.services.now();
+        let iv = self.cfg().statfs_interval;
+        if let Some((at, free, total)) = lock(&self.space)[i]
+            && now.saturating_sub(at) < iv
+        {
+            return Some((free, total));
+        }
+        let s = self.children[i]
+            .statfs(&Ctx::root(), Gfid::ROOT)
+            .await
+            .ok()?;
+        let free = s.bavail.saturating_mul(s.frsize.max(1));
+        let total = s.blocks.saturating_mul(s.frsize.max(1));
+        lock(&self.space)[i] = Some((now, free, total));
+        Some((free, total))
+    }
+
+    /// Where a new file hashed to `h` goes: `h`, unless `min-free-disk` says it is too full
+    /// and another child up has room (the one with the most free space).
+    pub async fn placement(&self, h: usize) -> usize {
+        let mf = self.cfg().min_free;
+        if mf == MinFree::Off {
+            return h;
+        }
+        match self.space_of(h).await {
+            Some((free, total)) if mf.too_full(free, total) => {}
+            _ => return h,
+        }
+        let mut best: Option<(u64, usize)> = None;
+        for i in self.up.up() {
+            if i == h {
+                continue;
+            }
+            if let Some((free, total)) = self.space_of(i).await
+                && !mf.too_full(free, total)
+                && best.is_none_or(|(f, _)| free > f)
+            {
+                best = Some((free, i));
+            }
+        }
+        best.map_or(h, |(_, i)| i)
+    }
+}
+
+// ---- entries ----
+
+/// Whether an entry (attributes and the xattrs it came with) is a link file.
+pub fn is_linkfile(attr: &Iatt, xattrs: &[Xattr]) -> bool {
+    attr.kind == FileType::Regular
+        && attr.perm & 0o7777 == LINK_MODE
+        && xlator_api::find_xattr(xattrs, LINKTO_XATTR).is_some()
+}
+
+pub fn entry_is_linkfile(e: &Entry) -> bool {
+    is_linkfile(&e.attr, &e.xattrs)
+}
+
+pub fn dirent_is_linkfile(e: &DirEntry) -> bool {
+    is_linkfile(&e.attr, &e.xattrs)
+}
+
+/// `cx` asking also for the link and layout xattrs. Returns the context and whether the caller
+/// itself asked for any of this translator's xattrs (else they are stripped from replies).
+pub fn with_own_req(cx: &Ctx) -> (Ctx, Option<XattrReq>) {
+    let caller = cx.ext::<XattrReq>();
+    let mut req = caller.clone().unwrap_or_default();
+    for n in [LINKTO_XATTR, LAYOUT_XATTR] {
+        if !req.wants(n) {
+            req.names.push(n.into());
+        }
+    }
+    (cx.to_builder().ext(&req).build(), caller)
+}
+
+/// Drops this translator's xattrs from a reply unless the caller asked for them by name.
+pub fn strip_own(xattrs: &mut xlator_api::Xattrs, caller: Option<&XattrReq>) {
+    let keep = |name: &str| {
+        !name.starts_with(OWN_PREFIX) || caller.is_some_and(|r| r.names.iter().any(|n| n == name))
+    };
+    if xattrs.iter().any(|x| !keep(&x.name)) {
+        let kept: Vec<Xattr> = xattrs.iter().filter(|x| keep(&x.name)).cloned().collect();
+        *xattrs = kept.into();
+    }
+}
+
+/// EPERM for an xattr name this translator keeps for itself.
+pub fn refuse_own(name: &str) -> Result<(), Errno> {
+    if name.starts_with(OWN_PREFIX) {
+        Err(Errno::EPERM)
+    } else {
+        Ok(())
+    }
+}
+
+/// A root context for internal fops (link files, repairs) with `ext` set.
+pub fn internal_with(x: &CreateXattrs) -> Ctx {
+    Ctx::builder(0, 0).ext(x).build()
+}
+
+/// A directory's attributes merged over its copies: the first copy's, with each time the
+/// latest of any copy (a file created on child 2 changes child 2's copy's mtime only).
+pub fn merge_dir_attrs<'a>(copies: impl IntoIterator<Item = &'a Iatt>) -> Option<Iatt> {
+    let mut it = copies.into_iter();
+    let mut out = *it.next()?;
+    for a in it {
+        out.atime = out.atime.max(a.atime);
+        out.mtime = out.mtime.max(a.mtime);
+        out.ctime = out.ctime.max(a.ctime);
+    }
+    Some(out)
+}
+
+/// The first error in child order, ENOTCONN first.
+pub fn first_error(errs: impl IntoIterator<Item = Errno>) -> Errno {
+    let errs: Vec<Errno> = errs.into_iter().collect();
+    if errs.contains(&Errno::ENOTCONN) {
+        return Errno::ENOTCONN;
+    }
+    errs.first().copied().unwrap_or(Errno::EIO)
+}
+
+/// Every reply, or the first error (ENOTCONN first).
+pub fn all_ok<R>(replies: Vec<Result<R, Errno>>) -> Result<Vec<R>, Errno> {
+    if replies.iter().any(|r| r.is_err()) {
+        return Err(first_error(replies.into_iter().filter_map(Result::err)));
+    }
+    replies.into_iter().collect()
+}
