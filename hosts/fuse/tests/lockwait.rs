@@ -175,11 +175,15 @@ impl Waiter {
         w
     }
 
-    /// Waits until the process sleeps in a FUSE request (its F_SETLKW at the daemon).
+    /// Waits until the process sleeps in its F_SETLKW at the daemon (its kernel stack has
+    /// `fuse_setlk`, root may read it; the open before also waits for the daemon).
     fn wait_parked(&self) {
         let start = Instant::now();
-        let wchan = format!("/proc/{}/wchan", self.pid);
-        while fs::read_to_string(&wchan).unwrap_or_default() != "request_wait_answer" {
+        let stack = format!("/proc/{}/stack", self.pid);
+        while !fs::read_to_string(&stack)
+            .unwrap_or_default()
+            .contains("fuse_setlk")
+        {
             assert!(
                 !readable(&self.outcome, Duration::ZERO),
                 "the waiter did not wait: {:?}",
