@@ -1,0 +1,792 @@
+//! Mock-cluster tests of cluster/distribute: placement, directories, lookup fallback and
+//! link files, renames and hard links across children, layout repair, min-free-disk, statfs.
+
+mod common;
+
+use common::*;
+use xlator_api::{Ctx, Errno, Fop, Gfid, Loc};
+use xlfs_dht::{LAYOUT_XATTR, Layout, Slice};
+use xlfs_testkit::MockCluster;
+use xlfs_testkit::memfs::MemLeaf;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn files_land_on_the_child_their_name_hashes_to_and_nowhere_else() {
+    let (cluster, top) = setup(4, &[]);
+    let d = mkdir(&top, Gfid::ROOT, "d").await;
+    let layout = leaf_layout(&cluster, d).await;
+    assert!(layout.trusted, "a new directory's layout is trusted");
+    let mut per_child = [0; 4];
+    for k in 0..120 {
+        let name = format!("file{k}");
+        let g = create_with(&top, d, &name, name.as_bytes()).await;
+        let h = layout.hashed(&name);
+        per_child[h] += 1;
+        let seen = everywhere(&cluster, d, &name).await;
+        for (i, s) in seen.iter().enumerate() {
+            let want = if i == h { Held::File(g) } else { Held::Nothing };
+            assert_eq!(*s, want, "{name} on child {i}: {seen:?}");
+        }
+        assert_eq!(read_all(&top, g).await, name.as_bytes());
+    }
+    assert!(per_child.iter().all(|&c| c > 10), "spread: {per_child:?}");
+    // Symlinks and devices too.
+    let e = top
+        .symlink(&root(), Loc::new(d, "sl"), "target".into())
+        .await
+        .expect("symlink");
+    assert_eq!(
+        everywhere(&cluster, d, "sl").await[layout.hashed("sl")],
+        Held::File(e.attr.gfid)
+    );
+    let e = top
+        .mknod(&root(), Loc::new(d, "fifo"), libc::S_IFIFO | 0o644, 0, 0)
+        .await
+        .expect("mknod");
+    assert_eq!(
+        everywhere(&cluster, d, "fifo").await[layout.hashed("fifo")],
+        Held::File(e.attr.gfid)
+    );
+    assert_eq!(
+        top.readlink(
+            &root(),
+            top.lookup(&root(), Loc::new(d, "sl"))
+                .await
+                .expect("lookup")
+                .attr
+                .gfid
+        )
+        .await
+        .expect("readlink")
+        .as_str(),
+        "target"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mkdir_makes_every_copy_with_one_gfid_and_its_slice() {
+    let (cluster, top) = setup(3, &[]);
+    let d = mkdir(&top, Gfid::ROOT, "d").await;
+    let sub = mkdir(&top, d, "sub").await;
+    for g in [d, sub] {
+        let name = if g == d { "d" } else { "sub" };
+        let parent = if g == d { Gfid::ROOT } else { d };
+        assert_eq!(
+            everywhere(&cluster, parent, name).await,
+            vec![Held::Dir(g); 3]
+        );
+        let l = leaf_layout(&cluster, g).await;
+        assert_eq!(l, Layout::generate(g, 3, true));
+    }
+    // EEXIST from child 0 before anything is made elsewhere.
+    assert_eq!(
+        top.mkdir(&root(), Loc::new(Gfid::ROOT, "d"), 0o755, 0)
+            .await
+            .map(drop),
+        Err(Errno::EEXIST)
+    );
+    // A directory's attributes take the latest times of its copies.
+    let before = top.stat(&root(), d).await.expect("stat");
+    tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    let layout = leaf_layout(&cluster, d).await;
+    let on2 = name_on(&layout, "x", 2);
+    create_with(&top, d, &on2, b"").await;
+    let after = top.stat(&root(), d).await.expect("stat");
+    assert!(
+        after.mtime > before.mtime,
+        "a create on child 2 moves the directory's mtime"
+    );
+    // setattr of a directory reaches every copy.
+    let set = xlator_api::SetAttr {
+        perm: xlator_api::abi_stable::std_types::ROption::RSome(0o700),
+        ..Default::default()
+    };
+    top.setattr(&root(), d, set).await.expect("setattr");
+    for i in 0..3 {
+        assert_eq!(
+            cluster.leaf(i).stat(&root(), d).await.expect("stat").perm & 0o777,
+            0o700,
+            "child {i}"
+        );
+    }
+    // Listing the root shows d once.
+    let names = list_names(&top, Gfid::ROOT, 4096).await;
+    assert_eq!(names, vec!["d".to_string()]);
+    // Own xattrs are hidden and refused.
+    let xs = top.listxattr(&root(), d).await.expect("listxattr");
+    assert!(xs.iter().all(|n| !n.starts_with("trusted.dht.")), "{xs:?}");
+    assert_eq!(
+        top.getxattr(&root(), d, LAYOUT_XATTR.into())
+            .await
+            .map(drop),
+        Err(Errno::ENODATA)
+    );
+    let x = xlator_api::Xattr {
+        name: LAYOUT_XATTR.into(),
+        value: vec![0u8; 20].into(),
+    };
+    assert_eq!(top.setxattr(&root(), d, x, 0).await, Err(Errno::EPERM));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_negative_lookup_in_a_trusted_directory_is_one_call() {
+    let (cluster, top) = setup(4, &[]);
+    let d = mkdir(&top, Gfid::ROOT, "d").await;
+    lookups_since(&cluster);
+    assert_eq!(
+        lookup(&top, d, "nothing").await.map(drop),
+        Err(Errno::ENOENT)
+    );
+    assert_eq!(lookups_since(&cluster).iter().sum::<usize>(), 1);
+    // A file on its hashed child: one call as well.
+    create_with(&top, d, "f", b"x").await;
+    lookups_since(&cluster);
+    lookup(&top, d, "f").await.expect("lookup");
+    assert_eq!(lookups_since(&cluster).iter().sum::<usize>(), 1);
+}
+
+/// Makes `d`'s layout untrusted on every leaf (as after a repair of a non-empty directory).
+async fn distrust(cluster: &MockCluster, d: Gfid) {
+    for i in 0..cluster.len() {
+        let mut s = leaf_slice(cluster, i, d).await.expect("slice");
+        s.flags = 0;
+        set_leaf_slice(cluster, i, d, Some(s)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_file_off_its_hashed_child_is_found_once_then_through_a_link_file() {
+    let (cluster, top) = setup(4, &[]);
+    let d = mkdir(&top, Gfid::ROOT, "d").await;
+    let layout = leaf_layout(&cluster, d).await;
+    let name = "stray";
+    let h = layout.hashed(name);
+    let c = (h + 1) % 4;
+    // A file placed by some other layout, straight on child c's brick.
+    let g = {
+        let id = next_fd_id();
+        let e = cluster
+            .leaf(c)
+            .create(
+                &root(),
+                Loc::new(d, name),
+                fd(id, Gfid::NULL, libc::O_RDWR | libc::O_CREAT),
+                0o644,
+                0,
+            )
+            .await
+            .expect("leaf create");
+        cluster
+            .leaf(c)
+            .release(&root(), fd(id, e.attr.gfid, 0))
+            .await
+            .expect("release");
+        e.attr.gfid
+    };
+    // Trusted layout: the hashed child's answer is final.
+    assert_eq!(lookup(&top, d, name).await.map(drop), Err(Errno::ENOENT));
+    distrust(&cluster, d).await;
+    let client = fresh(&cluster, &[]);
+    lookups_since(&cluster);
+    assert_eq!(
+        lookup(&client, d, name)
+            .await
+            .expect("found everywhere")
+            .attr
+            .gfid,
+        g
+    );
+    let calls = lookups_since(&cluster);
+    assert_eq!(
+        calls.iter().sum::<usize>(),
+        4,
+        "hashed, then the three others once: {calls:?}"
+    );
+    let link = held(&cluster, h, d, name).await;
+    assert_eq!(link, Held::Link(cluster.children()[c].name().to_string()));
+    // Next lookup (any client): the hashed child, then straight to the target.
+    let client2 = fresh(&cluster, &[]);
+    lookups_since(&cluster);
+    assert_eq!(
+        lookup(&client2, d, name)
+            .await
+            .expect("through the link")
+            .attr
+            .gfid,
+        g
+    );
+    let calls = lookups_since(&cluster);
+    assert_eq!(
+        (calls[h], calls[c], calls.iter().sum::<usize>()),
+        (1, 1, 2),
+        "{calls:?}"
+    );
+    // The link file is not listed; the file is, once.
+    assert_eq!(list_names(&client2, d, 4096).await, vec![name.to_string()]);
+    // Untrusted negative lookups ask everyone once.
+    lookups_since(&cluster);
+    assert_eq!(
+        lookup(&client2, d, "none").await.map(drop),
+        Err(Errno::ENOENT)
+    );
+    assert_eq!(lookups_since(&cluster).iter().sum::<usize>(), 4);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stale_link_file_is_no_file_and_a_create_replaces_it() {
+    let (cluster, top) = setup(3, &[]);
+    let d = mkdir(&top, Gfid::ROOT, "d").await;
+    let layout = leaf_layout(&cluster, d).await;
+    let ((a, ha), (b, hb)) = names_on_different_children(&layout, "s");
+    let g = create_with(&top, d, &a, b"data").await;
+    top.rename(&root(), Loc::new(d, a.as_str()), Loc::new(d, b.as_str()), 0)
+        .await
+        .expect("rename");
+    assert!(matches!(held(&cluster, hb, d, &b).await, Held::Link(_)));
+    // The data vanishes behind the link file's back (a brick repaired by hand).
+    cluster
+        .leaf(ha)
+        .unlink(&root(), Loc::new(d, b.as_str()))
+        .await
+        .expect("leaf unlink");
+    assert_eq!(lookup(&top, d, &b).await.map(drop), Err(Errno::ENOENT));
+    // An exclusive create of the name removes the stale link file and makes the file.
+    let id = next_fd_id();
+    let e = top
+        .create(
+            &root(),
+            Loc::new(d, b.as_str()),
+            fd(id, Gfid::NULL, libc::O_RDWR | libc::O_CREAT | libc::O_EXCL),
+            0o644,
+            0,
+        )
+        .await
+        .expect("create over a stale link file");
+    assert_ne!(e.attr.gfid, g);
+    assert_eq!(held(&cluster, hb, d, &b).await, Held::File(e.attr.gfid));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn create_of_an_existing_name_elsewhere_opens_it_or_is_eexist() {
+    let (cluster, top) = setup(3, &[]);
+    let d = mkdir(&top, Gfid::ROOT, "d").await;
+    let layout = leaf_layout(&cluster, d).await;
+    let ((a, _), (b, _)) = names_on_different_children(&layout, "c");
+    let g = create_with(&top, d, &a, b"hello").await;
+    top.rename(&root(), Loc::new(d, a.as_str()), Loc::new(d, b.as_str()), 0)
+        .await
+        .expect("rename");
+    let id = next_fd_id();
+    let excl = top
+        .create(
+            &root(),
+            Loc::new(d, b.as_str()),
+            fd(id, Gfid::NULL, libc::O_RDWR | libc::O_CREAT | libc::O_EXCL),
+            0o644,
+            0,
+        )
+        .await;
+    assert_eq!(excl.map(drop), Err(Errno::EEXIST));
+    let e = top
+        .create(
+            &root(),
+            Loc::new(d, b.as_str()),
+            fd(id, Gfid::NULL, libc::O_RDWR | libc::O_CREAT),
+            0o644,
+            0,
+        )
+        .await
+        .expect("create opens the existing file");
+    assert_eq!(e.attr.gfid, g);
+    let r = top
+        .readv(&root(), fd(id, g, libc::O_RDWR), 0, 100)
+        .await
+        .expect("read");
+    assert_eq!(r.data.as_slice(), b"hello");
+    top.release(&root(), fd(id, g, 0)).await.expect("release");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rename_across_children_leaves_the_data_and_points_the_new_name_at_it() {
+    let (cluster, top) = setup(4, &[]);
+    let d = mkdir(&top, Gfid::ROOT, "d").await;
+    let layout = leaf_layout(&cluster, d).await;
+    let ((a, ha), (b, hb)) = names_on_different_children(&layout, "r");
+    let g = create_with(&top, d, &a, b"payload").await;
+    top.rename(&root(), Loc::new(d, a.as_str()), Loc::new(d, b.as_str()), 0)
+        .await
+        .expect("rename");
+    let names: Vec<String> = cluster
+        .children()
+        .iter()
+        .map(|c| c.name().to_string())
+        .collect();
+    let mut want = vec![Held::Nothing; 4];
+    want[ha] = Held::File(g);
+    want[hb] = Held::Link(names[ha].clone());
+    assert_eq!(everywhere(&cluster, d, &b).await, want);
+    assert_eq!(everywhere(&cluster, d, &a).await, vec![Held::Nothing; 4]);
+    let other = fresh(&cluster, &[]);
+    assert_eq!(lookup(&other, d, &a).await.map(drop), Err(Errno::ENOENT));
+    let e = lookup(&other, d, &b).await.expect("new name");
+    assert_eq!(e.attr.gfid, g);
+    assert_eq!(read_all(&other, g).await, b"payload");
+    // Renamed again to a name hashing to the data's child: the link file goes.
+    let back = name_on(&layout, "back", ha);
+    top.rename(
+        &root(),
+        Loc::new(d, b.as_str()),
+        Loc::new(d, back.as_str()),
+        0,
+    )
+    .await
+    .expect("rename back");
+    assert_eq!(everywhere(&cluster, d, &b).await, vec![Held::Nothing; 4]);
+    let mut want = vec![Held::Nothing; 4];
+    want[ha] = Held::File(g);
+    assert_eq!(everywhere(&cluster, d, &back).await, want);
+    assert_eq!(list_names(&other, d, 4096).await, vec![back.clone()]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rename_over_a_file_on_the_new_names_hashed_child_replaces_it_with_a_link_file() {
+    let (cluster, top) = setup(3, &[]);
+    let d = mkdir(&top, Gfid::ROOT, "d").await;
+    let layout = leaf_layout(&cluster, d).await;
+    let ((a, ha), (b, hb)) = names_on_different_children(&layout, "o");
+    let ga = create_with(&top, d, &a, b"new").await;
+    let gb = create_with(&top, d, &b, b"old").await;
+    assert_eq!(held(&cluster, hb, d, &b).await, Held::File(gb));
+    top.rename(&root(), Loc::new(d, a.as_str()), Loc::new(d, b.as_str()), 0)
+        .await
+        .expect("rename");
+    assert!(matches!(held(&cluster, hb, d, &b).await, Held::Link(_)));
+    assert_eq!(held(&cluster, ha, d, &b).await, Held::File(ga));
+    let other = fresh(&cluster, &[]);
+    assert_eq!(lookup(&other, d, &b).await.expect("b").attr.gfid, ga);
+    assert_eq!(read_all(&other, ga).await, b"new");
+    assert_eq!(
+        cluster.leaf(hb).stat(&root(), gb).await.map(drop),
+        Err(Errno::ESTALE),
+        "the replaced file is gone"
+    );
+    let listed = list_names(&other, d, 4096).await;
+    assert_eq!(
+        listed,
+        vec![b.clone()],
+        "no temporary name left: {listed:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rename_over_a_file_on_a_third_child_removes_the_replaced_file() {
+    let (cluster, top) = setup(3, &[]);
+    let d = mkdir(&top, Gfid::ROOT, "d").await;
+    let layout = leaf_layout(&cluster, d).await;
+    // old name on child 0, replaced file's data on child 1 (renamed there from a name hashing
+    // to 1) under a name hashing to 2.
+    let a = name_on(&layout, "a", 0);
+    let b1 = name_on(&layout, "b", 1);
+    let b = name_on(&layout, "t", 2);
+    let ga = create_with(&top, d, &a, b"A").await;
+    let gb = create_with(&top, d, &b1, b"B").await;
+    top.rename(
+        &root(),
+        Loc::new(d, b1.as_str()),
+        Loc::new(d, b.as_str()),
+        0,
+    )
+    .await
+    .expect("rename b");
+    top.rename(&root(), Loc::new(d, a.as_str()), Loc::new(d, b.as_str()), 0)
+        .await
+        .expect("rename a over b");
+    let names: Vec<String> = cluster
+        .children()
+        .iter()
+        .map(|c| c.name().to_string())
+        .collect();
+    assert_eq!(
+        everywhere(&cluster, d, &b).await,
+        vec![Held::File(ga), Held::Nothing, Held::Link(names[0].clone())]
+    );
+    assert_eq!(
+        cluster.leaf(1).stat(&root(), gb).await.map(drop),
+        Err(Errno::ESTALE)
+    );
+    assert_eq!(read_all(&fresh(&cluster, &[]), ga).await, b"A");
+}
+
+/// Another client sees the old name until the rename on the data's child, then the new one:
+/// never neither.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rename_across_children_is_atomic_to_another_client() {
+    let (cluster, top) = setup(3, &[]);
+    let d = mkdir(&top, Gfid::ROOT, "d").await;
+    let layout = leaf_layout(&cluster, d).await;
+    let ((a, ha), (b, hb)) = names_on_different_children(&layout, "x");
+    let ga = create_with(&top, d, &a, b"A").await;
+    let gb = create_with(&top, d, &b, b"B").await;
+    let other = fresh(&cluster, &[]);
+    cluster.handle(ha).hold(Fop::Rename);
+    let renaming = tokio::spawn({
+        let top = top.clone();
+        let (a, b) = (a.clone(), b.clone());
+        async move {
+            top.rename(
+                &Ctx::root(),
+                Loc::new(d, a.as_str()),
+                Loc::new(d, b.as_str()),
+                0,
+            )
+            .await
+        }
+    });
+    cluster.handle(ha).wait_for(Fop::Rename, 1).await;
+    // Before the commit point: both names as they were.
+    assert_eq!(lookup(&other, d, &a).await.expect("a before").attr.gfid, ga);
+    assert_eq!(lookup(&other, d, &b).await.expect("b before").attr.gfid, gb);
+    cluster.handle(ha).open_gate(Fop::Rename);
+    renaming.await.expect("join").expect("rename");
+    assert_eq!(lookup(&other, d, &a).await.map(drop), Err(Errno::ENOENT));
+    assert_eq!(lookup(&other, d, &b).await.expect("b after").attr.gfid, ga);
+    assert!(matches!(held(&cluster, hb, d, &b).await, Held::Link(_)));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hard_links_across_children_and_unlink_of_each_name() {
+    let (cluster, top) = setup(3, &[]);
+    let d = mkdir(&top, Gfid::ROOT, "d").await;
+    let layout = leaf_layout(&cluster, d).await;
+    let ((a, ha), (b, hb)) = names_on_different_children(&layout, "l");
+    let g = create_with(&top, d, &a, b"shared").await;
+    let e = top
+        .link(&root(), g, Loc::new(d, b.as_str()))
+        .await
+        .expect("link");
+    assert_eq!(e.attr.nlink, 2);
+    assert_eq!(held(&cluster, ha, d, &b).await, Held::File(g));
+    assert!(matches!(held(&cluster, hb, d, &b).await, Held::Link(_)));
+    let other = fresh(&cluster, &[]);
+    assert_eq!(lookup(&other, d, &b).await.expect("b").attr.gfid, g);
+    let mut names = list_names(&other, d, 4096).await;
+    names.sort();
+    let mut want = vec![a.clone(), b.clone()];
+    want.sort();
+    assert_eq!(names, want);
+    top.unlink(&root(), Loc::new(d, a.as_str()))
+        .await
+        .expect("unlink a");
+    assert_eq!(read_all(&other, g).await, b"shared");
+    top.unlink(&root(), Loc::new(d, b.as_str()))
+        .await
+        .expect("unlink b");
+    assert_eq!(
+        everywhere(&cluster, d, &b).await,
+        vec![Held::Nothing; 3],
+        "the link file went with the name"
+    );
+    assert_eq!(lookup(&other, d, &b).await.map(drop), Err(Errno::ENOENT));
+    // A link onto an existing name on its hashed child fails and leaves nothing behind.
+    let g2 = create_with(&top, d, &a, b"again").await;
+    let c = name_on(&layout, "occupied", hb);
+    create_with(&top, d, &c, b"").await;
+    let wrong = name_on(&layout, "z", ha);
+    let _ = wrong;
+    assert_eq!(
+        top.link(&root(), g2, Loc::new(d, c.as_str()))
+            .await
+            .map(drop),
+        Err(Errno::EEXIST)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_missing_directory_copy_is_made_on_lookup_with_its_slice() {
+    let (cluster, top) = setup(3, &[]);
+    let d = mkdir(&top, Gfid::ROOT, "d").await;
+    let layout = leaf_layout(&cluster, d).await;
+    cluster
+        .leaf(2)
+        .rmdir(&root(), Loc::new(Gfid::ROOT, "d"))
+        .await
+        .expect("leaf rmdir");
+    let other = fresh(&cluster, &[]);
+    let e = lookup(&other, Gfid::ROOT, "d").await.expect("lookup");
+    assert_eq!(e.attr.gfid, d);
+    assert_eq!(
+        everywhere(&cluster, Gfid::ROOT, "d").await,
+        vec![Held::Dir(d); 3]
+    );
+    let healed = leaf_layout(&cluster, d).await;
+    assert_eq!(healed, layout, "same ranges, still trusted");
+    // A copy missing on child 0 (the one listings use) is made too.
+    cluster
+        .leaf(0)
+        .rmdir(&root(), Loc::new(Gfid::ROOT, "d"))
+        .await
+        .expect("leaf rmdir");
+    let other = fresh(&cluster, &[]);
+    lookup(&other, Gfid::ROOT, "d").await.expect("lookup");
+    assert_eq!(held(&cluster, 0, Gfid::ROOT, "d").await, Held::Dir(d));
+    // Copies with different GFIDs are refused, not guessed.
+    cluster
+        .leaf(1)
+        .rmdir(&root(), Loc::new(Gfid::ROOT, "d"))
+        .await
+        .expect("leaf rmdir");
+    cluster
+        .leaf(1)
+        .mkdir(&root(), Loc::new(Gfid::ROOT, "d"), 0o755, 0)
+        .await
+        .expect("leaf mkdir");
+    let other = fresh(&cluster, &[]);
+    assert_eq!(
+        lookup(&other, Gfid::ROOT, "d").await.map(drop),
+        Err(Errno::EIO)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn missing_holey_and_overlapping_layouts_are_repaired_on_lookup() {
+    let (cluster, top) = setup(4, &[]);
+    let full = mkdir(&top, Gfid::ROOT, "full").await;
+    let empty = mkdir(&top, Gfid::ROOT, "empty").await;
+    for k in 0..20 {
+        create_with(&top, full, &format!("f{k}"), b"x").await;
+    }
+    let good = leaf_layout(&cluster, full).await;
+    for (dir, name) in [(full, "full"), (empty, "empty")] {
+        // Child 1 lost its slice; child 2's overlaps child 3's; child 0's has a hole after it.
+        set_leaf_slice(&cluster, 1, dir, None).await;
+        let s3 = leaf_slice(&cluster, 3, dir).await.expect("slice");
+        set_leaf_slice(
+            &cluster,
+            2,
+            dir,
+            Some(Slice {
+                start: s3.start,
+                stop: s3.stop,
+                ..s3
+            }),
+        )
+        .await;
+        let mut s0 = leaf_slice(&cluster, 0, dir).await.expect("slice");
+        s0.stop = s0.start.saturating_add(5);
+        set_leaf_slice(&cluster, 0, dir, Some(s0)).await;
+        let mut s = Vec::new();
+        for i in 0..4 {
+            s.push(leaf_slice(&cluster, i, dir).await);
+        }
+        assert!(Layout::merge(&s).is_err());
+        let other = fresh(&cluster, &[]);
+        lookup(&other, Gfid::ROOT, name).await.expect("lookup");
+        let repaired = leaf_layout(&cluster, dir).await;
+        assert_eq!(
+            repaired.trusted,
+            dir == empty,
+            "{name}: trusted only when empty everywhere"
+        );
+        let mut want = Layout::generate(dir, 4, dir == empty);
+        want.trusted = repaired.trusted;
+        assert_eq!(repaired, want);
+    }
+    // Every file of the repaired (untrusted) directory is still found.
+    let other = fresh(&cluster, &[]);
+    for k in 0..20 {
+        lookup(&other, full, &format!("f{k}"))
+            .await
+            .expect("file after repair");
+    }
+    let _ = good;
+    // A layout read without a lookup of the directory (the root's) is repaired the same way.
+    for i in 0..4 {
+        set_leaf_slice(&cluster, i, Gfid::ROOT, None).await;
+    }
+    let other = fresh(&cluster, &[]);
+    assert_eq!(
+        lookup(&other, Gfid::ROOT, "nothing").await.map(drop),
+        Err(Errno::ENOENT)
+    );
+    let root_layout = leaf_layout(&cluster, Gfid::ROOT).await;
+    assert!(
+        !root_layout.trusted,
+        "the root holds directories: not trusted"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fresh_root_gets_a_trusted_layout_on_first_use() {
+    let (cluster, top) = setup(2, &[]);
+    create_with(&top, Gfid::ROOT, "first", b"1").await;
+    let l = leaf_layout(&cluster, Gfid::ROOT).await;
+    assert!(l.trusted, "empty on every child when repaired");
+    lookups_since(&cluster);
+    assert_eq!(
+        lookup(&top, Gfid::ROOT, "second").await.map(drop),
+        Err(Errno::ENOENT)
+    );
+    assert_eq!(lookups_since(&cluster).iter().sum::<usize>(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn layouts_are_not_rewritten_while_a_child_is_down() {
+    let (cluster, top) = setup(3, &[]);
+    let d = mkdir(&top, Gfid::ROOT, "d").await;
+    set_leaf_slice(&cluster, 0, d, None).await;
+    cluster.down(2);
+    let other = fresh(&cluster, &[]);
+    cluster.down(2);
+    let _ = lookup(&other, Gfid::ROOT, "d").await;
+    assert_eq!(
+        leaf_slice(&cluster, 0, d).await,
+        None,
+        "no repair with a child down"
+    );
+    cluster.up(2);
+    lookup(&other, Gfid::ROOT, "d").await.expect("lookup");
+    assert!(
+        leaf_slice(&cluster, 0, d).await.is_some(),
+        "repaired once every child is up"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rmdir_removes_every_copy_or_none() {
+    let (cluster, top) = setup(3, &[]);
+    let d = mkdir(&top, Gfid::ROOT, "d").await;
+    let layout = leaf_layout(&cluster, d).await;
+    let on0 = name_on(&layout, "f", 0);
+    create_with(&top, d, &on0, b"").await;
+    assert_eq!(
+        top.rmdir(&root(), Loc::new(Gfid::ROOT, "d"))
+            .await
+            .map(drop),
+        Err(Errno::ENOTEMPTY)
+    );
+    assert_eq!(
+        everywhere(&cluster, Gfid::ROOT, "d").await,
+        vec![Held::Dir(d); 3]
+    );
+    assert_eq!(
+        leaf_layout(&cluster, d).await,
+        layout,
+        "copies made again with their slices"
+    );
+    top.unlink(&root(), Loc::new(d, on0.as_str()))
+        .await
+        .expect("unlink");
+    top.rmdir(&root(), Loc::new(Gfid::ROOT, "d"))
+        .await
+        .expect("rmdir");
+    assert_eq!(
+        everywhere(&cluster, Gfid::ROOT, "d").await,
+        vec![Held::Nothing; 3]
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rename_of_a_directory_reaches_every_copy() {
+    let (cluster, top) = setup(3, &[]);
+    let d = mkdir(&top, Gfid::ROOT, "d").await;
+    let f = create_with(&top, d, "inner", b"i").await;
+    top.rename(
+        &root(),
+        Loc::new(Gfid::ROOT, "d"),
+        Loc::new(Gfid::ROOT, "e"),
+        0,
+    )
+    .await
+    .expect("rename");
+    assert_eq!(
+        everywhere(&cluster, Gfid::ROOT, "e").await,
+        vec![Held::Dir(d); 3]
+    );
+    assert_eq!(
+        everywhere(&cluster, Gfid::ROOT, "d").await,
+        vec![Held::Nothing; 3]
+    );
+    let other = fresh(&cluster, &[]);
+    let e = lookup(&other, Gfid::ROOT, "e").await.expect("e");
+    assert_eq!(
+        lookup(&other, e.attr.gfid, "inner")
+            .await
+            .expect("inner")
+            .attr
+            .gfid,
+        f
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn min_free_disk_sends_a_create_elsewhere_with_a_link_file() {
+    let small = MemLeaf::with_capacity(1 << 20);
+    let cluster = MockCluster::with_leaves(vec![small, MemLeaf::new(), MemLeaf::new()]);
+    let top = cluster
+        .build::<xlfs_dht::Distribute>(&[("min-free-disk", "20%"), ("statfs-interval", "0")]);
+    let d = mkdir(&top, Gfid::ROOT, "d").await;
+    let layout = leaf_layout(&cluster, d).await;
+    let filler = name_on(&layout, "fill", 0);
+    create_with(&top, d, &filler, &vec![7u8; 900 << 10]).await;
+    let name = name_on(&layout, "next", 0);
+    let g = create_with(&top, d, &name, b"diverted").await;
+    let seen = everywhere(&cluster, d, &name).await;
+    assert!(matches!(seen[0], Held::Link(_)), "{seen:?}");
+    let at = seen
+        .iter()
+        .position(|s| *s == Held::File(g))
+        .expect("data somewhere");
+    assert_ne!(at, 0);
+    let other = fresh(&cluster, &[]);
+    assert_eq!(lookup(&other, d, &name).await.expect("found").attr.gfid, g);
+    assert_eq!(read_all(&other, g).await, b"diverted");
+    // A directory's statfs is the children's sum.
+    let s = top.statfs(&root(), Gfid::ROOT).await.expect("statfs");
+    let mut want = 0u64;
+    for i in 0..3 {
+        let c = cluster
+            .leaf(i)
+            .statfs(&root(), Gfid::ROOT)
+            .await
+            .expect("statfs");
+        want += c.blocks * c.frsize;
+    }
+    assert_eq!(s.blocks * s.frsize, want);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn files_on_a_child_that_is_down_are_enotconn_and_the_rest_serve() {
+    let (cluster, top) = setup(3, &[]);
+    let d = mkdir(&top, Gfid::ROOT, "d").await;
+    let layout = leaf_layout(&cluster, d).await;
+    let a = name_on(&layout, "a", 1);
+    let b = name_on(&layout, "b", 2);
+    create_with(&top, d, &a, b"a").await;
+    let gb = create_with(&top, d, &b, b"b").await;
+    cluster.down(1);
+    assert_eq!(lookup(&top, d, &a).await.map(drop), Err(Errno::ENOTCONN));
+    assert_eq!(lookup(&top, d, &b).await.expect("b").attr.gfid, gb);
+    assert_eq!(list_names(&top, d, 4096).await, vec![b.clone()]);
+    assert_eq!(
+        top.mkdir(&root(), Loc::new(d, "new"), 0o755, 0)
+            .await
+            .map(drop),
+        Err(Errno::ENOTCONN)
+    );
+}
+
+/// Every name listed in `dir` through `top`, with pages of about `size` bytes.
+pub async fn list_names(top: &xlator_api::Subvol, dir: Gfid, size: u32) -> Vec<String> {
+    let id = next_fd_id();
+    let f = fd(id, dir, libc::O_RDONLY);
+    top.opendir(&root(), f).await.expect("opendir");
+    let mut out = Vec::new();
+    let mut off = 0;
+    loop {
+        let page = top.readdirp(&root(), f, off, size).await.expect("readdirp");
+        let Some(last) = page.last() else { break };
+        off = last.next_offset;
+        out.extend(page.iter().map(|e| e.name.to_string()));
+    }
+    top.releasedir(&root(), f).await.expect("releasedir");
+    out
+}
