@@ -1,0 +1,248 @@
+//! readdirp against a model: random directories (files on every child, subdirectories on
+//! every child, link files from renames and hard links) listed with random page sizes must
+//! give each name exactly once; a listing while names come and go gives every name that
+//! stayed exactly once and no name twice; children whose offsets are 63-bit values (ext4's
+//! hashed `d_off`) list exactly through indirect cookies.
+
+mod common;
+
+use std::collections::{BTreeSet, HashMap};
+
+use common::*;
+use xlator_api::abi_stable::std_types::RVec;
+use xlator_api::{Ctx, DirEntry, Errno, Fd, Gfid, Init, Loc, Subvol, Translator};
+use xlfs_testkit::MockCluster;
+use xlfs_testkit::memfs::MemLeaf;
+
+/// xorshift64*: a small seeded generator (a failing seed is printed and replays exactly).
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n.max(1)
+    }
+}
+
+/// Lists `dir` with a random page size per call; names in order, and each page's cookies.
+async fn list_random(
+    top: &Subvol,
+    dir: Gfid,
+    rng: &mut Rng,
+    mut between: impl AsyncFnMut(&mut Rng),
+) -> Vec<DirEntry> {
+    let id = next_fd_id();
+    let f = fd(id, dir, libc::O_RDONLY);
+    top.opendir(&root(), f).await.expect("opendir");
+    let mut out = Vec::new();
+    let mut off = 0;
+    loop {
+        let size = 1 + rng.below(3000) as u32;
+        let page = top.readdirp(&root(), f, off, size).await.expect("readdirp");
+        let Some(last) = page.last() else { break };
+        off = last.next_offset;
+        out.extend(page);
+        between(rng).await;
+    }
+    top.releasedir(&root(), f).await.expect("releasedir");
+    out
+}
+
+/// A random directory through `top`: returns the names it must list (with GFIDs).
+async fn populate(top: &Subvol, d: Gfid, rng: &mut Rng) -> HashMap<String, Gfid> {
+    let mut model = HashMap::new();
+    let files = rng.below(120);
+    for k in 0..files {
+        let name = format!("f{k}-{}", rng.below(1000));
+        if model.contains_key(&name) {
+            continue;
+        }
+        let g = create_with(top, d, &name, b"").await;
+        model.insert(name, g);
+    }
+    for k in 0..rng.below(12) {
+        let name = format!("dir{k}");
+        model.insert(name.clone(), mkdir(top, d, &name).await);
+    }
+    // Renames (often across children: link files appear) and hard links.
+    let names: Vec<String> = model
+        .keys()
+        .filter(|n| n.starts_with('f'))
+        .cloned()
+        .collect();
+    for n in names.iter().take(rng.below(30) as usize) {
+        let to = format!("renamed-{n}");
+        top.rename(
+            &root(),
+            Loc::new(d, n.as_str()),
+            Loc::new(d, to.as_str()),
+            0,
+        )
+        .await
+        .expect("rename");
+        let g = model.remove(n).expect("in model");
+        model.insert(to, g);
+    }
+    let targets: Vec<(String, Gfid)> = model
+        .iter()
+        .filter(|(n, _)| !n.starts_with("dir"))
+        .map(|(n, g)| (n.clone(), *g))
+        .collect();
+    for (n, g) in targets.iter().take(rng.below(10) as usize) {
+        let to = format!("hard-{n}");
+        top.link(&root(), *g, Loc::new(d, to.as_str()))
+            .await
+            .expect("link");
+        model.insert(to, *g);
+    }
+    model
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn listings_with_random_page_sizes_match_the_model() {
+    for seed in 1..=40u64 {
+        let mut rng = Rng(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1);
+        let n = 1 + rng.below(6) as usize;
+        let (_cluster, top) = setup(n, &[]);
+        let d = mkdir(&top, Gfid::ROOT, "d").await;
+        let model = populate(&top, d, &mut rng).await;
+        for round in 0..3 {
+            let got = list_random(&top, d, &mut rng, async |_| {}).await;
+            let mut seen = HashMap::new();
+            for e in &got {
+                assert!(
+                    seen.insert(e.name.to_string(), e.attr.gfid).is_none(),
+                    "seed {seed} round {round}: {} listed twice",
+                    e.name
+                );
+            }
+            let want: BTreeSet<&String> = model.keys().collect();
+            let have: BTreeSet<&String> = seen.keys().collect();
+            assert_eq!(have, want, "seed {seed} ({n} children) round {round}");
+            for (name, g) in &model {
+                assert_eq!(seen[name], *g, "seed {seed}: {name}'s GFID");
+            }
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_listing_while_names_come_and_go_gives_every_lasting_name_once() {
+    for seed in 1..=25u64 {
+        let mut rng = Rng(seed.wrapping_mul(0xd134_2543_de82_ef95) | 1);
+        let n = 2 + rng.below(4) as usize;
+        let (_cluster, top) = setup(n, &[]);
+        let d = mkdir(&top, Gfid::ROOT, "d").await;
+        let lasting = populate(&top, d, &mut rng).await;
+        let mut transient: Vec<String> = Vec::new();
+        let mut k = 0u64;
+        let top2 = top.clone();
+        let got = list_random(&top, d, &mut rng, async |rng: &mut Rng| {
+            for _ in 0..rng.below(4) {
+                if !transient.is_empty() && rng.below(2) == 0 {
+                    let i = rng.below(transient.len() as u64) as usize;
+                    let name = transient.swap_remove(i);
+                    top2.unlink(&Ctx::root(), Loc::new(d, name.as_str()))
+                        .await
+                        .expect("unlink");
+                } else {
+                    k += 1;
+                    let name = format!("t{k}");
+                    create_with(&top2, d, &name, b"").await;
+                    transient.push(name);
+                }
+            }
+        })
+        .await;
+        let mut seen = BTreeSet::new();
+        for e in &got {
+            assert!(
+                seen.insert(e.name.to_string()),
+                "seed {seed}: {} listed twice",
+                e.name
+            );
+        }
+        for name in lasting.keys() {
+            assert!(seen.contains(name), "seed {seed}: lasting {name} missing");
+        }
+        for name in &seen {
+            assert!(
+                lasting.contains_key(name) || name.starts_with('t'),
+                "seed {seed}: unknown {name}"
+            );
+        }
+    }
+}
+
+/// A leaf whose listing cookies are 63-bit values, as ext4's hashed `d_off`.
+struct BigOffsets {
+    children: Vec<Subvol>,
+}
+
+const BIG: u64 = 1 << 62;
+
+impl Translator for BigOffsets {
+    const TYPE: &'static str = "test/big-offsets";
+    type Options = ();
+    fn init(init: Init<()>) -> Result<Self, String> {
+        Ok(BigOffsets {
+            children: init.children,
+        })
+    }
+    fn children(&self) -> &[Subvol] {
+        &self.children
+    }
+    async fn readdirp(
+        &self,
+        cx: &Ctx,
+        fd: Fd,
+        offset: u64,
+        size: u32,
+    ) -> Result<RVec<DirEntry>, Errno> {
+        let inner = if offset == 0 {
+            0
+        } else if offset & BIG == 0 || offset & 0xff != 0x5a {
+            return Err(Errno::EINVAL); // a cookie this leaf never gave
+        } else {
+            (offset & !BIG) >> 8
+        };
+        let mut v = self.children[0].readdirp(cx, fd, inner, size).await?;
+        for e in v.iter_mut() {
+            e.next_offset = BIG | (e.next_offset << 8) | 0x5a;
+        }
+        Ok(v)
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn children_with_63_bit_offsets_list_exactly_through_indirect_cookies() {
+    let leaves: Vec<Subvol> = (0..4)
+        .map(|_| xlfs_testkit::build::build::<BigOffsets>(&[], vec![MemLeaf::new()]))
+        .collect();
+    let cluster = MockCluster::with_leaves(leaves);
+    let top = fresh(&cluster, &[]);
+    let d = mkdir(&top, Gfid::ROOT, "d").await;
+    let mut rng = Rng(77);
+    let mut model = populate(&top, d, &mut rng).await;
+    for k in 0..60 {
+        let name = format!("extra{k}");
+        model.insert(name.clone(), create_with(&top, d, &name, b"").await);
+    }
+    for seed in 0..5 {
+        let mut rng = Rng(1000 + seed);
+        let got = list_random(&top, d, &mut rng, async |_| {}).await;
+        let names: Vec<String> = got.iter().map(|e| e.name.to_string()).collect();
+        let set: BTreeSet<&String> = names.iter().collect();
+        assert_eq!(set.len(), names.len(), "no duplicates");
+        assert_eq!(set, model.keys().collect::<BTreeSet<_>>());
+        assert!(
+            got.iter().any(|e| e.next_offset >> 63 == 1),
+            "indirect cookies were used"
+        );
+    }
+}
