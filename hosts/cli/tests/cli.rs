@@ -144,11 +144,6 @@ fn rejected_descriptions_write_nothing() {
             ],
             "multiple of 2",
         ),
-        (
-            // Distribute (two bricks, no replica) is not built yet.
-            vec!["v".into(), b("a"), b("b")],
-            "not available in this build",
-        ),
     ];
     for (args, msg) in cases {
         let mut full = vec!["volume", "create"];
@@ -169,6 +164,10 @@ fn rejected_descriptions_write_nothing() {
         stderr(&o)
     );
     assert!(!state.exists());
+    // Two bricks without replica are a distribute 2 volume (cluster/distribute is built).
+    let o = xlfs(&state, &["volume", "create", "v", &b("a"), &b("b")]);
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    assert!(stdout(&o).contains("distribute 2"), "{}", stdout(&o));
 }
 
 #[test]
