@@ -4,7 +4,7 @@
 //! kernel's `fh`. Ids start at 1 (0 is [`FdId::ANONYMOUS`]) and are never reused while the
 //! process lives, so a late fop on a released handle cannot reach another file.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -23,6 +23,9 @@ struct Open {
     /// Per file, how many of its fds are open without O_DIRECT (through which the kernel may
     /// cache its pages).
     buffered: HashMap<Gfid, u32>,
+    /// Fds the kernel reads and writes without its page cache although their flags have no
+    /// O_DIRECT (FOPEN_DIRECT_IO: writable O_APPEND opens).
+    uncached: HashSet<FdId>,
 }
 
 fn buffered(fd: &Fd) -> bool {
@@ -54,13 +57,22 @@ impl FdTable {
 
     /// Makes `fd` reachable by its handle; returns the handle to give the kernel.
     pub fn insert(&self, fd: Fd) -> FileHandle {
+        self.insert_as(fd, false)
+    }
+
+    /// [`insert`](Self::insert), telling whether the kernel was told to bypass its page
+    /// cache for this open (FOPEN_DIRECT_IO) whatever its flags say.
+    pub fn insert_as(&self, fd: Fd, kernel_direct: bool) -> FileHandle {
         let mut o = self.lock();
-        if buffered(&fd) {
-            *o.buffered.entry(fd.gfid).or_default() += 1;
-        }
-        if let Some(old) = o.fds.insert(fd.id, fd) {
+        if let Some(old) = o.fds.remove(&fd.id) {
             o.forget_buffered(&old);
         }
+        if kernel_direct {
+            o.uncached.insert(fd.id);
+        } else if buffered(&fd) {
+            *o.buffered.entry(fd.gfid).or_default() += 1;
+        }
+        o.fds.insert(fd.id, fd);
         FileHandle(fd.id.0)
     }
 
@@ -114,7 +126,7 @@ impl FdTable {
 
 impl Open {
     fn forget_buffered(&mut self, fd: &Fd) {
-        if !buffered(fd) {
+        if self.uncached.remove(&fd.id) || !buffered(fd) {
             return;
         }
         if let Some(n) = self.buffered.get_mut(&fd.gfid) {
@@ -164,7 +176,11 @@ mod tests {
         let t = FdTable::new();
         let g = Gfid::random();
         let direct = t.insert(t.allocate(g, libc::O_RDWR | libc::O_DIRECT));
-        assert!(!t.open_buffered(&g), "O_DIRECT only: no pages to drop");
+        let appender = t.insert_as(t.allocate(g, libc::O_WRONLY), true);
+        assert!(
+            !t.open_buffered(&g),
+            "O_DIRECT and FOPEN_DIRECT_IO only: no pages to drop"
+        );
         let a = t.insert(t.allocate(g, libc::O_RDONLY));
         let b = t.insert(t.allocate(g, libc::O_RDWR));
         t.insert(t.allocate(g, libc::O_DIRECTORY));
@@ -174,6 +190,15 @@ mod tests {
         t.remove(b);
         assert!(!t.open_buffered(&g));
         t.remove(direct);
+        t.remove(appender);
+        assert!(
+            !t.open_buffered(&g),
+            "an uncached open removed leaves no count"
+        );
+        let c = t.insert(t.allocate(g, libc::O_RDONLY));
+        assert!(t.open_buffered(&g));
+        t.remove(c);
+        assert!(!t.open_buffered(&g));
         assert!(!t.open_buffered(&Gfid::random()));
     }
 

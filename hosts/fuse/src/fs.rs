@@ -107,6 +107,42 @@ impl Shared {
         self.reply_entry_made(reply, r, stamp, None);
     }
 
+    /// `reply_entry` for the name `name` in `parent`, which a non-directory's node then
+    /// remembers (see [`Shared::drop_dead_name`]).
+    fn reply_entry_at(
+        &self,
+        reply: ReplyEntry,
+        r: Result<Entry, Errno>,
+        stamp: Stamp,
+        parent: INodeNo,
+        name: &str,
+    ) {
+        let gfid = r
+            .as_ref()
+            .ok()
+            .filter(|e| !e.attr.is_dir())
+            .map(|e| e.attr.gfid);
+        self.reply_entry(reply, r, stamp);
+        if let Some(g) = gfid {
+            self.inodes
+                .note_name(self.inodes.peek_id(&g), parent, OsStr::new(name));
+        }
+    }
+
+    /// A reply shows that non-directory `node` has no name left (`attr.nlink` 0): another
+    /// client removed it or renamed a file over it, while the kernel still maps the name
+    /// it knew to this node, and would refuse a link(2) through that name with ENOENT (an
+    /// inode with no links). The name is dropped from the kernel's cache, so its next use
+    /// looks it up again and finds what it names now.
+    async fn drop_dead_name(&self, node: INodeNo, attr: &Iatt) {
+        if attr.nlink != 0 || attr.is_dir() {
+            return;
+        }
+        for (parent, name) in self.inodes.take_names(node) {
+            self.kernel.drop_entry(parent, name).await;
+        }
+    }
+
     /// `reply_entry`, for mkdir: `made` is when it was sent (see fresh.rs).
     fn reply_entry_made(
         &self,
@@ -156,9 +192,9 @@ impl Shared {
         reply_empty(reply, r.map(drop));
     }
 
-    /// Flags for an open reply.
-    fn fopen_flags(&self) -> FopenFlags {
-        if self.opts.direct_io {
+    /// Flags for the reply to an open (or create) with `flags`.
+    fn fopen_flags(&self, flags: i32) -> FopenFlags {
+        if self.kernel_direct(flags) {
             FopenFlags::FOPEN_DIRECT_IO
         } else {
             // The page cache survives reopen. Without the writeback cache,
@@ -166,6 +202,15 @@ impl Shared {
             // with it the kernel's own size and mtime are the reference (see `init`).
             FopenFlags::FOPEN_KEEP_CACHE
         }
+    }
+
+    /// Whether the kernel reads and writes through an open with `flags` without its page
+    /// cache (FOPEN_DIRECT_IO). Writable O_APPEND opens always do: through the page cache
+    /// the kernel splits a write that ends inside a page it does not hold into two write
+    /// requests, and two appends placed separately at the end of file by the bricks tear a
+    /// record that another client's append lands between (see [`write_flags_for_graph`]).
+    fn kernel_direct(&self, flags: i32) -> bool {
+        self.opts.direct_io || appends(flags)
     }
 
     /// Answers an open or create of `ino` (graph fd `fd`) on a passthrough mount with
@@ -231,16 +276,36 @@ fn reply_negative(reply: ReplyEntry, ttl: &Duration) {
 }
 
 /// Open flags as the graph should see them. With the writeback cache the kernel reads pages
-/// through write-only fds and does O_APPEND itself (as libfuse's examples do).
+/// through write-only fds (as libfuse's examples do). O_APPEND never reaches the graph's fd:
+/// the kernel may write cached pages back (mmap, the writeback cache) through any writable
+/// fd of the file, an O_APPEND one included, and those writes belong at their offsets.
+/// Appends are marked per write instead ([`write_flags_for_graph`]).
 fn graph_open_flags(writeback_cache: bool, flags: i32) -> i32 {
-    let mut f = flags;
-    if writeback_cache {
-        if f & libc::O_ACCMODE == libc::O_WRONLY {
-            f = (f & !libc::O_ACCMODE) | libc::O_RDWR;
-        }
-        f &= !libc::O_APPEND;
+    let mut f = flags & !libc::O_APPEND;
+    if writeback_cache && f & libc::O_ACCMODE == libc::O_WRONLY {
+        f = (f & !libc::O_ACCMODE) | libc::O_RDWR;
     }
     f
+}
+
+/// Whether an open with `flags` appends: writable, with O_APPEND.
+fn appends(flags: i32) -> bool {
+    flags & libc::O_APPEND != 0 && flags & libc::O_ACCMODE != libc::O_RDONLY
+}
+
+/// The per-write flags a write request sends to the graph: the open's flags (O_SYNC,
+/// O_DSYNC, O_DIRECT), with O_APPEND only on a write(2) through an O_APPEND open. The
+/// bricks then place it at the end of file as they find it, so appends from any number of
+/// clients never overlap (the kernel's offset, from the size it last knew, is ignored).
+/// A write-back of cached pages (`FUSE_WRITE_CACHE`) goes to its offset whatever fd the
+/// kernel picked for it.
+fn write_flags_for_graph(writeback_cache: bool, open_flags: i32, cached: bool) -> i32 {
+    let f = graph_open_flags(writeback_cache, open_flags);
+    if !cached && appends(open_flags) {
+        f | libc::O_APPEND
+    } else {
+        f
+    }
 }
 
 /// Whether `attr` changes nothing but (at most) the mtime, to the value `last` already has.
@@ -284,6 +349,16 @@ fn is_times_flush(attr: &SetAttr, fd: &Fd) -> bool {
     only_mtime
         && matches!(attr.mtime, TimeSet::At(_))
         && fd.flags & libc::O_ACCMODE != libc::O_RDONLY
+}
+
+/// Whether a file's attributes `now` differ from the ones this mount last gave the kernel
+/// (`before`) in what tells that its data changed (size, mtime, ctime); unknown on either
+/// side counts as changed.
+fn changed_since(before: Option<&Iatt>, now: Option<&Iatt>) -> bool {
+    match (before, now) {
+        (Some(b), Some(n)) => b.size != n.size || b.mtime != n.mtime || b.ctime != n.ctime,
+        _ => true,
+    }
 }
 
 /// Whether a fop by GFID failed because the object has no name left (unlinked while open).
@@ -405,6 +480,12 @@ impl XlfsFs {
                 a.gfid = gfid;
             }
             if a.gfid != gfid {
+                return reply.error(fuser::Errno::ESTALE);
+            }
+            // A file with no name left may still be reachable on the bricks for a while
+            // (storage/posix `unlinked-grace`); through a handle it is gone, as on a local
+            // file system, unless it is open here.
+            if a.nlink == 0 && !a.is_dir() && s.fds.find_open(&gfid).is_none() {
                 return reply.error(fuser::Errno::ESTALE);
             }
             let Some(id) = s.inodes.remember_at(gfid, node) else {
@@ -536,11 +617,12 @@ impl Filesystem for XlfsFs {
         let cx = ctx(req, Need::of(Fop::Lookup), None);
         let stamp = self.s.inodes.stamp();
         self.spawn(|s| async move {
+            let name = loc.name.clone();
             let r = s.graph().top().lookup(&cx, loc).await;
             if r == Err(Errno::ENOENT) && !s.opts.negative_timeout.is_zero() {
                 return reply_negative(reply, &s.opts.negative_timeout);
             }
-            s.reply_entry(reply, r, stamp);
+            s.reply_entry_at(reply, r, stamp, parent, &name);
         });
     }
 
@@ -578,6 +660,9 @@ impl Filesystem for XlfsFs {
                     r => r,
                 },
             };
+            if let Ok(a) = &r {
+                s.drop_dead_name(ino, a).await;
+            }
             s.reply_attr(ino, reply, r, stamp);
         });
     }
@@ -677,6 +762,7 @@ impl Filesystem for XlfsFs {
         let ds = self.s.inodes.begin_dir_op(parent);
         self.s.fresh.adding(parent, name);
         self.spawn(|s| async move {
+            let name = loc.name.clone();
             // The kernel's 32-bit dev encoding equals glibc's dev_t for majors < 4096.
             let r = s
                 .graph()
@@ -684,7 +770,7 @@ impl Filesystem for XlfsFs {
                 .mknod(&cx, loc, mode, u64::from(rdev), umask)
                 .await;
             s.end_dir_op(parent, ds, r.as_ref().ok().map(|e| &e.postparent));
-            s.reply_entry(reply, r, stamp);
+            s.reply_entry_at(reply, r, stamp, parent, &name);
         });
     }
 
@@ -746,9 +832,10 @@ impl Filesystem for XlfsFs {
         let ds = self.s.inodes.begin_dir_op(parent);
         self.s.fresh.adding(parent, link_name);
         self.spawn(|s| async move {
+            let name = loc.name.clone();
             let r = s.graph().top().symlink(&cx, loc, target).await;
             s.end_dir_op(parent, ds, r.as_ref().ok().map(|e| &e.postparent));
-            s.reply_entry(reply, r, stamp);
+            s.reply_entry_at(reply, r, stamp, parent, &name);
         });
     }
 
@@ -794,9 +881,10 @@ impl Filesystem for XlfsFs {
         self.s.fresh.adding(newparent, newname);
         self.spawn(|s| async move {
             // The reply carries the new nlink, so the kernel's attributes are fresh.
+            let name = new.name.clone();
             let r = s.graph().top().link(&cx, gfid, new).await;
             s.end_dir_op(newparent, ds, r.as_ref().ok().map(|e| &e.postparent));
-            s.reply_entry(reply, r, stamp);
+            s.reply_entry_at(reply, r, stamp, newparent, &name);
         });
     }
 
@@ -825,22 +913,51 @@ impl Filesystem for XlfsFs {
         if truncates {
             self.s.inodes.begin_reshape(ino);
         }
+        let direct = self.s.kernel_direct(flags.0);
+        // Close-to-open: what the kernel caches of the file (attributes, pages) may predate
+        // another client's close. The attributes are fetched beside the open, and when they
+        // differ from what this mount last gave the kernel, its cached attributes and pages
+        // are dropped before the open returns. A truncating open is fresh anyway, and with
+        // the writeback cache the kernel keeps the size itself (single-client only).
+        let check = (!truncates && !direct && !self.s.opts.writeback_cache).then(|| {
+            (
+                ctx(req, Need::of(Fop::Stat), None),
+                self.s.inodes.last_attr(ino),
+            )
+        });
+        let flags = flags.0;
         self.spawn(|s| async move {
-            let r = s.graph().top().open(&cx, fd).await;
+            let top = s.graph();
+            let (r, now) = tokio::join!(top.top().open(&cx, fd), async {
+                match &check {
+                    Some((scx, _)) => Some(top.top().stat(scx, gfid).await),
+                    None => None,
+                }
+            });
             if truncates {
                 s.inodes.end_reshape();
             }
             match r {
                 Ok(opened) => {
-                    let fh = s.fds.insert(fd);
+                    let mut fopen = s.fopen_flags(flags);
+                    if let (Some((_, before)), Some(now)) = (check, now) {
+                        if let Ok(a) = &now {
+                            s.drop_dead_name(ino, a).await;
+                        }
+                        if changed_since(before.as_ref(), now.as_ref().ok()) {
+                            s.kernel.drop_attrs(ino).await;
+                            fopen.remove(FopenFlags::FOPEN_KEEP_CACHE);
+                        }
+                    }
+                    let fh = s.fds.insert_as(fd, direct);
                     if pt {
                         let backing = opened.backing.into_option();
                         s.answer_passthrough(ino, fd, kill_privs, || {
-                            s.pt.reply_open(reply, ino, fh, backing, s.fopen_flags())
+                            s.pt.reply_open(reply, ino, fh, backing, fopen)
                         })
                         .await;
                     } else {
-                        reply.opened(fh, s.fopen_flags());
+                        reply.opened(fh, fopen);
                     }
                 }
                 Err(e) => reply.error(errno(e)),
@@ -869,6 +986,7 @@ impl Filesystem for XlfsFs {
         let ds = self.s.inodes.begin_dir_op(parent);
         self.s.fresh.adding(parent, name);
         self.spawn(|s| async move {
+            let name = loc.name.clone();
             let r = s.graph().top().create(&cx, loc, fd, mode, umask).await;
             s.end_dir_op(parent, ds, r.as_ref().ok().map(|e| &e.postparent));
             let e = match r {
@@ -893,10 +1011,13 @@ impl Filesystem for XlfsFs {
                     return reply.error(err);
                 }
             };
-            let fh = s.fds.insert(Fd {
-                gfid: e.attr.gfid,
-                ..fd
-            });
+            let fh = s.fds.insert_as(
+                Fd {
+                    gfid: e.attr.gfid,
+                    ..fd
+                },
+                s.kernel_direct(flags),
+            );
             // A file made by O_EXCL is new, so it has no capability: the kernel's check before
             // its first write is answered here instead of by a GETXATTR round trip. (Without
             // O_EXCL the brick may have opened an existing file, whose xattrs we don't know.)
@@ -910,12 +1031,14 @@ impl Filesystem for XlfsFs {
                     ..fd
                 };
                 s.answer_passthrough(attr.ino, fd, uid != 0, || {
-                    s.pt.reply_create(reply, &ttl, &attr, fh, s.fopen_flags())
+                    s.pt.reply_create(reply, &ttl, &attr, fh, s.fopen_flags(flags))
                 })
                 .await;
             } else {
-                reply.created(&ttl, &attr, Generation(0), fh, s.fopen_flags());
+                reply.created(&ttl, &attr, Generation(0), fh, s.fopen_flags(flags));
             }
+            s.inodes
+                .note_name(attr.ino, parent, OsStr::new(name.as_str()));
         });
     }
 
@@ -968,7 +1091,9 @@ impl Filesystem for XlfsFs {
         let cx = ctx(req, Need::of(Fop::Writev), lock_owner.map(|o| o.0));
         let kill_suidgid = write_flags.contains(WriteFlags::FUSE_WRITE_KILL_SUIDGID);
         let drops_pages = self.drops_pages_after(write_flags, flags, &fd.gfid);
-        let flags = graph_open_flags(self.s.opts.writeback_cache, flags.0);
+        let cached = write_flags.contains(WriteFlags::FUSE_WRITE_CACHE);
+        let append = !cached && appends(flags.0);
+        let flags = write_flags_for_graph(self.s.opts.writeback_cache, flags.0, cached);
         self.s.inodes.begin_write(ino);
         self.spawn(|s| async move {
             let graph = s.graph();
@@ -980,7 +1105,19 @@ impl Filesystem for XlfsFs {
                     if kill_suidgid {
                         kill_suidgid_after_write(top, &cx, fd, r.attr.into_option()).await;
                     }
-                    if drops_pages {
+                    if append && s.fds.open_buffered(&fd.gfid) {
+                        // The bricks put it at their end of file, not at `offset` (the
+                        // kernel marks its size stale after every write by itself), so
+                        // pages of the range really written may be cached through other
+                        // opens of the file on this mount: drop them.
+                        match r.attr.into_option().map(|a| a.size) {
+                            Some(end) => {
+                                let start = end.saturating_sub(r.written);
+                                s.kernel.drop_pages(ino, start, r.written).await;
+                            }
+                            None => s.kernel.drop_pages(ino, 0, i64::MAX as u64).await,
+                        }
+                    } else if drops_pages {
                         // Written, not yet acknowledged: a page read back from now on has
                         // the new data, and the one read before is dropped here.
                         s.kernel.drop_pages(ino, offset, r.written).await;
@@ -1279,12 +1416,14 @@ impl Filesystem for XlfsFs {
         );
         let cmd = if sleep { LkCmd::SetWait } else { LkCmd::Set };
         let cx = ctx(req, Need::of(Fop::Lk), Some(lock_owner.0));
+        // The caller's thread, watched while the lock waits (see lkwait.rs).
+        let caller = if sleep { req.pid() } else { 0 };
         // A waiting lock parks in its task, never on the fuser thread.
         self.spawn(|s| async move {
-            reply_empty(
-                reply,
-                s.graph().top().lk(&cx, fd, cmd, lock).await.map(drop),
-            );
+            let graph = s.graph();
+            let lk = graph.top().lk(&cx, fd, cmd, lock);
+            let r = crate::lkwait::interruptible(caller, lk).await;
+            reply_empty(reply, r.map(drop));
         });
     }
 
@@ -1483,10 +1622,64 @@ mod tests {
     }
 
     #[test]
-    fn writeback_cache_widens_write_only_opens() {
+    fn writeback_cache_widens_write_only_opens_and_no_graph_fd_appends() {
         let wa = libc::O_WRONLY | libc::O_APPEND;
-        assert_eq!(graph_open_flags(false, wa), wa);
+        assert_eq!(graph_open_flags(false, wa), libc::O_WRONLY);
         assert_eq!(graph_open_flags(true, wa), libc::O_RDWR);
         assert_eq!(graph_open_flags(true, libc::O_RDONLY), libc::O_RDONLY);
+        assert_eq!(
+            graph_open_flags(false, libc::O_RDWR | libc::O_SYNC),
+            libc::O_RDWR | libc::O_SYNC
+        );
+    }
+
+    #[test]
+    fn only_a_write_through_an_append_open_is_an_append() {
+        let wa = libc::O_WRONLY | libc::O_APPEND;
+        for wb in [false, true] {
+            assert_ne!(write_flags_for_graph(wb, wa, false) & libc::O_APPEND, 0);
+            // A write-back of cached pages belongs at its offset, whatever fd carries it.
+            assert_eq!(write_flags_for_graph(wb, wa, true) & libc::O_APPEND, 0);
+            assert_eq!(
+                write_flags_for_graph(wb, libc::O_RDWR, false) & libc::O_APPEND,
+                0
+            );
+            assert_eq!(
+                write_flags_for_graph(wb, libc::O_RDONLY | libc::O_APPEND, false) & libc::O_APPEND,
+                0,
+                "not writable: not an append"
+            );
+        }
+        assert!(appends(libc::O_RDWR | libc::O_APPEND));
+        assert!(!appends(libc::O_RDONLY | libc::O_APPEND));
+    }
+
+    #[test]
+    fn a_file_changed_when_anything_that_tells_data_changed_differs() {
+        let a = Iatt {
+            size: 10,
+            ..Iatt::default()
+        };
+        assert!(!changed_since(Some(&a), Some(&a)));
+        assert!(changed_since(None, Some(&a)), "unknown before: changed");
+        assert!(changed_since(Some(&a), None), "unknown now: changed");
+        for b in [
+            Iatt { size: 11, ..a },
+            Iatt {
+                mtime: xlator_api::Timespec { sec: 1, nsec: 0 },
+                ..a
+            },
+            Iatt {
+                ctime: xlator_api::Timespec { sec: 0, nsec: 1 },
+                ..a
+            },
+        ] {
+            assert!(changed_since(Some(&a), Some(&b)), "{b:?}");
+        }
+        let atime_only = Iatt {
+            atime: xlator_api::Timespec { sec: 5, nsec: 0 },
+            ..a
+        };
+        assert!(!changed_since(Some(&a), Some(&atime_only)));
     }
 }

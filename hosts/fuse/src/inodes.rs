@@ -44,6 +44,10 @@ use fuser::INodeNo;
 use libc::{S_ISGID, S_ISUID};
 use xlator_api::{FileType, Gfid, Iatt};
 
+/// Names remembered per non-directory node (hard links beyond this are rare; a name
+/// forgotten here is only dropped from the kernel's cache later, at its entry timeout).
+pub const NAMES_MAX: usize = 4;
+
 /// The kernel's fixed node id of the mount root.
 pub const ROOT: INodeNo = INodeNo(1);
 
@@ -62,6 +66,11 @@ struct Node {
     /// `meta_seq` they were recorded under.
     file: Option<(Iatt, Instant, u64)>,
     dir: DirState,
+    /// For a non-directory: the directories and names of the latest entry replies that
+    /// gave the kernel this node (up to [`NAMES_MAX`], newest last), so that names another
+    /// client removed can be dropped from the kernel's cache once a reply shows the object
+    /// has no name left ([`InodeTable::take_names`]).
+    names: Vec<(INodeNo, Box<std::ffi::OsStr>)>,
 }
 
 /// Entry fops in one directory, for its `postparent` attributes.
@@ -260,6 +269,7 @@ impl InodeTable {
                         last: None,
                         file: None,
                         dir: DirState::default(),
+                        names: Vec::new(),
                     });
                     break;
                 }
@@ -344,6 +354,29 @@ impl InodeTable {
         if let Some(n) = inner.nodes.get_mut(&node.0) {
             n.last = (fresh && n.gfid == attr.gfid).then_some(*attr);
         }
+    }
+
+    /// The kernel now knows non-directory `node` as `name` in `parent`.
+    pub fn note_name(&self, node: INodeNo, parent: INodeNo, name: &std::ffi::OsStr) {
+        if let Some(n) = self.write().nodes.get_mut(&node.0) {
+            n.names.retain(|(p, m)| !(*p == parent && **m == *name));
+            if n.names.len() >= NAMES_MAX {
+                n.names.remove(0);
+            }
+            n.names.push((parent, name.into()));
+        }
+    }
+
+    /// Takes the names [`note_name`](Self::note_name) recorded for `node`.
+    pub fn take_names(&self, node: INodeNo) -> Vec<(INodeNo, std::ffi::OsString)> {
+        let mut inner = self.write();
+        let Some(n) = inner.nodes.get_mut(&node.0) else {
+            return Vec::new();
+        };
+        std::mem::take(&mut n.names)
+            .into_iter()
+            .map(|(p, name)| (p, name.into_os_string()))
+            .collect()
     }
 
     /// What [`note_attr`](Self::note_attr) recorded for `node`.
@@ -506,6 +539,34 @@ mod tests {
             },
             ..Iatt::default()
         }
+    }
+
+    #[test]
+    fn every_recent_name_of_a_node_is_remembered_once_and_taken_together() {
+        use std::ffi::{OsStr, OsString};
+        let t = InodeTable::new();
+        let n = t.remember(Gfid::random());
+        let d = INodeNo(7);
+        t.note_name(n, ROOT, OsStr::new("name"));
+        // A hard link made and removed through another name must not hide the first.
+        t.note_name(n, d, OsStr::new("lnk"));
+        t.note_name(n, ROOT, OsStr::new("name"));
+        let names = t.take_names(n);
+        assert_eq!(
+            names,
+            vec![(d, OsString::from("lnk")), (ROOT, OsString::from("name"))]
+        );
+        assert!(t.take_names(n).is_empty(), "taken");
+        for i in 0..10 {
+            t.note_name(n, ROOT, OsStr::new(&format!("n{i}")));
+        }
+        let names = t.take_names(n);
+        assert_eq!(names.len(), NAMES_MAX);
+        assert_eq!(
+            names.last().map(|(_, m)| m.as_os_str()),
+            Some(OsStr::new("n9"))
+        );
+        assert!(t.take_names(INodeNo(12345)).is_empty(), "unknown node");
     }
 
     #[test]

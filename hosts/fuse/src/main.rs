@@ -19,6 +19,7 @@ mod fresh;
 mod fs;
 mod helper;
 mod inodes;
+mod lkwait;
 mod mount;
 mod notify;
 mod options;

@@ -38,6 +38,16 @@ impl KernelCache {
         notify(ino, move || n.inval_inode(ino, off, len)).await;
     }
 
+    /// Drops the kernel's cached name `name` in directory `parent` (its next use is looked
+    /// up again). Takes the directory's lock in the kernel: never await it while a request
+    /// that holds that lock waits for this one.
+    pub async fn drop_entry(&self, parent: INodeNo, name: std::ffi::OsString) {
+        let Some(n) = self.notifier.get().cloned() else {
+            return;
+        };
+        notify(parent, move || n.inval_entry(parent, &name)).await;
+    }
+
     /// Drops the kernel's cached attributes of `ino` (not its pages).
     pub async fn drop_attrs(&self, ino: INodeNo) {
         let Some(n) = self.notifier.get().cloned() else {

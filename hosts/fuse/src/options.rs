@@ -84,16 +84,20 @@ pub struct Cli {
     #[arg(long)]
     pub no_default_permissions: bool,
 
-    /// Kernel writeback cache (the default): buffered writes are gathered in the page cache
-    /// and sent as large writes (fewer, bigger writev fops; mtime/ctime kept by the kernel
-    /// until the data is written back). Dirty data is written on fsync/close/memory pressure,
-    /// like write-behind's. Accepted for compatibility; see --no-writeback-cache.
+    /// Kernel writeback cache: buffered writes are gathered in the page cache and sent as
+    /// large writes (fewer, bigger writev fops; mtime/ctime kept by the kernel until the data
+    /// is written back). Faster small writes, but ONLY FOR A VOLUME THIS MOUNT IS THE ONLY
+    /// CLIENT OF: with it the kernel keeps each file's size itself and never takes a size
+    /// from the graph again while it caches the inode, so another client's appends,
+    /// extensions and truncations never show here (and a seek, stat or read stops at the
+    /// size this kernel last knew). Off by default for that reason (docs/consistency.md).
     #[arg(long, overrides_with = "no_writeback_cache")]
     pub writeback_cache: bool,
 
-    /// Turn the kernel writeback cache off: every write(2) becomes a FUSE write request
-    /// (performance/write-behind, when in the graph, still acknowledges them early). For
-    /// several clients writing the same files with tight coherence needs.
+    /// No kernel writeback cache (the default): every write(2) becomes a FUSE write request
+    /// (performance/write-behind, when in the graph, still acknowledges them early), and
+    /// sizes and times come from the bricks, so several clients of one volume see each
+    /// other's changes (docs/consistency.md).
     #[arg(long, overrides_with = "writeback_cache")]
     pub no_writeback_cache: bool,
 
@@ -239,7 +243,7 @@ impl Default for FsOptions {
             negative_timeout: Duration::ZERO,
             fresh_dir_timeout: Duration::from_secs(1),
             capability_timeout: Duration::from_secs(60),
-            writeback_cache: true,
+            writeback_cache: false,
             direct_io: false,
             passthrough: false,
             readdirplus: true,
@@ -305,7 +309,7 @@ impl Cli {
             negative_timeout: self.negative_timeout,
             fresh_dir_timeout: self.fresh_dir_timeout,
             capability_timeout: self.capability_timeout,
-            writeback_cache: !self.no_writeback_cache && !self.passthrough,
+            writeback_cache: self.writeback_cache && !self.passthrough,
             direct_io: self.direct_io_mode,
             passthrough: self.passthrough,
             readdirplus: !self.no_readdirplus,
@@ -367,9 +371,9 @@ mod tests {
     }
 
     #[test]
-    fn writeback_cache_is_on_unless_turned_off_last_flag_wins() {
+    fn writeback_cache_is_off_unless_asked_for_last_flag_wins() {
         let on = |args: &[&str]| parse(args).expect("parse").fs_options().writeback_cache;
-        assert!(on(&["--local", "/d", "/mnt"]));
+        assert!(!on(&["--local", "/d", "/mnt"]));
         assert!(on(&["--local", "/d", "--writeback-cache", "/mnt"]));
         assert!(!on(&["--local", "/d", "--no-writeback-cache", "/mnt"]));
         assert!(on(&[

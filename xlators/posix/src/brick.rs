@@ -49,6 +49,8 @@ pub struct Brick {
     pub reaper: Reaper,
     /// Whether unlink leaves the handle to the reaper (option `background-unlink`).
     pub background_unlink: bool,
+    /// How long a nameless file stays reachable by GFID (option `unlinked-grace`).
+    pub unlinked_grace: std::time::Duration,
     /// Which cold reads go around the page cache (options `direct-read-min` and
     /// `direct-read-share-window`).
     pub direct: DirectReads,
@@ -100,6 +102,7 @@ impl Brick {
             stats: Default::default(),
             reaper: Reaper::default(),
             background_unlink: true,
+            unlinked_grace: std::time::Duration::ZERO,
             direct: DirectReads::default(),
             backing_files: std::sync::atomic::AtomicBool::new(true),
         })
@@ -129,8 +132,9 @@ impl Brick {
     }
 
     /// After the name of non-directory `g` (inode `ino`) was removed, under its stripe lock:
-    /// if the handle is now its only link, the object is gone for GFID lookups at once and
-    /// the handle itself goes after the reply (see reaper.rs). Runs as root.
+    /// if the handle is now its only link, the object stays reachable by GFID for
+    /// `unlinked_grace` (or is gone for GFID lookups at once without one), and the handle
+    /// itself goes after that, off the reply path (see reaper.rs). Runs as root.
     pub fn release_handle(&self, g: Gfid, ino: u64) -> Result<(), Errno> {
         if !self.h.is_last_link(g, ino)? {
             return Ok(());
@@ -139,8 +143,11 @@ impl Brick {
             self.h.drop_if_last(g, ino)?;
             return Ok(());
         }
-        self.h.mark_pending(g);
-        if !self.reaper.queue(g, ino) {
+        let grace = self.unlinked_grace;
+        if grace.is_zero() {
+            self.h.mark_pending(g);
+        }
+        if !self.reaper.queue(g, ino, std::time::Instant::now() + grace) {
             self.h.clear_pending(g);
             self.h.drop_if_last(g, ino)?;
         }

@@ -15,6 +15,15 @@ xlator_api::options! {
         /// Remove an unlinked file's GFID handle after replying (a reaper thread; the object
         /// is gone for GFID lookups at once either way). off: before replying.
         pub background_unlink: bool = OptionSpec::bool("background-unlink", "on"),
+        /// How long a file whose last name was removed (unlink, or a rename over it) stays
+        /// reachable by GFID, read-only in effect (stat, open, read; `link` refuses it). A
+        /// client that still caches the name (another mount, within its entry timeout, or
+        /// between its lookup and its open) then opens the file as it was instead of getting
+        /// ESTALE, which is what makes "write a temporary file, rename it over the name"
+        /// atomic to every client (docs/consistency.md). The space is freed this much later.
+        /// Needs `background-unlink`. 0: gone for GFID lookups at once.
+        pub unlinked_grace: std::time::Duration =
+            OptionSpec::duration("unlinked-grace", "5s").range(0, 3600),
         /// Reads of this size and up (at a 4 KiB-aligned offset, through an fd open for
         /// reading) whose range the brick's page cache holds no page of are read with
         /// O_DIRECT: the disk writes straight into the reply's buffer, and the data is not

@@ -96,6 +96,7 @@ impl Translator for Posix {
         let mut brick = Brick::mount(&init.options.directory, init.options.gfid_xattr)
             .map_err(|e| format!("{}: {e}", init.name))?;
         brick.background_unlink = init.options.background_unlink;
+        brick.unlinked_grace = init.options.unlinked_grace;
         brick
             .backing_files
             .store(init.options.backing_files, Ordering::Relaxed);

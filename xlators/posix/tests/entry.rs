@@ -789,3 +789,55 @@ fn a_brick_with_both_handle_layouts_is_refused() {
     };
     assert!(e.contains("both"), "{e}");
 }
+
+/// With `unlinked-grace`, a file whose last name was replaced by a rename stays readable by
+/// GFID for a while (a client that resolved the name a moment before the rename opens the
+/// file it found), `link` refuses it at once, and after the grace it is gone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_file_renamed_over_stays_readable_by_gfid_for_the_grace_then_goes() {
+    let d = tempfile::tempdir().expect("tempdir");
+    let top = try_brick(d.path(), &[("unlinked-grace", "400ms")]).expect("brick init");
+    let cx = root();
+    let old = mkfile(&top, &cx, Gfid::ROOT, "name", b"old contents")
+        .await
+        .attr
+        .gfid;
+    let new = mkfile(&top, &cx, Gfid::ROOT, "tmp", b"new").await.attr.gfid;
+    top.rename(&cx, loc(Gfid::ROOT, "tmp"), loc(Gfid::ROOT, "name"), 0)
+        .await
+        .expect("rename over");
+    let a = top
+        .stat(&cx, old)
+        .await
+        .expect("stat of the replaced file in its grace");
+    assert_eq!((a.size, a.nlink), (12, 0));
+    let f = fd(old, libc::O_RDONLY);
+    top.open(&cx, f)
+        .await
+        .expect("open of the replaced file in its grace");
+    let r = top.readv(&cx, f, 0, 64).await.expect("read");
+    assert_eq!(&r.data[..], b"old contents");
+    assert_eq!(
+        top.link(&cx, old, loc(Gfid::ROOT, "again")).await.err(),
+        Some(Errno::ESTALE),
+        "a nameless file is never given a name again"
+    );
+    let found = top
+        .lookup(&cx, loc(Gfid::ROOT, "name"))
+        .await
+        .expect("lookup");
+    assert_eq!(found.attr.gfid, new);
+    tokio::time::sleep(std::time::Duration::from_millis(900)).await;
+    assert_eq!(top.stat(&cx, old).await.err(), Some(Errno::ESTALE));
+    assert!(
+        !handle_path(d.path(), old).exists(),
+        "the handle went after the grace"
+    );
+    // The fd opened in the grace still reads, as on any file system.
+    let r = top
+        .readv(&cx, f, 0, 3)
+        .await
+        .expect("read through the open fd");
+    assert_eq!(&r.data[..], b"old");
+    top.release(&cx, f).await.expect("release");
+}

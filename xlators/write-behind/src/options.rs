@@ -21,8 +21,11 @@ xlator_api::options! {
             .reconfigurable(),
         /// Acknowledge `flush` (close) at once when writes are still in flight and send it
         /// after them; a write error found later is reported by the next fsync, flush or
-        /// write of the file. Off: flush waits for the writes and reports their errors.
-        pub flush_behind: bool = OptionSpec::bool("flush-behind", "on").reconfigurable(),
+        /// write of the file. Off (the default): flush waits for the writes and reports their
+        /// errors, so a file closed here is complete on the bricks when close(2) returns and
+        /// another client that opens it then sees all of it (close-to-open consistency, see
+        /// docs/consistency.md). GlusterFS defaults to on and gives that guarantee up.
+        pub flush_behind: bool = OptionSpec::bool("flush-behind", "off").reconfigurable(),
         /// Send a write at once when nothing of its file is in flight, instead of holding it
         /// to grow an aggregate. Off: a partial aggregate waits until it is full, another
         /// request follows it, the window fills, or a barrier (fsync, flush, read...) needs it.
@@ -84,7 +87,7 @@ mod tests {
         let c = Config::from(&parse(&[]).expect("defaults parse"));
         assert_eq!(c.limits.window, 1 << 20);
         assert_eq!(c.limits.aggregate, 128 << 10);
-        assert!(c.limits.trickle && c.flush_behind && !c.strict_o_direct);
+        assert!(c.limits.trickle && !c.flush_behind && !c.strict_o_direct);
         let schema = WriteBehindOptions::schema();
         assert!(schema.iter().all(|s| s.reconfigurable && !s.doc.is_empty()));
     }
