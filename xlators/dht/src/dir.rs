@@ -17,6 +17,9 @@ use crate::shared::{Home, Shared, dirent_is_linkfile, first_error, strip_own, wi
 
 impl Shared {
     pub async fn opendir(&self, cx: &Ctx, fd: Fd) -> Result<(), Errno> {
+        if let Home::File(c) = self.home(cx, fd.gfid).await? {
+            return self.children[c].opendir(cx, fd).await; // ENOTDIR from the child
+        }
         if !self.up.is_up(0) {
             return Err(Errno::ENOTCONN);
         }

@@ -188,6 +188,7 @@ impl Shared {
 
     pub async fn mkdir(&self, cx: &Ctx, loc: Loc, mode: u32, umask: u32) -> Result<Entry, Errno> {
         self.require_all_up()?;
+        self.layout_of(loc.parent).await?; // ENOTDIR under a file
         let gfid = cx.ext::<GfidReq>().map_or_else(Gfid::random, |g| g.0);
         let layout = Layout::generate(gfid, self.n(), true);
         let base = cx.ext::<CreateXattrs>().unwrap_or_default();
@@ -277,11 +278,11 @@ impl Shared {
 
     pub async fn rmdir(&self, cx: &Ctx, loc: Loc) -> Result<Removed, Errno> {
         self.require_all_up()?;
-        let (rcx, _) = crate::shared::with_own_req(&Ctx::root());
-        let like = self.children[0].lookup(&rcx, loc.clone()).await?;
-        if !like.attr.is_dir() {
-            return Err(Errno::ENOTDIR);
-        }
+        let like = match self.resolve(cx, &loc).await?.found {
+            Some(Found::Dir { entry }) => entry,
+            Some(Found::File { .. }) => return Err(Errno::ENOTDIR),
+            None => return Err(Errno::ENOENT),
+        };
         let gfid = like.attr.gfid;
         let layout = self.layout_of(gfid).await.ok();
         let others = join_all((1..self.n()).map(|i| {
@@ -433,6 +434,27 @@ impl Shared {
 
     async fn rename_dir(&self, cx: &Ctx, old: Loc, new: Loc, flags: u32) -> Result<(), Errno> {
         self.require_all_up()?;
+        // What `new` is, over every child: child 0 alone would replace a directory that is
+        // empty there but not on another child, or take the name of a file it does not hold.
+        match self.resolve(cx, &new).await?.found {
+            Some(Found::File { .. }) if flags & RENAME_EXCHANGE == 0 => {
+                return Err(if flags & RENAME_NOREPLACE != 0 {
+                    Errno::EEXIST
+                } else {
+                    Errno::ENOTDIR
+                });
+            }
+            Some(Found::File { .. }) => return Err(Errno::EINVAL),
+            Some(Found::Dir { entry }) if flags & RENAME_EXCHANGE == 0 => {
+                if flags & RENAME_NOREPLACE != 0 {
+                    return Err(Errno::EEXIST);
+                }
+                if !self.empty_everywhere(entry.attr.gfid).await {
+                    return Err(Errno::ENOTEMPTY);
+                }
+            }
+            _ => {}
+        }
         self.children[0]
             .rename(cx, old.clone(), new.clone(), flags)
             .await?;

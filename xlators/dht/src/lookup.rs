@@ -49,6 +49,10 @@ impl Shared {
             return Ok(l);
         }
         let cx = Ctx::root();
+        // Not a directory: every child but one would answer ESTALE; the POSIX answer is this.
+        if let Home::File(_) = self.home(&cx, dir).await? {
+            return Err(Errno::ENOTDIR);
+        }
         let names: Vec<xlator_api::abi_stable::std_types::RString> = vec![LAYOUT_XATTR.into()];
         let replies = self
             .fan(|i| self.children[i].getxattrs(&cx, dir, names.clone().into()))
@@ -145,7 +149,7 @@ impl Shared {
     }
 
     /// Whether directory `dir` lists no entry on any child.
-    async fn empty_everywhere(&self, dir: Gfid) -> bool {
+    pub(crate) async fn empty_everywhere(&self, dir: Gfid) -> bool {
         let cx = Ctx::root();
         let r = self
             .fan(|i| {
