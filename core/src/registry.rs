@@ -227,6 +227,34 @@ impl Registry {
         out
     }
 
+    /// Loads every translator library on the search path (files named there, and `lib*.so`
+    /// in its directories) and returns every type the registry can then resolve, by name,
+    /// with the libraries that were refused and why. For listings (`xlfs translator list`).
+    pub fn load_all(&self) -> (Vec<Resolved>, Vec<LoadError>) {
+        let mut refused = Vec::new();
+        for entry in &self.search_path {
+            let libs = if entry.is_dir() {
+                scan_dir(entry)
+            } else if entry.is_file() {
+                vec![entry.clone()]
+            } else {
+                Vec::new()
+            };
+            for lib in libs {
+                if self.already_loaded(&lib) {
+                    continue;
+                }
+                if let Err(e) = self.load_library(&lib) {
+                    // A library that is not a translator at all is not worth a line.
+                    if !matches!(e, LoadError::NotATranslator { .. }) {
+                        refused.push(e);
+                    }
+                }
+            }
+        }
+        (lock(&self.types).values().cloned().collect(), refused)
+    }
+
     /// Every type known now (built-in and already loaded).
     pub fn known_types(&self) -> Vec<String> {
         lock(&self.types).keys().cloned().collect()

@@ -9,6 +9,8 @@ use xlfs_core::loader::{self, LoadError};
 use xlfs_core::registry::Registry;
 use xlfs_core::volfile::Volfile;
 use xlfs_integration_tests::{deps_dir, plugin};
+// Linked for storage/memory (registered statically through `inventory`).
+use xlfs_testkit as _;
 
 #[test]
 fn library_from_another_release_is_refused_in_one_line_naming_both() {
@@ -279,4 +281,105 @@ fn not_found_names_the_plugin_path_variable() {
     };
     let msg = err.to_string();
     assert!(msg.contains("XLFS_XLATOR_PATH"), "{msg}");
+}
+
+mod outside;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_translator_scaffolded_outside_the_tree_builds_and_loads() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let krate = dir.path().join("scaffolded");
+    outside::scaffold("scaffolded", &krate, &[]);
+    let cargo = std::fs::read_to_string(krate.join("Cargo.toml")).expect("manifest");
+    assert!(!cargo.contains(".workspace"), "stands alone: {cargo}");
+    let so = outside::cargo_build(&krate, "xlfs-scaffolded");
+    let reg = Registry::with_search_path(vec![so.clone()], true);
+    let vf = Volfile::parse(
+        r#"( volumes: [
+            (name: "leaf", type: "storage/memory"),
+            (name: "mine", type: "user/scaffolded", subvolumes: ["leaf"]),
+        ] )"#,
+        "t.vol",
+    )
+    .expect("parses");
+    let graph = Graph::build(vf, &reg).expect("builds with the scaffolded translator");
+    let r = reg.resolve("user/scaffolded").expect("resolves");
+    assert_eq!(
+        r.library.as_deref(),
+        Some(so.canonicalize().expect("canon").as_path())
+    );
+    let top = graph.top();
+    assert_eq!(
+        top.lookup(&Ctx::root(), Loc::new(Gfid::ROOT, "nothing"))
+            .await
+            .map(|_| ()),
+        Err(Errno::ENOENT)
+    );
+    let dump = graph.dump(xlator_api::DumpFormat::Text);
+    assert!(dump.contains("[mine (user/scaffolded)]"), "{dump}");
+    assert!(dump.contains("lookups 1"), "{dump}");
+}
+
+#[test]
+fn a_comment_only_change_to_the_api_is_accepted() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let api = outside::copy_api(dir.path());
+    // Doc comments and line numbers move; no layout changes.
+    outside::edit(
+        &api.join("src/backing.rs"),
+        "/// An open descriptor of a file's data",
+        "/// (A comment edited by the ABI test, two lines\n/// longer than the original.)\n///\n\
+         /// An open descriptor of a file's data",
+    );
+    outside::edit(
+        &api.join("src/types.rs"),
+        "\n",
+        "\n// A comment line added by the ABI test.\n",
+    );
+    let krate = dir.path().join("comment-only");
+    outside::scaffold(
+        "comment-only",
+        &krate,
+        &["--api-path", api.to_str().expect("utf-8")],
+    );
+    let so = outside::cargo_build(&krate, "xlfs-comment-only");
+    if let Err(e) = loader::load(&so) {
+        panic!("a comment-only change was refused: {e}");
+    }
+}
+
+#[test]
+fn a_field_added_to_an_abi_type_is_refused_naming_the_type() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let api = outside::copy_api(dir.path());
+    let backing = api.join("src/backing.rs");
+    outside::edit(
+        &backing,
+        "    ino: u64,\n}",
+        "    ino: u64,\n    extra: u32,\n}",
+    );
+    outside::edit(
+        &backing,
+        "            ino: st.st_ino,\n",
+        "            ino: st.st_ino,\n            extra: 0,\n",
+    );
+    let krate = dir.path().join("extra-field");
+    outside::scaffold(
+        "extra-field",
+        &krate,
+        &["--api-path", api.to_str().expect("utf-8")],
+    );
+    let so = outside::cargo_build(&krate, "xlfs-extra-field");
+    let Err(err) = loader::load(&so) else {
+        panic!("a library with another BackingInner was loaded")
+    };
+    assert!(matches!(err, LoadError::BuildMismatch { .. }), "{err}");
+    let msg = err.to_string();
+    assert!(!msg.contains('\n'), "one line: {msg}");
+    assert!(msg.contains("`BackingInner"), "names the type: {msg}");
+    assert!(msg.contains("`extra: u32`"), "names the field: {msg}");
+    assert!(
+        msg.contains("xlator_api::backing"),
+        "names the module: {msg}"
+    );
 }

@@ -30,6 +30,14 @@ Examples:
   xlfs volume start gv0 && xlfs mount gv0 /mnt/gv0
   xlfs volume status gv0 --json
   xlfs umount /mnt/gv0 && xlfs volume stop gv0
+  xlfs translator list                       every type a volfile can name
+  xlfs translator new counter                a translator crate that builds out of tree
+
+Environment:
+  XLFS_STATE_DIR     the state directory (--state-dir)
+  XLFS_XLATOR_PATH   extra translator plugins: directories or .so files, ':'-separated,
+                     searched before the ones next to the xlfs binaries
+  XLFS_BIN_DIR       where xlfsd and xlfs-mount are
 
 Exit codes:
   0 success    1 failure (I/O...)   2 bad command line   3 description/option rejected
@@ -61,6 +69,9 @@ pub enum Command {
     Umount(cmd::umount::Args),
     /// Create, start and mount a single-brick volume in DIR; Ctrl-C stops everything.
     Up(cmd::up::Args),
+    /// Translator types: list them, show one's options, or start a new one.
+    #[command(subcommand)]
+    Translator(cmd::translator::Command),
 }
 
 #[derive(Subcommand, Debug)]

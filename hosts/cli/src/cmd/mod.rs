@@ -12,6 +12,7 @@ pub mod set;
 pub mod start;
 pub mod status;
 pub mod stop;
+pub mod translator;
 pub mod umount;
 pub mod up;
 pub mod volfile;
@@ -71,6 +72,7 @@ pub fn run(cli: Cli) -> Result<u8> {
         Command::Mount(a) => mount::run(&ctx, a),
         Command::Umount(a) => umount::run(&ctx, a),
         Command::Up(a) => up::run(&ctx, a),
+        Command::Translator(c) => translator::run(&ctx, c),
     }
 }
 
