@@ -240,14 +240,14 @@ mod tests {
         s[1] = None;
         assert!(
             Layout::merge(&s)
-                .unwrap_err()
+                .expect_err("anomalous")
                 .contains(&Anomaly::Missing(1))
         );
         let mut s = slices(&l, 3);
         if let Some(x) = s[2].as_mut() {
             x.stop = x.stop.saturating_sub(5).max(x.start);
         }
-        let e = Layout::merge(&s).unwrap_err();
+        let e = Layout::merge(&s).expect_err("anomalous");
         assert!(matches!(e[0], Anomaly::Coverage(_)), "{e:?}");
         let mut s = slices(&l, 3);
         let s0 = s[0].expect("slice");
@@ -257,7 +257,10 @@ mod tests {
         if let Some(x) = s[0].as_mut() {
             x.count = 2;
         }
-        assert_eq!(Layout::merge(&s).unwrap_err(), vec![Anomaly::Count(0, 2)]);
+        assert_eq!(
+            Layout::merge(&s).expect_err("anomalous"),
+            vec![Anomaly::Count(0, 2)]
+        );
         assert_eq!(Slice::decode(&[0; 19]), None);
         let mut bad = l.slice_of(0).expect("slice").encode();
         bad[3] = 2;
