@@ -13,6 +13,13 @@ use crate::volfile::TypeLookup;
 /// Environment variable with extra plugin locations (directories or `.so` files), `:`-separated.
 pub const PATH_ENV: &str = "XLFS_XLATOR_PATH";
 
+/// The `--help` paragraph every host prints about finding translator plugins.
+pub const PATH_HELP: &str = "\
+Translator plugins (types a volfile names that are not built in):
+  XLFS_XLATOR_PATH   directories or .so files, ':'-separated, searched first; then next
+                     to this binary, its deps/, its parent and <exe>/../lib/xlfs/xlators.
+                     `xlfs translator list` shows every type found.";
+
 /// Where a type comes from.
 #[derive(Clone)]
 pub struct Resolved {

@@ -28,7 +28,7 @@ use xlfs_protocol as _;
 
 /// The xlfs brick server.
 #[derive(Parser, Debug)]
-#[command(name = "xlfsd", version, about)]
+#[command(name = "xlfsd", version, about, after_help = xlfs_core::registry::PATH_HELP)]
 #[command(group(clap::ArgGroup::new("source").required(true).args(["volfile", "brick"])))]
 struct Args {
     /// Server volfile to serve (RON). Its top (or some volume) must be a protocol/server.

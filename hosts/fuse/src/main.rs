@@ -31,7 +31,6 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
 
-use clap::Parser;
 use tokio::signal::unix::{SignalKind, signal};
 use xlator_api::DumpFormat;
 use xlfs_core::registry::Registry;
@@ -85,7 +84,7 @@ fn main() -> ExitCode {
     if let Some(code) = helper::run_if_named() {
         return code;
     }
-    let cli = Cli::parse();
+    let cli = parse_cli();
     // A missing or doubled source is a usage error (clap's message, exit status 2).
     let (source, mountpoint) = match cli.source() {
         Ok(s) => s,
@@ -262,4 +261,18 @@ async fn serve(
     }
     let _ = std::io::stdout().flush();
     Ok(())
+}
+
+/// `Cli::parse()`, with the plugin search path explained at the end of `--help`.
+fn parse_cli() -> Cli {
+    use clap::{CommandFactory, FromArgMatches};
+    let cmd = Cli::command();
+    let after = cmd
+        .get_after_help()
+        .map(|h| format!("{h}\n\n"))
+        .unwrap_or_default();
+    let matches = cmd
+        .after_help(format!("{after}{}", xlfs_core::registry::PATH_HELP))
+        .get_matches();
+    Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit())
 }

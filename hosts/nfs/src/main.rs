@@ -27,7 +27,6 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use clap::Parser;
 use tokio::net::TcpListener;
 use tokio::signal::unix::{SignalKind, signal};
 use xlator_api::{DumpFormat, EventKind, Gfid};
@@ -81,7 +80,7 @@ fn io_err(what: impl Into<String>) -> impl FnOnce(std::io::Error) -> Error {
 fn main() -> ExitCode {
     // Before any thread starts: payload buffers then stay in the heap (see the module).
     xlfs_core::malloc::tune();
-    let cli = Cli::parse();
+    let cli = parse_cli();
     if let Err(e) = xlfs_core::logging::init(&cli.log_level) {
         eprintln!("xlfs-nfsd: {e}");
         return ExitCode::from(2);
@@ -222,4 +221,18 @@ fn url_host(addr: SocketAddr) -> String {
         SocketAddr::V4(a) => a.ip().to_string(),
         SocketAddr::V6(a) => format!("[{}]", a.ip()),
     }
+}
+
+/// `Cli::parse()`, with the plugin search path explained at the end of `--help`.
+fn parse_cli() -> Cli {
+    use clap::{CommandFactory, FromArgMatches};
+    let cmd = Cli::command();
+    let after = cmd
+        .get_after_help()
+        .map(|h| format!("{h}\n\n"))
+        .unwrap_or_default();
+    let matches = cmd
+        .after_help(format!("{after}{}", xlfs_core::registry::PATH_HELP))
+        .get_matches();
+    Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit())
 }
