@@ -2,6 +2,8 @@
 
 mod dump;
 mod entry;
+#[cfg(test)]
+mod model;
 mod owner;
 mod range;
 mod table;

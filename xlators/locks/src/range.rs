@@ -118,19 +118,23 @@ impl<T> RangeLocks<T> {
         self.held.iter().find(|h| h.conflicts(req)).copied()
     }
 
-    /// Takes `req` unless it conflicts (then: the conflicting lock).
-    pub fn try_lock(&mut self, req: Held) -> Result<(), Held> {
+    /// Takes `req` unless it conflicts (then: the conflicting lock). `Ok(true)`: it replaced
+    /// part of a write lock of its owner by a read lock (a downgrade), which may let waiting
+    /// readers in ([`RangeLocks::grant_waiters`]).
+    pub fn try_lock(&mut self, req: Held) -> Result<bool, Held> {
         match self.conflict(&req) {
             Some(c) => Err(c),
-            None => {
-                self.grant(req);
-                Ok(())
-            }
+            None => Ok(self.grant(req)),
         }
     }
 
     /// Installs `req` for its owner: carve the owner's coverage of the range, insert, merge.
-    fn grant(&mut self, req: Held) {
+    /// True when that downgraded part of the owner's write locks to read.
+    fn grant(&mut self, req: Held) -> bool {
+        let downgrade = req.kind == Kind::Read
+            && self.held.iter().any(|h| {
+                h.owner == req.owner && h.kind == Kind::Write && h.range.overlaps(&req.range)
+            });
         self.carve(req.owner, req.range);
         let mut new = req;
         let mut i = 0;
@@ -147,6 +151,7 @@ impl<T> RangeLocks<T> {
             }
         }
         self.held.push(new);
+        downgrade
     }
 
     /// Removes `owner`'s coverage of `r`, splitting locks that extend past it.
@@ -238,19 +243,26 @@ impl<T> RangeLocks<T> {
     }
 
     /// Grants, in arrival order, every waiter that no longer conflicts; returns them to wake.
+    /// A grant that downgrades its owner's write lock may let in a waiter passed over
+    /// before it: then the queue is gone through again, until no waiter can go.
     pub fn grant_waiters(&mut self) -> Vec<Waiter<T>> {
         let mut granted = Vec::new();
-        let mut still = VecDeque::new();
-        while let Some(w) = self.waiters.pop_front() {
-            if self.conflict(&w.req).is_none() {
-                self.grant(w.req);
-                granted.push(w);
-            } else {
-                still.push_back(w);
+        loop {
+            let mut freed = false;
+            let mut still = VecDeque::new();
+            while let Some(w) = self.waiters.pop_front() {
+                if self.conflict(&w.req).is_none() {
+                    freed |= self.grant(w.req);
+                    granted.push(w);
+                } else {
+                    still.push_back(w);
+                }
+            }
+            self.waiters = still;
+            if !freed || self.waiters.is_empty() {
+                return granted;
             }
         }
-        self.waiters = still;
-        granted
     }
 
     /// Whether `req` waiting would close a cycle: an owner it waits for waits (transitively)

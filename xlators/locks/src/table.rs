@@ -118,14 +118,27 @@ impl LockTable {
         r
     }
 
+    /// The locks held in space `s` of `g`.
+    #[cfg(test)]
+    pub(crate) fn held(&self, g: Gfid, s: &Space) -> Vec<Held> {
+        self.with(g, |il| il.space(s).held().to_vec())
+    }
+
     /// The first lock conflicting with `req` (F_GETLK).
     pub fn test(&self, g: Gfid, s: &Space, req: &Held) -> Option<Held> {
         self.with(g, |il| il.space(s).conflict(req))
     }
 
-    /// Takes `req` now or fails with EAGAIN (F_SETLK).
+    /// Takes `req` now or fails with EAGAIN (F_SETLK). A downgrade (write to read) lets in
+    /// the readers it no longer blocks.
     pub fn try_lock(&self, g: Gfid, s: &Space, req: Held) -> Result<(), Errno> {
-        self.with(g, |il| il.space(s).try_lock(req).map_err(|_| Errno::EAGAIN))
+        self.with(g, |il| {
+            let rl = il.space(s);
+            if rl.try_lock(req).map_err(|_| Errno::EAGAIN)? {
+                wake_range(rl);
+            }
+            Ok(())
+        })
     }
 
     /// Takes `req`, waiting for conflicting locks to go away (F_SETLKW). EDEADLK when waiting
@@ -135,8 +148,10 @@ impl LockTable {
         let id = self.next_waiter.fetch_add(1, Ordering::Relaxed);
         let rx = self.with(g, |il| {
             let rl = il.space(s);
-            if rl.conflict(&req).is_none() {
-                let _ = rl.try_lock(req);
+            if let Ok(downgrade) = rl.try_lock(req) {
+                if downgrade {
+                    wake_range(rl);
+                }
                 return Ok(None);
             }
             if rl.would_deadlock(&req) {
