@@ -206,7 +206,11 @@ mod tests {
         assert_eq!(r, Err(Errno::EINTR));
         assert_eq!(looks, 5);
         // 2 + 4 + 8 + 16 + 32 ms.
-        assert!(start.elapsed() >= Duration::from_millis(62), "{:?}", start.elapsed());
+        assert!(
+            start.elapsed() >= Duration::from_millis(62),
+            "{:?}",
+            start.elapsed()
+        );
         rx.try_recv().expect("the wait was dropped");
     }
 

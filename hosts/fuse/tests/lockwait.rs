@@ -189,7 +189,10 @@ impl Waiter {
                 "the waiter did not wait: {:?}",
                 self.outcome_now()
             );
-            assert!(start.elapsed() < REACT, "the waiter never waited at the daemon");
+            assert!(
+                start.elapsed() < REACT,
+                "the waiter never waited at the daemon"
+            );
             std::thread::sleep(Duration::from_millis(5));
         }
     }
@@ -246,9 +249,17 @@ fn a_killed_lock_waiter_ends_and_the_next_waiter_gets_the_lock() {
         kids.reaped(a.pid, REACT),
         "a waiter killed while the lock is held did not end within {REACT:?}"
     );
-    assert_eq!(b.outcome(STILL), None, "the other waiter went while the lock is held");
+    assert_eq!(
+        b.outcome(STILL),
+        None,
+        "the other waiter went while the lock is held"
+    );
     lock(f.as_raw_fd(), libc::F_SETLK, libc::F_UNLCK, 0, 10).expect("unlock");
-    assert_eq!(b.outcome(REACT), Some(0), "the next waiter did not get the lock");
+    assert_eq!(
+        b.outcome(REACT),
+        Some(0),
+        "the next waiter did not get the lock"
+    );
     let probe = File::open(&path).expect("open");
     let got = lock(probe.as_raw_fd(), libc::F_GETLK, WR, 0, 10).expect("getlk");
     assert_eq!(got, (WR, b.pid), "the lock is the next waiter's");
@@ -277,7 +288,11 @@ fn a_caught_signal_ends_a_lock_wait_with_eintr_and_withdraws_it() {
     std::thread::sleep(Duration::from_millis(200));
     let probe = File::open(&path).expect("open");
     let got = lock(probe.as_raw_fd(), libc::F_OFD_GETLK, WR, 0, 10).expect("getlk");
-    assert_eq!(got.0, libc::F_UNLCK, "a withdrawn request was granted: {got:?}");
+    assert_eq!(
+        got.0,
+        libc::F_UNLCK,
+        "a withdrawn request was granted: {got:?}"
+    );
     drop((w, probe, f));
     drop(m);
 }
@@ -299,7 +314,11 @@ fn restarting_and_blocked_signals_leave_a_lock_wait_going() {
         w.signal(sig);
         assert_eq!(w.outcome(STILL), None, "signal {sig} ended the wait");
         lock(f.as_raw_fd(), libc::F_SETLK, libc::F_UNLCK, 0, 10).expect("unlock");
-        assert_eq!(w.outcome(REACT), Some(0), "signal {sig}: no lock after the unlock");
+        assert_eq!(
+            w.outcome(REACT),
+            Some(0),
+            "signal {sig}: no lock after the unlock"
+        );
         // Its exit drops its lock for the next round.
         w.signal(libc::SIGKILL);
         assert!(kids.reaped(w.pid, REACT), "the lock holder did not exit");
