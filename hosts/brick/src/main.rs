@@ -27,7 +27,7 @@ use xlfs_posix as _;
 use xlfs_protocol as _;
 
 /// The xlfs brick server.
-#[derive(Parser, Debug)]
+#[derive(Parser, Debug, Clone)]
 #[command(name = "xlfsd", version, about, after_help = xlfs_core::registry::PATH_HELP)]
 #[command(group(clap::ArgGroup::new("source").required(true).args(["volfile", "brick"])))]
 struct Args {
@@ -71,6 +71,11 @@ struct Args {
     /// Log filter: error, warn, info, debug, trace, or a tracing directive list.
     #[arg(long, default_value = "info", env = "XLFSD_LOG")]
     log_level: String,
+    /// A Unix socket on which this brick answers while it runs: `xlfs volume statedump`
+    /// (every translator's dump, text or JSON) and `xlfs volume set` (reread the volfile and
+    /// apply it, as SIGHUP does). `xlfs volume start` sets it.
+    #[arg(long, value_name = "PATH")]
+    control_socket: Option<PathBuf>,
 }
 
 #[derive(thiserror::Error, Debug)]
@@ -133,14 +138,61 @@ fn load(args: &Args) -> Result<(String, String), Error> {
     Ok((text, format!("<generated for brick {dir}>")))
 }
 
-async fn wait_for_signal() -> Result<&'static str, Error> {
+/// Serves until SIGINT or SIGTERM; SIGHUP rereads the volfile and applies it.
+async fn wait_for_signal(args: &Args, volume: &Volume) -> Result<&'static str, Error> {
     use tokio::signal::unix::{SignalKind, signal};
     let mut term = signal(SignalKind::terminate()).map_err(Error::Runtime)?;
     let mut int = signal(SignalKind::interrupt()).map_err(Error::Runtime)?;
-    Ok(tokio::select! {
-        _ = term.recv() => "SIGTERM",
-        _ = int.recv() => "SIGINT",
-    })
+    let mut hup = signal(SignalKind::hangup()).map_err(Error::Runtime)?;
+    loop {
+        tokio::select! {
+            _ = term.recv() => return Ok("SIGTERM"),
+            _ = int.recv() => return Ok("SIGINT"),
+            _ = hup.recv() => {
+                let _ = reload(args, volume);
+            }
+        }
+    }
+}
+
+/// Rereads the volfile (and the client volfile it serves) and applies it: options that
+/// change live in place; anything else through a new graph. Returns what happened, in one
+/// line. A change that needs a new protocol/server on the same port fails here (the old
+/// graph holds the port): the brick then keeps its graph and says to restart it.
+fn reload(args: &Args, volume: &Volume) -> String {
+    use xlfs_core::volume::Reload;
+    let vf = match load(args).and_then(|(text, origin)| {
+        let mut vf = Volfile::parse(&text, &origin)?;
+        attach_client_volfile(&mut vf, args)?;
+        Ok(vf)
+    }) {
+        Ok(vf) => vf,
+        Err(e) => {
+            tracing::error!(error = %e, "reload: volfile not applied");
+            return format!("error: volfile not applied: {e}\n");
+        }
+    };
+    match volume.reload(vf) {
+        Ok(Reload::Unchanged) => {
+            tracing::info!("reload: volfile unchanged");
+            "unchanged\n".into()
+        }
+        Ok(Reload::Reconfigured(v)) => {
+            tracing::info!(volumes = ?v, "reload: options changed in place");
+            format!("reconfigured in place: {}\n", v.join(", "))
+        }
+        Ok(Reload::Switched {
+            old_graph,
+            new_graph,
+        }) => {
+            tracing::info!(old_graph, new_graph, "reload: switched to a new graph");
+            format!("switched from graph {old_graph} to graph {new_graph}\n")
+        }
+        Err(e) => {
+            tracing::error!(error = %e, "reload: volfile not applied; restart the brick to apply it");
+            format!("error: not applied (restart the brick to apply it): {e}\n")
+        }
+    }
 }
 
 /// Makes every protocol/server of `volfile` serve the `--client-volfile` (options
@@ -224,7 +276,29 @@ async fn serve(args: Args) -> Result<(), Error> {
         }
         let _ = out.flush();
     }
-    let sig = wait_for_signal().await?;
+    let volume = Arc::new(volume);
+    let _control = match &args.control_socket {
+        Some(path) => {
+            use xlfs_host::control::{self, ControlSocket, Request};
+            let (volume, args2) = (volume.clone(), args.clone());
+            let sock = ControlSocket::open(
+                path,
+                Arc::new(move |req| match req {
+                    Request::StatedumpText => {
+                        control::statedump("xlfsd", &volume, "", xlator_api::DumpFormat::Text)
+                    }
+                    Request::StatedumpJson => {
+                        control::statedump("xlfsd", &volume, "", xlator_api::DumpFormat::Json)
+                    }
+                    Request::Reload => reload(&args2, &volume),
+                }),
+            )
+            .map_err(Error::Runtime)?;
+            Some(sock)
+        }
+        None => None,
+    };
+    let sig = wait_for_signal(&args, &volume).await?;
     tracing::info!("{sig}: shutting down");
     // Dropping the graph stops the listeners and closes every client connection (the
     // servers release the clients' fds and locks on the way out).

@@ -1,15 +1,26 @@
-//! What the xlfs hosts share: where their graph comes from.
+//! What the xlfs hosts share: where their graph comes from, how it follows changes of its
+//! volfile ([`VolfileLoader::follow`]), and the control socket ([`control`]).
 //!
 //! `xlfs-mount` and `xlfs-nfsd` take the same sources: a volfile (`--volfile`), a local brick
 //! directory (`--local`, core's embedded default graph) or a running brick
 //! (`HOST[:PORT]:/VOLUME`, the client volfile fetched with protocol's [`fetch_volfile`]).
 
+pub mod control;
+
+use std::sync::Arc;
 use std::time::Duration;
 
 use xlfs_core::source::{Source, SourceError};
 use xlfs_core::volfile::{Volfile, VolfileError};
 use xlfs_core::volume::{Reload, Volume};
-use xlfs_protocol::fetch::{FetchError, VolfileServer, fetch_volfile};
+use xlfs_protocol::fetch::{
+    FetchError, VolfileServer, fetch_volfile, volfile_version, watch_volfile,
+};
+
+/// How long one volfile watch waits at the brick before it is renewed.
+const WATCH_HOLD: Duration = Duration::from_secs(30);
+/// How often a volfile on disk is checked for changes.
+const FILE_POLL: Duration = Duration::from_secs(1);
 
 /// Where a host's graph comes from: a volfile source of the core (a file, a local brick), or a
 /// running brick (`HOST:/VOLUME`). Hosts load it at start and again on SIGHUP.
@@ -58,23 +69,120 @@ impl VolfileLoader {
 }
 
 impl VolfileLoader {
+    /// Parses volfile text this loader got (origin: the file or the server).
+    fn parse(&self, text: &str) -> Result<Volfile, LoadError> {
+        let origin = match self {
+            VolfileLoader::Core(Source::File(path)) => path.display().to_string(),
+            VolfileLoader::Core(Source::Local(dir)) => format!("<generated for {}>", dir.display()),
+            VolfileLoader::Fetch { server, .. } => server.to_string(),
+        };
+        Volfile::parse(text, &origin).map_err(|e| LoadError::Fetched {
+            server: origin.clone(),
+            source: Box::new(e),
+        })
+    }
+
     /// SIGHUP: reads (or fetches) the volfile again and applies it to `volume`, logging the
     /// outcome (unchanged, reconfigured in place, switched to a new graph, or not applied).
     pub async fn reload(&self, volume: &Volume) {
+        let _ = self.reload_report(volume).await;
+    }
+
+    /// [`VolfileLoader::reload`], returning the outcome as one line (for the control socket).
+    pub async fn reload_report(&self, volume: &Volume) -> String {
         let vf = match self.load().await {
             Ok(vf) => vf,
-            Err(e) => return tracing::error!(error = %e, "reload: volfile not applied"),
+            Err(e) => {
+                tracing::error!(error = %e, "reload: volfile not applied");
+                return format!("error: volfile not applied: {e}\n");
+            }
         };
         match volume.reload(vf) {
-            Ok(Reload::Unchanged) => tracing::info!("reload: volfile unchanged"),
+            Ok(Reload::Unchanged) => {
+                tracing::info!("reload: volfile unchanged");
+                "unchanged\n".into()
+            }
             Ok(Reload::Reconfigured(v)) => {
-                tracing::info!(volumes = ?v, "reload: options changed in place")
+                tracing::info!(volumes = ?v, "reload: options changed in place");
+                format!("reconfigured in place: {}\n", v.join(", "))
             }
             Ok(Reload::Switched {
                 old_graph,
                 new_graph,
-            }) => tracing::info!(old_graph, new_graph, "reload: switched to a new graph"),
-            Err(e) => tracing::error!(error = %e, "reload: volfile not applied"),
+            }) => {
+                tracing::info!(old_graph, new_graph, "reload: switched to a new graph");
+                format!("switched from graph {old_graph} to graph {new_graph}\n")
+            }
+            Err(e) => {
+                tracing::error!(error = %e, "reload: volfile not applied");
+                format!("error: volfile not applied: {e}\n")
+            }
+        }
+    }
+}
+
+impl VolfileLoader {
+    /// Keeps `volume` on the current volfile, forever (spawn it): for `HOST:/VOLUME`, a watch
+    /// held at the brick that answers as soon as the volume's client volfile changes (`xlfs
+    /// volume set` rewrites it); for a volfile on disk, a check of its text every second.
+    /// Each change is applied like a SIGHUP: in place when only live options changed, else
+    /// by a graph switch, no remount. An unreachable brick is retried with backoff.
+    pub async fn follow(self: Arc<Self>, volume: Arc<Volume>) {
+        // 0: the first answer comes at once and is applied (normally unchanged: a change made
+        // between the start and this first watch is not lost).
+        let mut known = 0;
+        let mut backoff = Duration::from_secs(1);
+        loop {
+            let text = match &*self {
+                VolfileLoader::Fetch {
+                    server,
+                    secret,
+                    timeout,
+                } => watch_volfile(server, secret.as_deref(), known, WATCH_HOLD, *timeout)
+                    .await
+                    .map_err(|e| e.to_string()),
+                VolfileLoader::Core(Source::File(path)) => {
+                    tokio::time::sleep(FILE_POLL).await;
+                    std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))
+                }
+                // A generated graph never changes.
+                VolfileLoader::Core(_) => return,
+            };
+            let text = match text {
+                Ok(t) => {
+                    backoff = Duration::from_secs(1);
+                    t
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "volfile watch failed; retrying in {backoff:?}");
+                    tokio::time::sleep(backoff).await;
+                    backoff = (backoff * 2).min(Duration::from_secs(30));
+                    continue;
+                }
+            };
+            let version = volfile_version(&text);
+            if version == known {
+                continue;
+            }
+            known = version;
+            match self.parse(&text).map(|vf| volume.reload(vf)) {
+                Ok(Ok(Reload::Unchanged)) => tracing::debug!("volfile watch: unchanged"),
+                Ok(Ok(Reload::Reconfigured(v))) => {
+                    tracing::info!(volumes = ?v, "the volfile changed: options changed in place")
+                }
+                Ok(Ok(Reload::Switched {
+                    old_graph,
+                    new_graph,
+                })) => tracing::info!(
+                    old_graph,
+                    new_graph,
+                    "the volfile changed: switched to a new graph"
+                ),
+                Ok(Err(e)) => {
+                    tracing::error!(error = %e, "the volfile changed but was not applied")
+                }
+                Err(e) => tracing::error!(error = %e, "the volfile changed but was not applied"),
+            }
         }
     }
 }

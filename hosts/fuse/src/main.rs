@@ -146,6 +146,20 @@ fn run(cli: Cli, source: GraphSource, mountpoint: PathBuf) -> Result<(), Error> 
         read_ahead_kb: cli.read_ahead / 1024,
     };
     let shared = Shared::new(volume.clone(), cli.fs_options(), rt.handle().clone());
+    let source = Arc::new(source);
+    // The graph follows its volfile (watch at the brick, or the file reread).
+    rt.spawn(source.clone().follow(volume.clone()));
+    let _control = match &cli.control_socket {
+        Some(path) => Some(control_socket(
+            path,
+            &volume,
+            &shared,
+            &source,
+            &rt,
+            &mountpoint,
+        )?),
+        None => None,
+    };
     rt.block_on(serve(
         &cli,
         source,
@@ -156,6 +170,35 @@ fn run(cli: Cli, source: GraphSource, mountpoint: PathBuf) -> Result<(), Error> 
         &origin,
         &top,
     ))
+}
+
+/// Opens the `--control-socket`: statedumps of the mount (host state, then every
+/// translator) and reloads of the volfile, answered on the control thread.
+fn control_socket(
+    path: &std::path::Path,
+    volume: &Arc<Volume>,
+    shared: &Arc<Shared>,
+    source: &Arc<VolfileLoader>,
+    rt: &tokio::runtime::Runtime,
+    mountpoint: &std::path::Path,
+) -> Result<xlfs_host::control::ControlSocket, Error> {
+    use xlfs_host::control::{self, Request};
+    let (volume, shared, source) = (volume.clone(), shared.clone(), source.clone());
+    let handle = rt.handle().clone();
+    let host = format!("xlfs-mount {}", mountpoint.display());
+    control::ControlSocket::open(
+        path,
+        Arc::new(move |req| match req {
+            Request::StatedumpText => {
+                control::statedump(&host, &volume, &shared.dump(), DumpFormat::Text)
+            }
+            Request::StatedumpJson => {
+                control::statedump(&host, &volume, &shared.dump(), DumpFormat::Json)
+            }
+            Request::Reload => handle.block_on(source.reload_report(&volume)),
+        }),
+    )
+    .map_err(io_err("cannot open the control socket"))
 }
 
 /// The effective uid, from /proc (keeps `unsafe` out of this module).
@@ -180,7 +223,7 @@ enum End {
 #[allow(clippy::too_many_arguments)]
 async fn serve(
     cli: &Cli,
-    source: VolfileLoader,
+    source: Arc<VolfileLoader>,
     volume: Arc<Volume>,
     shared: Arc<Shared>,
     mountpoint: &std::path::Path,

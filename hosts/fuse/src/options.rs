@@ -199,6 +199,13 @@ pub struct Cli {
     #[arg(long)]
     pub dump_on_exit: bool,
 
+    /// A Unix socket on which this mount answers while it runs: `xlfs volume statedump`
+    /// (host state and every translator's dump, text or JSON) and `xlfs volume set` (reload
+    /// the volfile now). `xlfs mount` sets it. The volfile is followed without it too: a
+    /// HOST:/VOLUME mount keeps a watch at the brick, a --volfile mount rereads its file.
+    #[arg(long, value_name = "PATH")]
+    pub control_socket: Option<PathBuf>,
+
     /// If MOUNTPOINT holds a stale FUSE mount (its server died: "Transport endpoint is not
     /// connected"), detach it (`umount -l`) and mount over it instead of failing.
     #[arg(long)]

@@ -47,6 +47,10 @@ use crate::server::Server;
 use xlfs_core::source::Source;
 use xlfs_host::{LoadError, VolfileLoader};
 
+/// The control socket (statedump, reload) of this server, when set: see
+/// `xlfs_host::control`.
+const CONTROL_SOCKET_ENV: &str = "XLFS_CONTROL_SOCKET";
+
 /// How long calls in flight may take to finish after SIGINT/SIGTERM.
 const DRAIN: Duration = Duration::from_secs(5);
 /// How long the runtime may take to stop its blocking jobs at exit.
@@ -120,9 +124,41 @@ fn run(cli: Cli) -> Result<(), Error> {
         let _guard = rt.enter();
         Arc::new(Volume::new(volfile, Arc::new(Registry::new()))?)
     };
+    let source = Arc::new(source);
+    // The graph follows its volfile (watch at the brick, or the file reread).
+    rt.spawn(source.clone().follow(volume.clone()));
+    let _control = match std::env::var_os(CONTROL_SOCKET_ENV) {
+        Some(path) => Some(control_socket(path.as_ref(), &volume, &source, &rt)?),
+        None => None,
+    };
     let r = rt.block_on(serve(&cli, &source, volume, id, &origin));
     rt.shutdown_timeout(RUNTIME_STOP);
     r
+}
+
+/// Opens the control socket: statedumps of every translator and reloads of the volfile.
+fn control_socket(
+    path: &std::path::Path,
+    volume: &Arc<Volume>,
+    source: &Arc<VolfileLoader>,
+    rt: &tokio::runtime::Runtime,
+) -> Result<xlfs_host::control::ControlSocket, Error> {
+    use xlfs_host::control::{self, Request};
+    let (volume, source) = (volume.clone(), source.clone());
+    let handle = rt.handle().clone();
+    control::ControlSocket::open(
+        path,
+        Arc::new(move |req| match req {
+            Request::StatedumpText => {
+                control::statedump("xlfs-nfsd", &volume, "", DumpFormat::Text)
+            }
+            Request::StatedumpJson => {
+                control::statedump("xlfs-nfsd", &volume, "", DumpFormat::Json)
+            }
+            Request::Reload => handle.block_on(source.reload_report(&volume)),
+        }),
+    )
+    .map_err(io_err("cannot open the control socket"))
 }
 
 async fn serve(
@@ -232,7 +268,12 @@ fn parse_cli() -> Cli {
         .map(|h| format!("{h}\n\n"))
         .unwrap_or_default();
     let matches = cmd
-        .after_help(format!("{after}{}", xlfs_core::registry::PATH_HELP))
+        .after_help(format!(
+            "{after}{}\n\nControl:\n  {CONTROL_SOCKET_ENV}  a Unix socket path: statedumps \
+             (`xlfs volume statedump`) and reloads while it runs\n\nThe volfile is followed: a \
+             HOST:/VOLUME server keeps a watch at the brick, a --volfile server rereads its file.",
+            xlfs_core::registry::PATH_HELP
+        ))
         .get_matches();
     Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit())
 }

@@ -27,8 +27,18 @@ use tokio::net::TcpStream;
 
 use crate::wire::{
     self, ClientMsg, FrameReader, HANDSHAKE_MAX_FRAME, MAGIC, PROTOCOL_VERSION, SCHEMA, ServerMsg,
-    VOLFILE_MAX_FRAME, VolfileRequest, WireError,
+    VOLFILE_MAX_FRAME, VolfileRequest, VolfileWatch, WireError,
 };
+
+/// The version of a volfile's text that [`watch_volfile`] compares (FNV-1a 64 of the bytes):
+/// the same text, the same version, on every host.
+pub fn volfile_version(text: &str) -> u64 {
+    let mut h: u64 = 0xcbf29ce484222325;
+    for b in text.as_bytes() {
+        h = (h ^ u64::from(*b)).wrapping_mul(0x100000001b3);
+    }
+    h
+}
 
 /// The port of `HOST:/VOLUME` without one: brick 0 of a volume created with the default
 /// `--port` (volgen's `DEFAULT_BASE_PORT`).
@@ -161,12 +171,36 @@ pub async fn fetch_volfile(
     secret: Option<&str>,
     timeout: Duration,
 ) -> Result<String, FetchError> {
-    match tokio::time::timeout(timeout, fetch_inner(server, secret, timeout)).await {
+    match tokio::time::timeout(timeout, fetch_inner(server, secret, timeout, None)).await {
         Ok(r) => r,
         Err(_) => Err(FetchError::Timeout {
             addr: server.addr(),
             volume: server.volume.clone(),
             timeout,
+        }),
+    }
+}
+
+/// Waits until the client volfile of `server.volume` differs from the text whose
+/// [`volfile_version`] is `known`, and returns the new text; after `hold` (the brick caps it
+/// at a minute) returns the same text. `timeout` bounds connecting and the answer beyond the
+/// hold. The brick rereads its volfile while it holds the watch, so a change made there
+/// (`xlfs volume set`) reaches the watcher within a fraction of a second.
+pub async fn watch_volfile(
+    server: &VolfileServer,
+    secret: Option<&str>,
+    known: u64,
+    hold: Duration,
+    timeout: Duration,
+) -> Result<String, FetchError> {
+    let total = hold + timeout;
+    let watch = Some((known, hold));
+    match tokio::time::timeout(total, fetch_inner(server, secret, total, watch)).await {
+        Ok(r) => r,
+        Err(_) => Err(FetchError::Timeout {
+            addr: server.addr(),
+            volume: server.volume.clone(),
+            timeout: total,
         }),
     }
 }
@@ -182,6 +216,7 @@ async fn fetch_inner(
     server: &VolfileServer,
     secret: Option<&str>,
     timeout: Duration,
+    watch: Option<(u64, Duration)>,
 ) -> Result<String, FetchError> {
     let addr = server.addr();
     let volume = server.volume.clone();
@@ -207,8 +242,16 @@ async fn fetch_inner(
         client: identity(),
         secret: secret.filter(|s| !s.is_empty()).map(str::to_owned),
     };
-    let frame = wire::encode(&ClientMsg::GetVolfile(req), Vec::new(), HANDSHAKE_MAX_FRAME)
-        .map_err(|e| proto(e.to_string()))?;
+    let msg = match watch {
+        None => ClientMsg::GetVolfile(req),
+        Some((known, hold)) => ClientMsg::WatchVolfile(VolfileWatch {
+            request: req,
+            known,
+            hold_ms: u32::try_from(hold.as_millis()).unwrap_or(u32::MAX),
+        }),
+    };
+    let frame =
+        wire::encode(&msg, Vec::new(), HANDSHAKE_MAX_FRAME).map_err(|e| proto(e.to_string()))?;
     wire::write_frames(&mut w, std::slice::from_ref(&frame))
         .await
         .map_err(|e| proto(format!("cannot send the request: {e}")))?;

@@ -20,7 +20,7 @@ use super::session::Session;
 use crate::wire::spin::Backoff;
 use crate::wire::{
     self, ClientMsg, FrameReader, FrameSender, HANDSHAKE_MAX_FRAME, Hello, ReadHalf, ServerMsg,
-    Stream, VOLFILE_MAX_FRAME, VolfileReply, VolfileRequest, WireError, WriteHalf,
+    Stream, VOLFILE_MAX_FRAME, VolfileReply, VolfileRequest, VolfileWatch, WireError, WriteHalf,
 };
 
 /// Gives `sock` a send buffer of `size` bytes as the kernel counts them (it doubles what it
@@ -105,6 +105,7 @@ pub async fn serve(shared: Arc<Shared>, sock: Stream, peer: SocketAddr) {
     let hello = match first {
         First::Hello(h) => h,
         First::Volfile(req) => return serve_volfile(&shared, w, req, peer).await,
+        First::Watch(watch) => return serve_watch(&shared, w, watch, peer).await,
     };
     let welcome = match shared.admit(&hello, peer) {
         Ok(w) => w,
@@ -198,6 +199,7 @@ pub async fn serve(shared: Arc<Shared>, sock: Stream, peer: SocketAddr) {
 enum First {
     Hello(Hello),
     Volfile(VolfileRequest),
+    Watch(VolfileWatch),
 }
 
 /// The first message, or `None` if the peer closed before sending anything.
@@ -211,6 +213,7 @@ async fn read_first(
     match wire::decode::<ClientMsg>(body)?.0 {
         ClientMsg::Hello(h) => Ok(Some(First::Hello(h))),
         ClientMsg::GetVolfile(r) => Ok(Some(First::Volfile(r))),
+        ClientMsg::WatchVolfile(w) => Ok(Some(First::Watch(w))),
         _ => Err(WireError::Io(std::io::Error::other(
             "first frame is neither a hello nor a volfile request",
         ))),
@@ -265,6 +268,35 @@ async fn serve_volfile(shared: &Shared, mut w: WriteHalf, req: VolfileRequest, p
         Err(e) => tracing::error!("{}: cannot encode the volfile answer: {e}", shared.name),
     }
     let _ = tokio::io::AsyncWriteExt::shutdown(&mut w).await;
+}
+
+/// The longest a volfile watch is held before the server answers with the same text.
+const WATCH_HOLD_MAX: std::time::Duration = std::time::Duration::from_secs(60);
+/// How often a held watch rereads the volfile (`xlfs volume set` rewrites it in place).
+const WATCH_POLL: std::time::Duration = std::time::Duration::from_millis(200);
+
+/// Answers a volfile watch: checked like a volfile request, then held until the served
+/// volfile's text differs from the client's (`known`), the hold time passes, or the client
+/// goes away; then answered like a request (the volfile, or a refusal) and closed. The
+/// volfile is reread from its file every [`WATCH_POLL`], so whatever rewrites it (volume set,
+/// later add-brick) reaches every watching client within that.
+async fn serve_watch(shared: &Shared, w: WriteHalf, watch: VolfileWatch, peer: SocketAddr) {
+    let hold = std::time::Duration::from_millis(u64::from(watch.hold_ms)).min(WATCH_HOLD_MAX);
+    let deadline = tokio::time::Instant::now() + hold;
+    if shared.volfile_for(&watch.request, peer).is_ok() {
+        while tokio::time::Instant::now() < deadline {
+            let path = match shared.volfile_for(&watch.request, peer) {
+                Ok(p) => p,
+                Err(_) => break,
+            };
+            match read_volfile(&path).await {
+                Ok(text) if crate::fetch::volfile_version(&text) == watch.known => {}
+                _ => break,
+            }
+            tokio::time::sleep(WATCH_POLL).await;
+        }
+    }
+    serve_volfile(shared, w, watch.request, peer).await;
 }
 
 /// Reads a client volfile, refusing one that does not fit a frame.
@@ -631,7 +663,9 @@ async fn read_loop(
                 }
             }
             (ClientMsg::Cancel(id), _) => locks.cancel(id).await,
-            (ClientMsg::Hello(_), _) | (ClientMsg::GetVolfile(_), _) => {
+            (ClientMsg::Hello(_), _)
+            | (ClientMsg::GetVolfile(_), _)
+            | (ClientMsg::WatchVolfile(_), _) => {
                 return Err(WireError::Io(std::io::Error::other(
                     "handshake message in the middle of a connection",
                 )));

@@ -249,6 +249,21 @@ pub enum ClientMsg {
     /// waiting) and answers it with EINTR. New variants go last, so the older ones keep
     /// their encoding.
     Cancel(u64),
+    /// First (and only) frame of a volfile watch: like [`ClientMsg::GetVolfile`], but the
+    /// server answers only once the volfile's text differs from the one the client has
+    /// ([`VolfileWatch::known`]), or after [`VolfileWatch::hold_ms`] with the same text.
+    WatchVolfile(VolfileWatch),
+}
+
+/// A long poll for a client volfile: how clients learn that a volume's graph changed
+/// (`xlfs volume set`, and later add-brick) without polling the brick in a loop.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
+pub struct VolfileWatch {
+    pub request: VolfileRequest,
+    /// `fetch::volfile_version` of the text the client has.
+    pub known: u64,
+    /// The longest the server holds the answer back (it caps it).
+    pub hold_ms: u32,
 }
 
 /// Frames a server sends.
