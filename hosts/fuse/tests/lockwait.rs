@@ -326,3 +326,57 @@ fn restarting_and_blocked_signals_leave_a_lock_wait_going() {
     drop(f);
     drop(m);
 }
+
+/// A forked child is another lock owner than its parent, though it shares the parent's open
+/// file: the parent's lock conflicts with it, and its close of that file (its exit) leaves
+/// the parent's locks alone (FUSE_FLUSH carries the closer's lock owner), as on ext4.
+#[test]
+fn a_forked_child_is_another_lock_owner() {
+    require_fuse!();
+    let tmp = tempdir();
+    let mut kids = Kids::default();
+    let (m, path, f) = setup(&tmp);
+    lock(f.as_raw_fd(), libc::F_SETLK, WR, 0, 10).expect("hold [0,10)");
+    let (out_r, out_w) = pipe();
+    let fd = f.as_raw_fd();
+    // SAFETY: the child makes only async-signal-safe calls (fcntl, close, write, _exit).
+    let pid = unsafe { libc::fork() };
+    assert!(pid >= 0, "fork");
+    if pid == 0 {
+        // SAFETY: as above; `fd` is the inherited descriptor of the parent's open file.
+        unsafe {
+            let mut fl: libc::flock = std::mem::zeroed();
+            fl.l_type = WR as i16;
+            fl.l_whence = libc::SEEK_SET as i16;
+            fl.l_len = 10;
+            let e: i32 = if libc::fcntl(fd, libc::F_SETLK, &mut fl) == 0 {
+                0
+            } else {
+                *libc::__errno_location()
+            };
+            libc::close(fd);
+            libc::write(out_w.as_raw_fd(), (&e as *const i32).cast(), 4);
+            libc::_exit(0);
+        }
+    }
+    kids.0.push(pid);
+    drop(out_w);
+    assert!(kids.reaped(pid, REACT), "the child did not exit");
+    let mut b = [0u8; 4];
+    std::io::Read::read_exact(&mut File::from(out_r), &mut b).expect("child's outcome");
+    assert_eq!(
+        i32::from_ne_bytes(b),
+        libc::EAGAIN,
+        "the child took the parent's range through the shared file"
+    );
+    // Another owner (an open file description) sees the parent's lock still held after the
+    // child's close and exit. (Closing `probe` drops it: this process's close.)
+    let probe = File::open(&path).expect("open");
+    let got = lock(probe.as_raw_fd(), libc::F_OFD_GETLK, WR, 0, 10).expect("getlk");
+    assert_eq!(
+        got.0, WR,
+        "the parent's lock after the child's close: {got:?}"
+    );
+    drop((probe, f));
+    drop(m);
+}
