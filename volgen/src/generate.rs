@@ -295,6 +295,7 @@ impl Gen<'_> {
             };
             st.push(name, type_name, self.options(slot, vec![]), vec![st.top()]);
         }
+        crate::user::place(spec, &mut st.volumes)?;
         Ok(st.into_volfile(format!("{} client volfile", spec.name)))
     }
 }

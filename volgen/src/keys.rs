@@ -262,6 +262,11 @@ impl Catalog {
         key: &str,
         value: &str,
     ) -> Result<String, VolgenError> {
+        if crate::user::split_key(key).is_some() {
+            crate::user::check(spec, key, value)?;
+            spec.options.insert(key.trim().into(), value.trim().into());
+            return Ok(key.trim().into());
+        }
         let info = self.check(key, value)?;
         match info.target {
             Target::AuthAllow => {
@@ -278,6 +283,11 @@ impl Catalog {
     /// `volume reset`: drops the override of `key` (back to the default); returns the full
     /// key and whether anything was set.
     pub fn reset(&self, spec: &mut VolumeSpec, key: &str) -> Result<(String, bool), VolgenError> {
+        // A user translator goes out with its options.
+        if let Some((name, None)) = crate::user::split_key(key) {
+            let options = format!("{}{name}.", crate::user::PREFIX);
+            spec.options.retain(|k, _| !k.starts_with(&options));
+        }
         // A stored key that no longer resolves (its translator is gone) can still be reset.
         if spec.options.remove(key).is_some() {
             return Ok((key.to_owned(), true));
@@ -309,6 +319,10 @@ impl Catalog {
     pub(crate) fn overrides(&self, spec: &VolumeSpec) -> Result<Overrides, VolgenError> {
         let mut out = Overrides::new();
         for (key, value) in &spec.options {
+            // User translators are placed by `user::place`.
+            if crate::user::split_key(key).is_some() {
+                continue;
+            }
             let info = self.check(key, value)?;
             match &info.target {
                 Target::Option { slot, .. } => out

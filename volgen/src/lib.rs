@@ -29,6 +29,7 @@ mod generate;
 mod keys;
 mod spec;
 pub mod stack;
+pub mod user;
 
 pub use brick::{Brick, LOOPBACK};
 pub use check::{MAX_NAME_LEN, check_auth_entry, check_name};

@@ -29,6 +29,8 @@ Examples:
   xlfs volume options                        every settable key
   xlfs volume start gv0 && xlfs mount gv0 /mnt/gv0
   xlfs volume status gv0 --json
+  xlfs volume statedump gv0 --client /mnt/gv0 --json
+  xlfs volume set gv0 user.counter \"user/counter above performance.write-behind\"
   xlfs umount /mnt/gv0 && xlfs volume stop gv0
   xlfs translator list                       every type a volfile can name
   xlfs translator new counter                a translator crate that builds out of tree
@@ -90,6 +92,8 @@ pub enum VolumeCommand {
     Start(cmd::start::Args),
     /// Show bricks (up/down, ports, pids) and mounts.
     Status(cmd::status::Args),
+    /// The live state of running bricks or a mount: the host's, then every translator's.
+    Statedump(cmd::statedump::Args),
     /// Stop a volume's mounts and bricks on this host.
     Stop(cmd::stop::Args),
     /// List volumes.

@@ -7,6 +7,7 @@
 //! <state>/volumes/<name>/brick-<i>.vol   server volfile of brick i
 //! <state>/volumes/<name>/run.json        running bricks and mounts started by xlfs
 //! <state>/volumes/<name>/log/            brick-<i>.log, mount-<n>.log
+//! <state>/volumes/<name>/ctl/            control sockets: brick-<i>.sock, mount-<hash>.sock
 //! ```
 
 use std::io::Write;
@@ -134,6 +135,23 @@ impl VolumeDir {
     }
     pub fn log_dir(&self) -> PathBuf {
         self.dir.join("log")
+    }
+    /// Where the bricks' and mounts' control sockets are (statedump, reload).
+    pub fn control_dir(&self) -> PathBuf {
+        self.dir.join("ctl")
+    }
+    /// The control socket of brick `index`.
+    pub fn brick_socket(&self, index: usize) -> PathBuf {
+        self.control_dir().join(format!("brick-{index}.sock"))
+    }
+    /// The control socket of the mount on `mountpoint` (named by a hash of the path: socket
+    /// paths are limited to 107 bytes).
+    pub fn mount_socket(&self, mountpoint: &Path) -> PathBuf {
+        let mut h: u64 = 0xcbf29ce484222325;
+        for b in mountpoint.as_os_str().as_encoded_bytes() {
+            h = (h ^ u64::from(*b)).wrapping_mul(0x100000001b3);
+        }
+        self.control_dir().join(format!("mount-{h:016x}.sock"))
     }
 
     /// Writes the description and every volfile (each file replaced atomically; files hold

@@ -77,11 +77,19 @@ impl Meter {
     /// The statedump (the JSON report's fields, typed).
     pub fn dump_value(&self) -> xlator_api::Dump {
         let j = self.dump(DumpFormat::Json);
-        let d = match serde_json::from_str(&j) {
+        let mut d = match serde_json::from_str(&j) {
             Ok(v) => xlator_api::Dump::from_json(v),
             Err(e) => xlator_api::Dump::new().with("error", format!("io-stats dump: {e}")),
         };
-        d.with_text(self.dump(DumpFormat::Text))
+        // The core adds `"type"` to every translator's JSON dump: a second would be a
+        // duplicate key. (The periodic dump files keep theirs.)
+        d.fields.retain(|f| f.key.as_str() != "type");
+        // The core heads every translator's dump with `[name (type)]`: the report's own
+        // `debug/io-stats "name": ` prefix (kept in the periodic dump files) would say it twice.
+        let text = self.dump(DumpFormat::Text);
+        let own = format!("{TYPE} {:?}: ", self.name);
+        let text = text.strip_prefix(&own).map(str::to_owned).unwrap_or(text);
+        d.with_text(text)
     }
 
     /// The report in `format` (periodic dump files).

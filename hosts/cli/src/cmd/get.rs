@@ -30,11 +30,28 @@ struct Value {
 pub fn run(ctx: &Ctx, a: Args) -> Result<u8> {
     let (_, spec) = ctx.state().load(&a.name)?;
     let catalog = Catalog::new(&registry());
+    // User translators (`user.NAME`, `user.NAME.OPTION`): their stored values.
+    let users: Vec<Value> = spec
+        .options
+        .iter()
+        .filter(|(k, _)| xlfs_volgen::user::split_key(k).is_some())
+        .filter(|(k, _)| {
+            a.key
+                .as_deref()
+                .is_none_or(|want| want.trim() == k.as_str())
+        })
+        .map(|(k, v)| Value {
+            key: k.clone(),
+            value: v.clone(),
+            default: false,
+        })
+        .collect();
     let keys = match &a.key {
+        Some(k) if xlfs_volgen::user::split_key(k).is_some() => Vec::new(),
         Some(k) => vec![catalog.resolve(k)?.clone()],
         None => catalog.keys().to_vec(),
     };
-    let values: Vec<Value> = keys
+    let mut values: Vec<Value> = keys
         .iter()
         .map(|k| {
             let (value, default) = catalog.value(&spec, k);
@@ -45,6 +62,15 @@ pub fn run(ctx: &Ctx, a: Args) -> Result<u8> {
             }
         })
         .collect();
+    values.extend(users);
+    if let Some(k) = &a.key
+        && values.is_empty()
+    {
+        return Err(crate::error::CliError::Rejected(format!(
+            "{k} is not set on volume {}",
+            spec.name
+        )));
+    }
     if a.json {
         print_json(&values)?;
         return Ok(0);

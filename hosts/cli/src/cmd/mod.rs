@@ -10,6 +10,7 @@ pub mod options;
 pub mod reset;
 pub mod set;
 pub mod start;
+pub mod statedump;
 pub mod status;
 pub mod stop;
 pub mod translator;
@@ -63,6 +64,7 @@ pub fn run(cli: Cli) -> Result<u8> {
             VolumeCommand::Options(a) => options::run(&ctx, a),
             VolumeCommand::Start(a) => start::run(&ctx, a),
             VolumeCommand::Status(a) => status::run(&ctx, a),
+            VolumeCommand::Statedump(a) => statedump::run(&ctx, a),
             VolumeCommand::Stop(a) => stop::run(&ctx, a),
             VolumeCommand::List(a) => list::run(&ctx, a),
             VolumeCommand::Info(a) => info::run(&ctx, a),

@@ -83,6 +83,8 @@ fn mount_args(vd: &VolumeDir, spec: &VolumeSpec, mp: &Path, extra: &[String]) ->
         vd.client_volfile().into(),
         "--fsname".into(),
         format!("xlfs:{}", spec.name).into(),
+        "--control-socket".into(),
+        vd.mount_socket(mp).into(),
     ];
     args.extend(extra.iter().map(OsString::from));
     args.push(mp.into());

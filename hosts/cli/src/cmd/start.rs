@@ -113,6 +113,8 @@ pub fn start_bricks(vd: &VolumeDir, spec: &VolumeSpec, run: &mut Run) -> Result<
             vd.client_volfile().into(),
             "--client-volfile-name".into(),
             spec.name.clone().into(),
+            "--control-socket".into(),
+            vd.brick_socket(i).into(),
         ];
         let log = vd.log_dir().join(format!("brick-{i}.log"));
         match procs::spawn_detached(&xlfsd, &args, &log) {

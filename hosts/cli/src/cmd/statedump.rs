@@ -1,0 +1,116 @@
+//! `xlfs volume statedump NAME [--client MOUNTPOINT | --brick N] [--json]`: the live state of
+//! a running brick or mount (the host's own state, then every translator's dump, top-down),
+//! asked through its control socket.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use xlfs_host::control::{self, Request};
+
+use super::{Ctx, XLFSD};
+use crate::error::{CliError, Result};
+use crate::procs;
+
+/// How long a host may take to answer.
+const ANSWER_TIMEOUT: Duration = Duration::from_secs(10);
+
+#[derive(clap::Args, Debug)]
+#[command(after_help = "\
+Without --client or --brick: every brick of the volume running on this host.
+
+Examples:
+  xlfs volume statedump gv0
+  xlfs volume statedump gv0 --client /mnt/gv0
+  xlfs volume statedump gv0 --brick 0 --json | jq .xlators")]
+pub struct Args {
+    pub name: String,
+    /// The mount (started by `xlfs mount`) on this directory.
+    #[arg(long, value_name = "MOUNTPOINT", conflicts_with = "brick")]
+    pub client: Option<PathBuf>,
+    /// Brick number N of the volume (on this host).
+    #[arg(long, value_name = "N")]
+    pub brick: Option<usize>,
+    /// Print JSON (one object per host; several hosts: an object keyed `brick-N`).
+    #[arg(long)]
+    pub json: bool,
+}
+
+pub fn run(ctx: &Ctx, a: Args) -> Result<u8> {
+    let (vd, spec) = ctx.state().load(&a.name)?;
+    let run = vd.load_run()?;
+    let req = if a.json {
+        Request::StatedumpJson
+    } else {
+        Request::StatedumpText
+    };
+    let ask = |path: PathBuf, what: String| -> Result<String> {
+        control::ask(&path, req, ANSWER_TIMEOUT).map_err(|e| {
+            CliError::Process(format!(
+                "{what} does not answer on its control socket {}: {e} (was it started by this \
+                 xlfs release? restart it)",
+                path.display()
+            ))
+        })
+    };
+    if let Some(mp) = &a.client {
+        let mp = std::path::absolute(mp).map_err(CliError::io(mp))?;
+        let mp = mp.canonicalize().unwrap_or(mp);
+        if !run.mounts.iter().any(|m| m.mountpoint == mp) {
+            return Err(CliError::State(format!(
+                "{} is not a mount of volume {} started by `xlfs mount`",
+                mp.display(),
+                spec.name
+            )));
+        }
+        let out = ask(
+            vd.mount_socket(&mp),
+            format!("the mount on {}", mp.display()),
+        )?;
+        print!("{out}");
+        if !out.ends_with('\n') {
+            println!();
+        }
+        return Ok(0);
+    }
+    let bricks: Vec<usize> = match a.brick {
+        Some(i) if i >= spec.bricks.len() => {
+            return Err(CliError::Rejected(format!(
+                "volume {} has bricks 0 to {}",
+                spec.name,
+                spec.bricks.len().saturating_sub(1)
+            )));
+        }
+        Some(i) => vec![i],
+        None => run
+            .bricks
+            .iter()
+            .filter(|b| procs::alive(b.pid, XLFSD))
+            .map(|b| b.index)
+            .collect(),
+    };
+    if bricks.is_empty() {
+        return Err(CliError::State(format!(
+            "no brick of volume {} runs on this host; `xlfs volume start {}` first",
+            spec.name, spec.name
+        )));
+    }
+    let mut dumps = Vec::new();
+    for i in &bricks {
+        dumps.push((*i, ask(vd.brick_socket(*i), format!("brick {i}"))?));
+    }
+    if a.json && dumps.len() > 1 {
+        let body: Vec<String> = dumps
+            .iter()
+            .map(|(i, d)| format!("\"brick-{i}\":{d}"))
+            .collect();
+        println!("{{{}}}", body.join(","));
+    } else {
+        for (_, d) in &dumps {
+            print!("{d}");
+            if !d.ends_with('\n') {
+                println!();
+            }
+        }
+    }
+    Ok(0)
+}
