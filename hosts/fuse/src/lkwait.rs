@@ -1,4 +1,4 @@
-//! Lock waits their caller can interrupt (F_SETLKW, and flock(2) without LOCK_NB).
+//! Lock waits their caller can interrupt (F_SETLKW and F_OFD_SETLKW through the mount).
 //!
 //! On a local file system a waiting F_SETLKW ends as soon as its caller has a signal it does
 //! not block (the kernel's `signal_pending()`): EINTR from fcntl(2), a restart under
