@@ -97,7 +97,7 @@ pub fn check(spec: &VolumeSpec, key: &str, value: &str) -> Result<(), VolgenErro
         ));
     }
     match option {
-        Some(o) if o.is_empty() => Err(invalid(key, value, "the option name is empty".into())),
+        Some("") => Err(invalid(key, value, "the option name is empty".into())),
         Some(_) => Ok(()),
         None => parse(spec, key, value).map(|_| ()),
     }

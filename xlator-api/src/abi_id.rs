@@ -427,16 +427,11 @@ pub fn describe_differences(ours: &str, theirs: &str, max: usize) -> String {
     text
 }
 
-/// `xlator_api::backing::BackingFile` -> `BackingFile (xlator_api::backing)`.
+/// `xlator_api::backing::BackingFile` -> `BackingFile (in xlator_api::backing)`: the module
+/// path is cut at the last `::` before any generics.
 fn short(key: &str) -> String {
-    // The full type may hold `::` inside generics: split the module path off at the first
-    // `::` followed by an uppercase letter or a primitive name after the last module.
-    match key
-        .find(|c: char| c == '<')
-        .map(|i| &key[..i])
-        .unwrap_or(key)
-        .rfind("::")
-    {
+    let plain = key.find('<').map_or(key, |i| &key[..i]);
+    match plain.rfind("::") {
         Some(i) => format!("{} (in {})", &key[i + 2..], &key[..i]),
         None => key.to_owned(),
     }

@@ -124,37 +124,6 @@ pub fn ask(path: &Path, req: Request, timeout: Duration) -> std::io::Result<Stri
     Ok(out)
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn requests_are_answered_and_the_socket_removed() {
-        let dir = std::env::temp_dir().join(format!("xlfs-ctl-{}", std::process::id()));
-        let path = dir.join("c.sock");
-        let sock = ControlSocket::open(
-            &path,
-            Arc::new(|r| match r {
-                Request::StatedumpJson => "{\"a\":1}".into(),
-                Request::StatedumpText => "[a]\n".into(),
-                Request::Reload => "reloaded\n".into(),
-            }),
-        )
-        .expect("open");
-        let t = Duration::from_secs(5);
-        assert_eq!(
-            ask(&path, Request::StatedumpJson, t).expect("ask"),
-            "{\"a\":1}"
-        );
-        assert_eq!(ask(&path, Request::Reload, t).expect("ask"), "reloaded\n");
-        let mode = std::fs::metadata(&path).expect("meta").permissions().mode();
-        assert_eq!(mode & 0o777, 0o600);
-        drop(sock);
-        assert!(!path.exists());
-        let _ = std::fs::remove_dir(&dir);
-    }
-}
-
 /// The answer to a statedump request of a host serving `volume`: a header (host, pid,
 /// volfile origin, graph id) and `host_text` (the host's own state, text), then every
 /// translator's dump, top-down. JSON: one object, `"xlators"` holding the graph's dump.
@@ -188,5 +157,36 @@ pub fn statedump(
             out.push('}');
             out
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn requests_are_answered_and_the_socket_removed() {
+        let dir = std::env::temp_dir().join(format!("xlfs-ctl-{}", std::process::id()));
+        let path = dir.join("c.sock");
+        let sock = ControlSocket::open(
+            &path,
+            Arc::new(|r| match r {
+                Request::StatedumpJson => "{\"a\":1}".into(),
+                Request::StatedumpText => "[a]\n".into(),
+                Request::Reload => "reloaded\n".into(),
+            }),
+        )
+        .expect("open");
+        let t = Duration::from_secs(5);
+        assert_eq!(
+            ask(&path, Request::StatedumpJson, t).expect("ask"),
+            "{\"a\":1}"
+        );
+        assert_eq!(ask(&path, Request::Reload, t).expect("ask"), "reloaded\n");
+        let mode = std::fs::metadata(&path).expect("meta").permissions().mode();
+        assert_eq!(mode & 0o777, 0o600);
+        drop(sock);
+        assert!(!path.exists());
+        let _ = std::fs::remove_dir(&dir);
     }
 }
