@@ -27,12 +27,12 @@
 use futures::future::join_all;
 use xlator_api::abi_stable::std_types::ROption;
 use xlator_api::{
-    CreateXattrs, Ctx, Entry, Errno, Fd, Gfid, GfidReq, Loc, LogLevel, Removed, Xattr, XattrReq,
+    CreateXattrs, Ctx, Entry, Errno, Fd, Gfid, GfidReq, Loc, LogLevel, Removed, XattrReq,
 };
 
 use crate::layout::{LAYOUT_XATTR, Layout};
 use crate::lookup::Found;
-use crate::shared::{Home, LINKTO_XATTR, Shared, first_error, strip_own};
+use crate::shared::{Home, Shared, first_error, strip_own};
 
 const RENAME_NOREPLACE: u32 = 1;
 const RENAME_EXCHANGE: u32 = 2;
@@ -376,11 +376,7 @@ impl Shared {
         if h2 != c {
             if let Some((lg, t)) = dst.link {
                 if t != Some(c) {
-                    let x = Xattr {
-                        name: LINKTO_XATTR.into(),
-                        value: self.children[c].name().as_bytes().to_vec().into(),
-                    };
-                    if let Err(e) = self.children[h2].setxattr(&root, lg, x, 0).await {
+                    if let Err(e) = self.point_link(h2, lg, c).await {
                         self.log(
                             LogLevel::Warn,
                             &format!(

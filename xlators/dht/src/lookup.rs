@@ -273,7 +273,7 @@ impl Shared {
                 let h = out.hashed;
                 match out.link {
                     Some((lg, _)) => {
-                        if self.point_link(lg, c).await.is_ok() {
+                        if self.point_link(h, lg, c).await.is_ok() {
                             out.link = Some((lg, Some(c)));
                         }
                     }
@@ -314,21 +314,13 @@ impl Shared {
         r.map(|e| e.attr.gfid)
     }
 
-    /// Points link file `link` (on whichever child holds it) at child `target`.
-    pub async fn point_link(&self, link: Gfid, target: usize) -> Result<(), Errno> {
+    /// Points link file `link` on child `on` at child `target`.
+    pub async fn point_link(&self, on: usize, link: Gfid, target: usize) -> Result<(), Errno> {
         let x = Xattr {
             name: LINKTO_XATTR.into(),
             value: self.children[target].name().as_bytes().to_vec().into(),
         };
-        let cx = Ctx::root();
-        let r = self
-            .fan(|i| self.children[i].setxattr(&cx, link, x.clone(), 0))
-            .await;
-        if r.iter().any(Result::is_ok) {
-            Ok(())
-        } else {
-            Err(first_error(r.into_iter().filter_map(Result::err)))
-        }
+        self.children[on].setxattr(&Ctx::root(), link, x, 0).await
     }
 
     /// A directory's lookup on every child (`known`: one child's answer already in hand):

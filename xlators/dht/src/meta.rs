@@ -98,10 +98,8 @@ impl Shared {
 
     pub async fn release(&self, cx: &Ctx, fd: Fd) -> Result<(), Errno> {
         let c = match self.closed(fd) {
-            Some(s) => match s.held.iter().position(|h| *h) {
-                Some(c) => c,
-                None => return Ok(()), // its child's connection went, and the fd with it
-            },
+            Some(s) if s.held.get(s.child).copied().unwrap_or(false) => s.child,
+            Some(_) => return Ok(()), // its child's connection went, and the fd with it
             None => self.reader(cx, fd.gfid).await?,
         };
         self.children[c].release(cx, fd).await

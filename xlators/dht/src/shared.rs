@@ -53,6 +53,8 @@ pub enum Home {
 pub(crate) struct FdState {
     pub dir: bool,
     pub held: Vec<bool>,
+    /// A file fd's child (where it was opened; it stays the fd's child across reconnects).
+    pub child: usize,
 }
 
 #[derive(Default)]
@@ -255,7 +257,8 @@ impl Shared {
 
     pub fn opened(&self, fd: Fd, dir: bool, held: Vec<bool>) {
         if !fd.is_anonymous() {
-            lock(&self.fds).insert(fd.id, FdState { dir, held });
+            let child = held.iter().position(|h| *h).unwrap_or(0);
+            lock(&self.fds).insert(fd.id, FdState { dir, held, child });
         }
     }
 
@@ -291,29 +294,14 @@ impl Shared {
     pub async fn fd_child(&self, cx: &Ctx, fd: Fd) -> Result<usize, Errno> {
         match self.fd_state(fd) {
             Some(s) if !s.dir => {
-                let c = match self.cached_home(fd.gfid) {
-                    Some(Home::File(c)) => c,
-                    _ => s
-                        .held
-                        .iter()
-                        .position(|h| *h)
-                        .map_or_else(|| self.home_sync(fd.gfid), Ok)?,
-                };
-                self.ensure(c, cx, fd).await?;
-                Ok(c)
+                self.ensure(s.child, cx, fd).await?;
+                Ok(s.child)
             }
             Some(_) => Ok(self.dir_reader()),
             None => match self.home(cx, fd.gfid).await? {
                 Home::File(c) => Ok(c),
                 Home::Dir => Ok(self.dir_reader()),
             },
-        }
-    }
-
-    fn home_sync(&self, gfid: Gfid) -> Result<usize, Errno> {
-        match self.cached_home(gfid) {
-            Some(Home::File(c)) => Ok(c),
-            _ => Err(Errno::EBADFD),
         }
     }
 

@@ -790,3 +790,42 @@ pub async fn list_names(top: &xlator_api::Subvol, dir: Gfid, size: u32) -> Vec<S
     top.releasedir(&root(), f).await.expect("releasedir");
     out
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_open_file_is_opened_again_on_its_child_after_a_reconnect() {
+    let (cluster, top) = setup(3, &[]);
+    let d = mkdir(&top, Gfid::ROOT, "d").await;
+    let layout = leaf_layout(&cluster, d).await;
+    let name = name_on(&layout, "o", 2);
+    let g = create_with(&top, d, &name, b"before").await;
+    let id = next_fd_id();
+    let f = fd(id, g, libc::O_RDWR);
+    top.open(&root(), f).await.expect("open");
+    cluster.down(2);
+    assert_eq!(
+        top.readv(&root(), f, 0, 10).await.map(drop),
+        Err(Errno::ENOTCONN)
+    );
+    cluster.up(2);
+    for i in 0..3 {
+        cluster.handle(i).take_calls();
+    }
+    let r = top
+        .readv(&root(), f, 0, 10)
+        .await
+        .expect("read after reconnect");
+    assert_eq!(r.data.as_slice(), b"before");
+    let fops: Vec<Fop> = cluster
+        .handle(2)
+        .take_calls()
+        .iter()
+        .map(|c| c.fop())
+        .collect();
+    assert_eq!(fops, vec![Fop::Open, Fop::Readv], "opened again, then read");
+    let others: Vec<String> = (0..2)
+        .flat_map(|i| cluster.handle(i).take_calls())
+        .map(|c| c.summary())
+        .collect();
+    assert!(others.is_empty(), "{others:?}");
+    top.release(&root(), f).await.expect("release");
+}
