@@ -1,5 +1,6 @@
 #![doc = include_str!("../README.md")]
 
+mod deadlock;
 mod dump;
 mod entry;
 #[cfg(test)]

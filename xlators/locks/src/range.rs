@@ -70,7 +70,7 @@ pub struct Held {
 }
 
 impl Held {
-    fn conflicts(&self, o: &Held) -> bool {
+    pub(crate) fn conflicts(&self, o: &Held) -> bool {
         self.owner != o.owner
             && self.range.overlaps(&o.range)
             && (self.kind == Kind::Write || o.kind == Kind::Write)

@@ -11,6 +11,7 @@ use std::sync::{Mutex, MutexGuard};
 use futures::channel::oneshot;
 use xlator_api::{Errno, FdId, Gfid};
 
+use crate::deadlock::posix_would_deadlock;
 use crate::entry::{EntryLocks, EntryWaiter};
 use crate::owner::{Client, Owner};
 use crate::range::{Held, Range, RangeLocks, Waiter};
@@ -118,6 +119,19 @@ impl LockTable {
         r
     }
 
+    /// Runs `f` on every inode's locks; then drops inode `g`'s entry when it ends up empty.
+    fn with_all<R>(&self, g: Gfid, f: impl FnOnce(&mut HashMap<Gfid, InodeLocks>) -> R) -> R {
+        let mut m = self.lock();
+        let r = f(&mut m);
+        if let Some(il) = m.get_mut(&g) {
+            il.tidy();
+            if il.is_empty() {
+                m.remove(&g);
+            }
+        }
+        r
+    }
+
     /// The locks held in space `s` of `g`.
     #[cfg(test)]
     pub(crate) fn held(&self, g: Gfid, s: &Space) -> Vec<Held> {
@@ -142,23 +156,33 @@ impl LockTable {
     }
 
     /// Takes `req`, waiting for conflicting locks to go away (F_SETLKW). EDEADLK when waiting
-    /// would close a cycle of owners on this inode. Dropping the future withdraws the request
+    /// would close a cycle of waiting owners: POSIX locks on any file ([`crate::deadlock`]),
+    /// internal locks on this inode and domain. Dropping the future withdraws the request
     /// (or gives the lock back if it was granted meanwhile).
     pub async fn lock_wait(&self, g: Gfid, s: &Space, req: Held) -> Result<(), Errno> {
         let id = self.next_waiter.fetch_add(1, Ordering::Relaxed);
-        let rx = self.with(g, |il| {
-            let rl = il.space(s);
+        let rx = self.with_all(g, |inodes| {
+            let rl = inodes.entry(g).or_default().space(s);
             if let Ok(downgrade) = rl.try_lock(req) {
                 if downgrade {
                     wake_range(rl);
                 }
                 return Ok(None);
             }
-            if rl.would_deadlock(&req) {
+            let dead = match s {
+                Space::Posix => posix_would_deadlock(inodes, g, &req),
+                // Internal locks: cycles on this inode and domain only.
+                Space::Domain(_) => inodes.entry(g).or_default().space(s).would_deadlock(&req),
+            };
+            if dead {
                 return Err(Errno::EDEADLK);
             }
             let (tx, rx) = oneshot::channel();
-            rl.enqueue(Waiter { id, req, tx });
+            inodes
+                .entry(g)
+                .or_default()
+                .space(s)
+                .enqueue(Waiter { id, req, tx });
             Ok(Some(rx))
         })?;
         match rx {
