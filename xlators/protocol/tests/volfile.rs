@@ -181,3 +181,61 @@ async fn a_volfile_request_mid_connection_drops_it() {
         .expect("closed in time");
     assert!(matches!(end, Ok(None) | Err(_)), "connection kept open");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_watch_answers_when_the_volfile_changes_or_after_its_hold() {
+    use xlfs_protocol::fetch::{volfile_version, watch_volfile};
+    let path = std::env::temp_dir().join(format!("xlfs-watch-test-{}.vol", std::process::id()));
+    std::fs::write(&path, "// v1\n").expect("write");
+    let p = path.display().to_string();
+    let leaf = MemLeaf::new();
+    let (_server, addr) = common::server(
+        &leaf,
+        &[("client-volfile", &p), ("client-volfile-name", "gv0")],
+    );
+    let s = at(addr, "gv0");
+    // A client with another text gets the current one at once.
+    let t0 = std::time::Instant::now();
+    let text = watch_volfile(&s, None, 0, Duration::from_secs(20), T)
+        .await
+        .expect("watch");
+    assert_eq!(text, "// v1\n");
+    assert!(t0.elapsed() < Duration::from_secs(2), "{:?}", t0.elapsed());
+    // The same text: held until the hold passes, then the same text.
+    let known = volfile_version(&text);
+    let t0 = std::time::Instant::now();
+    let same = watch_volfile(&s, None, known, Duration::from_millis(700), T)
+        .await
+        .expect("held watch");
+    assert_eq!(same, "// v1\n");
+    assert!(
+        t0.elapsed() >= Duration::from_millis(600),
+        "{:?}",
+        t0.elapsed()
+    );
+    // Held, and answered as soon as the file changes.
+    let path2 = path.clone();
+    let writer = tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        std::fs::write(&path2, "// v2\n").expect("rewrite");
+    });
+    let t0 = std::time::Instant::now();
+    let changed = watch_volfile(&s, None, known, Duration::from_secs(20), T)
+        .await
+        .expect("watch");
+    assert_eq!(changed, "// v2\n");
+    let waited = t0.elapsed();
+    assert!(
+        waited >= Duration::from_millis(400) && waited < Duration::from_secs(5),
+        "{waited:?}"
+    );
+    writer.await.expect("writer");
+    // A watch for a volume the brick does not serve is refused at once.
+    match watch_volfile(&at(addr, "nope"), None, known, Duration::from_secs(20), T).await {
+        Err(FetchError::Refused { reason, .. }) => {
+            assert!(reason.contains("not served"), "{reason}")
+        }
+        other => panic!("expected a refusal: {other:?}"),
+    }
+    let _ = std::fs::remove_file(&path);
+}
