@@ -70,7 +70,17 @@ impl Shared {
                 off = 0;
                 continue;
             }
-            self.ensure(child, cx, fd).await?;
+            match self.ensure(child, cx, fd).await {
+                Ok(()) => {}
+                // This child has no copy of the directory (a lookup will make it): nothing
+                // of it to list.
+                Err(Errno::ESTALE | Errno::ENOENT) if child != 0 => {
+                    child += 1;
+                    off = 0;
+                    continue;
+                }
+                Err(e) => return Err(e),
+            }
             let page = self.children[child].readdirp(&rcx, fd, off, size).await?;
             let Some(last) = page.last().map(|e| e.next_offset) else {
                 child += 1;

@@ -246,3 +246,35 @@ async fn children_with_63_bit_offsets_list_exactly_through_indirect_cookies() {
         );
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_child_without_a_copy_of_the_directory_lists_nothing_instead_of_failing() {
+    let (cluster, top) = setup(3, &[]);
+    let d = mkdir(&top, Gfid::ROOT, "d").await;
+    let layout = {
+        let mut s = Vec::new();
+        for i in 0..3 {
+            s.push(leaf_slice(&cluster, i, d).await);
+        }
+        xlfs_dht::Layout::merge(&s).expect("layout")
+    };
+    let mut want = BTreeSet::new();
+    for k in 0..30 {
+        let name = format!("n{k}");
+        if layout.hashed(&name) != 2 {
+            create_with(&top, d, &name, b"").await;
+            want.insert(name);
+        }
+    }
+    cluster
+        .leaf(2)
+        .rmdir(&root(), Loc::new(Gfid::ROOT, "d"))
+        .await
+        .expect("leaf rmdir");
+    // A second client opens the directory by GFID (no lookup that would make the copy).
+    let other = fresh(&cluster, &[]);
+    let mut rng = Rng(5);
+    let got = list_random(&other, d, &mut rng, async |_| {}).await;
+    let names: BTreeSet<String> = got.iter().map(|e| e.name.to_string()).collect();
+    assert_eq!(names, want);
+}
