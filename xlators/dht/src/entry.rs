@@ -35,6 +35,10 @@ use crate::lookup::Found;
 use crate::shared::{Home, Shared, first_error, strip_own};
 
 const RENAME_NOREPLACE: u32 = 1;
+
+/// Entries of one child's copy looked at when deciding whether only stale link files keep it
+/// from being removed.
+const STALE_SCAN_MAX: usize = 4096;
 const RENAME_EXCHANGE: u32 = 2;
 
 impl Shared {
@@ -287,7 +291,7 @@ impl Shared {
         let layout = self.layout_of(gfid).await.ok();
         let others = join_all((1..self.n()).map(|i| {
             let loc = loc.clone();
-            async move { self.children[i].rmdir(cx, loc).await }
+            async move { self.rmdir_on(i, cx, loc, gfid).await }
         }))
         .await;
         let removed: Vec<usize> = others
@@ -302,7 +306,7 @@ impl Shared {
             .filter(|e| *e != Errno::ENOENT)
             .collect();
         let result = if errs.is_empty() {
-            self.children[0].rmdir(cx, loc.clone()).await
+            self.rmdir_on(0, cx, loc.clone(), gfid).await
         } else {
             Err(first_error(errs))
         };
@@ -320,6 +324,83 @@ impl Shared {
                 Err(e)
             }
         }
+    }
+
+    /// rmdir of child `i`'s copy of `dir`; when it is not empty only because of stale link
+    /// files (to a child without the name: left by a crash between two steps), they are
+    /// removed and the rmdir tried again.
+    async fn rmdir_on(&self, i: usize, cx: &Ctx, loc: Loc, dir: Gfid) -> Result<Removed, Errno> {
+        match self.children[i].rmdir(cx, loc.clone()).await {
+            Err(Errno::ENOTEMPTY) if self.clear_stale_links(i, dir).await => {
+                self.children[i].rmdir(cx, loc).await
+            }
+            r => r,
+        }
+    }
+
+    /// Removes child `i`'s entries of `dir` if every one is a stale link file (at most
+    /// [`STALE_SCAN_MAX`] entries looked at); whether it did.
+    async fn clear_stale_links(&self, i: usize, dir: Gfid) -> bool {
+        let (cx, _) = crate::shared::with_own_req(&Ctx::root());
+        let child = &self.children[i];
+        let fd = Fd {
+            id: self.services.new_fd_id(),
+            gfid: dir,
+            flags: libc::O_RDONLY,
+        };
+        if child.opendir(&cx, fd).await.is_err() {
+            return false;
+        }
+        let mut names = Vec::new();
+        let mut off = 0;
+        let mut ok = true;
+        'pages: while ok {
+            let page = match child.readdirp(&cx, fd, off, 64 << 10).await {
+                Ok(p) => p,
+                Err(_) => {
+                    ok = false;
+                    break;
+                }
+            };
+            let Some(last) = page.last().map(|e| e.next_offset) else {
+                break;
+            };
+            off = last;
+            for e in page {
+                if !crate::shared::dirent_is_linkfile(&e) || names.len() >= STALE_SCAN_MAX {
+                    ok = false;
+                    break 'pages;
+                }
+                let target = xlator_api::find_xattr(&e.xattrs, crate::shared::LINKTO_XATTR)
+                    .and_then(|v| self.child_named(v.as_slice()));
+                let loc = Loc::new(dir, e.name.clone());
+                if let Some(t) = target {
+                    match self.children[t].lookup(&cx, loc.clone()).await {
+                        // ESTALE: the target's copy of the directory is gone (removed first).
+                        Err(Errno::ENOENT | Errno::ESTALE) => {}
+                        Ok(f) if crate::shared::entry_is_linkfile(&f) => {}
+                        _ => {
+                            ok = false; // a live link file (or no answer): the directory is not empty
+                            break 'pages;
+                        }
+                    }
+                }
+                names.push(loc);
+            }
+        }
+        let _ = child.releasedir(&cx, fd).await;
+        if !ok || names.is_empty() {
+            return false;
+        }
+        for loc in names {
+            Shared::bump(&self.counters.stale_linkfiles);
+            let _ = child.unlink(&Ctx::root(), loc).await;
+        }
+        self.log(
+            LogLevel::Info,
+            &format!("directory {dir}: removed stale link files on child {i} for rmdir"),
+        );
+        true
     }
 
     pub async fn rename(&self, cx: &Ctx, old: Loc, new: Loc, flags: u32) -> Result<(), Errno> {

@@ -829,3 +829,38 @@ async fn an_open_file_is_opened_again_on_its_child_after_a_reconnect() {
     assert!(others.is_empty(), "{others:?}");
     top.release(&root(), f).await.expect("release");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rmdir_removes_stale_link_files_but_not_live_ones() {
+    let (cluster, top) = setup(3, &[]);
+    let d = mkdir(&top, Gfid::ROOT, "d").await;
+    let layout = leaf_layout(&cluster, d).await;
+    let ((a, ha), (b, hb)) = names_on_different_children(&layout, "k");
+    create_with(&top, d, a.as_str(), b"x").await;
+    top.rename(&root(), Loc::new(d, a.as_str()), Loc::new(d, b.as_str()), 0)
+        .await
+        .expect("rename");
+    // A live link file: the directory is not empty.
+    assert_eq!(
+        top.rmdir(&root(), Loc::new(Gfid::ROOT, "d"))
+            .await
+            .map(drop),
+        Err(Errno::ENOTEMPTY)
+    );
+    assert!(matches!(held(&cluster, hb, d, &b).await, Held::Link(_)));
+    // The data goes behind the link file's back (a crash between two steps): rmdir works.
+    cluster
+        .leaf(ha)
+        .unlink(&root(), Loc::new(d, b.as_str()))
+        .await
+        .expect("leaf unlink");
+    top.rmdir(&root(), Loc::new(Gfid::ROOT, "d"))
+        .await
+        .unwrap_or_else(|e| {
+            panic!("rmdir with only a stale link file (data child {ha}, link file on {hb}): {e}")
+        });
+    assert_eq!(
+        everywhere(&cluster, Gfid::ROOT, "d").await,
+        vec![Held::Nothing; 3]
+    );
+}
