@@ -53,10 +53,15 @@ fn refused_list(refused: &[String]) -> String {
     if refused.is_empty() {
         return String::new();
     }
+    const SHOWN: usize = 3;
+    let more = match refused.len().saturating_sub(SHOWN) {
+        0 => String::new(),
+        n => format!("; and {n} more (`xlfs translator list` shows them all)"),
+    };
     format!(
-        "; {} library(ies) there were refused, one may provide it: {}",
+        "; {} library(ies) there were refused, one may provide it: {}{more}",
         refused.len(),
-        refused.join("; ")
+        refused[..refused.len().min(SHOWN)].join("; ")
     )
 }
 

@@ -189,8 +189,11 @@ fn reload(args: &Args, volume: &Volume) -> String {
             format!("switched from graph {old_graph} to graph {new_graph}\n")
         }
         Err(e) => {
-            tracing::error!(error = %e, "reload: volfile not applied; restart the brick to apply it");
-            format!("error: not applied (restart the brick to apply it): {e}\n")
+            tracing::error!(error = %e, "reload: volfile not applied; the brick keeps its graph");
+            format!(
+                "error: volfile not applied, the brick keeps its graph (a change that needs a \
+                 new listener on the same port takes a restart): {e}\n"
+            )
         }
     }
 }
@@ -245,6 +248,29 @@ async fn serve(args: Args) -> Result<(), Error> {
     let mut volfile = Volfile::parse(&text, &origin)?;
     let served = attach_client_volfile(&mut volfile, &args)?;
     let volume = Volume::new(volfile, Arc::new(Registry::new()))?;
+    // Before the listening lines: whoever reads them may ask the control socket at once.
+    let volume = Arc::new(volume);
+    let _control = match &args.control_socket {
+        Some(path) => {
+            use xlfs_host::control::{self, ControlSocket, Request};
+            let (volume, args2) = (volume.clone(), args.clone());
+            let sock = ControlSocket::open(
+                path,
+                Arc::new(move |req| match req {
+                    Request::StatedumpText => {
+                        control::statedump("xlfsd", &volume, "", xlator_api::DumpFormat::Text)
+                    }
+                    Request::StatedumpJson => {
+                        control::statedump("xlfsd", &volume, "", xlator_api::DumpFormat::Json)
+                    }
+                    Request::Reload => reload(&args2, &volume),
+                }),
+            )
+            .map_err(Error::Runtime)?;
+            Some(sock)
+        }
+        None => None,
+    };
     let graph = volume.graph();
     let servers: Vec<_> = graph
         .nodes()
@@ -276,28 +302,6 @@ async fn serve(args: Args) -> Result<(), Error> {
         }
         let _ = out.flush();
     }
-    let volume = Arc::new(volume);
-    let _control = match &args.control_socket {
-        Some(path) => {
-            use xlfs_host::control::{self, ControlSocket, Request};
-            let (volume, args2) = (volume.clone(), args.clone());
-            let sock = ControlSocket::open(
-                path,
-                Arc::new(move |req| match req {
-                    Request::StatedumpText => {
-                        control::statedump("xlfsd", &volume, "", xlator_api::DumpFormat::Text)
-                    }
-                    Request::StatedumpJson => {
-                        control::statedump("xlfsd", &volume, "", xlator_api::DumpFormat::Json)
-                    }
-                    Request::Reload => reload(&args2, &volume),
-                }),
-            )
-            .map_err(Error::Runtime)?;
-            Some(sock)
-        }
-        None => None,
-    };
     let sig = wait_for_signal(&args, &volume).await?;
     tracing::info!("{sig}: shutting down");
     // Dropping the graph stops the listeners and closes every client connection (the

@@ -197,3 +197,75 @@ fn a_broken_client_volfile_is_refused_at_start() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("--client-volfile"), "{err}");
 }
+
+/// The control socket: a live statedump (text without repeated types, valid JSON), and a
+/// reload that applies a live option in place, refuses a broken volfile and keeps serving.
+#[test]
+fn answers_statedumps_and_reloads_on_its_control_socket() {
+    use xlfs_host::control::{Request, ask};
+    let dir = tempfile::tempdir().expect("tempdir");
+    let brick = dir.path().join("brick");
+    std::fs::create_dir(&brick).expect("mkdir");
+    let out = Command::new(env!("CARGO_BIN_EXE_xlfsd"))
+        .arg("--brick")
+        .arg(&brick)
+        .arg("--print-volfile")
+        .output()
+        .expect("print volfile");
+    let text = String::from_utf8(out.stdout).expect("utf-8");
+    let vol = dir.path().join("brick.vol");
+    std::fs::write(&vol, &text).expect("write");
+    let sock = dir.path().join("ctl/brick.sock");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_xlfsd"))
+        .arg("--volfile")
+        .arg(&vol)
+        .arg("--control-socket")
+        .arg(&sock)
+        .args(["--print-port", "--log-level", "warn"])
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("spawn xlfsd");
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().expect("stdout"))
+        .read_line(&mut line)
+        .expect("port");
+    let t = Duration::from_secs(10);
+    let result = std::panic::catch_unwind(|| {
+        let dump = ask(&sock, Request::StatedumpText, t).expect("text dump");
+        assert!(dump.starts_with("[xlfsd]\npid: "), "{dump}");
+        assert!(dump.contains("[brick-io-stats (debug/io-stats)]"), "{dump}");
+        assert_eq!(dump.matches("debug/io-stats").count(), 1, "{dump}");
+        let json = ask(&sock, Request::StatedumpJson, t).expect("json dump");
+        let v: serde_json::Value = serde_json::from_str(&json).expect("valid JSON");
+        assert_eq!(v["xlators"]["brick-io-stats"]["type"], "debug/io-stats");
+        assert_eq!(v["xlators"]["brick-server"]["type"], "protocol/server");
+        assert_eq!(v["graph"], 1);
+
+        assert_eq!(
+            ask(&sock, Request::Reload, t).expect("reload"),
+            "unchanged\n"
+        );
+        let live = text.replace(
+            r#"(name: "brick-io-stats", type: "debug/io-stats","#,
+            r#"(name: "brick-io-stats", type: "debug/io-stats", options: { "count-fop-hits": "off" },"#,
+        );
+        assert_ne!(live, text, "the volfile has the io-stats line");
+        std::fs::write(&vol, &live).expect("rewrite");
+        let r = ask(&sock, Request::Reload, t).expect("reload");
+        assert_eq!(r, "reconfigured in place: brick-io-stats\n");
+        std::fs::write(&vol, "( volumes: [ (name: \"x\", type: \"no/such\") ] )").expect("w");
+        let r = ask(&sock, Request::Reload, t).expect("reload");
+        assert!(r.starts_with("error: volfile not applied"), "{r}");
+        // Still serving the same graph.
+        let json = ask(&sock, Request::StatedumpJson, t).expect("json dump");
+        let v: serde_json::Value = serde_json::from_str(&json).expect("valid JSON");
+        assert_eq!(v["graph"], 1);
+    });
+    // SAFETY: kill(2) of the child this test started.
+    unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGTERM) };
+    let _ = child.wait();
+    assert!(!sock.exists(), "the socket is removed at exit");
+    if let Err(p) = result {
+        std::panic::resume_unwind(p);
+    }
+}
