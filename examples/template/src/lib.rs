@@ -1,5 +1,7 @@
 //! `example/template`: a translator with no overrides. Every fop passes to its child unchanged,
-//! so it is a valid no-op layer. Copy this crate to start a new translator: rename it, change
+//! so it is a valid no-op layer, and the smallest translator that builds. To start a new
+//! translator outside this tree, run `xlfs translator new NAME`: it writes a stand-alone crate
+//! (this crate's manifest inherits from the workspace and builds only inside it). Then change
 //! `TYPE`, declare options in `options!`, and add `async fn`s for the fops you change.
 //!
 //! A translator that treats a class of fops alike (every fop that modifies, every fop that may
