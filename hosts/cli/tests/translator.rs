@@ -246,6 +246,18 @@ fn a_scaffolded_translator_joins_a_running_volume_by_graph_switch() {
         let d = dump2(text);
         d.contains(header).then_some(d)
     });
+    // The CLI asks any host by its socket too.
+    let (ok, by_socket, err) = run(
+        "xlfs",
+        &[
+            "volume",
+            "statedump",
+            "--socket",
+            sock2.to_str().expect("utf-8"),
+        ],
+        &[],
+    );
+    assert!(ok && by_socket.contains(header), "{by_socket}{err}");
     for d in [&after, &after2] {
         assert!(!d.contains("\ngraph: 1\n"), "a new graph: {d}");
         // Placed above write-behind: between io-stats/read-ahead and write-behind.

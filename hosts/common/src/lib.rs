@@ -143,7 +143,9 @@ impl VolfileLoader {
                     .map_err(|e| e.to_string()),
                 VolfileLoader::Core(Source::File(path)) => {
                     tokio::time::sleep(FILE_POLL).await;
-                    std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))
+                    tokio::fs::read_to_string(path)
+                        .await
+                        .map_err(|e| format!("{}: {e}", path.display()))
                 }
                 // A generated graph never changes.
                 VolfileLoader::Core(_) => return,

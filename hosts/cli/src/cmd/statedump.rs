@@ -16,14 +16,22 @@ const ANSWER_TIMEOUT: Duration = Duration::from_secs(10);
 
 #[derive(clap::Args, Debug)]
 #[command(after_help = "\
-Without --client or --brick: every brick of the volume running on this host.
+Without --client or --brick: every brick of the volume running on this host. --socket asks
+any host by its control socket (an xlfs-mount started by hand with --control-socket, an
+xlfs-nfsd with XLFS_CONTROL_SOCKET).
 
 Examples:
   xlfs volume statedump gv0
   xlfs volume statedump gv0 --client /mnt/gv0
-  xlfs volume statedump gv0 --brick 0 --json | jq .xlators")]
+  xlfs volume statedump gv0 --brick 0 --json | jq .xlators
+  xlfs volume statedump --socket /run/xlfs-mnt.sock")]
 pub struct Args {
-    pub name: String,
+    /// The volume (not needed with --socket).
+    #[arg(required_unless_present = "socket")]
+    pub name: Option<String>,
+    /// The control socket of any running xlfs host.
+    #[arg(long, value_name = "PATH", conflicts_with_all = ["client", "brick", "name"])]
+    pub socket: Option<PathBuf>,
     /// The mount (started by `xlfs mount`) on this directory.
     #[arg(long, value_name = "MOUNTPOINT", conflicts_with = "brick")]
     pub client: Option<PathBuf>,
@@ -36,13 +44,24 @@ pub struct Args {
 }
 
 pub fn run(ctx: &Ctx, a: Args) -> Result<u8> {
-    let (vd, spec) = ctx.state().load(&a.name)?;
-    let run = vd.load_run()?;
     let req = if a.json {
         Request::StatedumpJson
     } else {
         Request::StatedumpText
     };
+    if let Some(path) = &a.socket {
+        let out = control::ask(path, req, ANSWER_TIMEOUT).map_err(|e| {
+            CliError::Process(format!("no xlfs host answers on {}: {e}", path.display()))
+        })?;
+        print!("{out}");
+        if !out.ends_with('\n') {
+            println!();
+        }
+        return Ok(0);
+    }
+    let name = a.name.clone().unwrap_or_default();
+    let (vd, spec) = ctx.state().load(&name)?;
+    let run = vd.load_run()?;
     let ask = |path: PathBuf, what: String| -> Result<String> {
         control::ask(&path, req, ANSWER_TIMEOUT).map_err(|e| {
             CliError::Process(format!(
