@@ -26,6 +26,9 @@ pub enum Reload {
 pub struct Volume {
     registry: Arc<Registry>,
     current: ArcSwap<Graph>,
+    /// Held for a whole [`Volume::reload`]: a SIGHUP, a control-socket reload and a volfile
+    /// watch may ask at once, and each must compare against the graph the previous one left.
+    reloading: std::sync::Mutex<()>,
 }
 
 impl Volume {
@@ -35,6 +38,7 @@ impl Volume {
         Ok(Volume {
             registry,
             current: ArcSwap::from_pointee(graph),
+            reloading: std::sync::Mutex::new(()),
         })
     }
 
@@ -50,6 +54,11 @@ impl Volume {
     /// Applies a new volfile: in place if only reconfigurable options changed, else by
     /// building a new graph and switching to it. On error the current graph stays.
     pub fn reload(&self, volfile: Volfile) -> Result<Reload, GraphError> {
+        // A panic in an earlier reload left nothing half-done here: the graph is swapped last.
+        let _one_at_a_time = self
+            .reloading
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         let cur = self.graph();
         volfile::validate(&volfile, &*self.registry)?;
         if let Some(changes) = self.in_place_changes(&cur, &volfile)? {
