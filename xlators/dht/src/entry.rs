@@ -44,7 +44,13 @@ const RENAME_EXCHANGE: u32 = 2;
 impl Shared {
     /// A new non-directory named `loc`, made by `op(child)` on the hashed child (or the child
     /// `min-free-disk` picks, with a link file). EEXIST handling as in the module doc.
-    async fn make_file<F, Fut>(&self, cx: &Ctx, loc: &Loc, op: F) -> Result<(usize, Entry), Errno>
+    async fn make_file<F, Fut>(
+        &self,
+        cx: &Ctx,
+        loc: &Loc,
+        fd: Option<Fd>,
+        op: F,
+    ) -> Result<(usize, Entry), Errno>
     where
         F: Fn(usize) -> Fut,
         Fut: Future<Output = Result<Entry, Errno>>,
@@ -66,15 +72,11 @@ impl Shared {
                         Ok(_) => return Ok((target, e)),
                         Err(Errno::EEXIST) => {
                             // The name appeared on the hashed child meanwhile: ours goes.
-                            let _ = self.children[target]
-                                .unlink(&Ctx::root(), loc.clone())
-                                .await;
+                            self.undo_made(target, loc, fd).await;
                             true
                         }
                         Err(err) => {
-                            let _ = self.children[target]
-                                .unlink(&Ctx::root(), loc.clone())
-                                .await;
+                            self.undo_made(target, loc, fd).await;
                             return Err(err);
                         }
                     },
@@ -99,6 +101,14 @@ impl Shared {
         Err(Errno::EEXIST)
     }
 
+    /// Removes a file just made on child `i` (and closes the fd the create opened there).
+    async fn undo_made(&self, i: usize, loc: &Loc, fd: Option<Fd>) {
+        if let Some(fd) = fd {
+            let _ = self.children[i].release(&Ctx::root(), fd).await;
+        }
+        let _ = self.children[i].unlink(&Ctx::root(), loc.clone()).await;
+    }
+
     pub async fn create(
         &self,
         cx: &Ctx,
@@ -112,7 +122,7 @@ impl Shared {
             ..fd
         };
         let made = self
-            .make_file(cx, &loc, |i| {
+            .make_file(cx, &loc, Some(excl), |i| {
                 self.children[i].create(cx, loc.clone(), excl, mode, umask)
             })
             .await;
@@ -165,7 +175,7 @@ impl Shared {
         umask: u32,
     ) -> Result<Entry, Errno> {
         let (c, mut e) = self
-            .make_file(cx, &loc, |i| {
+            .make_file(cx, &loc, None, |i| {
                 self.children[i].mknod(cx, loc.clone(), mode, rdev, umask)
             })
             .await?;
@@ -181,7 +191,7 @@ impl Shared {
         target: xlator_api::abi_stable::std_types::RString,
     ) -> Result<Entry, Errno> {
         let (c, mut e) = self
-            .make_file(cx, &loc, |i| {
+            .make_file(cx, &loc, None, |i| {
                 self.children[i].symlink(cx, loc.clone(), target.clone())
             })
             .await?;

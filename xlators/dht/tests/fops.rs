@@ -864,3 +864,49 @@ async fn rmdir_removes_stale_link_files_but_not_live_ones() {
         vec![Held::Nothing; 3]
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_diverted_create_of_a_name_on_the_full_hashed_child_opens_it_and_leaves_nothing_behind() {
+    let cluster = MockCluster::with_leaves(vec![MemLeaf::with_capacity(1 << 20), MemLeaf::new()]);
+    let top = cluster
+        .build::<xlfs_dht::Distribute>(&[("min-free-disk", "20%"), ("statfs-interval", "0")]);
+    let d = mkdir(&top, Gfid::ROOT, "d").await;
+    let layout = leaf_layout(&cluster, d).await;
+    let name = name_on(&layout, "early", 0);
+    let g = create_with(&top, d, &name, b"made before child 0 filled").await;
+    let filler = name_on(&layout, "fill", 0);
+    create_with(&top, d, &filler, &vec![1u8; 900 << 10]).await;
+    // A create (no O_EXCL) of the existing name: tried on child 1, refused by the link file
+    // step (the name is on child 0), undone, and the existing file opened.
+    let id = next_fd_id();
+    cluster.handle(1).take_calls();
+    let e = top
+        .create(
+            &root(),
+            Loc::new(d, name.as_str()),
+            fd(id, Gfid::NULL, libc::O_RDWR | libc::O_CREAT),
+            0o644,
+            0,
+        )
+        .await
+        .expect("create opens the existing file");
+    assert_eq!(e.attr.gfid, g);
+    assert_eq!(
+        everywhere(&cluster, d, &name).await,
+        vec![Held::File(g), Held::Nothing]
+    );
+    let on1: Vec<Fop> = cluster
+        .handle(1)
+        .take_calls()
+        .iter()
+        .map(|c| c.fop())
+        .collect();
+    let creates = on1.iter().filter(|f| **f == Fop::Create).count();
+    let releases = on1.iter().filter(|f| **f == Fop::Release).count();
+    assert_eq!(
+        (creates, releases),
+        (1, 1),
+        "the fd opened on child 1 is closed again: {on1:?}"
+    );
+    top.release(&root(), fd(id, g, 0)).await.expect("release");
+}
