@@ -385,3 +385,28 @@ fn a_field_added_to_an_abi_type_is_refused_naming_the_type() {
         "names the module: {msg}"
     );
 }
+
+#[test]
+fn a_fop_attribute_changed_in_the_api_is_refused_naming_the_fop() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let api = outside::copy_api(dir.path());
+    // Same layouts, another meaning: access would now count as a lock fop.
+    outside::edit(
+        &api.join("src/fops.rs"),
+        "access Access {READS_META}",
+        "access Access {READS_META|LOCKS}",
+    );
+    let krate = dir.path().join("fop-attrs");
+    outside::scaffold(
+        "fop-attrs",
+        &krate,
+        &["--api-path", api.to_str().expect("utf-8")],
+    );
+    let so = outside::cargo_build(&krate, "xlfs-fop-attrs");
+    let Err(err) = loader::load(&so) else {
+        panic!("a library with another fop table was loaded")
+    };
+    let msg = err.to_string();
+    assert!(msg.contains("the fop table differs"), "{msg}");
+    assert!(msg.contains("fop `access` has other attributes"), "{msg}");
+}

@@ -438,14 +438,19 @@ fn short(key: &str) -> String {
 }
 
 fn describe_fops(ours: &str, theirs: &str) -> String {
-    let names = |s: &str| -> Vec<String> {
+    let parse = |s: &str| -> Vec<(String, String)> {
         s.split(' ')
-            .map(|f| f.split(':').next().unwrap_or(f).to_owned())
+            .map(|f| match f.split_once(':') {
+                Some((n, a)) => (n.to_owned(), a.to_owned()),
+                None => (f.to_owned(), String::new()),
+            })
             .collect()
     };
-    let (a, b) = (names(ours), names(theirs));
-    let added: Vec<&String> = b.iter().filter(|f| !a.contains(f)).collect();
-    let removed: Vec<&String> = a.iter().filter(|f| !b.contains(f)).collect();
+    let (a, b) = (parse(ours), parse(theirs));
+    let names = |v: &[(String, String)]| v.iter().map(|(n, _)| n.clone()).collect::<Vec<_>>();
+    let (na, nb) = (names(&a), names(&b));
+    let added: Vec<&String> = nb.iter().filter(|f| !na.contains(f)).collect();
+    let removed: Vec<&String> = na.iter().filter(|f| !nb.contains(f)).collect();
     let mut parts = Vec::new();
     if !added.is_empty() {
         parts.push(format!(
@@ -457,8 +462,18 @@ fn describe_fops(ours: &str, theirs: &str) -> String {
             "this xlfs has fops {removed:?} that the library has not"
         ));
     }
+    for (n, attrs) in &b {
+        if let Some((_, ours)) = a.iter().find(|(m, _)| m == n)
+            && ours != attrs
+        {
+            parts.push(format!(
+                "fop `{n}` has other attributes (library {attrs}, this xlfs {ours}: see \
+                 FopAttrs)"
+            ));
+        }
+    }
     if parts.is_empty() {
-        parts.push("the same fops in another order or with other attributes".to_owned());
+        parts.push("the same fops in another order".to_owned());
     }
     format!("the fop table differs: {}", parts.join("; "))
 }
@@ -521,5 +536,9 @@ mod tests {
         let theirs = "fop table = lookup:0x20 stat:0x20 frobnicate:0x1\n";
         let d = describe_differences(ours, theirs, 3);
         assert!(d.contains("frobnicate"), "{d}");
+        let theirs = "fop table = lookup:0x20 stat:0x420\n";
+        let d = describe_differences(ours, theirs, 3);
+        assert!(d.contains("fop `stat` has other attributes"), "{d}");
+        assert!(!d.contains("`lookup`"), "{d}");
     }
 }
