@@ -104,7 +104,7 @@ pub async fn serve(shared: Arc<Shared>, sock: Stream, peer: SocketAddr) {
     };
     let hello = match first {
         First::Hello(h) => h,
-        First::Volfile(req) => return serve_volfile(&shared, w, req, peer).await,
+        First::Volfile(req) => return serve_volfile(&shared, w, req, peer, false).await,
         First::Watch(watch) => return serve_watch(&shared, w, watch, peer).await,
     };
     let welcome = match shared.admit(&hello, peer) {
@@ -222,7 +222,15 @@ async fn read_first(
 
 /// Answers a volfile request (the volfile or a refusal), then closes the connection. No
 /// session is attached.
-async fn serve_volfile(shared: &Shared, mut w: WriteHalf, req: VolfileRequest, peer: SocketAddr) {
+/// `renewal`: the answer to a watch whose hold passed with the text unchanged (logged at debug
+/// level: every watching client renews twice a minute).
+async fn serve_volfile(
+    shared: &Shared,
+    mut w: WriteHalf,
+    req: VolfileRequest,
+    peer: SocketAddr,
+    renewal: bool,
+) {
     let answer = match shared.volfile_for(&req, peer) {
         Ok(path) => match read_volfile(&path).await {
             Ok(text) => Ok(text),
@@ -239,12 +247,21 @@ async fn serve_volfile(shared: &Shared, mut w: WriteHalf, req: VolfileRequest, p
     let msg = match answer {
         Ok(text) => {
             shared.volfiles_served.fetch_add(1, Ordering::Relaxed);
-            tracing::info!(
-                "{}: sent the client volfile of {:?} to {:?} ({peer})",
-                shared.name,
-                req.volume,
-                req.client
-            );
+            if renewal {
+                tracing::debug!(
+                    "{}: the client volfile of {:?} is unchanged for {:?} ({peer})",
+                    shared.name,
+                    req.volume,
+                    req.client
+                );
+            } else {
+                tracing::info!(
+                    "{}: sent the client volfile of {:?} to {:?} ({peer})",
+                    shared.name,
+                    req.volume,
+                    req.client
+                );
+            }
             ServerMsg::Volfile(VolfileReply {
                 volume: req.volume,
                 text,
@@ -283,20 +300,24 @@ const WATCH_POLL: std::time::Duration = std::time::Duration::from_millis(200);
 async fn serve_watch(shared: &Shared, w: WriteHalf, watch: VolfileWatch, peer: SocketAddr) {
     let hold = std::time::Duration::from_millis(u64::from(watch.hold_ms)).min(WATCH_HOLD_MAX);
     let deadline = tokio::time::Instant::now() + hold;
+    let mut unchanged = false;
     if shared.volfile_for(&watch.request, peer).is_ok() {
-        while tokio::time::Instant::now() < deadline {
+        loop {
             let path = match shared.volfile_for(&watch.request, peer) {
                 Ok(p) => p,
                 Err(_) => break,
             };
-            match read_volfile(&path).await {
-                Ok(text) if crate::fetch::volfile_version(&text) == watch.known => {}
-                _ => break,
+            unchanged = matches!(
+                read_volfile(&path).await,
+                Ok(text) if crate::fetch::volfile_version(&text) == watch.known
+            );
+            if !unchanged || tokio::time::Instant::now() >= deadline {
+                break;
             }
             tokio::time::sleep(WATCH_POLL).await;
         }
     }
-    serve_volfile(shared, w, watch.request, peer).await;
+    serve_volfile(shared, w, watch.request, peer, unchanged).await;
 }
 
 /// Reads a client volfile, refusing one that does not fit a frame.
