@@ -274,6 +274,10 @@ fn a_scaffolded_translator_joins_a_running_volume_by_graph_switch() {
     let _ = std::fs::metadata(mnt2.join("no-such-name"));
     let json = dump2(xlfs_host::control::Request::StatedumpJson);
     let v: serde_json::Value = serde_json::from_str(&json).expect("valid JSON");
+    assert!(
+        v["state"].is_object(),
+        "the host's own state as JSON: {json}"
+    );
     let mine = &v["xlators"]["gs-user-gs-counter"];
     assert_eq!(mine["type"], "user/gs-counter", "{json}");
     assert!(mine["lookups"].as_u64().is_some_and(|n| n >= 1), "{json}");

@@ -151,13 +151,55 @@ pub fn statedump(
             ));
             xlator_api::json_string(&mut out, &origin);
             out.push_str(",\"state\":");
-            xlator_api::json_string(&mut out, host_text);
+            out.push_str(&text_to_json(host_text));
             out.push_str(",\"xlators\":");
             out.push_str(&graph.dump(format));
             out.push('}');
             out
         }
     }
+}
+
+/// A host's own state text (`[section]` lines, then `key: value` lines) as one JSON object of
+/// sections; numbers stay numbers, anything else is a string. Lines outside a section go
+/// under `""`.
+fn text_to_json(text: &str) -> String {
+    let mut sections: Vec<(String, Vec<(String, String)>)> = Vec::new();
+    for line in text.lines().map(str::trim).filter(|l| !l.is_empty()) {
+        if let Some(name) = line.strip_prefix('[').and_then(|l| l.strip_suffix(']')) {
+            sections.push((name.to_owned(), Vec::new()));
+            continue;
+        }
+        if sections.is_empty() {
+            sections.push((String::new(), Vec::new()));
+        }
+        let (k, v) = line.split_once(": ").unwrap_or((line, ""));
+        if let Some((_, fields)) = sections.last_mut() {
+            fields.push((k.to_owned(), v.to_owned()));
+        }
+    }
+    let mut out = String::from("{");
+    for (i, (name, fields)) in sections.iter().enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        xlator_api::json_string(&mut out, name);
+        out.push_str(":{");
+        for (j, (k, v)) in fields.iter().enumerate() {
+            if j > 0 {
+                out.push(',');
+            }
+            xlator_api::json_string(&mut out, k);
+            out.push(':');
+            match v.parse::<u64>() {
+                Ok(n) => out.push_str(&n.to_string()),
+                Err(_) => xlator_api::json_string(&mut out, v),
+            }
+        }
+        out.push('}');
+    }
+    out.push('}');
+    out
 }
 
 #[cfg(test)]
@@ -188,5 +230,15 @@ mod tests {
         drop(sock);
         assert!(!path.exists());
         let _ = std::fs::remove_dir(&dir);
+    }
+
+    #[test]
+    fn host_state_text_becomes_json_sections() {
+        let j = text_to_json("[fuse]\nknown inodes: 3\npassthrough: off (x: 1)\n");
+        assert_eq!(
+            j,
+            r#"{"fuse":{"known inodes":3,"passthrough":"off (x: 1)"}}"#
+        );
+        assert_eq!(text_to_json(""), "{}");
     }
 }
