@@ -466,16 +466,16 @@ impl Shared {
         // (3)
         if h2 != c {
             if let Some((lg, t)) = dst.link {
-                if t != Some(c) {
-                    if let Err(e) = self.point_link(h2, lg, c).await {
-                        self.log(
-                            LogLevel::Warn,
-                            &format!(
-                                "rename: pointing link file {}/{} on child {h2} at child {c}: {e}",
-                                new.parent, new.name
-                            ),
-                        );
-                    }
+                if t != Some(c)
+                    && let Err(e) = self.point_link(h2, lg, c).await
+                {
+                    self.log(
+                        LogLevel::Warn,
+                        &format!(
+                            "rename: pointing link file {}/{} on child {h2} at child {c}: {e}",
+                            new.parent, new.name
+                        ),
+                    );
                 }
             } else if d == Some(h2) {
                 let tmp = Loc::new(new.parent, format!(".dht.rename.{}", Gfid::random()));
