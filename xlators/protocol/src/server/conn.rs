@@ -302,11 +302,7 @@ async fn serve_watch(shared: &Shared, w: WriteHalf, watch: VolfileWatch, peer: S
     let deadline = tokio::time::Instant::now() + hold;
     let mut unchanged = false;
     if shared.volfile_for(&watch.request, peer).is_ok() {
-        loop {
-            let path = match shared.volfile_for(&watch.request, peer) {
-                Ok(p) => p,
-                Err(_) => break,
-            };
+        while let Ok(path) = shared.volfile_for(&watch.request, peer) {
             unchanged = matches!(
                 read_volfile(&path).await,
                 Ok(text) if crate::fetch::volfile_version(&text) == watch.known
