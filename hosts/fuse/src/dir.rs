@@ -152,6 +152,11 @@ pub async fn readdirplus(
             return true;
         }
         let node = s.inodes.remember(e.attr.gfid);
+        if !e.attr.is_dir() {
+            // Recorded before the reply: the kernel caches the name once it has it.
+            s.inodes
+                .note_name(node, dir, std::ffi::OsStr::new(e.name.as_str()));
+        }
         let full = reply.add(
             node,
             off,

@@ -103,11 +103,7 @@ impl Shared {
         self.inodes.end_dir_op(parent, ds, post);
     }
 
-    fn reply_entry(&self, reply: ReplyEntry, r: Result<Entry, Errno>, stamp: Stamp) {
-        self.reply_entry_made(reply, r, stamp, None);
-    }
-
-    /// `reply_entry` for the name `name` in `parent`, which a non-directory's node then
+    /// An entry reply for the name `name` in `parent`, which a non-directory's node then
     /// remembers (see [`Shared::drop_dead_name`]).
     fn reply_entry_at(
         &self,
@@ -117,15 +113,54 @@ impl Shared {
         parent: INodeNo,
         name: &str,
     ) {
-        let gfid = r
-            .as_ref()
-            .ok()
-            .filter(|e| !e.attr.is_dir())
-            .map(|e| e.attr.gfid);
-        self.reply_entry(reply, r, stamp);
-        if let Some(g) = gfid {
-            self.inodes
-                .note_name(self.inodes.peek_id(&g), parent, OsStr::new(name));
+        self.reply_entry_made(reply, r, stamp, None, Some((parent, name)));
+    }
+
+    /// What an open checks beside the open fop (close-to-open): the attributes of `gfid`
+    /// now, and whether one of `names`, the names this mount gave the kernel for it, no
+    /// longer names it (another client renamed a file over it, or removed it): the kernel
+    /// may have come through that name. The names are looked up (the reply carries the
+    /// attributes); without a name the GFID is asked. A name this mount itself renamed
+    /// away also counts: that costs the open one retry by the kernel, which then finds it
+    /// under its new name.
+    async fn current(&self, cx: &Ctx, gfid: Gfid, names: Vec<Loc>) -> (Result<Iatt, Errno>, bool) {
+        let graph = self.graph();
+        let mut found = None;
+        let mut moved = false;
+        for loc in names {
+            match graph.top().lookup(cx, loc).await {
+                Ok(e) if e.attr.gfid == gfid => found = Some(e.attr),
+                Ok(_) | Err(Errno::ENOENT) => moved = true,
+                Err(_) => {}
+            }
+        }
+        match found {
+            Some(a) => (Ok(a), moved),
+            None => (graph.top().stat(cx, gfid).await, moved),
+        }
+    }
+
+    /// Whether an open of `node` must fail with ESTALE, from what [`Shared::current`]
+    /// found (`now`: the attributes, and whether a name the kernel may have come through
+    /// names something else now): then the kernel looks the name up again (LOOKUP_REVAL)
+    /// and opens what it names now, unless this open is the one right after such a lookup
+    /// (`fresh`), which opens the file the lookup found.
+    async fn stale_open(
+        &self,
+        node: INodeNo,
+        fresh: bool,
+        now: &(Result<Iatt, Errno>, bool),
+    ) -> bool {
+        tracing::debug!(node = node.0, fresh, moved = now.1, nlink = ?now.0.as_ref().map(|a| a.nlink), "open check");
+        if now.1 && !fresh {
+            for (parent, name) in self.inodes.take_names(node) {
+                self.kernel.drop_entry(parent, name).await;
+            }
+            return true;
+        }
+        match &now.0 {
+            Ok(a) => self.drop_dead_name(node, a, fresh).await,
+            Err(_) => false,
         }
     }
 
@@ -133,23 +168,31 @@ impl Shared {
     /// client removed it or renamed a file over it, while the kernel still maps the name
     /// it knew to this node, and would refuse a link(2) through that name with ENOENT (an
     /// inode with no links). The name is dropped from the kernel's cache, so its next use
-    /// looks it up again and finds what it names now.
-    async fn drop_dead_name(&self, node: INodeNo, attr: &Iatt) {
+    /// looks it up again and finds what it names now. Returns whether the request should
+    /// fail with ESTALE instead of answering (see [`FRESH_NAME`]).
+    /// `fresh`: the request came right after the lookup that gave the node
+    /// ([`InodeTable::take_fresh`]).
+    async fn drop_dead_name(&self, node: INodeNo, attr: &Iatt, fresh: bool) -> bool {
         if attr.nlink != 0 || attr.is_dir() {
-            return;
+            return false;
         }
+        let stale = !fresh && self.fds.find_open(&attr.gfid).is_none();
         for (parent, name) in self.inodes.take_names(node) {
             self.kernel.drop_entry(parent, name).await;
         }
+        stale
     }
 
-    /// `reply_entry`, for mkdir: `made` is when it was sent (see fresh.rs).
+    /// An entry reply; for mkdir, `made` is when it was sent (see fresh.rs); `named`: the
+    /// name a non-directory's node remembers, recorded before the kernel sees the reply
+    /// (its next request may overtake anything done after).
     fn reply_entry_made(
         &self,
         reply: ReplyEntry,
         r: Result<Entry, Errno>,
         stamp: Stamp,
         made: Option<Instant>,
+        named: Option<(INodeNo, &str)>,
     ) {
         match r
             .map_err(errno)
@@ -158,6 +201,11 @@ impl Shared {
             Ok(attr) => {
                 if let Some(t) = made {
                     self.fresh.made(attr.ino, t);
+                }
+                if let Some((parent, name)) = named
+                    && attr.kind != fuser::FileType::Directory
+                {
+                    self.inodes.note_name(attr.ino, parent, OsStr::new(name));
                 }
                 reply.entry_with_ttls(
                     &self.opts.attr_timeout,
@@ -360,6 +408,15 @@ fn changed_since(before: Option<&Iatt>, now: Option<&Iatt>) -> bool {
         _ => true,
     }
 }
+
+/// A file with no name left (another client removed it or renamed a file over it) reached
+/// by a getattr or open: if the request is the first to use the node after a lookup gave it,
+/// no longer ago than this, the path walk found the file just now, before the change, and
+/// it is used as found (stat, open and read see it as it was, never ESTALE; storage/posix
+/// keeps it reachable for `unlinked-grace`). Otherwise the kernel reached it through a
+/// cached name and gets ESTALE, which it answers by looking the name up again once
+/// (LOOKUP_REVAL): the walk then finds what the name is now, or that it is gone.
+const FRESH_NAME: Duration = Duration::from_millis(100);
 
 /// Whether a fop by GFID failed because the object has no name left (unlinked while open).
 fn gone(e: Errno) -> bool {
@@ -646,6 +703,7 @@ impl Filesystem for XlfsFs {
         let fd = fh.and_then(|fh| self.s.fds.get(fh));
         let cx = ctx(req, Need::of(Fop::Stat), None);
         let stamp = self.s.inodes.stamp();
+        let fresh = self.s.inodes.take_fresh(ino, FRESH_NAME);
         self.spawn(|s| async move {
             let graph = s.graph();
             let top = graph.top();
@@ -660,8 +718,10 @@ impl Filesystem for XlfsFs {
                     r => r,
                 },
             };
-            if let Ok(a) = &r {
-                s.drop_dead_name(ino, a).await;
+            if let Ok(a) = &r
+                && s.drop_dead_name(ino, a, fresh).await
+            {
+                return reply.error(fuser::Errno::ESTALE);
             }
             s.reply_attr(ino, reply, r, stamp);
         });
@@ -685,6 +745,7 @@ impl Filesystem for XlfsFs {
         _flags: Option<BsdFileFlags>,
         reply: ReplyAttr,
     ) {
+        self.s.inodes.used(ino);
         let gfid = tri!(reply, self.gfid(ino));
         let fd = fh.and_then(|fh| self.s.fds.get(fh));
         let attr = SetAttr {
@@ -736,6 +797,7 @@ impl Filesystem for XlfsFs {
     }
 
     fn readlink(&self, req: &Request, ino: INodeNo, reply: ReplyData) {
+        self.s.inodes.used(ino);
         let gfid = tri!(reply, self.gfid(ino));
         let cx = ctx(req, Need::of(Fop::Readlink), None);
         self.spawn(|s| async move {
@@ -792,7 +854,7 @@ impl Filesystem for XlfsFs {
         self.spawn(|s| async move {
             let r = s.graph().top().mkdir(&cx, loc, mode, umask).await;
             s.end_dir_op(parent, ds, r.as_ref().ok().map(|e| &e.postparent));
-            s.reply_entry_made(reply, r, stamp, Some(sent));
+            s.reply_entry_made(reply, r, stamp, Some(sent), None);
         });
     }
 
@@ -800,9 +862,13 @@ impl Filesystem for XlfsFs {
         let loc = tri!(reply, self.loc(parent, name));
         let cx = ctx(req, Need::of(Fop::Unlink), None);
         let ds = self.s.inodes.begin_dir_op(parent);
+        let gone = name.to_owned();
         self.spawn(|s| async move {
             // The kernel invalidates the victim's cached attributes (nlink, ctime) itself.
             let r = s.graph().top().unlink(&cx, loc).await;
+            if r.is_ok() {
+                s.inodes.unlink_name(parent, &gone);
+            }
             s.end_removal(parent, ds, reply, r);
         });
     }
@@ -857,10 +923,21 @@ impl Filesystem for XlfsFs {
             self.s.inodes.begin_dir_op(newparent),
         ];
         self.s.fresh.adding(newparent, newname);
+        let names = (name.to_owned(), newname.to_owned());
         self.spawn(|s| async move {
             let r = s.graph().top().rename(&cx, old, new, flags.bits()).await;
             s.inodes.end_dir_op(parent, ds[0], None);
             s.inodes.end_dir_op(newparent, ds[1], None);
+            if r.is_ok() {
+                // The kernel moves its cached name once it has the reply; so does the
+                // record, first (an exchange swaps two: both are dropped instead).
+                if flags.bits() & libc::RENAME_EXCHANGE != 0 {
+                    s.inodes.unlink_name(parent, &names.0);
+                    s.inodes.unlink_name(newparent, &names.1);
+                } else {
+                    s.inodes.rename_name(parent, &names.0, newparent, &names.1);
+                }
+            }
             reply_empty(reply, r);
         });
     }
@@ -873,6 +950,7 @@ impl Filesystem for XlfsFs {
         newname: &OsStr,
         reply: ReplyEntry,
     ) {
+        self.s.inodes.used(ino);
         let gfid = tri!(reply, self.gfid(ino));
         let new = tri!(reply, self.loc(newparent, newname));
         let cx = ctx(req, Need::of(Fop::Link), None);
@@ -915,36 +993,59 @@ impl Filesystem for XlfsFs {
         }
         let direct = self.s.kernel_direct(flags.0);
         // Close-to-open: what the kernel caches of the file (attributes, pages) may predate
-        // another client's close. The attributes are fetched beside the open, and when they
-        // differ from what this mount last gave the kernel, its cached attributes and pages
-        // are dropped before the open returns. A truncating open is fresh anyway, and with
-        // the writeback cache the kernel keeps the size itself (single-client only).
-        let check = (!truncates && !direct && !self.s.opts.writeback_cache).then(|| {
+        // another client's close, and the name it came through may name another file now.
+        // Both are checked beside the open (before it, for a truncating open, which must not
+        // empty a file the name no longer names): a name that changed is ESTALE (see
+        // `stale_open`), and attributes that differ from what this mount last gave the
+        // kernel drop its cached attributes and pages before the open returns. With the
+        // writeback cache the kernel keeps the size itself (single-client only).
+        let fresh = self.s.inodes.take_fresh(ino, FRESH_NAME);
+        let check = (!self.s.opts.writeback_cache).then(|| {
+            let names: Vec<Loc> = (self.s.inodes.names(ino).into_iter())
+                .filter_map(|(p, n)| {
+                    let parent = self.s.inodes.gfid(p)?;
+                    Some(Loc::new(parent, name_str(&n).ok()?))
+                })
+                .collect();
             (
                 ctx(req, Need::of(Fop::Stat), None),
                 self.s.inodes.last_attr(ino),
+                names,
             )
         });
         let flags = flags.0;
         self.spawn(|s| async move {
             let top = s.graph();
-            let (r, now) = tokio::join!(top.top().open(&cx, fd), async {
+            let checked = async {
                 match &check {
-                    Some((scx, _)) => Some(top.top().stat(scx, gfid).await),
+                    Some((scx, _, names)) => Some(s.current(scx, gfid, names.clone()).await),
                     None => None,
                 }
-            });
+            };
+            let (r, now) = if truncates {
+                let now = checked.await;
+                if let Some(now) = &now
+                    && s.stale_open(ino, fresh, now).await
+                {
+                    s.inodes.end_reshape();
+                    return reply.error(fuser::Errno::ESTALE);
+                }
+                (top.top().open(&cx, fd).await, None)
+            } else {
+                tokio::join!(top.top().open(&cx, fd), checked)
+            };
             if truncates {
                 s.inodes.end_reshape();
             }
             match r {
                 Ok(opened) => {
                     let mut fopen = s.fopen_flags(flags);
-                    if let (Some((_, before)), Some(now)) = (check, now) {
-                        if let Ok(a) = &now {
-                            s.drop_dead_name(ino, a).await;
+                    if let (Some((_, before, _)), Some(now)) = (check, now) {
+                        if s.stale_open(ino, fresh, &now).await {
+                            let _ = top.top().release(&Ctx::root(), fd).await;
+                            return reply.error(fuser::Errno::ESTALE);
                         }
-                        if changed_since(before.as_ref(), now.as_ref().ok()) {
+                        if changed_since(before.as_ref(), now.0.as_ref().ok()) {
                             s.kernel.drop_attrs(ino).await;
                             fopen.remove(FopenFlags::FOPEN_KEEP_CACHE);
                         }
@@ -1024,6 +1125,8 @@ impl Filesystem for XlfsFs {
             if flags & libc::O_EXCL != 0 {
                 s.caps.set_none(e.attr.gfid, Instant::now());
             }
+            s.inodes
+                .note_name(attr.ino, parent, OsStr::new(name.as_str()));
             let ttl = s.opts.entry_timeout.min(s.opts.attr_timeout);
             if s.pt.on() {
                 let fd = Fd {
@@ -1037,8 +1140,6 @@ impl Filesystem for XlfsFs {
             } else {
                 reply.created(&ttl, &attr, Generation(0), fh, s.fopen_flags(flags));
             }
-            s.inodes
-                .note_name(attr.ino, parent, OsStr::new(name.as_str()));
         });
     }
 
@@ -1285,6 +1386,7 @@ impl Filesystem for XlfsFs {
         position: u32,
         reply: ReplyEmpty,
     ) {
+        self.s.inodes.used(ino);
         if position != 0 {
             // macOS resource forks only.
             return reply.error(fuser::Errno::EINVAL);
@@ -1314,6 +1416,7 @@ impl Filesystem for XlfsFs {
     }
 
     fn getxattr(&self, req: &Request, ino: INodeNo, name: &OsStr, size: u32, reply: ReplyXattr) {
+        self.s.inodes.used(ino);
         let gfid = tri!(reply, self.gfid(ino));
         let name = tri!(reply, name_str(name));
         let is_cap = name.as_str() == CAPABILITY_XATTR;
@@ -1335,6 +1438,7 @@ impl Filesystem for XlfsFs {
     }
 
     fn listxattr(&self, req: &Request, ino: INodeNo, size: u32, reply: ReplyXattr) {
+        self.s.inodes.used(ino);
         let gfid = tri!(reply, self.gfid(ino));
         let cx = ctx(req, Need::of(Fop::Listxattr), None);
         self.spawn(|s| async move {
@@ -1346,6 +1450,7 @@ impl Filesystem for XlfsFs {
     }
 
     fn removexattr(&self, req: &Request, ino: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        self.s.inodes.used(ino);
         let gfid = tri!(reply, self.gfid(ino));
         let name = tri!(reply, name_str(name));
         self.s.caps.invalidate(&gfid);
@@ -1359,6 +1464,7 @@ impl Filesystem for XlfsFs {
     }
 
     fn access(&self, req: &Request, ino: INodeNo, mask: AccessFlags, reply: ReplyEmpty) {
+        self.s.inodes.used(ino);
         let gfid = tri!(reply, self.gfid(ino));
         let cx = ctx(req, Need::of(Fop::Access), None);
         let mask = mask.bits() as u32;

@@ -46,7 +46,7 @@ use xlator_api::{FileType, Gfid, Iatt};
 
 /// Names remembered per non-directory node (hard links beyond this are rare; a name
 /// forgotten here is only dropped from the kernel's cache later, at its entry timeout).
-pub const NAMES_MAX: usize = 4;
+pub const NAMES_MAX: usize = 16;
 
 /// The kernel's fixed node id of the mount root.
 pub const ROOT: INodeNo = INodeNo(1);
@@ -71,6 +71,8 @@ struct Node {
     /// client removed can be dropped from the kernel's cache once a reply shows the object
     /// has no name left ([`InodeTable::take_names`]).
     names: Vec<(INodeNo, Box<std::ffi::OsStr>)>,
+    /// When the latest of those entry replies was sent.
+    named_at: Option<Instant>,
 }
 
 /// Entry fops in one directory, for its `postparent` attributes.
@@ -88,6 +90,9 @@ struct DirState {
 struct Inner {
     nodes: HashMap<u64, Node>,
     by_gfid: HashMap<Gfid, u64>,
+    /// Every recorded name (`Node::names`) -> its node: keeps a name on one node only, and
+    /// lets a rename or unlink through this mount move or drop it.
+    by_name: HashMap<(u64, Box<std::ffi::OsStr>), u64>,
     /// Bumped when a data-changing request (write, fallocate, truncating open) starts or ends.
     write_seq: u64,
     /// Data-changing requests in flight.
@@ -101,6 +106,25 @@ struct Inner {
     root_dir: DirState,
     /// Forgotten node ids and their GFIDs (see the module invariants).
     retired: Retired,
+}
+
+impl Inner {
+    /// Forgets the index entry of `name` in `parent` if it points at `node`.
+    fn unindex(&mut self, parent: INodeNo, name: Box<std::ffi::OsStr>, node: u64) {
+        let key = (parent.0, name);
+        if self.by_name.get(&key) == Some(&node) {
+            self.by_name.remove(&key);
+        }
+    }
+
+    /// Forgets the name `name` in `parent`, wherever it is recorded.
+    fn drop_name(&mut self, parent: INodeNo, name: &std::ffi::OsStr) {
+        if let Some(node) = self.by_name.remove(&(parent.0, name.into()))
+            && let Some(n) = self.nodes.get_mut(&node)
+        {
+            n.names.retain(|(p, m)| !(*p == parent && **m == *name));
+        }
+    }
 }
 
 /// Forgotten node ids, oldest first.
@@ -270,6 +294,7 @@ impl InodeTable {
                         file: None,
                         dir: DirState::default(),
                         names: Vec::new(),
+                        named_at: None,
                     });
                     break;
                 }
@@ -322,7 +347,11 @@ impl InodeTable {
             None => None,
         };
         if let Some(gfid) = gone {
-            inner.nodes.remove(&node.0);
+            if let Some(n) = inner.nodes.remove(&node.0) {
+                for (p, name) in n.names {
+                    inner.unindex(p, name, node.0);
+                }
+            }
             inner.by_gfid.remove(&gfid);
             inner.retired.add(node.0, gfid);
         }
@@ -356,15 +385,82 @@ impl InodeTable {
         }
     }
 
-    /// The kernel now knows non-directory `node` as `name` in `parent`.
+    /// The kernel now knows non-directory `node` as `name` in `parent` (a name another
+    /// node had is taken from it).
     pub fn note_name(&self, node: INodeNo, parent: INodeNo, name: &std::ffi::OsStr) {
-        if let Some(n) = self.write().nodes.get_mut(&node.0) {
-            n.names.retain(|(p, m)| !(*p == parent && **m == *name));
-            if n.names.len() >= NAMES_MAX {
-                n.names.remove(0);
-            }
-            n.names.push((parent, name.into()));
+        let mut inner = self.write();
+        if !inner.nodes.contains_key(&node.0) {
+            return;
         }
+        inner.drop_name(parent, name);
+        let key: Box<std::ffi::OsStr> = name.into();
+        let evicted = inner.nodes.get_mut(&node.0).and_then(|n| {
+            let out = (n.names.len() >= NAMES_MAX).then(|| n.names.remove(0));
+            n.names.push((parent, key.clone()));
+            n.named_at = Some(Instant::now());
+            out
+        });
+        if let Some((p, old)) = evicted {
+            inner.unindex(p, old, node.0);
+        }
+        inner.by_name.insert((parent.0, key), node.0);
+    }
+
+    /// This mount renamed `name` in `parent` to `new_name` in `new_parent`: the kernel moved
+    /// its cached name, and the record follows it (a name it replaced is dropped).
+    pub fn rename_name(
+        &self,
+        parent: INodeNo,
+        name: &std::ffi::OsStr,
+        new_parent: INodeNo,
+        new_name: &std::ffi::OsStr,
+    ) {
+        let mut inner = self.write();
+        let Some(node) = inner.by_name.get(&(parent.0, name.into())).copied() else {
+            inner.drop_name(new_parent, new_name);
+            return;
+        };
+        inner.drop_name(parent, name);
+        drop(inner);
+        self.note_name(INodeNo(node), new_parent, new_name);
+    }
+
+    /// This mount removed `name` in `parent`: the kernel dropped its cached name.
+    pub fn unlink_name(&self, parent: INodeNo, name: &std::ffi::OsStr) {
+        self.write().drop_name(parent, name);
+    }
+
+    /// A request other than getattr/open used `node`: a lookup before it was for it.
+    pub fn used(&self, node: INodeNo) {
+        if let Some(n) = self.write().nodes.get_mut(&node.0) {
+            n.named_at = None;
+        }
+    }
+
+    /// Whether an entry reply gave the kernel `node` by name within `window` and no
+    /// request has used the node since: then the request now being answered is the one
+    /// the path walk behind that lookup made. Taking it uses it up.
+    pub fn take_fresh(&self, node: INodeNo, window: Duration) -> bool {
+        let mut inner = self.write();
+        let Some(n) = inner.nodes.get_mut(&node.0) else {
+            return false;
+        };
+        n.named_at.take().is_some_and(|t| t.elapsed() < window)
+    }
+
+    /// The names recorded for `node`, newest last.
+    pub fn names(&self, node: INodeNo) -> Vec<(INodeNo, std::ffi::OsString)> {
+        let inner = self.read();
+        inner
+            .nodes
+            .get(&node.0)
+            .map(|n| {
+                n.names
+                    .iter()
+                    .map(|(p, name)| (*p, name.to_os_string()))
+                    .collect()
+            })
+            .unwrap_or_default()
     }
 
     /// Takes the names [`note_name`](Self::note_name) recorded for `node`.
@@ -373,7 +469,11 @@ impl InodeTable {
         let Some(n) = inner.nodes.get_mut(&node.0) else {
             return Vec::new();
         };
-        std::mem::take(&mut n.names)
+        let names = std::mem::take(&mut n.names);
+        for (p, name) in &names {
+            inner.unindex(*p, name.clone(), node.0);
+        }
+        names
             .into_iter()
             .map(|(p, name)| (p, name.into_os_string()))
             .collect()
@@ -557,16 +657,45 @@ mod tests {
             vec![(d, OsString::from("lnk")), (ROOT, OsString::from("name"))]
         );
         assert!(t.take_names(n).is_empty(), "taken");
-        for i in 0..10 {
+        for i in 0..NAMES_MAX + 6 {
             t.note_name(n, ROOT, OsStr::new(&format!("n{i}")));
         }
         let names = t.take_names(n);
         assert_eq!(names.len(), NAMES_MAX);
+        let last = format!("n{}", NAMES_MAX + 5);
         assert_eq!(
             names.last().map(|(_, m)| m.as_os_str()),
-            Some(OsStr::new("n9"))
+            Some(OsStr::new(&last))
         );
         assert!(t.take_names(INodeNo(12345)).is_empty(), "unknown node");
+    }
+
+    #[test]
+    fn a_name_belongs_to_one_node_and_follows_this_mounts_renames() {
+        use std::ffi::{OsStr, OsString};
+        let t = InodeTable::new();
+        let (a, b) = (t.remember(Gfid::random()), t.remember(Gfid::random()));
+        t.note_name(a, ROOT, OsStr::new("x"));
+        t.note_name(b, ROOT, OsStr::new("x"));
+        assert!(t.names(a).is_empty(), "x now names b only");
+        t.rename_name(ROOT, OsStr::new("x"), INodeNo(9), OsStr::new("y"));
+        assert_eq!(t.names(b), vec![(INodeNo(9), OsString::from("y"))]);
+        t.note_name(a, ROOT, OsStr::new("z"));
+        // A rename over a recorded name drops it from its old node.
+        t.rename_name(INodeNo(9), OsStr::new("y"), ROOT, OsStr::new("z"));
+        assert!(t.names(a).is_empty());
+        assert_eq!(t.names(b), vec![(ROOT, OsString::from("z"))]);
+        t.unlink_name(ROOT, OsStr::new("z"));
+        assert!(t.names(b).is_empty());
+        // Renaming an unrecorded name drops the target's record.
+        t.note_name(a, ROOT, OsStr::new("w"));
+        t.rename_name(ROOT, OsStr::new("nobody"), ROOT, OsStr::new("w"));
+        assert!(t.names(a).is_empty());
+        // A forgotten node leaves no name behind.
+        t.note_name(a, ROOT, OsStr::new("v"));
+        t.forget(a, 1);
+        t.note_name(b, ROOT, OsStr::new("v"));
+        assert_eq!(t.names(b), vec![(ROOT, OsString::from("v"))]);
     }
 
     #[test]

@@ -221,6 +221,14 @@ pub fn stale(e: Errno) -> nfsstat3 {
     }
 }
 
+/// A file with no name left: removed, though the bricks may keep it reachable by GFID for a
+/// while (storage/posix `unlinked-grace`, for FUSE clients that just looked it up). An NFS
+/// handle of it is stale, as on a local file system exported by the kernel (NFS clients
+/// keep their own open files alive by renaming them, not through the server).
+pub(super) fn nameless(a: &Iatt) -> bool {
+    a.nlink == 0 && !a.is_dir()
+}
+
 #[cfg(test)]
 mod tests {
     use xlator_api::Gfid;

@@ -42,6 +42,9 @@ impl Nfs {
             Ok(r) if r.attr.is_some() => r.attr.into_option(),
             _ => self.attrs(&g, cx, gfid).await,
         };
+        if a.as_ref().is_some_and(super::attr::nameless) {
+            return Nfs3Result::Err((nfsstat3::NFS3ERR_STALE, READ3resfail::default()));
+        }
         match data {
             Ok(reply) => {
                 let buf = reply.data;
@@ -105,6 +108,9 @@ impl Nfs {
             Some(a) => Some(a),
             None => self.attrs(&g, cx, gfid).await,
         };
+        if after.as_ref().is_some_and(super::attr::nameless) {
+            return fail(nfsstat3::NFS3ERR_STALE);
+        }
         let written = reply.written;
         Nfs3Result::Ok(WRITE3resok {
             file_wcc: wcc(None, after.as_ref(), self.fsid),

@@ -27,6 +27,7 @@ impl Nfs {
             Err(s) => return Nfs3Result::Err((s, Void)),
         };
         match self.graph().top().stat(cx, gfid).await {
+            Ok(a) if super::attr::nameless(&a) => Nfs3Result::Err((nfsstat3::NFS3ERR_STALE, Void)),
             Ok(a) => Nfs3Result::Ok(GETATTR3resok {
                 obj_attributes: fattr(&a, self.fsid),
             }),
