@@ -1605,6 +1605,14 @@ impl Filesystem for XlfsFs {
         reply: ReplyLseek,
     ) {
         // The kernel handles SEEK_SET/CUR/END itself; only hole-aware seeks come here.
+        if self.s.opts.writeback_cache {
+            // The kernel's dirty pages are not on the bricks yet, and it never writes them
+            // back for a seek: a brick would answer ENXIO inside a file just written
+            // (stress-ng's seek stressor). ENOSYS makes the kernel answer hole-aware seeks
+            // itself from the size it keeps (all data, one hole at the end), for the rest of
+            // the mount, which is correct in the writeback cache's single-client use.
+            return reply.error(fuser::Errno::ENOSYS);
+        }
         let what = match whence {
             libc::SEEK_DATA => SeekWhat::Data,
             libc::SEEK_HOLE => SeekWhat::Hole,

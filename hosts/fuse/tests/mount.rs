@@ -977,3 +977,55 @@ fn mount_point_errors_are_clear() {
         assert!(help.contains(opt), "--help lists {opt}");
     }
 }
+
+fn lseek(f: &File, off: i64, whence: i32) -> std::io::Result<i64> {
+    use std::os::fd::AsRawFd;
+    // SAFETY: lseek(2) on an fd we own.
+    let r = unsafe { libc::lseek(f.as_raw_fd(), off, whence) };
+    if r < 0 {
+        Err(std::io::Error::last_os_error())
+    } else {
+        Ok(r)
+    }
+}
+
+/// SEEK_DATA / SEEK_HOLE inside a file just written, with and without the kernel writeback
+/// cache: never ENXIO below the end of file (issue 24 bug 3: the writeback cache held the
+/// data, so the brick answered ENXIO inside it, and stress-ng's seek stressor failed).
+#[test]
+fn hole_aware_seeks_inside_a_file_just_written_find_its_data() {
+    require_fuse!();
+    for extra in [&[][..], &["--writeback-cache"]] {
+        let tmp = tempdir();
+        let (vol, mnt) = (tmp.path().join("vol"), tmp.path().join("mnt"));
+        fs::create_dir(&mnt).expect("mkdir mnt");
+        let mut m = Mounted::start(&vol, &mnt, extra);
+        let p = mnt.join("f");
+        let mut f = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(&p)
+            .expect("create");
+        let data = pattern(3 << 20, 7);
+        f.write_all(&data).expect("write");
+        let len = data.len() as i64;
+        for off in [0, 4096, 1 << 20, len - 1] {
+            let d = lseek(&f, off, libc::SEEK_DATA)
+                .unwrap_or_else(|e| panic!("{extra:?}: SEEK_DATA at {off}: {e}"));
+            assert_eq!(d, off, "{extra:?}: data at {off}");
+            let h = lseek(&f, off, libc::SEEK_HOLE)
+                .unwrap_or_else(|e| panic!("{extra:?}: SEEK_HOLE at {off}: {e}"));
+            assert!(h > off && h <= len, "{extra:?}: hole at {h} from {off}");
+        }
+        assert_eq!(
+            lseek(&f, len, libc::SEEK_DATA).map_err(|e| e.raw_os_error()),
+            Err(Some(libc::ENXIO)),
+            "{extra:?}: no data at the end of file"
+        );
+        drop(f);
+        m.signal(libc::SIGTERM);
+        let _ = m.wait();
+    }
+}
