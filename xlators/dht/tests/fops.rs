@@ -910,3 +910,42 @@ async fn a_diverted_create_of_a_name_on_the_full_hashed_child_opens_it_and_leave
     );
     top.release(&root(), fd(id, g, 0)).await.expect("release");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_lookup_unhashed_off_the_hashed_childs_miss_is_final() {
+    let (cluster, top) = setup(3, &[]);
+    let d = mkdir(&top, Gfid::ROOT, "d").await;
+    let layout = leaf_layout(&cluster, d).await;
+    let name = name_on(&layout, "s", 0);
+    let id = next_fd_id();
+    let e = cluster
+        .leaf(1)
+        .create(
+            &root(),
+            Loc::new(d, name.as_str()),
+            fd(id, Gfid::NULL, libc::O_RDWR | libc::O_CREAT),
+            0o644,
+            0,
+        )
+        .await
+        .expect("leaf create");
+    cluster
+        .leaf(1)
+        .release(&root(), fd(id, e.attr.gfid, 0))
+        .await
+        .expect("release");
+    distrust(&cluster, d).await;
+    let off = fresh(&cluster, &[("lookup-unhashed", "off")]);
+    lookups_since(&cluster);
+    assert_eq!(lookup(&off, d, &name).await.map(drop), Err(Errno::ENOENT));
+    assert_eq!(lookups_since(&cluster), vec![1, 0, 0]);
+    let on = fresh(&cluster, &[]);
+    assert_eq!(
+        lookup(&on, d, &name)
+            .await
+            .expect("found everywhere")
+            .attr
+            .gfid,
+        e.attr.gfid
+    );
+}
