@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
-# bench/run.sh: the standard workloads (W1..W5 of bench/workloads.sh) on the floors and on xlfs
+# bench/run.sh: the standard workloads (W1..W6 of bench/workloads.sh) on the floors and on xlfs
 # volumes, in interleaved rounds, with one markdown table per workload and a JSON document.
 #
 #   bash bench/run.sh [OPTIONS]          (root: FUSE mounts, drop_caches, apt-get)
 #
 # What it does, in order:
-#   1. installs what is missing with apt-get (fio, bindfs, linux-source-6.1 for W5);
+#   1. installs what is missing with apt-get (fio, bindfs, linux-source-6.1 for W5, dbench
+#      for W6);
 #   2. cargo build --release --workspace (one invocation, from the repository root);
 #   3. makes a scratch area in BENCH_DIR and the targets (see TARGETS);
 #   4. for each workload: one-time preparation, then ROUNDS interleaved rounds
@@ -20,7 +21,7 @@
 # Options:
 #   --quick             small sizes (whole run: a few minutes); proves the harness works
 #   --rounds N          interleaved rounds (default 3)
-#   --only LIST         workloads, comma-separated: w1,w2,w3,w4,w5 (default all)
+#   --only LIST         workloads, comma-separated: w1,w2,w3,w4,w5,w6 (default all)
 #   --targets LIST      comma-separated, in table order (default: all of them; the ones that
 #                       cannot be set up are reported as skipped with the reason):
 #                         brick          a plain directory on the file system of the bricks
@@ -32,6 +33,10 @@
 #                         xlfs-pt        the same volume layout, mounted with --passthrough
 #                                        (reads by the kernel straight from the brick's file;
 #                                        no writeback cache)
+#                         xlfs-2m        single-brick xlfs volume mounted twice; W3 and W5
+#                                        split their work between the two mounts, both
+#                                        halves at once (see ANCHOR_DIR2 in workloads.sh);
+#                                        the other workloads skip this target
 #                         xlfs-base      single-brick xlfs volume run with the binaries of
 #                                        --baseline (another build: the previous commit), to
 #                                        compare two builds side by side in one run
@@ -44,9 +49,13 @@
 #                                        only when glusterd and gluster are installed
 #   --out DIR           where results go (default bench/results)
 #   --no-build          do not run cargo build (the binaries must exist in target/release)
-#   --baseline DIR      a target/release directory of another build (e.g. a worktree of the
-#                       previous commit, built with cargo build --release --workspace); adds
-#                       the target xlfs-base (added to --targets unless they name it)
+#   --baseline REV|DIR  the build the target xlfs-base runs (added to --targets unless they
+#                       name it): a git revision (e.g. 5c3931c) is checked out with
+#                       `git worktree add --detach` in BENCH_DIR/cache/baseline-REV and built
+#                       there (cargo build --release --workspace; the first time it is seeded
+#                       with a copy of target/release so only the workspace crates compile);
+#                       the worktree is kept for the next run (run.sh --cleanup removes it).
+#                       Or a target/release directory of another build
 #   --no-install        do not apt-get install missing tools (fail or skip instead)
 #   --mount-opts "..."  extra xlfs-mount options for every xlfs volume
 #                       (e.g. "--no-writeback-cache"; see target/release/xlfs-mount --help)
@@ -73,6 +82,7 @@
 #   W5_SRC /usr/src/linux-source-6.1.tar.xz
 #   W5_SUBSET linux-source-6.1/drivers/net / linux-source-6.1/drivers/net/ethernet/intel
 #             ("all" for the whole tree)
+#   W6_CLIENTS 8 / 8         W6_SECS 60 / 10     W6_LOADFILE /usr/share/dbench/client.txt
 #   ANCHOR_DROP_CACHES 1
 # A knob set in the environment wins over both defaults.
 #
@@ -88,8 +98,8 @@ REL=$ROOT/target/release
 XLFS=$REL/xlfs
 BENCH_BIN=$REL/xlfs-bench
 
-ALL_TARGETS="brick,bindfs,bindfs-mt,xlfs,xlfs-base,xlfs-pt,xlfs-replica2,xlfs-stripe4,xlfs-dist4,gluster,gluster-replica2,gluster-dist4,gluster-shard4"
-QUICK=0; ROUNDS=3; ONLY=w1,w2,w3,w4,w5; TARGETS=$ALL_TARGETS; OUT=$HERE/results
+ALL_TARGETS="brick,bindfs,bindfs-mt,xlfs,xlfs-2m,xlfs-base,xlfs-pt,xlfs-replica2,xlfs-stripe4,xlfs-dist4,gluster,gluster-replica2,gluster-dist4,gluster-shard4"
+QUICK=0; ROUNDS=3; ONLY=w1,w2,w3,w4,w5,w6; TARGETS=$ALL_TARGETS; OUT=$HERE/results
 BASELINE=; BUILD=1; INSTALL=1; MOUNT_OPTS=; VOLUME_OPTS=; REMOUNT=0; GLUSTER=auto; CLEANUP_ONLY=0; TIMEOUT=
 BENCH_DIR=${BENCH_DIR:-/var/tmp/xlfs-bench}
 ARGS_USED="$*"
@@ -122,11 +132,18 @@ while [ $# -gt 0 ]; do
 done
 
 [[ $ROUNDS =~ ^[1-9][0-9]*$ ]] || die "--rounds must be a positive number"
+BASELINE_REV=
 if [ -n "$BASELINE" ]; then
-    BASELINE=$(cd "$BASELINE" 2>/dev/null && pwd) || die "--baseline: no directory $BASELINE"
-    for b in xlfs xlfsd xlfs-mount; do
-        [ -x "$BASELINE/$b" ] || die "--baseline: $BASELINE/$b is missing (build that tree with cargo build --release --workspace)"
-    done
+    if [ -d "$BASELINE" ]; then
+        BASELINE=$(cd "$BASELINE" && pwd)
+        for b in xlfs xlfsd xlfs-mount; do
+            [ -x "$BASELINE/$b" ] || die "--baseline: $BASELINE/$b is missing (build that tree with cargo build --release --workspace)"
+        done
+    else
+        BASELINE_REV=$(git -C "$ROOT" rev-parse --verify -q "$BASELINE^{commit}") \
+            || die "--baseline: $BASELINE is neither a directory nor a git revision of $ROOT"
+        BASELINE=   # set once the worktree is built (baseline_build)
+    fi
     case ",$TARGETS," in *,xlfs-base,*) ;; *) TARGETS=$TARGETS,xlfs-base;; esac
 else
     case ",$TARGETS," in *,xlfs-base,*)
@@ -137,7 +154,7 @@ case $GLUSTER in auto|off) ;; *) die "--gluster must be auto or off";; esac
 case $BENCH_DIR in /?*) ;; *) die "--bench-dir must be an absolute path";; esac
 BENCH_DIR=${BENCH_DIR%/}
 [ "$BENCH_DIR" != / ] || die "--bench-dir cannot be /"
-for w in ${ONLY//,/ }; do case $w in w1|w2|w3|w4|w5) ;; *) die "unknown workload $w (w1..w5)";; esac; done
+for w in ${ONLY//,/ }; do case $w in w1|w2|w3|w4|w5|w6) ;; *) die "unknown workload $w (w1..w6)";; esac; done
 for t in ${TARGETS//,/ }; do
     case ",$ALL_TARGETS," in *",$t,"*) ;; *) die "unknown target $t (known: $ALL_TARGETS)";; esac
 done
@@ -145,7 +162,7 @@ MODE=full; [ "$QUICK" = 0 ] || MODE=quick
 # A partial run (some workloads, or extra mount options) is named after what it ran, e.g.
 # DATE-w5-no-default-permissions.md, and leaves latest-MODE pointing at the last whole run.
 TAG=$MODE
-if [ "$ONLY" != w1,w2,w3,w4,w5 ] || [ -n "$MOUNT_OPTS$VOLUME_OPTS" ]; then
+if [ "$ONLY" != w1,w2,w3,w4,w5,w6 ] || [ -n "$MOUNT_OPTS$VOLUME_OPTS" ]; then
     TAG=${ONLY//,/-}$(printf '%s %s' "$MOUNT_OPTS" "$VOLUME_OPTS" | tr -s ' =' '--' | sed 's/^-*/-/; s/[^A-Za-z0-9_.-]//g; s/-$//; s/^-$//')
     [ "$QUICK" = 0 ] || TAG=$TAG-quick
 fi
@@ -170,12 +187,15 @@ knob W4_P_LIST "1 2 5 10 20 30" "1 5 30"
 knob W4_READER cat cat
 knob W5_SRC /usr/src/linux-source-6.1.tar.xz /usr/src/linux-source-6.1.tar.xz
 knob W5_SUBSET linux-source-6.1/drivers/net linux-source-6.1/drivers/net/ethernet/intel
+knob W6_CLIENTS 8 8
+knob W6_SECS 60 10
+knob W6_LOADFILE /usr/share/dbench/client.txt /usr/share/dbench/client.txt
 knob ANCHOR_DROP_CACHES 1 1
-KNOBS="W1_MIB W1_BS_LIST W2_MIB W3_FILES W3_JOBS W3_RUNTIME W3_RAMP W3_VARIANTS W3_ENGINE W4_FILES W4_P_LIST W4_READER W5_SRC W5_SUBSET ANCHOR_DROP_CACHES"
+KNOBS="W1_MIB W1_BS_LIST W2_MIB W3_FILES W3_JOBS W3_RUNTIME W3_RAMP W3_VARIANTS W3_ENGINE W4_FILES W4_P_LIST W4_READER W5_SRC W5_SUBSET W6_CLIENTS W6_SECS W6_LOADFILE ANCHOR_DROP_CACHES"
 [ -n "$TIMEOUT" ] || { if [ "$QUICK" = 1 ]; then TIMEOUT=300; else TIMEOUT=1800; fi; }
 export ANCHOR_CACHE=$BENCH_DIR/cache
 export TMPDIR=$BENCH_DIR/tmp
-unset W5_TAR ANCHOR_NFS_URL ANCHOR_DROP_HOOK
+unset W5_TAR ANCHOR_NFS_URL ANCHOR_DROP_HOOK ANCHOR_DIR2 ANCHOR_W6_SNAP
 
 STATE=$BENCH_DIR/state
 export XLFS_STATE_DIR=$STATE
@@ -280,8 +300,43 @@ cleanup_only() {
         gluster_down
     fi
     rm -f "$BENCH_DIR/pid"
+    baseline_remove
     if [ -n "$(our_mounts)" ]; then echo "still mounted: $(our_mounts | tr '\n' ' ')" >&2; exit 1; fi
     say "clean"
+}
+
+# ---- the baseline build (--baseline REV) ---------------------------------------------------
+baseline_build() { # worktree of BASELINE_REV in the cache, built; sets BASELINE
+    local short=${BASELINE_REV:0:12} wt=$BENCH_DIR/cache/baseline-${BASELINE_REV:0:12}
+    if [ ! -e "$wt/.git" ]; then
+        say "git worktree add --detach $wt $short"
+        rm -rf "$wt"
+        git -C "$ROOT" worktree add --detach "$wt" "$BASELINE_REV" >>"$LOG" 2>&1 \
+            || die "--baseline: git worktree add $wt $short failed (log: $LOG)"
+        # seed with this tree's build: the dependencies are the same crates, so only the
+        # workspace's own crates compile
+        if [ -d "$REL" ] && [ ! -e "$wt/target/release" ]; then
+            mkdir -p "$wt/target" && cp -a "$REL" "$wt/target/" || true
+        fi
+    fi
+    [ "$(git -C "$wt" rev-parse HEAD)" = "$BASELINE_REV" ] || die "--baseline: $wt is not at $short (run.sh --cleanup removes it)"
+    say "cargo build --release --workspace in $wt (baseline $short)"
+    (cd "$wt" && cargo build --release --workspace) >>"$LOG" 2>&1 \
+        || { tail -30 "$LOG" >&2; die "--baseline: cargo build --release --workspace failed in $wt (log: $LOG)"; }
+    BASELINE=$wt/target/release
+    for b in xlfs xlfsd xlfs-mount; do
+        [ -x "$BASELINE/$b" ] || die "--baseline: the build in $wt made no $b"
+    done
+}
+
+baseline_remove() { # the worktrees --baseline REV made in the cache
+    local wt
+    for wt in "$BENCH_DIR"/cache/baseline-*; do
+        [ -d "$wt" ] || continue
+        git -C "$ROOT" worktree remove --force "$wt" 2>&1 || rm -rf "$wt"
+        echo "removed the baseline worktree $wt"
+    done
+    git -C "$ROOT" worktree prune 2>/dev/null || true
 }
 
 # ---- GlusterFS peer -------------------------------------------------------------------------
@@ -323,8 +378,10 @@ apt_install() { # apt_install PACKAGE...
 }
 
 NAMES=(); DIRS=(); REMOUNTS=()
+DIRS2=()          # the second mount of the same volume (xlfs-2m), else empty
+TVOL=(); TBIN=()  # xlfs targets: the volume and the xlfs binary that runs it (statedumps)
 add_target() { # add_target NAME DIR ROLE INFO [REMOUNT_HOOK]
-    NAMES+=("$1"); DIRS+=("$2"); REMOUNTS+=("${5:-}")
+    NAMES+=("$1"); DIRS+=("$2"); REMOUNTS+=("${5:-}"); DIRS2+=(""); TVOL+=(""); TBIN+=("")
     local fs
     fs=$(findmnt -n -T "$2" -o FSTYPE 2>/dev/null | head -1 || true)
     echo "TARGET name=$1 role=$3 info=$4 (${fs:-?} at $2)" >> "$RAW"
@@ -353,6 +410,7 @@ setup_xlfs() { # setup_xlfs NAME: volume create (volgen), start, mount
     local name=$1 vol=bench-$1 bricks=() args=() n=1 layout err i pt= XLFS=$XLFS
     case $name in
         xlfs) n=1; layout="single brick";;
+        xlfs-2m) n=1; layout="single brick, mounted twice (W3, W5: half the work through each mount, at once)";;
         xlfs-base) n=1; layout="single brick, baseline build $BASELINE"; XLFS=$BASELINE/xlfs;;
         xlfs-pt) n=1; layout="single brick, xlfs-mount --passthrough"; pt=--passthrough;;
         xlfs-replica2) n=2; args=(--replica 2); layout="replica 2";;
@@ -389,11 +447,25 @@ setup_xlfs() { # setup_xlfs NAME: volume create (volgen), start, mount
     fi
     echo "$err" >> "$LOG"
     MOUNTED+=("xlfs:$mnt")
+    local mnt2=
+    if [ "$name" = xlfs-2m ]; then
+        # the second client: another `xlfs mount` of the same volume (its own xlfs-mount
+        # process, graph and caches), as a second machine's mount would be
+        mnt2=$BENCH_DIR/mnt/$name-b
+        mkdir -p "$mnt2"
+        if ! err=$("$XLFS" mount "$vol" "$mnt2" "${mo[@]}" 2>&1 9>&-) || ! wait_mounted "$mnt2"; then
+            skip "$name" "$layout: second xlfs mount failed: $(echo "$err" | one_line)"; return
+        fi
+        echo "$err" >> "$LOG"
+        MOUNTED+=("xlfs:$mnt2")
+    fi
     local hook=
     if [ "$REMOUNT" = 1 ]; then
         hook="'$XLFS' umount '$mnt' >/dev/null && '$XLFS' mount '$vol' '$mnt' ${mo[*]} >/dev/null"
     fi
-    add_target "$name" "$mnt" xlfs "xlfs volume $vol, $layout (volgen default client stack${VOLUME_OPTS:+ with $VOLUME_OPTS})${MOUNT_OPTS:+, xlfs-mount $MOUNT_OPTS}" "$hook"
+    add_target "$name" "$mnt" xlfs "xlfs volume $vol, $layout (volgen default client stack${VOLUME_OPTS:+ with $VOLUME_OPTS})${MOUNT_OPTS:+, xlfs-mount $MOUNT_OPTS}${mnt2:+; second mount $mnt2}" "$hook"
+    local last=$((${#NAMES[@]} - 1))
+    DIRS2[last]=$mnt2; TVOL[last]=$vol; TBIN[last]=$XLFS
 }
 
 gluster_up() { # starts glusterd bound to 127.0.0.1 unless one answers already; 0 when usable
@@ -464,10 +536,17 @@ setup_gluster() { # setup_gluster NAME
 # run_wl INDEX ROUND ARGS...: one workloads.sh call on target INDEX, RESULT lines tagged
 run_wl() {
     local i=$1 round=$2; shift 2
-    local name=${NAMES[$i]} dir=${DIRS[$i]} out rc=0 line
+    local name=${NAMES[$i]} dir=${DIRS[$i]} out rc=0 line snap= sd=
     out=$(mktemp "$TMPDIR/wl.XXXXXX")
     echo "## $(date +%T) round=$round target=$name $*" >> "$LOG"
-    ANCHOR_DROP_HOOK=${REMOUNTS[$i]} timeout -k 10 "$TIMEOUT" "$WL" "$dir" "$@" >"$out" 2>>"$LOG" 9>&- &
+    if [ "$1" = w6 ] && [ -n "${TVOL[$i]}" ]; then
+        # io-stats of the mount (and of the brick: what crossed the wire) at the start and
+        # the end of dbench's execute phase
+        sd=$(mktemp -d "$TMPDIR/snap.XXXXXX")
+        snap="'${TBIN[$i]}' volume statedump '${TVOL[$i]}' --client '$dir' --json > '$sd/client-'\$1.json; '${TBIN[$i]}' volume statedump '${TVOL[$i]}' --brick 0 --json > '$sd/brick-'\$1.json"
+    fi
+    ANCHOR_DROP_HOOK=${REMOUNTS[$i]} ANCHOR_DIR2=${DIRS2[$i]} ANCHOR_W6_SNAP=$snap \
+        timeout -k 10 "$TIMEOUT" "$WL" "$dir" "$@" >"$out" 2>>"$LOG" 9>&- &
     WPID=$!
     wait "$WPID" || rc=$?
     WPID=
@@ -478,6 +557,19 @@ run_wl() {
         esac
     done < "$out"
     rm -f "$out"
+    if [ -n "$sd" ]; then
+        local side
+        for side in client brick; do
+            if [ -s "$sd/$side-start.json" ] && [ -s "$sd/$side-end.json" ]; then
+                python3 "$HERE/fop-delta.py" "$sd/$side-start.json" "$sd/$side-end.json" \
+                    | sed "s/^/round=$round target=$name workload=w6 phase=fops side=$side /" >> "$RAW" \
+                    || echo "ERROR round=$round target=$name workload=w6 fop counts of the $side statedumps unreadable (see $LOG)" >> "$RAW"
+            else
+                echo "## w6: no $side statedumps for $name round $round" >> "$LOG"
+            fi
+        done
+        rm -rf "$sd"
+    fi
     if [ "$rc" -ne 0 ]; then
         local why=; [ "$rc" != 124 ] || why=" (timeout ${TIMEOUT}s)"
         echo "ERROR round=$round target=$name workload=${1%-prep} rc=$rc$why args=$*" >> "$RAW"
@@ -492,16 +584,25 @@ rotate() { # rotate N WORD...: the words starting at index N (mod count)
 }
 
 run_workload() { # run_workload wN
-    local w=$1 r i v
+    local w=$1 r i v idx=()
     say "== $w"
+    # the two-mount target runs only the workloads that split their work between mounts
+    for i in "${!NAMES[@]}"; do
+        if [ -n "${DIRS2[$i]}" ] && [ "$w" != w3 ] && [ "$w" != w5 ]; then
+            echo "## $w: ${NAMES[$i]} skipped (two-mount target: W3 and W5 only)" >> "$LOG"
+            continue
+        fi
+        idx+=("$i")
+    done
+    [ "${#idx[@]}" -gt 0 ] || return 0
     case $w in
-        w3|w4) for i in "${!NAMES[@]}"; do run_wl "$i" 0 "$w-prep"; done;;
-        w5) run_wl 0 0 w5-prep;;
+        w3|w4) for i in "${idx[@]}"; do run_wl "$i" 0 "$w-prep"; done;;
+        w5) run_wl "${idx[0]}" 0 w5-prep;;
     esac
     for r in $(seq 1 "$ROUNDS"); do
         # The targets' order rotates by one each round too: no target always runs right
         # after the same other one (a fixed order biased latency-bound rounds by ~8%).
-        for i in $(rotate $((r - 1)) "${!NAMES[@]}"); do
+        for i in $(rotate $((r - 1)) "${idx[@]}"); do
             # shellcheck disable=SC2086
             case $w in
                 w1) for v in $(rotate $((r - 1)) $W1_BS_LIST); do run_wl "$i" "$r" w1 "$v"; done;;
@@ -511,11 +612,12 @@ run_workload() { # run_workload wN
                     done;;
                 w4) for v in $(rotate $((r - 1)) $W4_P_LIST); do run_wl "$i" "$r" w4 "$v"; done;;
                 w5) run_wl "$i" "$r" w5;;
+                w6) run_wl "$i" "$r" w6;;
             esac
         done
         say "$w round $r/$ROUNDS done"
     done
-    for i in "${!NAMES[@]}"; do "$WL" "${DIRS[$i]}" cleanup >>"$LOG" 2>&1 || true; done
+    for i in "${idx[@]}"; do "$WL" "${DIRS[$i]}" cleanup >>"$LOG" 2>&1 || true; done
 }
 
 # ---- main -----------------------------------------------------------------------------------
@@ -568,6 +670,12 @@ main() {
     if { want bindfs || want bindfs-mt; } && ! command -v bindfs >/dev/null; then
         apt_install bindfs || say "bindfs could not be installed; the bindfs targets are skipped"
     fi
+    if wants_workload w6 && ! command -v dbench >/dev/null; then
+        apt_install dbench || die "dbench is missing and could not be installed (apt-get install dbench)"
+    fi
+    if wants_workload w6 && [ ! -r "$W6_LOADFILE" ]; then
+        die "W6 needs the dbench load file $W6_LOADFILE (Debian's dbench ships /usr/share/dbench/client.txt; or set W6_LOADFILE)"
+    fi
     if wants_workload w5 && [ ! -r "$W5_SRC" ]; then
         if [ "$W5_SRC" = /usr/src/linux-source-6.1.tar.xz ]; then
             apt_install linux-source-6.1 || true
@@ -584,6 +692,7 @@ main() {
     for b in xlfs xlfsd xlfs-mount xlfs-bench; do
         [ -x "$REL/$b" ] || die "$REL/$b is missing: cargo build --release --workspace (or drop --no-build)"
     done
+    [ -z "$BASELINE_REV" ] || baseline_build
 
     # run description
     BINDFS_VERSION=$(bindfs --version 2>/dev/null | head -1 || echo "bindfs (not installed)")
@@ -596,6 +705,8 @@ main() {
     meta bricks_fs "$(findmnt -n -T "$BENCH_DIR" -o FSTYPE,SOURCE,OPTIONS 2>/dev/null | head -1)"
     meta version.xlfs "$("$XLFS" --version 2>/dev/null | head -1)"
     meta version.fio "$(fio --version 2>/dev/null || echo 'not installed')"
+    meta version.dbench "$(dbench --help 2>/dev/null | sed -n 's/^dbench version \([^ ]*\).*/dbench \1/p' | head -1 || true)"
+    [ -z "$BASELINE" ] || meta baseline "${BASELINE_REV:+git $BASELINE_REV, }$BASELINE ($("$BASELINE/xlfs" --version 2>/dev/null | head -1))"
     meta version.bindfs "$BINDFS_VERSION"
     meta version.rustc "$(rustc --version 2>/dev/null || echo unknown)"
     meta rounds "$ROUNDS"
@@ -627,7 +738,7 @@ main() {
     done
 
     # workloads
-    for w in w1 w2 w3 w4 w5; do
+    for w in w1 w2 w3 w4 w5 w6; do
         wants_workload "$w" || continue
         run_workload "$w"
     done

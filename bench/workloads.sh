@@ -26,6 +26,13 @@
 #                processes (W4_READER=cat|dd)
 #   w5-prep      build the uncompressed tar used by w5 (local, not on target)
 #   w5           tar xf W5_TAR into the target, sync, rm -rf it (each timed)
+#   w6           dbench: W6_CLIENTS clients for W6_SECS s with W6_LOADFILE, in
+#                TARGET_DIR/anchor-w6; prints MB/s ("Throughput ... MB/sec"), the
+#                op count, and (phase=ops) dbench's per-operation counts. With
+#                ANCHOR_W6_SNAP set, that command is run with the argument "start"
+#                at dbench's first "execute" line and "end" at its first "cleanup"
+#                line (the measured phase; warmup and cleanup are outside), and
+#                the seconds between the two are printed as window_secs
 #   cleanup      remove TARGET_DIR/anchor-*
 #   info         print what the target is (fs type, mount line)
 #
@@ -36,6 +43,15 @@
 #   W4_FILES [2000] W4_READER [cat]
 #   W5_SRC [/usr/src/linux-source-6.1.tar.xz]
 #   W5_SUBSET [linux-source-6.1/drivers/net]  (space separated paths, or "all")
+#   W6_CLIENTS [8] W6_SECS [60] W6_LOADFILE [/usr/share/dbench/client.txt]
+#   ANCHOR_DIR2        []   two-mount mode for w3 and w5: a second mount of the SAME
+#                           volume as TARGET_DIR. The work is split between the two
+#                           mounts, both halves at once: w3 runs two fio groups of
+#                           W3_JOBS/2 jobs over W3_FILES/2 files each (TARGET_DIR/
+#                           anchor-w3/m0 through the first mount, .../m1 through the
+#                           second; ops/s and MB/s are the sums), w5 extracts one copy
+#                           of the tar per mount (anchor-w5/m0, anchor-w5/m1: twice the
+#                           entries of one-mount w5), syncs, and removes both at once
 #   ANCHOR_CACHE [${TMPDIR:-/tmp}/anchor-cache]   local cache (w5 tar, w4 list)
 #   W5_TAR [$ANCHOR_CACHE/w5-<subset-hash>.tar]
 #   ANCHOR_DROP_CACHES [1]  sync + echo 3 > /proc/sys/vm/drop_caches before reads
@@ -68,6 +84,13 @@ W4_FILES=${W4_FILES:-2000}
 W4_READER=${W4_READER:-cat}
 W5_SRC=${W5_SRC:-/usr/src/linux-source-6.1.tar.xz}
 W5_SUBSET=${W5_SUBSET:-linux-source-6.1/drivers/net}
+W6_CLIENTS=${W6_CLIENTS:-8}
+W6_SECS=${W6_SECS:-60}
+W6_LOADFILE=${W6_LOADFILE:-/usr/share/dbench/client.txt}
+T2=${ANCHOR_DIR2:-}
+if [ -n "$T2" ]; then
+    [ -d "$T2" ] || { echo "workloads.sh: ANCHOR_DIR2 '$T2' does not exist" >&2; exit 2; }
+fi
 ANCHOR_CACHE=${ANCHOR_CACHE:-${TMPDIR:-/tmp}/anchor-cache}
 W5_TAR=${W5_TAR:-$ANCHOR_CACHE/w5-$(printf '%s' "$W5_SRC $W5_SUBSET" | md5sum | cut -c1-10).tar}
 
@@ -129,19 +152,40 @@ w2() {
     result "bytes=$total write_secs=$ws read_secs=$rs write_mbps=$(mbps "$total" "$ws") read_mbps=$(mbps "$total" "$rs") read_over_write=$(div "$ws" "$rs" %.3f)"
 }
 
-w3_args() { # fills the array W3A with the fio options shared by prep and run
-    local per=$((W3_FILES / W3_JOBS))
-    W3A=(--name=w3 --directory="$T/anchor-w3" '--filename_format=d$jobnum/f$filenum'
-         --nrfiles="$per" --filesize=64k --numjobs="$W3_JOBS" --rw=randrw --rwmixread=60
+w3_args() { # w3_args [DIR JOBS FILES]: fills the array W3A with the fio options shared by prep and run
+    local dir=${1:-$T/anchor-w3} jobs=${2:-$W3_JOBS} files=${3:-$W3_FILES}
+    local per=$((files / jobs))
+    W3A=(--name=w3 --directory="$dir" '--filename_format=d$jobnum/f$filenum'
+         --nrfiles="$per" --filesize=64k --numjobs="$jobs" --rw=randrw --rwmixread=60
          --fallocate=none --file_service_type=random --group_reporting)
+}
+
+# Two-mount mode (ANCHOR_DIR2): half the jobs and half the files per mount, in m0 (first
+# mount) and m1 (second mount) below anchor-w3; the halves' fio groups run at once.
+w3_half_args() { # w3_half_args K: W3A for half K (0 or 1)
+    local jobs=$((W3_JOBS / 2)) files=$((W3_FILES / 2)) root=$T
+    [ "$1" = 0 ] || root=$T2
+    [ "$jobs" -ge 1 ] || die "two-mount w3 needs W3_JOBS >= 2"
+    w3_args "$root/anchor-w3/m$1" "$jobs" "$files"
 }
 
 w3_prep() {
     local t0 t1 s
     mkdir -p "$T/anchor-w3"
     t0=$(now)
-    w3_args
-    fio "${W3A[@]}" --bs=64k --ioengine=psync --create_only=1 --output=/dev/null
+    if [ -n "$T2" ]; then
+        mkdir -p "$T/anchor-w3/m0" "$T/anchor-w3/m1"
+        local pids=() k
+        for k in 0 1; do
+            w3_half_args "$k"
+            fio "${W3A[@]}" --bs=64k --ioengine=psync --create_only=1 --output=/dev/null &
+            pids+=($!)
+        done
+        for k in "${pids[@]}"; do wait "$k" || die "w3-prep: a fio half failed"; done
+    else
+        w3_args
+        fio "${W3A[@]}" --bs=64k --ioengine=psync --create_only=1 --output=/dev/null
+    fi
     sync
     t1=$(now); s=$(elapsed "$t0" "$t1")
     local n; n=$(find "$T/anchor-w3" -type f | wc -l)
@@ -167,25 +211,46 @@ w3() {
             --nfs_url="$ANCHOR_NFS_URL" --iodepth=1 \
             --time_based --runtime="$W3_RUNTIME" --ramp_time="$W3_RAMP" \
             --output-format=json --output="$json"
+    elif [ -n "$T2" ]; then
+        # two mounts: one fio group per mount, both at once; the halves' numbers are summed
+        local pids=() k
+        for k in 0 1; do
+            w3_half_args "$k"
+            fio "${W3A[@]}" --bs="$bs" --ioengine="$W3_ENGINE" --direct="$W3_DIRECT" \
+                --time_based --runtime="$W3_RUNTIME" --ramp_time="$W3_RAMP" \
+                --output-format=json --output="$json.m$k" &
+            pids+=($!)
+        done
+        for k in "${pids[@]}"; do wait "$k" || die "w3: a fio half failed"; done
+        client=kernel-2mounts
     else
         fio "${W3A[@]}" --bs="$bs" --ioengine="$W3_ENGINE" --direct="$W3_DIRECT" \
             --time_based --runtime="$W3_RUNTIME" --ramp_time="$W3_RAMP" \
             --output-format=json --output="$json"
     fi
-    python3 - "$json" "$bs" "$W3_DIRECT" "$client" <<'EOF2'
+    local jsons=("$json")
+    [ -z "$T2" ] || [ -n "${ANCHOR_NFS_URL:-}" ] || jsons=("$json.m0" "$json.m1")
+    python3 - "$bs" "$W3_DIRECT" "$client" "${jsons[@]}" <<'EOF2'
 import json, sys
-j = json.load(open(sys.argv[1]))
-job = j["jobs"][0]
-r, w = job["read"], job["write"]
-riops, wiops = r["iops"], w["iops"]
-mbps = (r["io_bytes"] + w["io_bytes"]) / 1e6 / (max(r["runtime"], w["runtime"]) / 1000.0)
-err = job.get("error", 0)
-print(f"RESULT workload=w3 bs={sys.argv[2]} direct={sys.argv[3]} client={sys.argv[4]} ops_per_s={riops+wiops:.0f} "
+# one fio JSON per mount; the sums are what the volume served (p50 latencies: the mean of
+# the halves' p50, one value for one mount)
+bs, direct, client, files = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4:]
+riops = wiops = mbps = rlat = wlat = 0.0
+err = 0
+for path in files:
+    job = json.load(open(path))["jobs"][0]
+    r, w = job["read"], job["write"]
+    riops += r["iops"]; wiops += w["iops"]
+    mbps += (r["io_bytes"] + w["io_bytes"]) / 1e6 / (max(r["runtime"], w["runtime"]) / 1000.0)
+    rlat += r["clat_ns"]["percentile"].get("50.000000", 0) / 1000 / len(files)
+    wlat += w["clat_ns"]["percentile"].get("50.000000", 0) / 1000 / len(files)
+    err = err or job.get("error", 0)
+mounts = f"mounts={len(files)} " if len(files) > 1 else ""
+print(f"RESULT workload=w3 bs={bs} direct={direct} client={client} {mounts}ops_per_s={riops+wiops:.0f} "
       f"read_iops={riops:.0f} write_iops={wiops:.0f} mbps={mbps:.1f} "
-      f"rlat_us_p50={r['clat_ns']['percentile'].get('50.000000', 0)/1000:.0f} "
-      f"wlat_us_p50={w['clat_ns']['percentile'].get('50.000000', 0)/1000:.0f} fio_error={err}")
+      f"rlat_us_p50={rlat:.0f} wlat_us_p50={wlat:.0f} fio_error={err}")
 EOF2
-    rm -f "$json"
+    rm -f "$json" "${jsons[@]}"
 }
 
 NFS_READ=${NFS_READ:-$ANCHOR_CACHE/nfs-read}
@@ -268,17 +333,73 @@ w5_prep() {
 }
 
 w5() {
-    local d=$T/anchor-w5 t0 t1 ts ss rs n
+    local d=$T/anchor-w5 t0 t1 ts ss rs n mounts=1 extra=
     [ -s "$W5_TAR" ] || die "run w5-prep first ($W5_TAR missing)"
     rm -rf "$d"; mkdir -p "$d"
     cat "$W5_TAR" > /dev/null      # source tar warm in page cache: not measured
     sync
     n=$(tar tf "$W5_TAR" | wc -l)
-    t0=$(now); tar xf "$W5_TAR" -C "$d"; t1=$(now); ts=$(elapsed "$t0" "$t1")
-    t0=$(now); sync; t1=$(now); ss=$(elapsed "$t0" "$t1")
-    t0=$(now); rm -rf "$d"; t1=$(now); rs=$(elapsed "$t0" "$t1")
+    if [ -n "$T2" ]; then
+        # two mounts: one copy per mount (m0 through the first, m1 through the second), at once
+        mounts=2; extra="mounts=2 "
+        mkdir -p "$d/m0" "$d/m1"
+        local dirs=("$d/m0" "$T2/anchor-w5/m1") pids=() k
+        [ -d "${dirs[1]}" ] || die "w5: $d/m1 made through the first mount is not seen as ${dirs[1]} through the second"
+        t0=$(now)
+        for k in 0 1; do tar xf "$W5_TAR" -C "${dirs[$k]}" & pids+=($!); done
+        for k in "${pids[@]}"; do wait "$k" || die "w5: a tar x half failed"; done
+        t1=$(now); ts=$(elapsed "$t0" "$t1")
+        t0=$(now); sync; t1=$(now); ss=$(elapsed "$t0" "$t1")
+        pids=()
+        t0=$(now)
+        for k in 0 1; do rm -rf "${dirs[$k]}" & pids+=($!); done
+        for k in "${pids[@]}"; do wait "$k" || die "w5: an rm -rf half failed"; done
+        rm -rf "$d"
+        t1=$(now); rs=$(elapsed "$t0" "$t1")
+    else
+        t0=$(now); tar xf "$W5_TAR" -C "$d"; t1=$(now); ts=$(elapsed "$t0" "$t1")
+        t0=$(now); sync; t1=$(now); ss=$(elapsed "$t0" "$t1")
+        t0=$(now); rm -rf "$d"; t1=$(now); rs=$(elapsed "$t0" "$t1")
+    fi
     sync
-    result "entries=$n tar_secs=$ts sync_secs=$ss rm_secs=$rs tar_sync_secs=$(awk -v a="$ts" -v b="$ss" 'BEGIN{printf "%.3f", a+b}') entries_per_s_tar=$(div "$n" "$ts" %.0f) entries_per_s_rm=$(div "$n" "$rs" %.0f)"
+    n=$((n * mounts))
+    result "${extra}entries=$n tar_secs=$ts sync_secs=$ss rm_secs=$rs tar_sync_secs=$(awk -v a="$ts" -v b="$ss" 'BEGIN{printf "%.3f", a+b}') entries_per_s_tar=$(div "$n" "$ts" %.0f) entries_per_s_rm=$(div "$n" "$rs" %.0f)"
+}
+
+w6() {
+    local d=$T/anchor-w6 out line mbps lat ops secs
+    command -v dbench >/dev/null || die "w6 needs dbench (apt-get install dbench)"
+    [ -r "$W6_LOADFILE" ] || die "w6: no load file $W6_LOADFILE (W6_LOADFILE; Debian's dbench ships /usr/share/dbench/client.txt)"
+    rm -rf "$d"; mkdir -p "$d"; sync
+    out=$(mktemp "${TMPDIR:-/tmp}/anchor-w6.XXXXXX")
+    # dbench prints a progress line a second: "warmup N sec", then "execute N sec", then
+    # "cleanup"; the snapshot hook marks the execute phase (what dbench's counts cover)
+    dbench -c "$W6_LOADFILE" -D "$d" -t "$W6_SECS" "$W6_CLIENTS" 2>&1 | while IFS= read -r line; do
+        printf '%s\n' "$line" >> "$out"
+        case $line in
+            *" execute "*" sec "*) if [ ! -e "$out.t0" ]; then
+                    [ -z "${ANCHOR_W6_SNAP:-}" ] || sh -c "$ANCHOR_W6_SNAP" w6-snap start >&2 || echo "w6: the snapshot hook failed (start)" >&2
+                    now > "$out.t0"; fi;;
+            *" cleanup "*) if [ -e "$out.t0" ] && [ ! -e "$out.t1" ]; then
+                    now > "$out.t1"
+                    [ -z "${ANCHOR_W6_SNAP:-}" ] || sh -c "$ANCHOR_W6_SNAP" w6-snap end >&2 || echo "w6: the snapshot hook failed (end)" >&2
+                    fi;;
+        esac
+    done
+    grep -v ' sec  latency ' "$out" >&2 || true
+    mbps=$(awk '/^Throughput /{print $2}' "$out" | tail -1)
+    lat=$(sed -n 's/^Throughput .*max_latency=\([0-9.]*\) ms.*/\1/p' "$out" | tail -1)
+    [ -n "$mbps" ] || { rm -f "$out" "$out".t?; die "w6: dbench printed no Throughput line"; }
+    # the operation table: " NTCreateX      35809     0.021    43.476"
+    local opsline
+    opsline=$(awk '$1 ~ /^[A-Za-z]+$/ && NF == 4 && $2 ~ /^[0-9]+$/ && $3 ~ /^[0-9.]+$/ {printf "%s=%s ", $1, $2}' "$out")
+    ops=$(awk '$1 ~ /^[A-Za-z]+$/ && NF == 4 && $2 ~ /^[0-9]+$/ && $3 ~ /^[0-9.]+$/ {s += $2} END {print s + 0}' "$out")
+    secs=nan
+    if [ -s "$out.t0" ] && [ -s "$out.t1" ]; then secs=$(elapsed "$(cat "$out.t0")" "$(cat "$out.t1")"); fi
+    rm -f "$out" "$out".t?
+    rm -rf "$d"
+    result "clients=$W6_CLIENTS secs=$W6_SECS mbps=$mbps max_latency_ms=${lat:-nan} ops=$ops ops_per_s=$(div "$ops" "$W6_SECS" %.0f) window_secs=$secs"
+    result "phase=ops $opsline"
 }
 
 main() {
@@ -291,7 +412,8 @@ main() {
         w4) w4;;
         w5-prep) W=w5; w5_prep;;
         w5) w5;;
-        cleanup) rm -rf "$T"/anchor-w1 "$T"/anchor-w2 "$T"/anchor-w3 "$T"/anchor-w4 "$T"/anchor-w5;;
+        w6) w6;;
+        cleanup) rm -rf "$T"/anchor-w1 "$T"/anchor-w2 "$T"/anchor-w3 "$T"/anchor-w4 "$T"/anchor-w5 "$T"/anchor-w6;;
         info)
             echo "target=$T fstype=$(stat -f -c %T "$T") blksize=$(stat -c %o "$T")"
             findmnt -n -T "$T" -o SOURCE,FSTYPE,OPTIONS 2>/dev/null || true

@@ -10,11 +10,12 @@
 //!
 //! ```text
 //! cargo build --release --workspace && target/release/xlfs-bench hops 2000000
-//! bash bench/run.sh --quick        # builds, runs W1..W5, calls `xlfs-bench report`
+//! bash bench/run.sh --quick        # builds, runs W1..W6, calls `xlfs-bench report`
 //! ```
 
 mod hops;
 mod report;
+mod w6fops;
 
 const USAGE: &str = "usage: xlfs-bench hops [CALLS]\n       \
      xlfs-bench report --raw FILE [--out-md FILE] [--out-json FILE]\n\n\
@@ -25,7 +26,7 @@ const USAGE: &str = "usage: xlfs-bench hops [CALLS]\n       \
      \x20        target, META/TARGET/SKIP/ERROR lines) and write one markdown table per\n\
      \x20        workload (median, min-max, ratios to the floors) and a JSON document with\n\
      \x20        every raw value. Without --out-md the markdown goes to stdout.\n\n\
-     The file-system workloads (W1..W5) are run by bench/run.sh (see bench/README.md).";
+     The file-system workloads (W1..W6) are run by bench/run.sh (see bench/README.md).";
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
