@@ -19,16 +19,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
-
-fn bin(name: &str) -> PathBuf {
-    let p = xlfs_integration_tests::profile_dir().join(name);
-    assert!(
-        p.is_file(),
-        "{} missing: run `cargo build --workspace` first",
-        p.display()
-    );
-    p
-}
+use xlfs_integration_tests::{bin, is_mounted};
 
 /// Why these tests cannot run here, if they cannot.
 fn missing() -> Option<String> {
@@ -52,12 +43,6 @@ macro_rules! require {
             return;
         }
     };
-}
-
-fn is_mounted(path: &Path) -> bool {
-    let info = fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
-    let p = path.to_string_lossy();
-    info.lines().any(|l| l.split(' ').nth(4) == Some(&*p))
 }
 
 /// A child process that is stopped (SIGTERM, then SIGKILL) and whose mount, if any, is

@@ -8,20 +8,10 @@
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
+use xlfs_integration_tests::{bin, is_mounted};
 
 fn repo_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
-}
-
-/// A host binary built by `cargo build --workspace` (same profile as this test).
-fn bin(name: &str) -> PathBuf {
-    let p = xlfs_integration_tests::profile_dir().join(name);
-    assert!(
-        p.is_file(),
-        "{} missing: run `cargo build --workspace` first",
-        p.display()
-    );
-    p
 }
 
 fn missing_prerequisite() -> Option<String> {
@@ -52,12 +42,6 @@ fn dirs_cargo_bin() -> PathBuf {
         .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cargo")))
         .unwrap_or_default()
         .join("bin")
-}
-
-fn is_mounted(path: &Path) -> bool {
-    let info = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
-    let p = path.to_string_lossy();
-    info.lines().any(|l| l.split(' ').nth(4) == Some(&*p))
 }
 
 /// Kills the mount process and detaches the mount whatever happens.

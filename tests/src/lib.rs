@@ -1,6 +1,6 @@
 //! Helpers shared by the integration tests.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 /// The directory holding this test binary (`target/<profile>/deps`), where cargo puts the
 /// `.so` files of cdylib dev-dependencies.
@@ -29,6 +29,25 @@ pub fn plugin(crate_name: &str) -> PathBuf {
         }
     }
     panic!("{file} not found next to the test binary; run `cargo build --workspace` first")
+}
+
+/// A host binary built by `cargo build --workspace` (same profile as the test), or a clear
+/// panic saying how to build it.
+pub fn bin(name: &str) -> PathBuf {
+    let p = profile_dir().join(name);
+    assert!(
+        p.is_file(),
+        "{} missing: run `cargo build --workspace` first",
+        p.display()
+    );
+    p
+}
+
+/// Whether something is mounted on `path` (this process's mount namespace).
+pub fn is_mounted(path: &Path) -> bool {
+    let info = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
+    let p = path.to_string_lossy();
+    info.lines().any(|l| l.split(' ').nth(4) == Some(&*p))
 }
 
 pub mod probe;

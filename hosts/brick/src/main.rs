@@ -160,7 +160,6 @@ async fn wait_for_signal(args: &Args, volume: &Volume) -> Result<&'static str, E
 /// line. A change that needs a new protocol/server on the same port fails here (the old
 /// graph holds the port): the brick then keeps its graph and says to restart it.
 fn reload(args: &Args, volume: &Volume) -> String {
-    use xlfs_core::volume::Reload;
     let vf = match load(args).and_then(|(text, origin)| {
         let mut vf = Volfile::parse(&text, &origin)?;
         attach_client_volfile(&mut vf, args)?;
@@ -172,30 +171,11 @@ fn reload(args: &Args, volume: &Volume) -> String {
             return format!("error: volfile not applied: {e}\n");
         }
     };
-    match volume.reload(vf) {
-        Ok(Reload::Unchanged) => {
-            tracing::info!("reload: volfile unchanged");
-            "unchanged\n".into()
-        }
-        Ok(Reload::Reconfigured(v)) => {
-            tracing::info!(volumes = ?v, "reload: options changed in place");
-            format!("reconfigured in place: {}\n", v.join(", "))
-        }
-        Ok(Reload::Switched {
-            old_graph,
-            new_graph,
-        }) => {
-            tracing::info!(old_graph, new_graph, "reload: switched to a new graph");
-            format!("switched from graph {old_graph} to graph {new_graph}\n")
-        }
-        Err(e) => {
-            tracing::error!(error = %e, "reload: volfile not applied; the brick keeps its graph");
-            format!(
-                "error: volfile not applied, the brick keeps its graph (a change that needs a \
-                 new listener on the same port takes a restart): {e}\n"
-            )
-        }
-    }
+    xlfs_host::reload_line(
+        volume.reload(vf),
+        ", the brick keeps its graph (a change that needs a new listener on the same port \
+         takes a restart)",
+    )
 }
 
 /// Makes every protocol/server of `volfile` serve the `--client-volfile` (options

@@ -97,26 +97,32 @@ impl VolfileLoader {
                 return format!("error: volfile not applied: {e}\n");
             }
         };
-        match volume.reload(vf) {
-            Ok(Reload::Unchanged) => {
-                tracing::info!("reload: volfile unchanged");
-                "unchanged\n".into()
-            }
-            Ok(Reload::Reconfigured(v)) => {
-                tracing::info!(volumes = ?v, "reload: options changed in place");
-                format!("reconfigured in place: {}\n", v.join(", "))
-            }
-            Ok(Reload::Switched {
-                old_graph,
-                new_graph,
-            }) => {
-                tracing::info!(old_graph, new_graph, "reload: switched to a new graph");
-                format!("switched from graph {old_graph} to graph {new_graph}\n")
-            }
-            Err(e) => {
-                tracing::error!(error = %e, "reload: volfile not applied");
-                format!("error: volfile not applied: {e}\n")
-            }
+        reload_line(volume.reload(vf), "")
+    }
+}
+
+/// The outcome of a [`Volume::reload`] as one line (for the control socket), logged too;
+/// `hint` is added to a refusal (what the host does about it).
+pub fn reload_line(r: Result<Reload, xlfs_core::graph::GraphError>, hint: &str) -> String {
+    match r {
+        Ok(Reload::Unchanged) => {
+            tracing::info!("reload: volfile unchanged");
+            "unchanged\n".into()
+        }
+        Ok(Reload::Reconfigured(v)) => {
+            tracing::info!(volumes = ?v, "reload: options changed in place");
+            format!("reconfigured in place: {}\n", v.join(", "))
+        }
+        Ok(Reload::Switched {
+            old_graph,
+            new_graph,
+        }) => {
+            tracing::info!(old_graph, new_graph, "reload: switched to a new graph");
+            format!("switched from graph {old_graph} to graph {new_graph}\n")
+        }
+        Err(e) => {
+            tracing::error!(error = %e, "reload: volfile not applied{hint}");
+            format!("error: volfile not applied{hint}: {e}\n")
         }
     }
 }
