@@ -112,8 +112,9 @@ impl Shared {
         stamp: Stamp,
         parent: INodeNo,
         name: &str,
+        lookup: bool,
     ) {
-        self.reply_entry_made(reply, r, stamp, None, Some((parent, name)));
+        self.reply_entry_made(reply, r, stamp, None, Some((parent, name, lookup)));
     }
 
     /// What an open checks beside the open fop (close-to-open): the attributes of `gfid`
@@ -192,7 +193,7 @@ impl Shared {
         r: Result<Entry, Errno>,
         stamp: Stamp,
         made: Option<Instant>,
-        named: Option<(INodeNo, &str)>,
+        named: Option<(INodeNo, &str, bool)>,
     ) {
         match r
             .map_err(errno)
@@ -202,10 +203,13 @@ impl Shared {
                 if let Some(t) = made {
                     self.fresh.made(attr.ino, t);
                 }
-                if let Some((parent, name)) = named
+                if let Some((parent, name, lookup)) = named
                     && attr.kind != fuser::FileType::Directory
                 {
                     self.inodes.note_name(attr.ino, parent, OsStr::new(name));
+                    if lookup {
+                        self.inodes.looked_up(attr.ino);
+                    }
                 }
                 reply.entry_with_ttls(
                     &self.opts.attr_timeout,
@@ -679,7 +683,7 @@ impl Filesystem for XlfsFs {
             if r == Err(Errno::ENOENT) && !s.opts.negative_timeout.is_zero() {
                 return reply_negative(reply, &s.opts.negative_timeout);
             }
-            s.reply_entry_at(reply, r, stamp, parent, &name);
+            s.reply_entry_at(reply, r, stamp, parent, &name, true);
         });
     }
 
@@ -832,7 +836,7 @@ impl Filesystem for XlfsFs {
                 .mknod(&cx, loc, mode, u64::from(rdev), umask)
                 .await;
             s.end_dir_op(parent, ds, r.as_ref().ok().map(|e| &e.postparent));
-            s.reply_entry_at(reply, r, stamp, parent, &name);
+            s.reply_entry_at(reply, r, stamp, parent, &name, false);
         });
     }
 
@@ -901,7 +905,7 @@ impl Filesystem for XlfsFs {
             let name = loc.name.clone();
             let r = s.graph().top().symlink(&cx, loc, target).await;
             s.end_dir_op(parent, ds, r.as_ref().ok().map(|e| &e.postparent));
-            s.reply_entry_at(reply, r, stamp, parent, &name);
+            s.reply_entry_at(reply, r, stamp, parent, &name, false);
         });
     }
 
@@ -962,7 +966,7 @@ impl Filesystem for XlfsFs {
             let name = new.name.clone();
             let r = s.graph().top().link(&cx, gfid, new).await;
             s.end_dir_op(newparent, ds, r.as_ref().ok().map(|e| &e.postparent));
-            s.reply_entry_at(reply, r, stamp, newparent, &name);
+            s.reply_entry_at(reply, r, stamp, newparent, &name, false);
         });
     }
 
@@ -998,9 +1002,12 @@ impl Filesystem for XlfsFs {
         // empty a file the name no longer names): a name that changed is ESTALE (see
         // `stale_open`), and attributes that differ from what this mount last gave the
         // kernel drop its cached attributes and pages before the open returns. With the
-        // writeback cache the kernel keeps the size itself (single-client only).
+        // writeback cache the kernel keeps the size itself (single-client only). An open
+        // right after the lookup that gave the node (`fresh`) needs neither: that lookup's
+        // reply just gave the kernel the name and the attributes (and FUSE_AUTO_INVAL_DATA
+        // dropped its pages if they changed), so it costs no extra round trip.
         let fresh = self.s.inodes.take_fresh(ino, FRESH_NAME);
-        let check = (!self.s.opts.writeback_cache).then(|| {
+        let check = (!self.s.opts.writeback_cache && !fresh).then(|| {
             let names: Vec<Loc> = (self.s.inodes.names(ino).into_iter())
                 .filter_map(|(p, n)| {
                     let parent = self.s.inodes.gfid(p)?;

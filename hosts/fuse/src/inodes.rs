@@ -71,7 +71,7 @@ struct Node {
     /// client removed can be dropped from the kernel's cache once a reply shows the object
     /// has no name left ([`InodeTable::take_names`]).
     names: Vec<(INodeNo, Box<std::ffi::OsStr>)>,
-    /// When the latest of those entry replies was sent.
+    /// When the latest lookup reply that gave the node was sent, until a request uses it.
     named_at: Option<Instant>,
 }
 
@@ -397,7 +397,6 @@ impl InodeTable {
         let evicted = inner.nodes.get_mut(&node.0).and_then(|n| {
             let out = (n.names.len() >= NAMES_MAX).then(|| n.names.remove(0));
             n.names.push((parent, key.clone()));
-            n.named_at = Some(Instant::now());
             out
         });
         if let Some((p, old)) = evicted {
@@ -428,6 +427,14 @@ impl InodeTable {
     /// This mount removed `name` in `parent`: the kernel dropped its cached name.
     pub fn unlink_name(&self, parent: INodeNo, name: &std::ffi::OsStr) {
         self.write().drop_name(parent, name);
+    }
+
+    /// A lookup (a path walk of the kernel) just gave the kernel `node` (see
+    /// [`take_fresh`](Self::take_fresh)).
+    pub fn looked_up(&self, node: INodeNo) {
+        if let Some(n) = self.write().nodes.get_mut(&node.0) {
+            n.named_at = Some(Instant::now());
+        }
     }
 
     /// A request other than getattr/open used `node`: a lookup before it was for it.
