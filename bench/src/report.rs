@@ -1034,6 +1034,29 @@ round=1 target=brick workload=w1 mbps
     }
 
     #[test]
+    fn w6_table_mbps_ratio_to_bindfs_and_ops_lines_left_out() {
+        let raw = Raw::parse(
+            "TARGET name=bindfs role=fuse-floor info=b\n\
+             TARGET name=xlfs role=xlfs info=x\n\
+             round=1 target=bindfs workload=w6 clients=8 secs=60 mbps=80 max_latency_ms=60 ops=9\n\
+             round=1 target=xlfs workload=w6 clients=8 secs=60 mbps=20 max_latency_ms=200 ops=3\n\
+             round=1 target=xlfs workload=w6 phase=ops NTCreateX=5 ReadX=7\n",
+        );
+        assert!(raw.malformed.is_empty(), "{:?}", raw.malformed);
+        let ts = tables(&raw);
+        let w6 = ts.iter().find(|t| t.workload == "w6").expect("w6 table");
+        let c = &w6.columns[0];
+        assert_eq!(c.label, "8 clients MB/s");
+        assert_eq!(
+            c.stats["xlfs"].n, 1,
+            "the phase=ops line is not a measurement"
+        );
+        assert!(approx(c.ratios["xlfs"]["bindfs"], 0.25));
+        let md = markdown(&raw);
+        assert!(md.contains("| xlfs ÷ bindfs | 0.25 |  |"), "{md}");
+    }
+
+    #[test]
     fn fmt_num_keeps_three_digits() {
         assert_eq!(fmt_num(1234.4), "1234");
         assert_eq!(fmt_num(56.78), "56.8");

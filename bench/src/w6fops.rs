@@ -79,7 +79,11 @@ pub fn rates(raw: &Raw) -> Vec<FopRates> {
             calls: BTreeMap::new(),
         });
         let window_ops = result_of(raw, s).and_then(ops_in_window);
-        for (k, _) in s.fields.iter().filter(|(k, _)| !NOT_FOPS.contains(&k.as_str())) {
+        for (k, _) in s
+            .fields
+            .iter()
+            .filter(|(k, _)| !NOT_FOPS.contains(&k.as_str()))
+        {
             if let Some(v) = s.num(k) {
                 e.calls.entry(k.clone()).or_default().push(v);
             }
@@ -89,9 +93,11 @@ pub fn rates(raw: &Raw) -> Vec<FopRates> {
         }
         if let Some(w) = window_ops {
             let p = per.entry(key).or_default();
-            for (k, _) in s.fields.iter().filter(|(k, _)| {
-                !NOT_FOPS.contains(&k.as_str()) || k.as_str() == "total"
-            }) {
+            for (k, _) in s
+                .fields
+                .iter()
+                .filter(|(k, _)| !NOT_FOPS.contains(&k.as_str()) || k.as_str() == "total")
+            {
                 if let Some(v) = s.num(k) {
                     p.entry(k.clone()).or_default().push(v / w);
                 }
@@ -124,7 +130,7 @@ pub fn markdown(raw: &Raw) -> String {
          the dbench operations in that span (dbench's count × window ÷ execute seconds). \
          client = the mount's io-stats (what the FUSE host sent into the graph), brick = the \
          brick's io-stats (the round trips that crossed the wire). Median of the rounds; \
-         fops under 0.01 per operation are left out.\n"
+         fops under 0.001 per operation are left out.\n"
     );
     // one column per (target, side); rows: every fop seen, by the first column's rate
     let mut fops: Vec<String> = Vec::new();
@@ -141,7 +147,7 @@ pub fn markdown(raw: &Raw) -> String {
         let (x, y) = (rate(first, a).unwrap_or(0.0), rate(first, b).unwrap_or(0.0));
         y.total_cmp(&x).then_with(|| a.cmp(b))
     });
-    fops.retain(|f| rs.iter().any(|r| rate(r, f).is_some_and(|v| v >= 0.01)));
+    fops.retain(|f| rs.iter().any(|r| rate(r, f).is_some_and(|v| v >= 0.001)));
     let _ = write!(o, "| fop |");
     for r in &rs {
         let _ = write!(o, " {} {} |", r.target, r.side);
@@ -221,9 +227,11 @@ round=3 target=xlfs workload=w6 phase=fops side=client xlator=x/io-stats total=5
 
     #[test]
     fn no_fop_lines_no_section() {
-        assert!(markdown(&Raw::parse(
-            "round=1 target=xlfs workload=w6 mbps=1 ops=1 secs=1 window_secs=1\n"
-        ))
-        .is_empty());
+        assert!(
+            markdown(&Raw::parse(
+                "round=1 target=xlfs workload=w6 mbps=1 ops=1 secs=1 window_secs=1\n"
+            ))
+            .is_empty()
+        );
     }
 }
