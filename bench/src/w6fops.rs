@@ -128,8 +128,9 @@ pub fn markdown(raw: &Raw) -> String {
         o,
         "io-stats call counts between two statedumps that bracket dbench's execute phase, ÷ \
          the dbench operations in that span (dbench's count × window ÷ execute seconds). \
-         client = the mount's io-stats (what the FUSE host sent into the graph), brick = the \
-         brick's io-stats (the round trips that crossed the wire). Median of the rounds; \
+         client = the mount's io-stats (what the FUSE host sent into the graph), brick = brick \
+         0's io-stats (the round trips that crossed the wire to it; a volume of several bricks \
+         shows only brick 0's share). Median of the rounds; \
          fops under 0.001 per operation are left out.\n"
     );
     // one column per (target, side); rows: every fop seen, by the first column's rate
