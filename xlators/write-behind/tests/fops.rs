@@ -434,7 +434,7 @@ async fn a_failed_background_write_is_reported_on_flush() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_failure_after_flush_behind_surfaces_on_the_next_flush() {
-    let (wb, h) = wb_mock(&[]);
+    let (wb, h) = wb_mock(&[("flush-behind", "on")]);
     h.hold(Fop::Writev);
     h.fail(Fop::Writev, Errno::EDQUOT);
     wb.writev(&cx(), rw(), 0, bytes(10, 1), 0)
