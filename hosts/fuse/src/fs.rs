@@ -152,11 +152,8 @@ impl Shared {
         fresh: bool,
         now: &(Result<Iatt, Errno>, bool),
     ) -> bool {
-        tracing::debug!(node = node.0, fresh, moved = now.1, nlink = ?now.0.as_ref().map(|a| a.nlink), "open check");
         if now.1 && !fresh {
-            for (parent, name) in self.inodes.take_names(node) {
-                self.kernel.drop_entry(parent, name).await;
-            }
+            self.drop_names(node).await;
             return true;
         }
         match &now.0 {
@@ -178,10 +175,15 @@ impl Shared {
             return false;
         }
         let stale = !fresh && self.fds.find_open(&attr.gfid).is_none();
+        self.drop_names(node).await;
+        stale
+    }
+
+    /// Drops every name recorded for `node` from the kernel's cache (and the record).
+    async fn drop_names(&self, node: INodeNo) {
         for (parent, name) in self.inodes.take_names(node) {
             self.kernel.drop_entry(parent, name).await;
         }
-        stale
     }
 
     /// An entry reply; for mkdir, `made` is when it was sent (see fresh.rs); `named`: the

@@ -439,15 +439,23 @@ impl InodeTable {
 
     /// A request other than getattr/open used `node`: a lookup before it was for it.
     pub fn used(&self, node: INodeNo) {
-        if let Some(n) = self.write().nodes.get_mut(&node.0) {
-            n.named_at = None;
-        }
+        self.take_fresh(node, Duration::ZERO);
     }
 
     /// Whether an entry reply gave the kernel `node` by name within `window` and no
     /// request has used the node since: then the request now being answered is the one
     /// the path walk behind that lookup made. Taking it uses it up.
     pub fn take_fresh(&self, node: INodeNo, window: Duration) -> bool {
+        // Most requests find nothing to take: a read lock decides that (every getattr, open
+        // and write's capability probe asks).
+        if self
+            .read()
+            .nodes
+            .get(&node.0)
+            .is_none_or(|n| n.named_at.is_none())
+        {
+            return false;
+        }
         let mut inner = self.write();
         let Some(n) = inner.nodes.get_mut(&node.0) else {
             return false;
