@@ -112,7 +112,7 @@ impl Shared {
         stamp: Stamp,
         parent: INodeNo,
         name: &str,
-        lookup: bool,
+        lookup: Option<u32>,
     ) {
         self.reply_entry_made(reply, r, stamp, None, Some((parent, name, lookup)));
     }
@@ -195,7 +195,7 @@ impl Shared {
         r: Result<Entry, Errno>,
         stamp: Stamp,
         made: Option<Instant>,
-        named: Option<(INodeNo, &str, bool)>,
+        named: Option<(INodeNo, &str, Option<u32>)>,
     ) {
         match r
             .map_err(errno)
@@ -209,8 +209,8 @@ impl Shared {
                     && attr.kind != fuser::FileType::Directory
                 {
                     self.inodes.note_name(attr.ino, parent, OsStr::new(name));
-                    if lookup {
-                        self.inodes.looked_up(attr.ino);
+                    if let Some(pid) = lookup {
+                        self.inodes.looked_up(attr.ino, pid);
                     }
                 }
                 reply.entry_with_ttls(
@@ -421,7 +421,11 @@ fn changed_since(before: Option<&Iatt>, now: Option<&Iatt>) -> bool {
 /// it is used as found (stat, open and read see it as it was, never ESTALE; storage/posix
 /// keeps it reachable for `unlinked-grace`). Otherwise the kernel reached it through a
 /// cached name and gets ESTALE, which it answers by looking the name up again once
-/// (LOOKUP_REVAL): the walk then finds what the name is now, or that it is gone.
+/// (LOOKUP_REVAL): the walk then finds what the name is now, or that it is gone. That
+/// retry's lookup comes from the thread this mount answered ESTALE
+/// ([`InodeTable::expect_retry`]), and the request after it opens or stats what it found
+/// even if it comes later than this (a loaded machine) or the name changed again: the walk
+/// began after the change the ESTALE was for, and the kernel would not retry twice.
 const FRESH_NAME: Duration = Duration::from_millis(100);
 
 /// Whether a fop by GFID failed because the object has no name left (unlinked while open).
@@ -679,13 +683,14 @@ impl Filesystem for XlfsFs {
         }
         let cx = ctx(req, Need::of(Fop::Lookup), None);
         let stamp = self.s.inodes.stamp();
+        let pid = req.pid();
         self.spawn(|s| async move {
             let name = loc.name.clone();
             let r = s.graph().top().lookup(&cx, loc).await;
             if r == Err(Errno::ENOENT) && !s.opts.negative_timeout.is_zero() {
                 return reply_negative(reply, &s.opts.negative_timeout);
             }
-            s.reply_entry_at(reply, r, stamp, parent, &name, true);
+            s.reply_entry_at(reply, r, stamp, parent, &name, Some(pid));
         });
     }
 
@@ -710,6 +715,7 @@ impl Filesystem for XlfsFs {
         let cx = ctx(req, Need::of(Fop::Stat), None);
         let stamp = self.s.inodes.stamp();
         let fresh = self.s.inodes.take_fresh(ino, FRESH_NAME);
+        let pid = req.pid();
         self.spawn(|s| async move {
             let graph = s.graph();
             let top = graph.top();
@@ -727,6 +733,7 @@ impl Filesystem for XlfsFs {
             if let Ok(a) = &r
                 && s.drop_dead_name(ino, a, fresh).await
             {
+                s.inodes.expect_retry(pid);
                 return reply.error(fuser::Errno::ESTALE);
             }
             s.reply_attr(ino, reply, r, stamp);
@@ -838,7 +845,7 @@ impl Filesystem for XlfsFs {
                 .mknod(&cx, loc, mode, u64::from(rdev), umask)
                 .await;
             s.end_dir_op(parent, ds, r.as_ref().ok().map(|e| &e.postparent));
-            s.reply_entry_at(reply, r, stamp, parent, &name, false);
+            s.reply_entry_at(reply, r, stamp, parent, &name, None);
         });
     }
 
@@ -907,7 +914,7 @@ impl Filesystem for XlfsFs {
             let name = loc.name.clone();
             let r = s.graph().top().symlink(&cx, loc, target).await;
             s.end_dir_op(parent, ds, r.as_ref().ok().map(|e| &e.postparent));
-            s.reply_entry_at(reply, r, stamp, parent, &name, false);
+            s.reply_entry_at(reply, r, stamp, parent, &name, None);
         });
     }
 
@@ -968,7 +975,7 @@ impl Filesystem for XlfsFs {
             let name = new.name.clone();
             let r = s.graph().top().link(&cx, gfid, new).await;
             s.end_dir_op(newparent, ds, r.as_ref().ok().map(|e| &e.postparent));
-            s.reply_entry_at(reply, r, stamp, newparent, &name, false);
+            s.reply_entry_at(reply, r, stamp, newparent, &name, None);
         });
     }
 
@@ -1009,6 +1016,7 @@ impl Filesystem for XlfsFs {
         // reply just gave the kernel the name and the attributes (and FUSE_AUTO_INVAL_DATA
         // dropped its pages if they changed), so it costs no extra round trip.
         let fresh = self.s.inodes.take_fresh(ino, FRESH_NAME);
+        let pid = req.pid();
         let check = (!self.s.opts.writeback_cache && !fresh).then(|| {
             let names: Vec<Loc> = (self.s.inodes.names(ino).into_iter())
                 .filter_map(|(p, n)| {
@@ -1037,6 +1045,7 @@ impl Filesystem for XlfsFs {
                     && s.stale_open(ino, fresh, now).await
                 {
                     s.inodes.end_reshape();
+                    s.inodes.expect_retry(pid);
                     return reply.error(fuser::Errno::ESTALE);
                 }
                 (top.top().open(&cx, fd).await, None)
@@ -1052,6 +1061,7 @@ impl Filesystem for XlfsFs {
                     if let (Some((_, before, _)), Some(now)) = (check, now) {
                         if s.stale_open(ino, fresh, &now).await {
                             let _ = top.top().release(&Ctx::root(), fd).await;
+                            s.inodes.expect_retry(pid);
                             return reply.error(fuser::Errno::ESTALE);
                         }
                         if changed_since(before.as_ref(), now.0.as_ref().ok()) {

@@ -48,6 +48,13 @@ use xlator_api::{FileType, Gfid, Iatt};
 /// forgotten here is only dropped from the kernel's cache later, at its entry timeout).
 pub const NAMES_MAX: usize = 16;
 
+/// How long after an ESTALE the kernel's retry lookup from that thread, and the request
+/// after it, are taken as the retry (see [`InodeTable::expect_retry`]).
+pub const RETRY_WINDOW: Duration = Duration::from_secs(1);
+
+/// Threads waiting for such a retry that are remembered at once.
+const RETRYING_MAX: usize = 1024;
+
 /// The kernel's fixed node id of the mount root.
 pub const ROOT: INodeNo = INodeNo(1);
 
@@ -71,8 +78,9 @@ struct Node {
     /// client removed can be dropped from the kernel's cache once a reply shows the object
     /// has no name left ([`InodeTable::take_names`]).
     names: Vec<(INodeNo, Box<std::ffi::OsStr>)>,
-    /// When the latest lookup reply that gave the node was sent, until a request uses it.
-    named_at: Option<Instant>,
+    /// When the latest lookup reply that gave the node was sent, until a request uses it,
+    /// and whether that lookup was the kernel's retry after this mount answered ESTALE.
+    named_at: Option<(Instant, bool)>,
 }
 
 /// Entry fops in one directory, for its `postparent` attributes.
@@ -106,6 +114,8 @@ struct Inner {
     root_dir: DirState,
     /// Forgotten node ids and their GFIDs (see the module invariants).
     retired: Retired,
+    /// Threads answered ESTALE and when ([`InodeTable::expect_retry`]).
+    retrying: HashMap<u32, Instant>,
 }
 
 impl Inner {
@@ -429,11 +439,28 @@ impl InodeTable {
         self.write().drop_name(parent, name);
     }
 
-    /// A lookup (a path walk of the kernel) just gave the kernel `node` (see
-    /// [`take_fresh`](Self::take_fresh)).
-    pub fn looked_up(&self, node: INodeNo) {
-        if let Some(n) = self.write().nodes.get_mut(&node.0) {
-            n.named_at = Some(Instant::now());
+    /// A lookup (a path walk of the kernel) from thread `pid` just gave the kernel `node`
+    /// (see [`take_fresh`](Self::take_fresh)).
+    pub fn looked_up(&self, node: INodeNo, pid: u32) {
+        let mut inner = self.write();
+        let now = Instant::now();
+        let retry = (inner.retrying.remove(&pid)).is_some_and(|t| now - t < RETRY_WINDOW);
+        if let Some(n) = inner.nodes.get_mut(&node.0) {
+            n.named_at = Some((now, retry));
+        }
+    }
+
+    /// This mount answered a getattr or open of thread `pid` with ESTALE: the kernel looks
+    /// the name up again from that thread, and the request after that lookup is taken as
+    /// fresh however long it comes after it (up to [`RETRY_WINDOW`]).
+    pub fn expect_retry(&self, pid: u32) {
+        let mut inner = self.write();
+        let now = Instant::now();
+        if inner.retrying.len() >= RETRYING_MAX {
+            inner.retrying.retain(|_, t| now - *t < RETRY_WINDOW);
+        }
+        if inner.retrying.len() < RETRYING_MAX {
+            inner.retrying.insert(pid, now);
         }
     }
 
@@ -460,7 +487,9 @@ impl InodeTable {
         let Some(n) = inner.nodes.get_mut(&node.0) else {
             return false;
         };
-        n.named_at.take().is_some_and(|t| t.elapsed() < window)
+        n.named_at.take().is_some_and(|(t, retry)| {
+            t.elapsed() < if retry { RETRY_WINDOW } else { window }
+        })
     }
 
     /// The names recorded for `node`, newest last.
@@ -683,6 +712,35 @@ mod tests {
             Some(OsStr::new(&last))
         );
         assert!(t.take_names(INodeNo(12345)).is_empty(), "unknown node");
+    }
+
+    #[test]
+    fn a_lookup_is_fresh_for_one_request_and_a_retry_for_longer() {
+        let t = InodeTable::new();
+        let n = t.remember(Gfid::random());
+        let window = Duration::from_millis(50);
+        assert!(!t.take_fresh(n, window), "no lookup yet");
+        t.looked_up(n, 1);
+        assert!(t.take_fresh(n, window));
+        assert!(!t.take_fresh(n, window), "used up by the first request");
+        t.looked_up(n, 1);
+        std::thread::sleep(window);
+        assert!(!t.take_fresh(n, window), "too long after the lookup");
+        t.looked_up(n, 1);
+        t.used(n);
+        assert!(!t.take_fresh(n, window), "another request used it");
+        // After an ESTALE to thread 2, its next lookup stays fresh past the window; the
+        // lookup of another thread does not take thread 2's retry.
+        t.expect_retry(2);
+        t.looked_up(n, 3);
+        std::thread::sleep(window);
+        assert!(!t.take_fresh(n, window), "thread 3 made no retry");
+        t.looked_up(n, 2);
+        std::thread::sleep(window);
+        assert!(t.take_fresh(n, window), "thread 2's retry");
+        t.looked_up(n, 2);
+        std::thread::sleep(window);
+        assert!(!t.take_fresh(n, window), "one retry per ESTALE");
     }
 
     #[test]
