@@ -12,6 +12,7 @@ use xlator_api::{
     BackingFile, Buf, Errno, Fd, FdId, Gfid, Opened, ReadReply, SeekWhat, WriteReply,
 };
 
+use crate::atime;
 use crate::brick::Brick;
 use crate::creds;
 use crate::fdtable::OpenFile;
@@ -24,8 +25,15 @@ pub(crate) const DIO_ALIGN: usize = 4096;
 /// O_NOFOLLOW concerned the client's last path component, which its kernel already
 /// resolved; here the object is reopened through its `/proc/self/fd` link, which O_NOFOLLOW
 /// would refuse with ELOOP (a symlink object is refused before that).
+/// O_NOATIME is set after the open, as root ([`atime::no_atime`]).
 fn open_flags(flags: i32) -> i32 {
-    flags & !(libc::O_CREAT | libc::O_EXCL | libc::O_NOCTTY | libc::O_PATH | libc::O_NOFOLLOW)
+    flags
+        & !(libc::O_CREAT
+            | libc::O_EXCL
+            | libc::O_NOCTTY
+            | libc::O_PATH
+            | libc::O_NOFOLLOW
+            | libc::O_NOATIME)
 }
 
 /// Opens `path` (relative to `dir`), retrying without O_DIRECT when the file system refuses
@@ -73,7 +81,11 @@ impl Brick {
             return Err(Errno::EISDIR);
         }
         let f = open_flags(flags) | if is_dir { libc::O_DIRECTORY } else { 0 };
-        let (fd, f) = open_direct_fallback(None, &sys::proc_path(obj.as_fd()), f, 0)?;
+        let (fd, mut f) = open_direct_fallback(None, &sys::proc_path(obj.as_fd()), f, 0)?;
+        if flags & libc::O_NOATIME != 0 {
+            atime::no_atime(fd.as_fd())?;
+            f |= libc::O_NOATIME;
+        }
         Ok(OpenFile::new(fd, g, f, is_dir))
     }
 
@@ -85,15 +97,25 @@ impl Brick {
     /// open (this one, or a later open for writing), never by the backing file. A file the
     /// brick cannot open for writing (read-only file system, a running executable) has no
     /// backing file and is read through the brick.
+    ///
+    /// An open for reading counts as an access of the file ([`atime`]).
     pub fn open(&self, fd: &Fd, backing: bool) -> Result<Opened, Errno> {
         let f = self.open_gfid(fd.gfid, fd.flags)?;
+        if !f.is_dir && atime::counts_as_access(f.flags) {
+            atime::touch(f.fd.as_fd());
+        }
         let backing = if backing
             && !f.is_dir
             && f.flags & libc::O_ACCMODE == libc::O_RDONLY
             && f.flags & (libc::O_DIRECT | libc::O_TRUNC | libc::O_PATH) == 0
         {
             let path = sys::proc_path(f.fd.as_fd());
-            creds::as_root(|| sys::openat(None, &path, libc::O_RDWR | libc::O_CLOEXEC, 0))
+            // The kernel's reads through it update atime as the brick's own would, unless
+            // the client asked for none.
+            let noatime = f.flags & libc::O_NOATIME;
+            creds::as_root(|| {
+                sys::openat(None, &path, libc::O_RDWR | libc::O_CLOEXEC | noatime, 0)
+            })
                 .map_err(|e| std::io::Error::from_raw_os_error(e.0))
                 .and_then(BackingFile::new)
                 .inspect_err(|e| tracing::debug!("no backing file for {}: {e}", fd.gfid))

@@ -17,7 +17,8 @@ fn entry_cost(name_len: usize) -> usize {
 
 impl Brick {
     pub fn opendir(&self, fd: &Fd) -> Result<(), Errno> {
-        let f = self.open_gfid(fd.gfid, libc::O_RDONLY)?;
+        // O_NOATIME (a `noatime` or `nodiratime` client): listings leave the atime alone.
+        let f = self.open_gfid(fd.gfid, libc::O_RDONLY | (fd.flags & libc::O_NOATIME))?;
         if !f.is_dir {
             return Err(Errno::ENOTDIR);
         }

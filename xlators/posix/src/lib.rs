@@ -8,6 +8,7 @@
 //! ```
 
 mod acl;
+mod atime;
 mod brick;
 mod checksum;
 mod creds;
