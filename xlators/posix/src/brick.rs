@@ -56,6 +56,8 @@ pub struct Brick {
     pub direct: DirectReads,
     /// Whether read-only opens may hand out backing files (option `backing-files`).
     pub backing_files: std::sync::atomic::AtomicBool,
+    /// Whether mknod may make device nodes (option `allow-devices`).
+    pub allow_devices: std::sync::atomic::AtomicBool,
 }
 
 /// What an entry fop may do with a name at the brick root.
@@ -105,6 +107,7 @@ impl Brick {
             unlinked_grace: std::time::Duration::ZERO,
             direct: DirectReads::default(),
             backing_files: std::sync::atomic::AtomicBool::new(true),
+            allow_devices: std::sync::atomic::AtomicBool::new(false),
         })
     }
 

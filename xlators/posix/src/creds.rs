@@ -35,7 +35,7 @@
 
 use std::cell::Cell;
 
-use xlator_api::Ctx;
+use xlator_api::{Ctx, Errno};
 
 use crate::sys;
 
@@ -93,15 +93,35 @@ pub struct CredsGuard {
     base_groups: Option<Vec<u32>>,
 }
 
+/// The id no caller may have: `(uid_t)-1` is "no id" to the kernel (`setfsuid(-1)` changes
+/// nothing and `chown(-1)` means "leave it"), so a caller named so would run as whatever the
+/// thread was, root on a brick. Refused (EPERM) with every other id the kernel will not
+/// switch to.
+pub const NO_ID: u32 = u32::MAX;
+
 /// Switches this thread to `caller` (when `switch` is set: the brick runs as root), with the
 /// umask `creating` (the caller's, for a fop that creates an object: see the module docs).
 /// Sets `caller.kernel_umask` when the kernel will apply it.
+///
+/// Fails closed: EPERM, with the thread back at root and the fop not run, when the caller
+/// names [`NO_ID`] (as uid, gid or a group) or when the kernel does not switch to its ids
+/// (setgroups fails, or the fs uid or fs gid read back is not the one asked for: setfsuid
+/// and setfsgid report no error, they leave the old id).
 pub fn enter(
     caller: &mut Caller,
     switch: bool,
     base_groups: &[u32],
     creating: Option<u32>,
-) -> CredsGuard {
+) -> Result<CredsGuard, Errno> {
+    if caller.uid == NO_ID || caller.gid == NO_ID || caller.groups.contains(&NO_ID) {
+        tracing::debug!(
+            "refused a caller with uid {} gid {} groups {:?}: (uid_t)-1 is no id",
+            caller.uid,
+            caller.gid,
+            caller.groups
+        );
+        return Err(Errno::EPERM);
+    }
     let private = creating.is_some()
         && PRIVATE_FS.with(|p| match p.get() {
             Some(v) => v,
@@ -120,19 +140,40 @@ pub fn enter(
         }
         _ => None,
     };
+    let mut guard = CredsGuard {
+        switched: false,
+        old_umask,
+        base_groups: None,
+    };
     let needs = switch && (caller.uid != 0 || caller.gid != 0 || !caller.groups.is_empty());
     if needs {
-        // Groups first: once fsuid is not 0 we still hold CAP_SETGID, but keep a clear order.
-        let _ = sys::set_thread_groups(&caller.groups);
-        sys::set_fsgid(caller.gid);
-        sys::set_fsuid(caller.uid);
+        // From here on the guard puts root back, also when the switch fails half way.
+        guard.switched = true;
+        guard.base_groups = Some(base_groups.to_vec());
+        if let Err(why) = switch_to(caller.uid, caller.gid, &caller.groups) {
+            tracing::warn!("refused a fop (EPERM): cannot run it as the caller: {why}");
+            return Err(Errno::EPERM);
+        }
         CURRENT.with(|c| c.set(Some((caller.uid, caller.gid))));
     }
-    CredsGuard {
-        switched: needs,
-        old_umask,
-        base_groups: needs.then(|| base_groups.to_vec()),
+    Ok(guard)
+}
+
+/// Switches this thread's groups, fs gid and fs uid, reading each id back.
+pub(crate) fn switch_to(uid: u32, gid: u32, groups: &[u32]) -> Result<(), String> {
+    // Groups first: once fsuid is not 0 we still hold CAP_SETGID, but keep a clear order.
+    sys::set_thread_groups(groups).map_err(|e| format!("setgroups({groups:?}): {e}"))?;
+    sys::set_fsgid(gid);
+    let now = sys::fsgid();
+    if now != gid {
+        return Err(format!("setfsgid({gid}) left the fs gid at {now}"));
     }
+    sys::set_fsuid(uid);
+    let now = sys::fsuid();
+    if now != uid {
+        return Err(format!("setfsuid({uid}) left the fs uid at {now}"));
+    }
+    Ok(())
 }
 
 impl Drop for CredsGuard {
@@ -140,6 +181,11 @@ impl Drop for CredsGuard {
         if self.switched {
             sys::set_fsuid(0);
             sys::set_fsgid(0);
+            if sys::fsuid() != 0 || sys::fsgid() != 0 {
+                // Cannot happen while the process is root (it keeps CAP_SETUID); the thread
+                // then runs its next jobs with less privilege, never more.
+                tracing::error!("could not switch a brick thread back to root fs ids");
+            }
             if let Some(g) = &self.base_groups {
                 let _ = sys::set_thread_groups(g);
             }
@@ -178,4 +224,54 @@ pub fn as_root<R>(f: impl FnOnce() -> R) -> R {
     }
     let _back = Back(cur, mask);
     f()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The read-back catches a switch the kernel did not make, whatever the reason: here
+    /// (uid_t)-1, given straight to [`switch_to`] past [`enter`]'s own check.
+    #[test]
+    fn a_switch_the_kernel_did_not_make_is_an_error() {
+        if sys::geteuid() != 0 {
+            println!("SKIPPED: needs root");
+            return;
+        }
+        // A thread of its own: the ids are per thread and must not leak into other tests.
+        std::thread::spawn(|| {
+            let base = sys::get_groups();
+            let e = switch_to(NO_ID, 1000, &[]).expect_err("uid -1");
+            assert!(e.contains("setfsuid"), "{e}");
+            assert_eq!(sys::fsuid(), 0, "still root: the caller must not run");
+            let e = switch_to(1000, NO_ID, &[]).expect_err("gid -1");
+            assert!(e.contains("setfsgid"), "{e}");
+            switch_to(1000, 1000, &[1000]).expect("a plain user");
+            assert_eq!((sys::fsuid(), sys::fsgid()), (1000, 1000));
+            switch_to(0, 0, &base).expect("back to root");
+            assert_eq!((sys::fsuid(), sys::fsgid()), (0, 0));
+        })
+        .join()
+        .expect("test thread");
+    }
+
+    #[test]
+    fn enter_refuses_the_no_id_before_switching() {
+        std::thread::spawn(|| {
+            for (uid, gid, groups) in [(NO_ID, 0, vec![]), (0, NO_ID, vec![]), (5, 5, vec![NO_ID])]
+            {
+                let mut c = Caller {
+                    uid,
+                    gid,
+                    groups,
+                    kernel_umask: false,
+                };
+                let r = enter(&mut c, true, &[], None);
+                assert_eq!(r.err(), Some(Errno::EPERM), "{c:?}");
+                assert_eq!(sys::fsuid(), sys::geteuid(), "the thread was not switched");
+            }
+        })
+        .join()
+        .expect("test thread");
+    }
 }

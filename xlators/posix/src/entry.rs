@@ -155,6 +155,14 @@ impl Brick {
         let name = self.entry_name(loc.parent, &loc.name, NameUse::Modify)?;
         match FileType::from_mode(mode) {
             Some(FileType::Directory | FileType::Symlink) | None => return Err(Errno::EINVAL),
+            // Device nodes only where the brick allows them (option `allow-devices`).
+            Some(FileType::CharDevice | FileType::BlockDevice)
+                if !self
+                    .allow_devices
+                    .load(std::sync::atomic::Ordering::Relaxed) =>
+            {
+                return Err(Errno::EPERM);
+            }
             Some(_) => {}
         }
         let pfd = self.h.resolve_dir(loc.parent)?;

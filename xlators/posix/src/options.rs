@@ -51,6 +51,13 @@ xlator_api::options! {
         /// the brick (nor its io-stats). off: such opens are answered normally and every read
         /// goes through the brick.
         pub backing_files: bool = OptionSpec::bool("backing-files", "on").reconfigurable(),
+        /// Let mknod make character and block device nodes (S_IFCHR, S_IFBLK). A device
+        /// node gives whoever may open it the device itself (a node of the brick host's
+        /// disk, /dev/mem...), and a brick that believes a client's uid 0 lets any client
+        /// make one, so off: such a mknod is refused with EPERM (FIFOs, sockets and regular
+        /// files are always allowed). Turn it on for volumes whose users need device nodes
+        /// (a root file system, conformance suites such as pjdfstest).
+        pub allow_devices: bool = OptionSpec::bool("allow-devices", "off").reconfigurable(),
     }
 }
 

@@ -495,16 +495,31 @@ pub fn geteuid() -> u32 {
     unsafe { libc::geteuid() }
 }
 
-/// Sets this thread's fs uid (not process-wide: a raw syscall, no glibc broadcast).
-pub fn set_fsuid(uid: u32) {
-    // SAFETY: plain integer argument; setfsuid cannot fail in a way that returns an error.
-    unsafe { libc::syscall(libc::SYS_setfsuid, uid) };
+/// Sets this thread's fs uid (not process-wide: a raw syscall, no glibc broadcast). Returns
+/// the previous fs uid. The kernel reports no error: an id it refuses ((uid_t)-1, one not
+/// mapped in the user namespace, or any change without CAP_SETUID) leaves the fs uid as it
+/// was, which [`fsuid`] then shows.
+pub fn set_fsuid(uid: u32) -> u32 {
+    // SAFETY: plain integer argument; setfsuid returns the previous fs uid, never an error.
+    unsafe { libc::syscall(libc::SYS_setfsuid, uid) as u32 }
 }
 
-/// Sets this thread's fs gid (raw syscall, this thread only).
-pub fn set_fsgid(gid: u32) {
-    // SAFETY: plain integer argument.
-    unsafe { libc::syscall(libc::SYS_setfsgid, gid) };
+/// Sets this thread's fs gid (raw syscall, this thread only); returns the previous one. As
+/// [`set_fsuid`], a refused id leaves it unchanged.
+pub fn set_fsgid(gid: u32) -> u32 {
+    // SAFETY: plain integer argument; setfsgid returns the previous fs gid.
+    unsafe { libc::syscall(libc::SYS_setfsgid, gid) as u32 }
+}
+
+/// This thread's fs uid: `setfsuid(-1)`, which the kernel always refuses (-1 is no id), so
+/// it changes nothing and returns the current one.
+pub fn fsuid() -> u32 {
+    set_fsuid(u32::MAX)
+}
+
+/// This thread's fs gid (`setfsgid(-1)`, see [`fsuid`]).
+pub fn fsgid() -> u32 {
+    set_fsgid(u32::MAX)
 }
 
 /// Sets this thread's supplementary groups. glibc's `setgroups` changes every thread of the

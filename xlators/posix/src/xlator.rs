@@ -68,7 +68,7 @@ impl Posix {
             services
                 .spawn_blocking(move || {
                     let _g =
-                        creds::enter(&mut caller, brick.root_mode, &brick.base_groups, creating);
+                        creds::enter(&mut caller, brick.root_mode, &brick.base_groups, creating)?;
                     f(&brick, &caller)
                 })
                 .await?
@@ -100,6 +100,9 @@ impl Translator for Posix {
         brick
             .backing_files
             .store(init.options.backing_files, Ordering::Relaxed);
+        brick
+            .allow_devices
+            .store(init.options.allow_devices, Ordering::Relaxed);
         brick.direct.configure(
             init.options.direct_read_min,
             init.options.direct_read_share_window,
@@ -123,6 +126,9 @@ impl Translator for Posix {
         self.brick
             .backing_files
             .store(options.backing_files, Ordering::Relaxed);
+        self.brick
+            .allow_devices
+            .store(options.allow_devices, Ordering::Relaxed);
         Ok(())
     }
 

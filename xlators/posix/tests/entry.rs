@@ -109,7 +109,9 @@ async fn mkdir_rmdir_and_nested_resolution() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn symlink_readlink_mknod() {
-    let (_d, top) = new_brick();
+    // Device nodes need `allow-devices` (tests/security.rs checks they are refused without).
+    let d = tempfile::tempdir().expect("tempdir");
+    let top = try_brick(d.path(), &[("allow-devices", "on")]).expect("brick init");
     let cx = root();
     let s = top
         .symlink(&cx, loc(Gfid::ROOT, "s"), "../target".into())

@@ -19,6 +19,7 @@ pub fn try_brick(dir: &Path, extra: &[(&str, &str)]) -> Result<Subvol, String> {
     options.set("direct-read-min", "64KiB");
     options.set("direct-read-share-window", "30s");
     options.set("backing-files", "on");
+    options.set("allow-devices", "off");
     for (k, v) in extra {
         options.set(k, v);
     }
