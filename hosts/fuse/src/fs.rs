@@ -981,10 +981,11 @@ impl Filesystem for XlfsFs {
 
     fn open(&self, req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
         let gfid = tri!(reply, self.gfid(ino));
-        let fd = self
-            .s
-            .fds
-            .allocate(gfid, graph_open_flags(self.s.opts.writeback_cache, flags.0));
+        let atime = self.s.opts.atime;
+        let graph_flags = atime.file_flags(graph_open_flags(self.s.opts.writeback_cache, flags.0));
+        let fd = self.s.fds.allocate(gfid, graph_flags);
+        // The brick counts a reading open as an access; the kernel's cached atime may go.
+        let touches = atime.may_touch(graph_flags, self.s.inodes.last_attr(ino).as_ref());
         let cx = ctx_builder(req, Need::of(Fop::Open), None);
         // A plain read-only open may be answered with a backing file to pass through.
         let pt = self.s.pt.on();
@@ -1067,7 +1068,11 @@ impl Filesystem for XlfsFs {
                         if changed_since(before.as_ref(), now.0.as_ref().ok()) {
                             s.kernel.drop_attrs(ino).await;
                             fopen.remove(FopenFlags::FOPEN_KEEP_CACHE);
+                        } else if touches {
+                            s.kernel.drop_attrs(ino).await;
                         }
+                    } else if touches {
+                        s.kernel.drop_attrs(ino).await;
                     }
                     let fh = s.fds.insert_as(fd, direct);
                     if pt {
@@ -1306,7 +1311,8 @@ impl Filesystem for XlfsFs {
 
     fn opendir(&self, req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
         let gfid = tri!(reply, self.gfid(ino));
-        let fd = self.s.fds.allocate(gfid, flags.0 | libc::O_DIRECTORY);
+        let flags = self.s.opts.atime.dir_flags(flags.0 | libc::O_DIRECTORY);
+        let fd = self.s.fds.allocate(gfid, flags);
         let cx = ctx(req, Need::of(Fop::Opendir), None);
         self.spawn(|s| async move {
             match s.graph().top().opendir(&cx, fd).await {

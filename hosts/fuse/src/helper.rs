@@ -10,9 +10,11 @@
 //!   the mount is listed, as mount(8) expects; if the daemon exits first, its error output
 //!   is printed and the status is 32 (mount failure). SOURCE is `HOST:/VOLUME`, a directory
 //!   (`--local`) or a volfile (`--volfile`). `ro` mounts read-only, `dev` without `nodev`,
-//!   `log-file=PATH` appends the daemon's log to PATH; generic options (`rw`, `defaults`,
-//!   `_netdev`, atime options, ...) are accepted and ignored; any other `name[=value]` is
-//!   passed on as `--name [value]`.
+//!   `log-file=PATH` appends the daemon's log to PATH; `noatime`, `relatime`, `strictatime`
+//!   become `--atime MODE` and `nodiratime` `--nodiratime` (a remount cannot change them:
+//!   the daemon is not told); other generic options (`rw`, `defaults`, `_netdev`, `atime`,
+//!   ...) are accepted and ignored; any other `name[=value]` is passed on as
+//!   `--name [value]`.
 
 use std::ffi::{CString, OsString};
 use std::fs::OpenOptions;
@@ -150,6 +152,11 @@ impl Invocation {
             let atime = MOUNT_FLAGS.iter().any(|(n, ..)| *n == name) && name != "dev";
             match name {
                 "ro" => args.push("--read-only".into()),
+                "noatime" | "relatime" | "strictatime" => {
+                    args.push("--atime".into());
+                    args.push(name.into());
+                }
+                "nodiratime" => args.push("--nodiratime".into()),
                 "dev" => args.push("--dev".into()),
                 "log-file" => {}
                 _ if IGNORED.contains(&name)
@@ -358,6 +365,19 @@ mod tests {
             os(&["--attr-timeout", "2", "--dev", "h:/vol", "/mnt"])
         );
         assert!(Invocation::parse(&os(&["/mnt"])).is_err());
+        let inv = Invocation::parse(&os(&["h:/v", "/m", "-o", "ro,noatime,nodiratime,atime"]))
+            .expect("parse");
+        assert_eq!(
+            inv.daemon_args().expect("args"),
+            os(&[
+                "--read-only",
+                "--atime",
+                "noatime",
+                "--nodiratime",
+                "h:/v",
+                "/m"
+            ])
+        );
     }
 
     #[test]

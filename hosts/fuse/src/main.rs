@@ -10,6 +10,7 @@
 //! Runs in the foreground; SIGINT/SIGTERM unmount and exit 0; SIGHUP reloads the volfile
 //! (fetching it again for HOST:/VOLUME).
 
+mod atime;
 mod attr;
 mod capcache;
 mod creds;

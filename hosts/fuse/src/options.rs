@@ -4,6 +4,8 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::Parser;
+
+use crate::atime::{Atime, AtimeMode};
 use xlfs_protocol::fetch::VolfileServer;
 
 /// Largest write the kernel sends: `fs.fuse.max_pages_limit` is 256 pages here, so 1 MiB.
@@ -180,6 +182,18 @@ pub struct Cli {
     #[arg(long)]
     pub dev: bool,
 
+    /// When reads update a file's access time: relatime (the first read after a change, or
+    /// a day later), strictatime (every read, as far as the bricks' file system does: a brick
+    /// on a relatime file system updates as relatime), noatime (never). An open for reading
+    /// counts as a read (the kernel serves many reads from its cache); the mount helper's
+    /// `-o noatime|relatime|strictatime` set it.
+    #[arg(long, value_name = "MODE", value_enum, default_value_t = AtimeMode::Relatime)]
+    pub atime: AtimeMode,
+
+    /// Listings never update a directory's access time (`-o nodiratime`).
+    #[arg(long)]
+    pub nodiratime: bool,
+
     /// Mount read-only: the kernel refuses every change with EROFS (`-o ro` of the mount
     /// helper; `mount -o remount,rw` makes it writable again).
     #[arg(long)]
@@ -240,6 +254,7 @@ pub struct FsOptions {
     /// The kernel checks permissions (`default_permissions`, the default).
     pub default_permissions: bool,
     pub max_write: u32,
+    pub atime: Atime,
 }
 
 impl Default for FsOptions {
@@ -257,6 +272,7 @@ impl Default for FsOptions {
             posix_locks: true,
             default_permissions: true,
             max_write: DEFAULT_MAX_WRITE,
+            atime: Atime::default(),
         }
     }
 }
@@ -323,6 +339,11 @@ impl Cli {
             posix_locks: !self.kernel_locks,
             default_permissions: !self.no_default_permissions,
             max_write: self.max_write,
+            atime: Atime {
+                mode: self.atime,
+                nodiratime: self.nodiratime,
+                read_only: self.read_only,
+            },
         }
     }
 }

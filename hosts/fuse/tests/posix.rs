@@ -16,6 +16,8 @@ use std::process::{Command, Output};
 
 #[path = "posix/acl.rs"]
 mod acl;
+#[path = "posix/atime.rs"]
+mod atime;
 #[path = "posix/dio.rs"]
 mod dio;
 #[path = "posix/locks.rs"]

@@ -113,9 +113,7 @@ impl Brick {
             // The kernel's reads through it update atime as the brick's own would, unless
             // the client asked for none.
             let noatime = f.flags & libc::O_NOATIME;
-            creds::as_root(|| {
-                sys::openat(None, &path, libc::O_RDWR | libc::O_CLOEXEC | noatime, 0)
-            })
+            creds::as_root(|| sys::openat(None, &path, libc::O_RDWR | libc::O_CLOEXEC | noatime, 0))
                 .map_err(|e| std::io::Error::from_raw_os_error(e.0))
                 .and_then(BackingFile::new)
                 .inspect_err(|e| tracing::debug!("no backing file for {}: {e}", fd.gfid))
@@ -130,12 +128,13 @@ impl Brick {
     }
 
     /// The open file of `fd`; for an anonymous fd, the object opened now with `access`
-    /// (plus the fd's O_APPEND/O_SYNC/O_DSYNC/O_DIRECT).
+    /// (plus the fd's O_APPEND/O_SYNC/O_DSYNC/O_DIRECT/O_NOATIME).
     pub fn file_for(&self, fd: &Fd, access: i32) -> Result<Arc<OpenFile>, Errno> {
         if fd.id != FdId::ANONYMOUS {
             return self.fds.get(fd.id);
         }
-        let keep = fd.flags & (libc::O_APPEND | libc::O_SYNC | libc::O_DSYNC | libc::O_DIRECT);
+        let keep = fd.flags
+            & (libc::O_APPEND | libc::O_SYNC | libc::O_DSYNC | libc::O_DIRECT | libc::O_NOATIME);
         let obj = self.h.resolve(fd.gfid)?;
         let st = sys::fstat(obj.as_fd())?;
         let access = if st.st_mode & libc::S_IFMT == libc::S_IFDIR {

@@ -51,13 +51,18 @@ async fn an_open_for_reading_marks_the_access_without_touching_ctime() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn o_noatime_from_the_client_leaves_atime_alone_for_any_caller() {
     let (_d, top) = new_brick();
-    let g = mkfile(&top, &root(), Gfid::ROOT, "f", b"data").await.attr.gfid;
+    let g = mkfile(&top, &root(), Gfid::ROOT, "f", b"data")
+        .await
+        .attr
+        .gfid;
     age(&top, g).await;
     // uid 1000 does not own the file: its own open(O_NOATIME) would be EPERM, but the
     // client asks for it on behalf of a noatime mount, where the kernel already checked.
     let cx = user(1000);
     let f = fd(g, libc::O_RDONLY | libc::O_NOATIME);
-    top.open(&cx, f).await.expect("open O_NOATIME as a non-owner");
+    top.open(&cx, f)
+        .await
+        .expect("open O_NOATIME as a non-owner");
     let r = top.readv(&cx, f, 0, 4).await.expect("read");
     assert_eq!(&*r.data, b"data");
     top.release(&cx, f).await.expect("release");
