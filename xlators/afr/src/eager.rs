@@ -163,10 +163,14 @@ where
     };
     let replies = transaction::fan_out(&pre, &op).await;
     let ok = replies.succeeded();
+    // A write every child refused (EFBIG, EINVAL...) changed nothing: nobody is stale.
+    let refused = transaction::all_refused(&replies);
     let mut s = slot.lock().await;
     s.inflight -= 1;
     let mut failed = false;
-    if let Some(h) = s.held.as_mut() {
+    if let Some(h) = s.held.as_mut()
+        && !refused
+    {
         for (i, ok) in ok.iter().enumerate() {
             if h.pre[i] && !ok {
                 h.failed[i] = true;
@@ -179,7 +183,9 @@ where
         end_hold(sh, &mut s).await;
     }
     drop(s);
-    sh.after_write(gfid, Lanes::DATA, &ok);
+    if !refused {
+        sh.after_write(gfid, Lanes::DATA, &ok);
+    }
     Ok(replies)
 }
 

@@ -260,14 +260,14 @@ async fn lock_child(
     Ok(())
 }
 
-/// Step 2: which of `candidates` hold every lock of `plan` for `owner`, and whether some
-/// other owner held one (contention).
+/// Step 2: which of `candidates` hold every lock of `plan` for `owner`, whether some other
+/// owner held one (contention), and the errors of the children whose lock failed.
 pub(crate) async fn lock(
     sh: &Shared,
     plan: &Plan,
     owner: LkOwner,
     candidates: &[bool],
-) -> (Vec<bool>, bool) {
+) -> (Vec<bool>, bool, Vec<Errno>) {
     let tries = join_all((0..sh.n()).map(|i| async move {
         if candidates[i] {
             Some(lock_child(sh, i, owner, &plan.items, false).await)
@@ -280,13 +280,25 @@ pub(crate) async fn lock(
     let contended = tries.iter().flatten().any(|r| r.as_ref().is_err_and(busy));
     let mut locked: Vec<bool> = tries.iter().map(|r| matches!(r, Some(Ok(())))).collect();
     if !contended {
-        return (locked, false);
+        let errs = tries
+            .into_iter()
+            .flatten()
+            .filter_map(Result::err)
+            .collect();
+        return (locked, false, errs);
     }
     unlock(sh, plan, owner, &locked).await;
+    let mut errs = Vec::new();
     for (i, l) in locked.iter_mut().enumerate() {
-        *l = candidates[i] && lock_child(sh, i, owner, &plan.items, true).await.is_ok();
+        *l = false;
+        if candidates[i] {
+            match lock_child(sh, i, owner, &plan.items, true).await {
+                Ok(()) => *l = true,
+                Err(e) => errs.push(e),
+            }
+        }
     }
-    (locked, true)
+    (locked, true, errs)
 }
 
 /// Step 7.
@@ -301,14 +313,15 @@ pub(crate) async fn unlock(sh: &Shared, plan: &Plan, owner: LkOwner, locked: &[b
 
 /// On every child `i` marked in `on`, adds `delta(i, j)` in each target's lanes under child
 /// `j`'s key (keys whose delta is 0 are left out, or read with a zero delta when `read_all`);
-/// returns where it succeeded and, per target, what each child answered.
+/// returns where it succeeded, per target what each child answered, and the errors of the
+/// children where it failed.
 async fn mark_read(
     sh: &Shared,
     plan: &Plan,
     on: &[bool],
     read_all: bool,
     delta: impl Fn(usize, usize) -> i32,
-) -> (Vec<bool>, Vec<Vec<Option<RVec<Xattr>>>>) {
+) -> (Vec<bool>, Vec<Vec<Option<RVec<Xattr>>>>, Vec<Errno>) {
     let cx = Ctx::root();
     let delta = &delta;
     let per_child = join_all((0..sh.n()).map(|i| {
@@ -316,7 +329,7 @@ async fn mark_read(
         async move {
             let mut answers = Vec::with_capacity(plan.targets.len());
             if !on[i] {
-                return (false, answers);
+                return (None, answers);
             }
             for (gfid, lanes) in &plan.targets {
                 let xs: RVec<Xattr> = sh
@@ -343,20 +356,28 @@ async fn mark_read(
                             LogLevel::Warn,
                             &format!("changelog on {gfid} failed on child {i}: {e}"),
                         );
-                        return (false, answers);
+                        return (Some(Err(e)), answers);
                     }
                 }
             }
-            (true, answers)
+            (Some(Ok(())), answers)
         }
     }))
     .await;
-    let ok = per_child.iter().map(|(ok, _)| *ok).collect();
+    let ok: Vec<bool> = per_child
+        .iter()
+        .map(|(r, _)| matches!(r, Some(Ok(()))))
+        .collect();
+    let errs = per_child
+        .iter()
+        .filter_map(|(r, _)| r.and_then(Result::err))
+        .collect();
     let by_target = (0..plan.targets.len())
         .map(|t| {
             per_child
                 .iter()
-                .map(|(ok, a)| {
+                .zip(&ok)
+                .map(|((_, a), ok)| {
                     if *ok {
                         a.get(t).cloned().flatten()
                     } else {
@@ -366,7 +387,7 @@ async fn mark_read(
                 .collect()
         })
         .collect();
-    (ok, by_target)
+    (ok, by_target, errs)
 }
 
 async fn mark(
@@ -429,12 +450,12 @@ fn good_copies(
 
 /// Step 4: on every child in `on`, +1 under its own key (dirty) and under the key of every
 /// child not in `on` (it misses this change); the other keys are read (zero delta), so the
-/// answers say who accuses whom.
+/// answers say who accuses whom (and the errors of the children where it failed).
 pub(crate) async fn pre_op(
     sh: &Shared,
     plan: &Plan,
     on: &[bool],
-) -> (Vec<bool>, Vec<Vec<Option<RVec<Xattr>>>>) {
+) -> (Vec<bool>, Vec<Vec<Option<RVec<Xattr>>>>, Vec<Errno>) {
     mark_read(sh, plan, on, true, |i, j| i32::from(i == j || !on[j])).await
 }
 
@@ -489,7 +510,8 @@ where
     )
 }
 
-/// Steps 1-4: the children locked and pre-op'ed for `plan`, or EROFS without quorum.
+/// Steps 1-4: the children locked and pre-op'ed for `plan`; EROFS without quorum, or the
+/// children's own error when the lock or the pre-op failed on every child ([`refusal`]).
 pub(crate) struct Open {
     pub owner: LkOwner,
     pub locked: Vec<bool>,
@@ -505,16 +527,16 @@ pub(crate) async fn open(sh: &Shared, plan: &Plan, quorum: Quorum) -> Result<Ope
         return Err(Errno::EROFS);
     }
     let owner = sh.new_owner();
-    let (locked, contended) = lock(sh, plan, owner, &up).await;
+    let (locked, contended, lock_errs) = lock(sh, plan, owner, &up).await;
     if !quorum.met(&locked) {
         unlock(sh, plan, owner, &locked).await;
-        return Err(Errno::EROFS);
+        return Err(refusal(&locked, lock_errs));
     }
-    let (pre, answers) = pre_op(sh, plan, &locked).await;
+    let (pre, answers, pre_errs) = pre_op(sh, plan, &locked).await;
     if !quorum.met(&pre) {
         undo_pre_op(sh, plan, &pre, &locked).await;
         unlock(sh, plan, owner, &locked).await;
-        return Err(Errno::EROFS);
+        return Err(refusal(&pre, pre_errs));
     }
     let good = match good_copies(sh, plan, &pre, &answers) {
         Ok(g) => g,
@@ -533,6 +555,19 @@ pub(crate) async fn open(sh: &Shared, plan: &Plan, quorum: Quorum) -> Result<Ope
     })
 }
 
+/// The answer when too few children passed a step (`passed`) of [`open`]. When none did, the
+/// children answered for the object itself (ENOTDIR for a mkdir under a regular file,
+/// ENOENT or ESTALE for an object gone, ENOTCONN when every child just went away): that
+/// answer is the fop's, as a single brick would give it. Only a step passed by some children
+/// but too few for the quorum is the quorum's EROFS.
+fn refusal(passed: &[bool], errs: Vec<Errno>) -> Errno {
+    if passed.iter().any(|p| *p) || errs.is_empty() {
+        Errno::EROFS
+    } else {
+        first_error(errs)
+    }
+}
+
 /// Steps 6-7 after `replies`.
 pub(crate) async fn close<R>(sh: &Shared, plan: &Plan, t: &Open, replies: &Replies<R>) {
     if all_refused(replies) {
@@ -549,12 +584,49 @@ where
     F: Fn(usize) -> Fut,
     Fut: Future<Output = Result<R, Errno>>,
 {
+    run_prepared(sh, plan, |_| async { Ok(()) }, |i, ()| op(i)).await
+}
+
+/// A whole transaction whose fop needs something learnt under its lock first: `prepare` gets
+/// the participants that are good copies (pre-op'ed, accused by no other participant) and
+/// answers a value every child's fop then uses (`op(i, value)`), the same for all; an O_APPEND
+/// write's offset is resolved so, once for every replica. When `prepare` fails, nothing was
+/// written: the pre-op is undone and its error is the answer.
+pub(crate) async fn run_prepared<R, P, G, GFut, F, Fut>(
+    sh: &Shared,
+    plan: Plan,
+    prepare: G,
+    op: F,
+) -> Result<Replies<R>, Errno>
+where
+    P: Copy,
+    G: FnOnce(Vec<bool>) -> GFut,
+    GFut: Future<Output = Result<P, Errno>>,
+    F: Fn(usize, P) -> Fut,
+    Fut: Future<Output = Result<R, Errno>>,
+{
     let quorum = sh.cfg().quorum;
     let t = open(sh, &plan, quorum).await?;
-    let replies = fan_out(&t.pre, &op).await;
+    let sources: Vec<bool> = t.pre.iter().zip(&t.good).map(|(p, g)| *p && *g).collect();
+    let value = match prepare(sources).await {
+        Ok(v) => v,
+        Err(e) => {
+            undo_pre_op(sh, &plan, &t.pre, &t.locked).await;
+            unlock(sh, &plan, t.owner, &t.locked).await;
+            return Err(e);
+        }
+    };
+    let replies = fan_out(&t.pre, &|i| op(i, value)).await;
     close(sh, &plan, &t, &replies).await;
-    for (gfid, lanes) in &plan.targets {
-        sh.after_write(*gfid, *lanes, &replies.succeeded());
+    // A fop every participant refused changed nothing anywhere (its pre-op was undone): no
+    // copy became stale, so none stops being readable. Without this, an rmdir answered
+    // ENOTEMPTY (or an unlink ENOENT, a chmod EPERM) by every child left the parent with no
+    // readable child: its listings failed with ENOTCONN until the next lookup, and `rm -rf`
+    // after dbench ended in ENOTEMPTY.
+    if !all_refused(&replies) {
+        for (gfid, lanes) in &plan.targets {
+            sh.after_write(*gfid, *lanes, &replies.succeeded());
+        }
     }
     Ok(replies)
 }

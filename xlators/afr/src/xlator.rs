@@ -161,6 +161,22 @@ impl<S: Spelling> ReplicateAs<S> {
         &self.sh.children[i]
     }
 
+    /// The O_TRUNC of `open(fd)`, a transaction of its own once the children hold the fd.
+    /// open(2) with O_TRUNC needs write permission whatever the access mode: a read-only fd
+    /// is truncated by GFID with the caller's rights (EACCES for a user who may not write,
+    /// as one brick answers; a truncate through the read-only fd would be EINVAL).
+    async fn truncate_opened(&self, cx: &Ctx, fd: Fd) -> Result<(), Errno> {
+        let zero = SetAttr {
+            size: ROption::RSome(0),
+            ..SetAttr::default()
+        };
+        if fd.flags & libc::O_ACCMODE == libc::O_RDONLY {
+            self.setattr(cx, fd.gfid, zero).await.map(drop)
+        } else {
+            self.fsetattr(cx, fd, zero).await.map(drop)
+        }
+    }
+
     async fn ensure(&self, i: usize, cx: &Ctx, fd: Fd) -> Result<(), Errno> {
         self.sh.fds.ensure(i, self.child(i), cx, fd).await
     }
@@ -620,12 +636,15 @@ impl<S: Spelling> Translator for ReplicateAs<S> {
         let (ok, r) = self.all(None, |i| self.child(i).open(cx, plain)).await;
         let opened = r?;
         self.sh.fds.opened(fd, false, ok);
-        if fd.flags & libc::O_TRUNC != 0 {
-            let zero = SetAttr {
-                size: ROption::RSome(0),
-                ..SetAttr::default()
-            };
-            self.fsetattr(cx, fd, zero).await?;
+        if fd.flags & libc::O_TRUNC != 0
+            && let Err(e) = self.truncate_opened(cx, fd).await
+        {
+            // The open fails as a whole: the children's fds are given back.
+            let held = self.sh.fds.closed(fd, self.sh.n());
+            let _ = self
+                .all(Some(held), |i| self.child(i).release(cx, plain))
+                .await;
+            return Err(e);
         }
         Ok(opened)
     }

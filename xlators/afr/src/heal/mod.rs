@@ -109,7 +109,7 @@ pub(crate) struct Held {
 pub(crate) async fn begin(sh: &Shared, plan: Plan, gfid: Gfid) -> Result<Option<Held>, Errno> {
     let owner = sh.new_owner();
     let up = sh.up_set();
-    let (mut locked, _) = transaction::lock(sh, &plan, owner, &up).await;
+    let (mut locked, _, _) = transaction::lock(sh, &plan, owner, &up).await;
     let names: RVec<RString> = sh.keys.iter().map(|k| RString::from(k.as_str())).collect();
     let cx = Ctx::root();
     let mut rows = Vec::new();
