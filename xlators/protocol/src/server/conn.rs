@@ -1,5 +1,6 @@
 //! One client connection on the server: handshake (address, version, fop table, secret,
-//! volume), then a reader that validates every frame and starts each request as its own
+//! volume; a Unix-socket peer's ids from the kernel, see [`super::identity`]), then a reader
+//! that validates every frame, sets the ids each call runs as, and starts each request as its own
 //! future (bounded by `max-inflight-per-connection`; lock requests bounded apart and
 //! cancellable, see [`LockWaits`]), and a writer coalescing the replies. Any bad input closes
 //! this connection only, with one log line. When the connection ends, its waiting lock
@@ -16,6 +17,7 @@ use tokio::sync::{Semaphore, oneshot};
 use xlator_api::{BackingWanted, ClientId, Errno, Fop, FopAttrs, PipePayloadOk};
 
 use super::Shared;
+use super::identity::{self, Peer};
 use super::session::Session;
 use crate::wire::spin::Backoff;
 use crate::wire::{
@@ -51,8 +53,23 @@ fn set_send_buffer(sock: &tokio::net::UnixStream, size: u64) -> std::io::Result<
 
 /// Serves one accepted socket until it closes.
 pub async fn serve(shared: Arc<Shared>, sock: Stream, peer: SocketAddr) {
-    // A client on this machine (the Unix socket) may be given backing files.
-    let local = matches!(sock, Stream::Unix(_));
+    // Who the kernel says a Unix-socket peer is (see `identity`).
+    let ids = match &sock {
+        Stream::Tcp(_) => Peer::Remote,
+        Stream::Unix(u) => match Peer::of_unix(std::os::fd::AsFd::as_fd(u)) {
+            Ok(p) => p,
+            Err(e) => {
+                shared.dropped.fetch_add(1, Ordering::Relaxed);
+                tracing::warn!(
+                    "{}: dropping a connection on the Unix socket: the kernel does not say                      who its peer is ({e})",
+                    shared.name
+                );
+                return;
+            }
+        },
+    };
+    // Root on this machine (the Unix socket) may be given backing files.
+    let local = ids.is_local_root();
     match &sock {
         Stream::Tcp(t) => {
             let _ = t.set_nodelay(true);
@@ -145,9 +162,10 @@ pub async fn serve(shared: Arc<Shared>, sock: Stream, peer: SocketAddr) {
     reader.set_max(shared.max_frame);
     shared.connections.fetch_add(1, Ordering::Relaxed);
     tracing::info!(
-        "{}: client {:?} connected from {peer}",
+        "{}: client {:?} connected from {peer} ({})",
         shared.name,
-        hello.client
+        hello.client,
+        ids.describe()
     );
 
     let session = Arc::new(Session::new(shared.child.clone(), shared.next_fd.clone()));
@@ -162,7 +180,16 @@ pub async fn serve(shared: Arc<Shared>, sock: Stream, peer: SocketAddr) {
         id: ClientId(shared.next_client.fetch_add(1, Ordering::Relaxed)),
         local,
     };
-    let outcome = read_loop(&shared, &mut reader, &session, client, &tx, &work, peer_max).await;
+    let outcome = read_loop(
+        &shared,
+        &mut reader,
+        &session,
+        (client, &ids),
+        &tx,
+        &work,
+        peer_max,
+    )
+    .await;
     match &outcome {
         Ok(why) => {
             tracing::info!("{}: client {:?} ({peer}) {why}", shared.name, hello.client);
@@ -502,7 +529,9 @@ fn wait_for_next(reader: &FrameReader<ReadHalf>, shared: &Shared, backoff: &Back
 #[derive(Clone, Copy)]
 struct Client {
     id: ClientId,
-    /// Connected through the Unix socket: it can fetch backing files from this process.
+    /// Root on this machine, through the Unix socket: it can fetch backing files (fds
+    /// opened read-write as root) from this process. A non-root local peer cannot: such an
+    /// fd would let it write files it may only read.
     local: bool,
 }
 
@@ -564,7 +593,7 @@ async fn read_loop(
     shared: &Arc<Shared>,
     reader: &mut FrameReader<ReadHalf>,
     session: &Arc<Session>,
-    client: Client,
+    (client, ids): (Client, &Peer),
     tx: &Arc<FrameSender<WriteHalf>>,
     work: &InFlight,
     peer_max: usize,
@@ -592,6 +621,8 @@ async fn read_loop(
         match wire::decode::<ClientMsg>(body)? {
             (ClientMsg::Call(mut call), mut payloads) => {
                 call.req.restore_payload(&mut payloads)?;
+                // The ids it runs as: a local peer's own, squashed as configured.
+                identity::apply(&mut call.ctx, ids, &shared.squash);
                 if let Err(e) = call.ctx.check_ext() {
                     // Over the extension limits: refused, the connection stays.
                     if !reply_now(tx, call.id, Err(e), peer_max).await {

@@ -5,6 +5,7 @@
 
 mod auth;
 mod conn;
+mod identity;
 mod options;
 mod registry;
 mod session;
@@ -72,6 +73,8 @@ struct Shared {
     child: Subvol,
     volume_names: Vec<String>,
     policy: RwLock<Policy>,
+    /// `root-squash`, `all-squash`, `anonuid`, `anongid` (see [`identity`]).
+    squash: identity::Squash,
     max_frame: usize,
     max_inflight: usize,
     /// Held while a connection's reader runs a fop itself (see `conn::read_loop`): one at a
@@ -284,15 +287,25 @@ impl TokioListener {
     }
 }
 
-/// Binds `dir/brick-<port>.sock` (replacing a stale one), open to every local user as the
-/// loopback port is. `None` (with a warning) if it cannot.
+/// Binds `dir/brick-<port>.sock`, mode 0660 (the brick's user and group: not every local
+/// user, as the loopback port is; a peer's ids are checked anyway, see [`identity`]).
+/// `Ok(None)` (with a warning) if it cannot; an error if another process answers on that
+/// path: its socket is live (a brick on another address with this port, or in another
+/// network namespace) and is never taken over. A socket nobody answers on is stale (its
+/// brick died) and is replaced.
 fn bind_unix(
     name: &str,
     dir: &str,
     port: u16,
-) -> Option<(std::os::unix::net::UnixListener, PathBuf)> {
+) -> Result<Option<(std::os::unix::net::UnixListener, PathBuf)>, String> {
     use std::os::unix::fs::PermissionsExt;
     let path = unix_socket_path(std::path::Path::new(dir), port);
+    if let Some(pid) = live_socket(&path) {
+        return Err(format!(
+            "{name}: another process ({pid}) serves the Unix socket {}: stop that brick, or              give this one another listen-port or unix-socket-dir",
+            path.display()
+        ));
+    }
     let made = (|| {
         std::fs::create_dir_all(dir)?;
         match std::fs::remove_file(&path) {
@@ -300,20 +313,47 @@ fn bind_unix(
             _ => {}
         }
         let l = std::os::unix::net::UnixListener::bind(&path)?;
-        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o666))?;
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o660))?;
         l.set_nonblocking(true)?;
         Ok(l)
     })();
     match made {
-        Ok(l) => Some((l, path)),
+        Ok(l) => Ok(Some((l, path))),
         Err(e) => {
             tracing::warn!(
                 "{name}: no Unix socket at {} ({e}); local clients use TCP",
                 path.display()
             );
-            None
+            Ok(None)
         }
     }
+}
+
+/// Whether something answers on the Unix socket `path`: `Some("pid N")` (the peer's pid from
+/// `SO_PEERCRED`, or "pid unknown"). A refused connection, or no such file, is `None`.
+fn live_socket(path: &std::path::Path) -> Option<String> {
+    let s = std::os::unix::net::UnixStream::connect(path).ok()?;
+    let mut cred = libc::ucred {
+        pid: 0,
+        uid: 0,
+        gid: 0,
+    };
+    let mut len = std::mem::size_of::<libc::ucred>() as libc::socklen_t;
+    // SAFETY: a valid socket fd, a ucred buffer and its size.
+    let r = unsafe {
+        libc::getsockopt(
+            std::os::fd::AsRawFd::as_raw_fd(&s),
+            libc::SOL_SOCKET,
+            libc::SO_PEERCRED,
+            (&raw mut cred).cast(),
+            &mut len,
+        )
+    };
+    Some(if r == 0 && cred.pid > 0 {
+        format!("pid {}", cred.pid)
+    } else {
+        "pid unknown".into()
+    })
 }
 
 async fn accept_loop(shared: Arc<Shared>, listener: Listener) {
@@ -389,6 +429,7 @@ impl Server {
                 secret: o.secret,
                 volfile,
             }),
+            squash: identity::Squash::new(o.root_squash, o.all_squash, o.anonuid, o.anongid),
             max_frame: o.max_write as usize + HEADER_ROOM,
             max_inflight: o.max_inflight_per_connection as usize,
             inline_busy: AtomicBool::new(false),
@@ -419,9 +460,11 @@ impl Server {
                 .collect::<Vec<_>>()
                 .join(" / ")
         );
-        let unix = (!o.unix_socket_dir.is_empty())
-            .then(|| bind_unix(&shared.name, &o.unix_socket_dir, local.port()))
-            .flatten();
+        let unix = if o.unix_socket_dir.is_empty() {
+            None
+        } else {
+            bind_unix(&shared.name, &o.unix_socket_dir, local.port())?
+        };
         let spawn = |listener| {
             let task = accept_loop(shared.clone(), listener);
             match tokio::runtime::Handle::try_current() {
@@ -465,6 +508,9 @@ impl Server {
         self.shared
             .splice_read_min
             .store(o.splice_read_min, Ordering::Relaxed);
+        self.shared
+            .squash
+            .set(o.root_squash, o.all_squash, o.anonuid, o.anongid);
         let mut p = self
             .shared
             .policy
@@ -499,6 +545,7 @@ impl Server {
             "unix-socket": self.unix_path.as_ref().map(|p| p.display().to_string()),
             "volume-names": s.volume_names,
             "auth-allow": allow,
+            "squash": s.squash.dump(),
             "connections": s.connections.load(Ordering::Relaxed),
             "accepted": s.accepted.load(Ordering::Relaxed),
             "refused": s.refused.load(Ordering::Relaxed),

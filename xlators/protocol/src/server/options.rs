@@ -92,5 +92,23 @@ xlator_api::options! {
         /// The volume name `client-volfile` is served under; required with it.
         pub client_volfile_name: String =
             OptionSpec::string("client-volfile-name", "").reconfigurable(),
+        /// Run calls a client makes as uid 0 as `anonuid` instead (and gid 0, or group 0, as
+        /// `anongid`), as NFS's root_squash. Applies to TCP clients and to non-root peers of
+        /// the Unix socket; root on this machine, through the Unix socket, is never squashed
+        /// (it could read the brick directory anyway). Off by default: there is no client
+        /// authentication yet to tell trusted clients (self-heal and other cluster bookkeeping
+        /// need root on the brick) from others, so this squashes every TCP client alike.
+        pub root_squash: bool = OptionSpec::bool("root-squash", "off").reconfigurable(),
+        /// Run every call (of the same clients as `root-squash`) as `anonuid`/`anongid` with
+        /// no supplementary groups, whoever the client says it is.
+        pub all_squash: bool = OptionSpec::bool("all-squash", "off").reconfigurable(),
+        /// The uid squashed callers run as (`root-squash`, `all-squash`); 65534 is nobody.
+        pub anonuid: u32 = OptionSpec::int("anonuid", "65534")
+            .range(0, 4_294_967_294)
+            .reconfigurable(),
+        /// The gid squashed callers run as; 65534 is nogroup.
+        pub anongid: u32 = OptionSpec::int("anongid", "65534")
+            .range(0, 4_294_967_294)
+            .reconfigurable(),
     }
 }
