@@ -90,15 +90,31 @@ impl Eager {
 }
 
 /// A data write of `gfid` under the file's eager hold (taken if there is none).
-pub(crate) async fn write<R, F, Fut>(sh: &Handle, gfid: Gfid, op: F) -> Result<Replies<R>, Errno>
+///
+/// `prepare` runs first, under the hold, with the participants that are good copies; what it
+/// answers is given to every child's `op` (an O_APPEND write's offset, see
+/// [`crate::append`]). With `exclusive`, the write keeps the slot from `prepare` to the last
+/// child's answer: no other write of this client to the file starts meanwhile (appends of one
+/// client would otherwise resolve the same end of file, or reach the replicas in different
+/// orders); writes already in flight go on (positional, they land alike everywhere).
+pub(crate) async fn write<R, P, G, GFut, F, Fut>(
+    sh: &Handle,
+    gfid: Gfid,
+    exclusive: bool,
+    prepare: G,
+    op: F,
+) -> Result<Replies<R>, Errno>
 where
-    F: Fn(usize) -> Fut,
+    P: Copy,
+    G: FnOnce(Vec<bool>) -> GFut,
+    GFut: Future<Output = Result<P, Errno>>,
+    F: Fn(usize, P) -> Fut,
     Fut: Future<Output = Result<R, Errno>>,
 {
     let cfg = sh.cfg();
     let slot = sh.eager.slot(gfid);
+    let mut s = slot.lock().await;
     let pre = 'acquire: loop {
-        let mut s = slot.lock().await;
         if s.held.is_none() {
             let plan = Plan::inode(sh, gfid, Lanes::DATA);
             let t = transaction::open(sh, &plan, cfg.quorum).await?;
@@ -161,11 +177,41 @@ where
         s.inflight += 1;
         break pre;
     };
-    let replies = transaction::fan_out(&pre, &op).await;
+    let sources: Vec<bool> = s.held.as_ref().map_or_else(Vec::new, |h| {
+        (0..pre.len())
+            .map(|i| pre[i] && h.good[i] && !h.failed[i])
+            .collect()
+    });
+    let mut kept = Some(s);
+    if !exclusive {
+        kept = None;
+    }
+    let prepared = prepare(sources).await;
+    let (replies, mut s) = match prepared {
+        Ok(value) => {
+            let replies = transaction::fan_out(&pre, &|i| op(i, value)).await;
+            let s = match kept {
+                Some(s) => s,
+                None => slot.lock().await,
+            };
+            (replies, s)
+        }
+        Err(e) => {
+            // Nothing was written: the hold goes on as it was.
+            let mut s = match kept {
+                Some(s) => s,
+                None => slot.lock().await,
+            };
+            s.inflight -= 1;
+            if s.release_when_idle && s.inflight == 0 {
+                end_hold(sh, &mut s).await;
+            }
+            return Err(e);
+        }
+    };
     let ok = replies.succeeded();
     // A write every child refused (EFBIG, EINVAL...) changed nothing: nobody is stale.
     let refused = transaction::all_refused(&replies);
-    let mut s = slot.lock().await;
     s.inflight -= 1;
     let mut failed = false;
     if let Some(h) = s.held.as_mut()

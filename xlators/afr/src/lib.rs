@@ -1,5 +1,6 @@
 #![doc = include_str!("../README.md")]
 
+mod append;
 pub mod changelog;
 mod eager;
 mod fds;

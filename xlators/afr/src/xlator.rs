@@ -32,7 +32,7 @@ use crate::options::{AfrOptions, Config, pending_keys};
 use crate::reads::{self, read};
 use crate::shared::{Handle, Shared, first_error, lock};
 use crate::transaction::{self, Plan, Replies};
-use crate::{eager, heal};
+use crate::{append, eager, heal};
 
 /// How a build spells the type: `cluster/replicate`, or its alias `cluster/afr`.
 pub trait Spelling: Send + Sync + 'static {
@@ -85,11 +85,37 @@ impl<S: Spelling> ReplicateAs<S> {
         F: Fn(usize) -> Fut,
         Fut: Future<Output = Result<R, Errno>>,
     {
+        self.data_write_prepared(fd, false, |_| async { Ok(()) }, |i, ()| op(i))
+            .await
+    }
+
+    /// A data write through `fd` whose fop needs `prepare`'s answer, learnt under the lock
+    /// from the good copies (see [`transaction::run_prepared`] and [`eager::write`]).
+    async fn data_write_prepared<R, P, G, GFut, F, Fut>(
+        &self,
+        fd: Fd,
+        exclusive: bool,
+        prepare: G,
+        op: F,
+    ) -> Result<R, Errno>
+    where
+        P: Copy,
+        G: FnOnce(Vec<bool>) -> GFut,
+        GFut: Future<Output = Result<P, Errno>>,
+        F: Fn(usize, P) -> Fut,
+        Fut: Future<Output = Result<R, Errno>>,
+    {
         let cfg = self.sh.cfg();
         if cfg.eager_lock && !fd.is_anonymous() {
-            eager::write(&self.sh, fd.gfid, op).await?.reply(cfg.quorum)
+            eager::write(&self.sh, fd.gfid, exclusive, prepare, op)
+                .await?
+                .reply(cfg.quorum)
         } else {
-            self.inode_txn(fd.gfid, Lanes::DATA, op).await
+            eager::release_now(&self.sh, fd.gfid).await;
+            let plan = Plan::inode(&self.sh, fd.gfid, Lanes::DATA);
+            transaction::run_prepared(&self.sh, plan, prepare, op)
+                .await?
+                .reply(cfg.quorum)
         }
     }
 
@@ -178,7 +204,10 @@ impl<S: Spelling> ReplicateAs<S> {
     }
 
     async fn ensure(&self, i: usize, cx: &Ctx, fd: Fd) -> Result<(), Errno> {
-        self.sh.fds.ensure(i, self.child(i), cx, fd).await
+        self.sh
+            .fds
+            .ensure(i, self.child(i), cx, append::below(fd))
+            .await
     }
 }
 
@@ -404,13 +433,33 @@ impl<S: Spelling> Translator for ReplicateAs<S> {
         data: Buf,
         flags: i32,
     ) -> Result<WriteReply, Errno> {
-        self.data_write(fd, |i| {
-            let data = data.clone();
-            async move {
-                self.ensure(i, cx, fd).await?;
-                self.child(i).writev(cx, fd, offset, data, flags).await
-            }
-        })
+        let down = append::below(fd);
+        if !append::appends(fd, flags) {
+            return self
+                .data_write(fd, |i| {
+                    let data = data.clone();
+                    async move {
+                        self.ensure(i, cx, fd).await?;
+                        self.child(i).writev(cx, down, offset, data, flags).await
+                    }
+                })
+                .await;
+        }
+        // An append: its offset is resolved once, under the lock, from the good copies;
+        // every replica gets the same positional write ([`crate::append`]).
+        let flags = flags & !libc::O_APPEND;
+        self.data_write_prepared(
+            fd,
+            true,
+            |sources| async move { append::end_of_file(&self.sh, cx, fd, &sources).await },
+            |i, end| {
+                let data = data.clone();
+                async move {
+                    self.ensure(i, cx, fd).await?;
+                    self.child(i).writev(cx, down, end, data, flags).await
+                }
+            },
+        )
         .await
     }
 
@@ -549,9 +598,10 @@ impl<S: Spelling> Translator for ReplicateAs<S> {
         mode: u32,
         umask: u32,
     ) -> Result<Entry, Errno> {
+        let down = append::below(fd);
         let (ok, r) = self
             .make_all(cx, loc, |i, cx, loc| async move {
-                self.child(i).create(&cx, loc, fd, mode, umask).await
+                self.child(i).create(&cx, loc, down, mode, umask).await
             })
             .await?;
         if let Ok(e) = &r {
@@ -630,7 +680,7 @@ impl<S: Spelling> Translator for ReplicateAs<S> {
 
     async fn open(&self, cx: &Ctx, fd: Fd) -> Result<Opened, Errno> {
         let plain = Fd {
-            flags: fd.flags & !libc::O_TRUNC,
+            flags: fd.flags & !(libc::O_TRUNC | libc::O_APPEND),
             ..fd
         };
         let (ok, r) = self.all(None, |i| self.child(i).open(cx, plain)).await;
