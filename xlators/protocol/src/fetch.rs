@@ -149,6 +149,12 @@ pub enum FetchError {
         volume: String,
         reason: String,
     },
+    #[error("refused the volfile of volume {volume:?} that {addr} sent: {reason}")]
+    Forbidden {
+        addr: String,
+        volume: String,
+        reason: String,
+    },
     #[error("fetching the volfile of volume {volume:?} from {addr} failed: {what}")]
     Protocol {
         addr: String,
@@ -203,6 +209,67 @@ pub async fn watch_volfile(
             timeout: total,
         }),
     }
+}
+
+/// Translator types a fetched volfile may contain: what runs on a client. A brick (or whoever
+/// answers on its port) hands its volfile to `xlfs-mount` and `xlfs-nfsd`, which run as
+/// root: a graph with storage/posix on `/` under a protocol/server listening on 0.0.0.0 would
+/// export the client's whole disk, so anything that serves, or touches local files, is
+/// refused. A graph you trust with those runs from a local file (`--volfile FILE`).
+pub const REMOTE_TYPES: &[&str] = &[
+    "protocol/client",
+    "cluster/*",
+    "performance/*",
+    "features/*",
+    "debug/*",
+];
+
+/// `features/*` types that are refused all the same: they need a local directory (none of
+/// this build's do; the list is where a future one goes).
+const LOCAL_FEATURES: &[&str] = &[];
+
+/// Where a fetched volfile's debug/io-stats may write its dumps (`dump-path`): the mount
+/// writes `<path>.tmp` as root and renames it over `<path>`, so a path the sender chose
+/// freely would replace any file of this machine.
+pub const REMOTE_DUMP_DIR: &str = "/var/log/xlfs/";
+
+/// Checks a fetched volfile: every volume's type must match [`REMOTE_TYPES`], and a
+/// debug/io-stats `dump-path` must be under [`REMOTE_DUMP_DIR`]. The error is one line naming
+/// the volume and its type. Text that is not a volfile passes: the caller's parse refuses it
+/// with its own message.
+pub fn check_remote_volfile(text: &str) -> Result<(), String> {
+    let Ok(vf) = xlfs_core::volfile::Volfile::parse(text, "<fetched>") else {
+        return Ok(());
+    };
+    for v in &vf.volumes {
+        let t = v.type_name.as_str();
+        let allowed = REMOTE_TYPES.iter().any(|p| match p.strip_suffix('*') {
+            Some(prefix) => t.starts_with(prefix) && t.len() > prefix.len(),
+            None => t == *p,
+        }) && !LOCAL_FEATURES.contains(&t);
+        if !allowed {
+            return Err(format!(
+                "volume {:?} has type {t}, which a fetched volfile may not contain (only {}); \
+                 to run such a graph, mount a volfile you trust with --volfile FILE",
+                v.name,
+                REMOTE_TYPES.join(", ")
+            ));
+        }
+        let dump = v.option("dump-path").map(str::trim).unwrap_or("");
+        let safe = |p: &str| {
+            p.strip_prefix(REMOTE_DUMP_DIR)
+                .is_some_and(|rest| !rest.is_empty() && !rest.split('/').any(|c| c == ".."))
+        };
+        if t == "debug/io-stats" && !dump.is_empty() && !safe(dump) {
+            return Err(format!(
+                "volume {:?} (debug/io-stats) has dump-path {dump:?}, a file this machine \
+                 would replace: a fetched volfile may only dump under {REMOTE_DUMP_DIR}; use \
+                 --volfile FILE otherwise",
+                v.name
+            ));
+        }
+    }
+    Ok(())
 }
 
 fn identity() -> String {
@@ -271,7 +338,14 @@ async fn fetch_inner(
         .map_err(|e| proto(format!("bad answer: {e}")))?
         .0
     {
-        ServerMsg::Volfile(v) if v.volume == server.volume => Ok(v.text),
+        ServerMsg::Volfile(v) if v.volume == server.volume => match check_remote_volfile(&v.text) {
+            Ok(()) => Ok(v.text),
+            Err(reason) => Err(FetchError::Forbidden {
+                addr,
+                volume,
+                reason,
+            }),
+        },
         ServerMsg::Volfile(v) => Err(proto(format!(
             "the server answered with the volfile of another volume ({:?})",
             v.volume
@@ -329,5 +403,78 @@ mod tests {
             let e = p(bad).expect_err(bad);
             assert!(e.contains("HOST:/VOLUME"), "{bad}: {e}");
         }
+    }
+}
+
+#[cfg(test)]
+mod remote_tests {
+    use super::check_remote_volfile;
+
+    fn graph(types: &[(&str, &str)]) -> String {
+        let mut s = String::from("(volumes: [\n");
+        let mut below: Option<String> = None;
+        for (i, (t, opts)) in types.iter().enumerate() {
+            let name = format!("v{i}");
+            let subs = below
+                .as_ref()
+                .map(|b| format!(", subvolumes: [{b:?}]"))
+                .unwrap_or_default();
+            s.push_str(&format!(
+                "    (name: {name:?}, type: {t:?}, options: {{ {opts} }}{subs}),\n"
+            ));
+            below = Some(name);
+        }
+        s.push_str("])");
+        // The check passes what does not parse: these must parse to test anything.
+        xlfs_core::volfile::Volfile::parse(&s, "<test>").expect("a volfile");
+        s
+    }
+
+    #[test]
+    fn a_fetched_volfile_holds_only_client_side_types() {
+        let ok = graph(&[
+            ("protocol/client", r#""remote-host": "h""#),
+            ("cluster/replicate", ""),
+            ("performance/write-behind", ""),
+            ("features/locks", ""),
+            ("debug/io-stats", r#""dump-path": """#),
+        ]);
+        assert_eq!(check_remote_volfile(&ok), Ok(()), "{ok}");
+        for (t, opts) in [
+            ("storage/posix", r#""directory": "/""#),
+            ("protocol/server", r#""listen-host": "0.0.0.0""#),
+            ("storage/memory", ""),
+            ("test/recorder", ""),
+            ("cluster", ""),
+        ] {
+            let vf = graph(&[(t, opts), ("performance/io-cache", "")]);
+            let e = check_remote_volfile(&vf).expect_err(t);
+            assert!(e.contains(&format!("type {t},")), "{e}");
+            assert!(!e.contains('\n'), "one line: {e}");
+        }
+        let vf = graph(&[
+            ("protocol/client", ""),
+            ("debug/io-stats", r#""dump-path": "/etc/cron.d/x""#),
+        ]);
+        let e = check_remote_volfile(&vf).expect_err("dump-path");
+        assert!(e.contains("dump-path"), "{e}");
+        let vf = graph(&[
+            ("protocol/client", ""),
+            (
+                "debug/io-stats",
+                r#""dump-path": "/var/log/xlfs/../../etc/x""#,
+            ),
+        ]);
+        check_remote_volfile(&vf).expect_err("dump-path with ..");
+        let vf = graph(&[
+            ("protocol/client", ""),
+            (
+                "debug/io-stats",
+                r#""dump-path": "/var/log/xlfs/stats.json""#,
+            ),
+        ]);
+        assert_eq!(check_remote_volfile(&vf), Ok(()));
+        // Not a volfile: left to the caller's parse.
+        assert_eq!(check_remote_volfile("nonsense ("), Ok(()));
     }
 }

@@ -348,3 +348,60 @@ async fn a_live_unix_socket_is_never_taken_over() {
         stale.to_str()
     );
 }
+
+/// A volfile fetched from a brick (what `xlfs-mount HOST:/VOL` and `xlfs-nfsd HOST:/VOL`
+/// run, as root) with storage/posix or protocol/server in it is refused with one line naming
+/// the type; a client-side graph is served as before (the same path `watch_volfile` takes).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fetched_volfile_with_a_server_side_type_is_refused() {
+    use xlfs_protocol::fetch::{FetchError, VolfileServer, fetch_volfile, watch_volfile};
+    let files = tempfile::tempdir().expect("tempdir");
+    let path = files.path().join("client.vol");
+    let p = dir_str(&path).to_owned();
+    let (leaf, _d) = common::posix();
+    let (_srv, addr) = server(
+        &leaf,
+        &[("client-volfile", &p), ("client-volfile-name", "gv0")],
+    );
+    let at = VolfileServer {
+        host: addr.ip().to_string(),
+        port: addr.port(),
+        volume: "gv0".into(),
+    };
+    let t = std::time::Duration::from_secs(5);
+    let good = r#"(volumes: [
+        (name: "c", type: "protocol/client", options: { "remote-host": "127.0.0.1" }),
+        (name: "wb", type: "performance/write-behind", subvolumes: ["c"]),
+    ])"#;
+    std::fs::write(&path, good).expect("write");
+    assert_eq!(fetch_volfile(&at, None, t).await.expect("fetch"), good);
+    for (t_name, bad) in [
+        (
+            "storage/posix",
+            r#"(volumes: [
+            (name: "root", type: "storage/posix", options: { "directory": "/" }),
+            (name: "srv", type: "protocol/server", options: { "listen-host": "0.0.0.0" },
+             subvolumes: ["root"]),
+        ])"#,
+        ),
+        (
+            "protocol/server",
+            r#"(volumes: [
+            (name: "c", type: "protocol/client", options: { "remote-host": "127.0.0.1" }),
+            (name: "srv", type: "protocol/server", subvolumes: ["c"]),
+        ])"#,
+        ),
+    ] {
+        std::fs::write(&path, bad).expect("write");
+        let e = fetch_volfile(&at, None, t).await.expect_err(t_name);
+        assert!(matches!(e, FetchError::Forbidden { .. }), "{e}");
+        let msg = e.to_string();
+        assert!(msg.contains(&format!("type {t_name},")), "{msg}");
+        assert!(!msg.contains('\n'), "one line: {msg}");
+        // A reload (watch) takes the same check.
+        let e = watch_volfile(&at, None, 0, std::time::Duration::from_millis(100), t)
+            .await
+            .expect_err(t_name);
+        assert!(matches!(e, FetchError::Forbidden { .. }), "{e}");
+    }
+}

@@ -61,7 +61,8 @@ pub async fn serve(shared: Arc<Shared>, sock: Stream, peer: SocketAddr) {
             Err(e) => {
                 shared.dropped.fetch_add(1, Ordering::Relaxed);
                 tracing::warn!(
-                    "{}: dropping a connection on the Unix socket: the kernel does not say                      who its peer is ({e})",
+                    "{}: dropping a connection on the Unix socket: the kernel does not say \
+                     who its peer is ({e})",
                     shared.name
                 );
                 return;

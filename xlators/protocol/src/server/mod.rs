@@ -302,7 +302,8 @@ fn bind_unix(
     let path = unix_socket_path(std::path::Path::new(dir), port);
     if let Some(pid) = live_socket(&path) {
         return Err(format!(
-            "{name}: another process ({pid}) serves the Unix socket {}: stop that brick, or              give this one another listen-port or unix-socket-dir",
+            "{name}: another process ({pid}) serves the Unix socket {}: stop that brick, or \
+             give this one another listen-port or unix-socket-dir",
             path.display()
         ));
     }
