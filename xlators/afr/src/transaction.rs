@@ -7,17 +7,18 @@
 //!    any child reports contention, everything taken is given back and the locks are taken
 //!    blocking, one child after the other in index order (two clients never wait on each
 //!    other crosswise); a child whose lock fails for another reason stays out;
-//! 3. quorum of the locked children, else unlock and EROFS;
+//! 3. quorum of the locked children, else unlock and EROFS (or, when no child could be
+//!    locked, the children's own error: ENOTDIR for a parent that is a file, ESTALE...);
 //! 4. pre-op: `xattrop AddArray32` in the transaction's lanes on every locked child: +1 under
 //!    its own key (it is "dirty": a transaction is open there) and +1 under the key of every
 //!    child that takes no part (down, or its lock failed: accused by the others from now on);
 //!    children whose pre-op fails stay out; without quorum now, the pre-op is undone and the
-//!    answer is EROFS;
+//!    answer is EROFS (the children's error when it failed on all);
 //! 5. the fop on every pre-op'ed child, in parallel;
 //! 6. post-op, on every pre-op'ed child: -1 under its own key, +1 under the key of each
 //!    participant where the fop failed (accused by the others); when every child refused the
 //!    fop, nothing changed: the pre-op is undone entirely, absent children's accusations
-//!    included. Participants never accuse each other for an open transaction, so a reader
+//!    included, and no child stops being readable. Participants never accuse each other for an open transaction, so a reader
 //!    of the counters during one (another client, an eager hold) sees dirty children and
 //!    accusations of absent ones only, never a stale child passed off as good;
 //! 7. unlock. The answer: the first success in child order if the successes make a quorum;

@@ -2,14 +2,14 @@
 //!
 //! | fops | handling |
 //! |---|---|
-//! | writev, fallocate, discard, zerofill | data transaction, under the eager hold when on ([`crate::eager`]) |
+//! | writev, fallocate, discard, zerofill | data transaction, under the eager hold when on ([`crate::eager`]); an O_APPEND write gets its offset there, once for all ([`crate::append`]) |
 //! | setattr, fsetattr | metadata transaction (data + metadata with a size) |
 //! | setxattr, fsetxattr, removexattr, fremovexattr, setxattrs, xattrop, fxattrop | metadata transaction |
 //! | create, mkdir, mknod, symlink, link, unlink, rmdir, rename | entry transaction on the parent(s), one GFID on every child |
 //! | lookup | every up child, learns the counters, heals ([`crate::reads::lookup`]) |
 //! | stat, fstat, access, readlink, getxattr, fgetxattr, listxattr, getxattrs, statfs, readv, seek, rchecksum | one readable child, fail over |
 //! | readdirp | one readable child per directory fd |
-//! | open, opendir | every up child (O_TRUNC: then a truncate transaction) |
+//! | open, opendir | every up child, without O_APPEND (O_TRUNC: then a truncate transaction, by GFID with the caller's rights for a read-only fd) |
 //! | flush, fsync, fsyncdir, release, releasedir, lk | every child holding the fd (flush, fsync, release end the eager hold first) |
 //! | inodelk, entrylk, forget_client | every up child |
 //!
