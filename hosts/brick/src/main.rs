@@ -7,6 +7,7 @@
 //! xlfsd --volfile brick-0.vol --client-volfile client.vol   # mountable as HOST:PORT:/<top>
 //! ```
 
+mod lock;
 mod volfile;
 
 use std::io::Write as _;
@@ -99,6 +100,8 @@ enum Error {
     ClientVolfile { path: String, why: String },
     #[error("cannot start: {0}")]
     Runtime(std::io::Error),
+    #[error(transparent)]
+    Lock(#[from] lock::LockError),
 }
 
 impl From<VolfileError> for Error {
@@ -227,6 +230,8 @@ async fn serve(args: Args) -> Result<(), Error> {
     let (text, origin) = load(&args)?;
     let mut volfile = Volfile::parse(&text, &origin)?;
     let served = attach_client_volfile(&mut volfile, &args)?;
+    // Before anything touches the brick or its sockets: one xlfsd per brick directory.
+    let _locks = lock::lock_bricks(&volfile)?;
     let volume = Volume::new(volfile, Arc::new(Registry::new()))?;
     // Before the listening lines: whoever reads them may ask the control socket at once.
     let volume = Arc::new(volume);
