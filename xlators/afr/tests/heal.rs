@@ -121,7 +121,7 @@ impl Rng {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn random_writes_creates_truncates_with_children_failing_match_a_model() {
+async fn random_writes_appends_creates_truncates_with_children_failing_match_a_model() {
     // Fixed seeds (reproducible), plus more when XLFS_AFR_SEEDS asks for a longer run.
     let extra: u64 = std::env::var("XLFS_AFR_SEEDS")
         .ok()
@@ -185,6 +185,30 @@ async fn model_run(seed: u64) {
                     model[k].as_mut().expect("file").resize(size as usize, 0);
                 } else {
                     assert_eq!(r.map(drop), Err(Errno::EROFS));
+                }
+            }
+            9 if model[k].is_some() => {
+                // An O_APPEND write: at the end of file as the good copies have it.
+                let f = fds[k].expect("open");
+                let len = 1 + rng.below(700) as usize;
+                let byte = rng.below(256) as u8;
+                let r = top
+                    .writev(
+                        &root(),
+                        f,
+                        0,
+                        Buf::from_vec(vec![byte; len]),
+                        libc::O_APPEND,
+                    )
+                    .await
+                    .map(|w| w.written);
+                if up < 3 && matches!(r, Err(Errno::ENOTCONN | Errno::EIO)) {
+                } else if quorum && r != Err(Errno::EROFS) {
+                    assert_eq!(r, Ok(len as u64), "seed {seed} step {step}: append");
+                    let m = model[k].as_mut().expect("file");
+                    m.resize(m.len() + len, byte);
+                } else {
+                    assert_eq!(r, Err(Errno::EROFS), "seed {seed} step {step}: append");
                 }
             }
             _ if model[k].is_some() => {
