@@ -216,12 +216,15 @@ pub async fn watch_volfile(
 /// root: a graph with storage/posix on `/` under a protocol/server listening on 0.0.0.0 would
 /// export the client's whole disk, so anything that serves, or touches local files, is
 /// refused. A graph you trust with those runs from a local file (`--volfile FILE`).
+/// `user/*` is the category of translators made with `xlfs translator new` and placed with
+/// `xlfs volume set VOL user.NAME`: they load from this machine's own plugin path.
 pub const REMOTE_TYPES: &[&str] = &[
     "protocol/client",
     "cluster/*",
     "performance/*",
     "features/*",
     "debug/*",
+    "user/*",
 ];
 
 /// `features/*` types that are refused all the same: they need a local directory (none of
@@ -438,6 +441,7 @@ mod remote_tests {
             ("performance/write-behind", ""),
             ("features/locks", ""),
             ("debug/io-stats", r#""dump-path": """#),
+            ("user/counter", ""),
         ]);
         assert_eq!(check_remote_volfile(&ok), Ok(()), "{ok}");
         for (t, opts) in [
@@ -445,6 +449,7 @@ mod remote_tests {
             ("protocol/server", r#""listen-host": "0.0.0.0""#),
             ("storage/memory", ""),
             ("test/recorder", ""),
+            ("mine/counter", ""),
             ("cluster", ""),
         ] {
             let vf = graph(&[(t, opts), ("performance/io-cache", "")]);
