@@ -322,7 +322,10 @@ fn stream(
 
 /// What one brick holds at `rel` (its private `.xlfs` area left out): kind and mode, owner,
 /// size, contents, and xattrs; `trusted.afr.*` counters are listed only when not zero.
-type Tree = BTreeMap<String, (u32, u32, u32, Vec<u8>, Vec<(String, Vec<u8>)>)>;
+type Tree = BTreeMap<String, Node>;
+
+/// One name on a brick: mode, uid, gid, contents, xattrs.
+type Node = (u32, u32, u32, Vec<u8>, Vec<(String, Vec<u8>)>);
 
 fn tree(brick: &Path) -> Tree {
     let mut out = Tree::new();
@@ -384,11 +387,11 @@ fn differences(a: &Tree, b: &Tree) -> Vec<String> {
     let mut out = Vec::new();
     for k in a.keys().chain(b.keys().filter(|k| !a.contains_key(*k))) {
         let (x, y) = (a.get(k), b.get(k));
-        let pending = |v: Option<&(u32, u32, u32, Vec<u8>, Vec<(String, Vec<u8>)>)>| {
+        let pending = |v: Option<&Node>| {
             v.is_some_and(|v| v.4.iter().any(|(n, _)| n.starts_with("trusted.afr.")))
         };
         if x != y || pending(x) || pending(y) {
-            let show = |v: Option<&(u32, u32, u32, Vec<u8>, Vec<(String, Vec<u8>)>)>| {
+            let show = |v: Option<&Node>| {
                 v.map(|v| format!("mode {:o} size {} xattrs {:?}", v.0, v.3.len(), v.4))
             };
             out.push(format!("{k}: {:?} vs {:?}", show(x), show(y)));
