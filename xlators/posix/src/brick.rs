@@ -43,6 +43,8 @@ pub struct Brick {
     /// `.xlfs/tmp` (`O_PATH`; mode 01777, reachable only through this fd since `.xlfs` is
     /// 0700): where staged creates make their objects as the caller (see staged.rs).
     pub staging: std::os::fd::OwnedFd,
+    /// The heal index of objects with pending replicate counters (index.rs).
+    pub index: crate::index::Index,
     /// Counters for the statedump.
     pub stats: crate::stats::Stats,
     /// Removes the handles of unlinked files after the reply.
@@ -93,6 +95,7 @@ impl Brick {
         let gx = choose_xattr(&dirp, mode, root_mode)?;
         let h = Handles::open(dir, gx)?;
         let staging = crate::staged::open_staging(&h)?;
+        let index = crate::index::Index::open(dir)?;
         Ok(Brick {
             h,
             fds: FdTable::default(),
@@ -101,6 +104,7 @@ impl Brick {
             stripes: (0..STRIPES).map(|_| Mutex::new(())).collect(),
             names: (0..NAME_STRIPES).map(|_| Mutex::new(())).collect(),
             staging,
+            index,
             stats: Default::default(),
             reaper: Reaper::default(),
             background_unlink: true,
@@ -126,7 +130,12 @@ impl Brick {
         let r = self.h.drop_if_last(g, ino);
         self.h.clear_pending(g);
         match r {
-            Ok(removed) => removed,
+            Ok(removed) => {
+                if removed {
+                    self.index.drop_entry(g);
+                }
+                removed
+            }
             Err(e) => {
                 tracing::warn!(target: "xlfs::posix", "cannot remove the handle of {g}: {e:?}");
                 false

@@ -20,6 +20,7 @@ mod fdtable;
 mod gfid;
 mod handle;
 mod iatt;
+mod index;
 mod inode;
 mod options;
 mod reaper;
@@ -32,6 +33,7 @@ mod xlator;
 
 pub use gfid::{GfidReq, ino_of};
 pub use handle::{Layout, META_DIR};
+pub use index::{INDEX_DIR, PENDING_PREFIX, entries as index_entries, index_path};
 pub use options::{GfidXattrMode, PosixOptions};
 pub use xlator::Posix;
 

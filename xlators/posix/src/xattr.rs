@@ -181,21 +181,31 @@ impl Brick {
                 let write = x.value.as_slice().iter().any(|b| *b != 0);
                 plan.push((name, cur, new, write));
             }
+            // The heal index entry exists before any pending counter becomes non-zero
+            // (index.rs).
+            let writes: Vec<(&str, &[u8])> = plan
+                .iter()
+                .zip(xs.iter())
+                .filter(|((_, _, _, write), _)| *write)
+                .map(|((_, _, new, _), x)| (x.name.as_str(), new.as_slice()))
+                .collect();
+            self.index_before(g, &writes)?;
             let mut undo = Restore::new(t, &self.stats);
             let mut out = RVec::new();
-            for ((name, cur, new, write), x) in plan.into_iter().zip(xs.iter()) {
-                if write {
-                    sys::setxattr(t, name, &new, 0)?;
-                    undo.written(name, cur);
+            for ((name, cur, new, write), x) in plan.iter().zip(xs.iter()) {
+                if *write {
+                    sys::setxattr(t, name, new, 0)?;
+                    undo.written(name, cur.clone());
                 } else {
                     Stats::bump(&self.stats.xattrop_reads);
                 }
                 out.push(Xattr {
                     name: x.name.clone(),
-                    value: Buf::from_vec(new),
+                    value: Buf::copy_from_slice(new),
                 });
             }
             undo.keep();
+            self.index_after(g, t, &writes);
             Ok(out)
         })
     }

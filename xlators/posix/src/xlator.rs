@@ -109,6 +109,7 @@ impl Translator for Posix {
         );
         let brick = Arc::new(brick);
         crate::reaper::Reaper::start(&brick, brick.clean_marker());
+        crate::index::start_scans(&brick);
         Ok(Posix {
             brick,
             services: init.services,

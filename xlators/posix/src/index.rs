@@ -1,0 +1,267 @@
+//! The brick-side heal index (GlusterFS's `.glusterfs/indices/xattrop`): one empty file
+//! `.xlfs/indices/xattrop/<gfid>` for every object that may hold a non-zero replicate
+//! pending counter (an xattr under [`PENDING_PREFIX`]). The heal daemon and `xlfs volume heal`
+//! read this directory instead of crawling the whole brick.
+//!
+//! Guarantee: **an object with a non-zero pending counter always has an entry** (a missing
+//! entry loses a heal; an extra one only costs a check). So, under the object's stripe lock
+//! (the one xattrop holds for its read-modify-write):
+//! - an xattrop that writes a non-zero value under a pending key creates the entry *before*
+//!   the xattr is written; if the entry cannot be made the xattrop fails and writes nothing;
+//! - an xattrop that writes a pending key and leaves every pending key of the object all-zero
+//!   (the ones it touched and, by `listxattr`, the others) removes the entry *after* the
+//!   writes. A crash in between leaves an entry with zero counters: harmless, dropped by the
+//!   next such xattrop or by the scan.
+//!
+//! The scan ([`Brick::index_scan`]) runs at start and every [`SCAN_EVERY`]: it removes
+//! entries whose GFID no longer resolves (the object's last name went, its handle was reaped)
+//! and entries whose counters are all zero. The reaper also drops the entry of a file whose
+//! handle it removes. Entries are empty regular files (not links to the handle): they keep no
+//! inode alive and removing one never touches the object.
+//!
+//! Without an fsync the entry and the xattr reach the disk in the brick file system's order;
+//! ext4 and xfs journal both as metadata in order of the calls, which is what the guarantee
+//! needs after a power cut.
+
+use std::collections::BTreeMap;
+use std::ffi::CString;
+use std::os::fd::{AsFd, OwnedFd};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Weak};
+use std::time::{Duration, Instant};
+
+use xlator_api::{Errno, Gfid};
+
+use crate::brick::Brick;
+use crate::handle::META_DIR;
+use crate::sys::{self, XTarget};
+
+/// The xattrs whose non-zero values put an object in the index (replicate's changelog).
+pub const PENDING_PREFIX: &str = "trusted.afr.";
+/// The index directory, relative to the brick.
+pub const INDEX_DIR: &str = "indices/xattrop";
+/// How often the brick drops stale entries (besides once at start).
+pub const SCAN_EVERY: Duration = Duration::from_secs(600);
+
+/// Whether `name` is a pending-counter xattr.
+pub fn is_pending_key(name: &str) -> bool {
+    name.starts_with(PENDING_PREFIX)
+}
+
+/// The open index directory of one brick.
+pub struct Index {
+    dir: OwnedFd,
+}
+
+impl Index {
+    /// Opens `<brick>/.xlfs/indices/xattrop`, creating it (mode 0700) if needed (after the
+    /// handle directory made `.xlfs`).
+    pub fn open(brick: &Path) -> Result<Index, String> {
+        let mut path = brick.join(META_DIR);
+        for part in INDEX_DIR.split('/') {
+            path.push(part);
+            match std::fs::create_dir(&path) {
+                Ok(()) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+                Err(e) => return Err(format!("cannot create the heal index {path:?}: {e}")),
+            }
+            let _ = std::fs::set_permissions(
+                &path,
+                std::os::unix::fs::PermissionsExt::from_mode(0o700),
+            );
+        }
+        let p = path
+            .to_str()
+            .ok_or_else(|| format!("heal index path {path:?} is not UTF-8"))?;
+        let dir = sys::openat(
+            None,
+            &sys::cstr(p).map_err(|e| e.to_string())?,
+            libc::O_PATH | libc::O_DIRECTORY,
+            0,
+        )
+        .map_err(|e| format!("cannot open the heal index {path:?}: {e}"))?;
+        Ok(Index { dir })
+    }
+
+    fn name(g: Gfid) -> Result<CString, Errno> {
+        sys::cstr(&g.to_string())
+    }
+
+    /// Makes `g`'s entry (present already is fine). Runs as root.
+    pub fn add(&self, g: Gfid) -> Result<(), Errno> {
+        let n = Self::name(g)?;
+        crate::creds::as_root(|| {
+            match sys::openat(
+                Some(self.dir.as_fd()),
+                &n,
+                libc::O_CREAT | libc::O_EXCL | libc::O_WRONLY | libc::O_NOFOLLOW,
+                0o600,
+            ) {
+                Ok(_) | Err(Errno::EEXIST) => Ok(()),
+                Err(e) => Err(e),
+            }
+        })
+    }
+
+    /// Removes `g`'s entry (absent is fine). Runs as root.
+    pub fn remove(&self, g: Gfid) -> Result<(), Errno> {
+        let n = Self::name(g)?;
+        crate::creds::as_root(|| match sys::unlinkat(self.dir.as_fd(), &n, 0) {
+            Ok(()) | Err(Errno::ENOENT) => Ok(()),
+            Err(e) => Err(e),
+        })
+    }
+
+    /// Removes `g`'s entry, logging (not failing) when that is impossible: an extra entry is
+    /// harmless.
+    pub fn drop_entry(&self, g: Gfid) {
+        if let Err(e) = self.remove(g) {
+            tracing::warn!(target: "xlfs::posix", "cannot remove heal index entry {g}: {e:?}");
+        }
+    }
+}
+
+/// The GFIDs listed in the heal index of the brick at `brick` (read from disk: for tools
+/// running beside a brick, such as `xlfs volume heal`). A brick without an index has none.
+pub fn entries(brick: &Path) -> std::io::Result<Vec<Gfid>> {
+    let dir = brick.join(META_DIR).join(INDEX_DIR);
+    let rd = match std::fs::read_dir(&dir) {
+        Ok(rd) => rd,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(e),
+    };
+    let mut out = Vec::new();
+    for e in rd {
+        let e = e?;
+        if let Some(g) = e.file_name().to_str().and_then(Gfid::parse) {
+            out.push(g);
+        }
+    }
+    out.sort_unstable_by_key(|g| g.0);
+    Ok(out)
+}
+
+/// Every pending counter stored on `t` (name → value).
+pub fn pending_counters(t: XTarget<'_>) -> Result<BTreeMap<String, Vec<u8>>, Errno> {
+    let mut out = BTreeMap::new();
+    for name in sys::listxattr(t)? {
+        if !is_pending_key(&name) {
+            continue;
+        }
+        match sys::getxattr(t, &sys::cstr(&name)?) {
+            Ok(v) => {
+                out.insert(name, v);
+            }
+            Err(Errno::ENODATA) => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(out)
+}
+
+fn all_zero(v: &[u8]) -> bool {
+    v.iter().all(|b| *b == 0)
+}
+
+impl Brick {
+    /// Called by xattrop under `g`'s stripe lock before it writes: `writes` are the
+    /// (name, new value) pairs it is about to store. Makes the entry when one of them is a
+    /// non-zero pending counter.
+    pub(crate) fn index_before(&self, g: Gfid, writes: &[(&str, &[u8])]) -> Result<(), Errno> {
+        if writes
+            .iter()
+            .any(|(n, v)| is_pending_key(n) && !all_zero(v))
+        {
+            self.index.add(g).inspect_err(|e| {
+                tracing::warn!(target: "xlfs::posix", "cannot add {g} to the heal index ({e:?}): its xattrop is refused so no pending counter goes unindexed");
+            })?;
+        }
+        Ok(())
+    }
+
+    /// Called by xattrop under `g`'s stripe lock after its writes succeeded: when it wrote a
+    /// pending counter and every pending counter of the object is now all-zero, the entry goes.
+    pub(crate) fn index_after(&self, g: Gfid, t: XTarget<'_>, writes: &[(&str, &[u8])]) {
+        if !writes.iter().any(|(n, _)| is_pending_key(n))
+            || writes
+                .iter()
+                .any(|(n, v)| is_pending_key(n) && !all_zero(v))
+        {
+            return;
+        }
+        match crate::creds::as_root(|| pending_counters(t)) {
+            Ok(all) if all.values().all(|v| all_zero(v)) => self.index.drop_entry(g),
+            Ok(_) => {}
+            Err(e) => {
+                tracing::debug!(target: "xlfs::posix", "heal index: cannot list the counters of {g}: {e:?}")
+            }
+        }
+    }
+
+    /// Drops the index entries of objects that no longer resolve by GFID and of objects whose
+    /// pending counters are all zero (a crash between the last xattrop's write and its removal
+    /// of the entry). Returns how many entries it removed.
+    pub fn index_scan(&self) -> usize {
+        let list = match entries(self.h.brick()) {
+            Ok(l) => l,
+            Err(e) => {
+                tracing::warn!(target: "xlfs::posix", "cannot read the heal index of {:?}: {e}", self.h.brick());
+                return 0;
+            }
+        };
+        let mut removed = 0;
+        for g in list {
+            let _lock = self.stripe(g);
+            let stale = match self.h.resolve(g) {
+                Err(Errno::ESTALE | Errno::ENOENT) => true,
+                Err(e) => {
+                    tracing::debug!(target: "xlfs::posix", "heal index scan: cannot resolve {g}: {e:?}");
+                    false
+                }
+                Ok(fd) => {
+                    // As xattrop reaches it (see xattr.rs `with_target`).
+                    let p = sys::proc_path(fd.as_fd());
+                    crate::creds::as_root(|| pending_counters(XTarget::Follow(&p)))
+                        .is_ok_and(|all| all.values().all(|v| all_zero(v)))
+                }
+            };
+            if stale && self.index.remove(g).is_ok() {
+                removed += 1;
+            }
+        }
+        removed
+    }
+}
+
+/// Starts the background thread that scans the index now and every [`SCAN_EVERY`]; it ends
+/// when the brick goes.
+pub fn start_scans(brick: &Arc<Brick>) {
+    let weak: Weak<Brick> = Arc::downgrade(brick);
+    let spawned = std::thread::Builder::new()
+        .name("xlfs-posix-index".into())
+        .spawn(move || {
+            let mut next = Instant::now();
+            loop {
+                if Instant::now() >= next {
+                    let Some(b) = weak.upgrade() else { return };
+                    let n = b.index_scan();
+                    if n > 0 {
+                        tracing::info!(target: "xlfs::posix", "heal index: dropped {n} entries with no pending counters or no object");
+                    }
+                    next = Instant::now() + SCAN_EVERY;
+                }
+                std::thread::sleep(Duration::from_millis(500));
+                if weak.strong_count() == 0 {
+                    return;
+                }
+            }
+        });
+    if let Err(e) = spawned {
+        tracing::warn!(target: "xlfs::posix", "cannot start the heal index scan thread: {e}");
+    }
+}
+
+/// Where the index of the brick at `brick` lives.
+pub fn index_path(brick: &Path) -> PathBuf {
+    brick.join(META_DIR).join(INDEX_DIR)
+}

@@ -1,0 +1,223 @@
+//! The heal index (`.xlfs/indices/xattrop/<gfid>`): an object gets an entry before one of its
+//! `trusted.afr.*` counters becomes non-zero and loses it once all are zero again; entries a
+//! crash left behind (counters zero, or the object gone) are dropped by the next xattrop or
+//! by the scan at start.
+
+mod common;
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use common::*;
+use xlator_api::{Buf, Errno, Gfid, Subvol, Xattr, XattropOp, Xattrs};
+
+const C0: &str = "trusted.afr.vol-client-0";
+const C1: &str = "trusted.afr.vol-client-1";
+
+fn ops(list: &[(&str, [i32; 3])]) -> Xattrs {
+    list.iter()
+        .map(|(n, lanes)| {
+            let mut v = Vec::with_capacity(12);
+            for l in lanes {
+                v.extend_from_slice(&l.to_be_bytes());
+            }
+            Xattr {
+                name: (*n).into(),
+                value: Buf::from_vec(v),
+            }
+        })
+        .collect()
+}
+
+async fn add(top: &Subvol, g: Gfid, list: &[(&str, [i32; 3])]) -> Result<Xattrs, Errno> {
+    top.xattrop(&root(), g, XattropOp::AddArray32, ops(list))
+        .await
+}
+
+fn indexed(dir: &Path) -> Vec<Gfid> {
+    xlfs_posix::index_entries(dir).expect("read the index")
+}
+
+fn entry_file(dir: &Path, g: Gfid) -> std::path::PathBuf {
+    xlfs_posix::index_path(dir).join(g.to_string())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nonzero_counter_adds_the_entry_and_all_zero_removes_it() {
+    let (d, top) = new_brick();
+    let g = mkfile(&top, &root(), Gfid::ROOT, "f", b"x").await.attr.gfid;
+    assert!(indexed(d.path()).is_empty(), "a new file is not indexed");
+
+    // Pre-op: dirty +1 under the own key, the other key read only.
+    add(&top, g, &[(C0, [1, 0, 0]), (C1, [0, 0, 0])])
+        .await
+        .expect("pre-op");
+    assert_eq!(indexed(d.path()), [g]);
+    assert!(
+        std::fs::metadata(entry_file(d.path(), g))
+            .expect("entry")
+            .is_file()
+    );
+
+    // Post-op where child 1 failed: own key back to zero, child 1 blamed: stays indexed.
+    add(&top, g, &[(C0, [-1, 0, 0]), (C1, [1, 0, 0])])
+        .await
+        .expect("post-op");
+    assert_eq!(indexed(d.path()), [g], "child 1 is still blamed");
+
+    // A heal clears the blame on child 1 alone: every pending key is zero, the entry goes.
+    add(&top, g, &[(C1, [-1, 0, 0])]).await.expect("heal");
+    assert!(indexed(d.path()).is_empty());
+
+    // A key outside the op (C0 left non-zero) keeps the entry when the op's keys are zero.
+    add(&top, g, &[(C0, [0, 1, 0])]).await.expect("meta +1");
+    add(&top, g, &[(C1, [0, 0, 1])]).await.expect("entry +1");
+    add(&top, g, &[(C1, [0, 0, -1])]).await.expect("entry -1");
+    assert_eq!(
+        indexed(d.path()),
+        [g],
+        "C0's metadata lane is still non-zero"
+    );
+    add(&top, g, &[(C0, [0, -1, 0])]).await.expect("meta -1");
+    assert!(indexed(d.path()).is_empty());
+
+    // Other xattrs and read-only ops never index.
+    add(&top, g, &[(C0, [0, 0, 0])]).await.expect("read");
+    top.xattrop(
+        &root(),
+        g,
+        XattropOp::AddArray32,
+        ops(&[("trusted.other", [5, 0, 0])]),
+    )
+    .await
+    .expect("other counter");
+    assert!(indexed(d.path()).is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn directories_and_fxattrop_are_indexed_too() {
+    let (d, top) = new_brick();
+    let dir = mkdir(&top, &root(), Gfid::ROOT, "d").await.attr.gfid;
+    add(&top, dir, &[(C1, [0, 0, 1])])
+        .await
+        .expect("entry lane");
+    let f = mkfile(&top, &root(), dir, "f", b"").await.attr.gfid;
+    let o = fd(f, libc::O_RDWR);
+    top.open(&root(), o).await.expect("open");
+    top.fxattrop(&root(), o, XattropOp::AddArray32, ops(&[(C0, [1, 0, 0])]))
+        .await
+        .expect("fxattrop");
+    let mut want = vec![dir, f];
+    want.sort_unstable_by_key(|g| g.0);
+    assert_eq!(indexed(d.path()), want);
+    top.fxattrop(&root(), o, XattropOp::AddArray32, ops(&[(C0, [-1, 0, 0])]))
+        .await
+        .expect("fxattrop back");
+    assert_eq!(indexed(d.path()), [dir]);
+    top.release(&root(), o).await.expect("release");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_counter_is_not_made_non_zero_without_its_entry() {
+    let (d, top) = new_brick();
+    let g = mkfile(&top, &root(), Gfid::ROOT, "f", b"").await.attr.gfid;
+    // The index directory vanished (removed by hand): the entry cannot be made, so the
+    // xattrop is refused and the counter stays unwritten.
+    std::fs::remove_dir(xlfs_posix::index_path(d.path())).expect("rmdir index");
+    let e = add(&top, g, &[(C0, [1, 0, 0])]).await.expect_err("refused");
+    assert_eq!(e, Errno::ENOENT);
+    let v = add(&top, g, &[(C0, [0, 0, 0])]).await.expect("read");
+    assert_eq!(v[0].value.as_slice(), [0u8; 12], "nothing was written");
+    // Zero deltas (reads) still work without an index.
+    drop(top);
+    // A restart makes the directory again and the counters work.
+    let top = brick_at(d.path());
+    add(&top, g, &[(C0, [1, 0, 0])]).await.expect("pre-op");
+    assert_eq!(indexed(d.path()), [g]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_crash_left_entry_with_zero_counters_goes_at_the_next_xattrop() {
+    let (d, top) = new_brick();
+    let g = mkfile(&top, &root(), Gfid::ROOT, "f", b"").await.attr.gfid;
+    // As after a crash between the xattr back at zero and the entry's removal.
+    add(&top, g, &[(C0, [1, 0, 0])]).await.expect("+1");
+    let kept = std::fs::read_dir(xlfs_posix::index_path(d.path()))
+        .expect("index")
+        .count();
+    assert_eq!(kept, 1);
+    // Put the counter back to zero behind the brick's back, keeping the entry.
+    let p = d.path().join("f");
+    set_raw(&p, C0, &[0u8; 12]);
+    assert_eq!(indexed(d.path()), [g]);
+    // The next transaction on the object (pre-op, post-op) leaves no entry.
+    add(&top, g, &[(C0, [1, 0, 0])]).await.expect("pre-op");
+    add(&top, g, &[(C0, [-1, 0, 0])]).await.expect("post-op");
+    assert!(indexed(d.path()).is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_scan_at_start_drops_zero_and_vanished_entries_and_keeps_pending_ones() {
+    let (d, top) = new_brick();
+    let pending = mkfile(&top, &root(), Gfid::ROOT, "p", b"").await.attr.gfid;
+    let zero = mkfile(&top, &root(), Gfid::ROOT, "z", b"").await.attr.gfid;
+    let dir = mkdir(&top, &root(), Gfid::ROOT, "d").await.attr.gfid;
+    add(&top, pending, &[(C1, [1, 0, 0])])
+        .await
+        .expect("pending");
+    add(&top, dir, &[(C1, [0, 0, 1])])
+        .await
+        .expect("dir pending");
+    drop(top);
+    // Stopped brick: an entry whose counters are zero (a crash), one with no counters at all,
+    // and one of a GFID that no longer resolves (its object was removed).
+    let gone = Gfid::random();
+    for g in [zero, gone] {
+        std::fs::write(entry_file(d.path(), g), b"").expect("fake entry");
+    }
+    set_raw(&d.path().join("z"), C0, &[0u8; 12]);
+    std::fs::remove_dir(d.path().join("d")).expect("rmdir behind the brick");
+    let mut want = vec![pending, zero, gone, dir];
+    want.sort_unstable_by_key(|g| g.0);
+    assert_eq!(indexed(d.path()), want);
+
+    let _top = brick_at(d.path());
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while indexed(d.path()).len() > 1 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(
+        indexed(d.path()),
+        [pending],
+        "only the object still blamed stays"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unlinked_file_leaves_no_entry_once_its_handle_is_reaped() {
+    let (d, top) = new_brick();
+    let g = mkfile(&top, &root(), Gfid::ROOT, "f", b"").await.attr.gfid;
+    add(&top, g, &[(C1, [1, 0, 0])]).await.expect("pending");
+    assert_eq!(indexed(d.path()), [g]);
+    top.unlink(&root(), loc(Gfid::ROOT, "f"))
+        .await
+        .expect("unlink");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !indexed(d.path()).is_empty() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(
+        indexed(d.path()).is_empty(),
+        "the reaper dropped the entry with the handle"
+    );
+}
+
+/// Sets an xattr on a brick path directly (as a crash or another tool would leave it).
+fn set_raw(p: &Path, name: &str, v: &[u8]) {
+    use std::os::unix::ffi::OsStrExt;
+    let cp = std::ffi::CString::new(p.as_os_str().as_bytes()).expect("path");
+    let cn = std::ffi::CString::new(name).expect("name");
+    // SAFETY: NUL-terminated strings and a buffer of `v.len()` readable bytes.
+    let r = unsafe { libc::setxattr(cp.as_ptr(), cn.as_ptr(), v.as_ptr().cast(), v.len(), 0) };
+    assert_eq!(r, 0, "setxattr {name} on {p:?}");
+}
