@@ -265,3 +265,169 @@ pub fn start_scans(brick: &Arc<Brick>) {
 pub fn index_path(brick: &Path) -> PathBuf {
     brick.join(META_DIR).join(INDEX_DIR)
 }
+
+/// What an index entry names, found from the brick's files alone (for `xlfs volume heal
+/// info`, which runs beside a brick, as root, without going through it).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Located {
+    pub gfid: Gfid,
+    pub what: Found,
+    /// The object's path in the volume (`/a/b`), when known.
+    pub path: Option<String>,
+    /// Its pending counters on this brick (name → value).
+    pub counters: BTreeMap<String, Vec<u8>>,
+}
+
+/// What kind of object an entry names on this brick.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Found {
+    Directory,
+    /// Not a directory, with at least one name on the brick.
+    Other,
+    /// Not a directory, with no name left (unlinked; the handle awaits the reaper).
+    Nameless,
+    /// The GFID does not resolve on this brick (no handle, or a directory link that leads
+    /// nowhere): the entry is stale and the brick drops it at its next scan.
+    Gone,
+}
+
+/// Finds the objects of `gfids` on the brick at `brick`: directories through their handle
+/// chain (`../<bucket>/<parent-gfid>/<name>` links up to the root), other objects through
+/// their hard-linked handle, then one walk of the brick's tree (only when some have no path
+/// yet, stopping once all are found) matching inode numbers.
+pub fn locate(brick: &Path, gfids: &[Gfid]) -> Vec<Located> {
+    let meta = brick.join(META_DIR);
+    let layout = if meta.join(crate::Layout::Nested.dir_name()).exists() {
+        crate::Layout::Nested
+    } else {
+        crate::Layout::Flat
+    };
+    let hdir = meta.join(layout.dir_name());
+    let handle = |g: Gfid| hdir.join(layout.rel(g));
+    let mut out = Vec::with_capacity(gfids.len());
+    let mut by_ino: std::collections::HashMap<(u64, u64), usize> = Default::default();
+    for &g in gfids {
+        let mut l = Located {
+            gfid: g,
+            what: Found::Gone,
+            path: None,
+            counters: BTreeMap::new(),
+        };
+        if g == Gfid::ROOT {
+            l.what = Found::Directory;
+            l.path = Some("/".into());
+            l.counters = counters_at(brick, true);
+            out.push(l);
+            continue;
+        }
+        let h = handle(g);
+        match std::fs::symlink_metadata(&h) {
+            Err(_) => {}
+            Ok(md) if md.file_type().is_symlink() && !is_object(&h, g) => {
+                if let Some(rel) = dir_path(&handle, g, 0) {
+                    let real = brick.join(rel.trim_start_matches('/'));
+                    if std::fs::symlink_metadata(&real).is_ok_and(|m| m.is_dir()) {
+                        l.what = Found::Directory;
+                        l.counters = counters_at(&real, true);
+                        l.path = Some(rel);
+                    }
+                }
+            }
+            Ok(md) => {
+                use std::os::unix::fs::MetadataExt;
+                l.counters = counters_at(&h, false);
+                if md.nlink() <= 1 {
+                    l.what = Found::Nameless;
+                } else {
+                    l.what = Found::Other;
+                    by_ino.insert((md.dev(), md.ino()), out.len());
+                }
+            }
+        }
+        out.push(l);
+    }
+    if !by_ino.is_empty() {
+        find_names(brick, "", &mut by_ino, &mut out, true);
+    }
+    out
+}
+
+/// Whether the symlink `h` is `g`'s object itself (a user symlink carries the GFID xattr; a
+/// directory handle does not).
+fn is_object(h: &Path, g: Gfid) -> bool {
+    let Some(p) = h.to_str().and_then(|s| sys::cstr(s).ok()) else {
+        return false;
+    };
+    [crate::gfid::TRUSTED, crate::gfid::USER]
+        .iter()
+        .any(|n| sys::getxattr(XTarget::NoFollow(&p), n).is_ok_and(|v| v == g.0))
+}
+
+/// The volume path of directory `g` from its handle chain.
+fn dir_path(handle: &dyn Fn(Gfid) -> PathBuf, g: Gfid, depth: usize) -> Option<String> {
+    if g == Gfid::ROOT {
+        return Some(String::new());
+    }
+    if depth > 4096 {
+        return None;
+    }
+    let target = std::fs::read_link(handle(g)).ok()?;
+    let t = target.to_str()?;
+    let mut parts = t.rsplitn(3, '/');
+    let name = parts.next()?;
+    let parent = Gfid::parse(parts.next()?)?;
+    let up = dir_path(handle, parent, depth + 1)?;
+    Some(format!("{up}/{name}"))
+}
+
+/// Walks `dir` (relative to the brick) matching inodes of `want`; fills their paths.
+fn find_names(
+    brick: &Path,
+    dir: &str,
+    want: &mut std::collections::HashMap<(u64, u64), usize>,
+    out: &mut [Located],
+    top: bool,
+) {
+    use std::os::unix::fs::MetadataExt;
+    let Ok(rd) = std::fs::read_dir(brick.join(dir.trim_start_matches('/'))) else {
+        return;
+    };
+    let mut subdirs = Vec::new();
+    for e in rd.flatten() {
+        if want.is_empty() {
+            return;
+        }
+        let Some(name) = e.file_name().to_str().map(str::to_owned) else {
+            continue;
+        };
+        if top && name == META_DIR {
+            continue;
+        }
+        let Ok(md) = e.metadata() else { continue };
+        let rel = format!("{dir}/{name}");
+        if md.is_dir() {
+            subdirs.push(rel);
+        } else if let Some(i) = want.remove(&(md.dev(), md.ino())) {
+            out[i].path = Some(rel);
+        }
+    }
+    for d in subdirs {
+        if want.is_empty() {
+            return;
+        }
+        find_names(brick, &d, want, out, false);
+    }
+}
+
+/// The pending counters on the object at `p` (a directory followed, anything else not).
+fn counters_at(p: &Path, follow: bool) -> BTreeMap<String, Vec<u8>> {
+    let Some(c) = p.to_str().and_then(|s| sys::cstr(s).ok()) else {
+        return BTreeMap::new();
+    };
+    let t = if follow {
+        XTarget::Follow(&c)
+    } else {
+        XTarget::NoFollow(&c)
+    };
+    pending_counters(t).unwrap_or_default()
+}

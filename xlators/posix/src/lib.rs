@@ -33,7 +33,9 @@ mod xlator;
 
 pub use gfid::{GfidReq, ino_of};
 pub use handle::{Layout, META_DIR};
-pub use index::{INDEX_DIR, PENDING_PREFIX, entries as index_entries, index_path};
+pub use index::{
+    Found, INDEX_DIR, Located, PENDING_PREFIX, entries as index_entries, index_path, locate,
+};
 pub use options::{GfidXattrMode, PosixOptions};
 pub use xlator::Posix;
 

@@ -221,3 +221,53 @@ fn set_raw(p: &Path, name: &str, v: &[u8]) {
     let r = unsafe { libc::setxattr(cp.as_ptr(), cn.as_ptr(), v.as_ptr().cast(), v.len(), 0) };
     assert_eq!(r, 0, "setxattr {name} on {p:?}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn locate_finds_paths_kinds_and_counters_from_the_brick_files() {
+    let d = tempfile::tempdir().expect("tempdir");
+    let top = try_brick(d.path(), &[("unlinked-grace", "60s")]).expect("brick");
+    let a = mkdir(&top, &root(), Gfid::ROOT, "a").await.attr.gfid;
+    let b = mkdir(&top, &root(), a, "b").await.attr.gfid;
+    let f = mkfile(&top, &root(), b, "f", b"data").await.attr.gfid;
+    let s = top
+        .symlink(&root(), loc(a, "link"), "f".into())
+        .await
+        .expect("symlink")
+        .attr
+        .gfid;
+    let n = mkfile(&top, &root(), a, "gone-name", b"").await.attr.gfid;
+    add(&top, f, &[(C1, [1, 0, 0])]).await.expect("f pending");
+    add(&top, b, &[(C1, [0, 0, 2])]).await.expect("b pending");
+    add(&top, s, &[(C0, [0, 1, 0])])
+        .await
+        .expect("symlink pending");
+    add(&top, n, &[(C0, [1, 0, 0])]).await.expect("n pending");
+    top.unlink(&root(), loc(a, "gone-name"))
+        .await
+        .expect("unlink");
+    let gone = Gfid::random();
+    let got = xlfs_posix::locate(d.path(), &[Gfid::ROOT, b, f, s, n, gone]);
+    let by = |g: Gfid| got.iter().find(|l| l.gfid == g).expect("located");
+    assert_eq!(by(Gfid::ROOT).path.as_deref(), Some("/"));
+    assert_eq!(by(b).what, xlfs_posix::Found::Directory);
+    assert_eq!(by(b).path.as_deref(), Some("/a/b"));
+    assert_eq!(
+        by(b).counters.get(C1).map(Vec::as_slice),
+        Some(&[0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2][..])
+    );
+    assert_eq!(by(f).what, xlfs_posix::Found::Other);
+    assert_eq!(by(f).path.as_deref(), Some("/a/b/f"));
+    assert_eq!(
+        by(f).counters.get(C1).map(Vec::as_slice),
+        Some(&[0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0][..])
+    );
+    assert_eq!(
+        by(s).what,
+        xlfs_posix::Found::Other,
+        "a symlink is an object"
+    );
+    assert_eq!(by(s).path.as_deref(), Some("/a/link"));
+    assert_eq!(by(n).what, xlfs_posix::Found::Nameless);
+    assert_eq!(by(n).path, None);
+    assert_eq!(by(gone).what, xlfs_posix::Found::Gone);
+}
