@@ -22,6 +22,8 @@ pub mod code {
     pub const PROCESS: u8 = 6;
     /// `volume status`: some bricks are down.
     pub const DOWN: u8 = 7;
+    /// `volume heal`: the heal ran and entries are still pending.
+    pub const HEAL_PENDING: u8 = 8;
 }
 
 /// What went wrong, with what to do about it.

@@ -30,6 +30,8 @@ Examples:
   xlfs volume start gv0 && xlfs mount gv0 /mnt/gv0
   xlfs volume status gv0 --json
   xlfs volume statedump gv0 --client /mnt/gv0 --json
+  xlfs volume heal gv1 info                  replica entries pending heal, by path
+  xlfs volume heal gv1                       heal them (full: look up every object)
   xlfs volume set gv0 user.counter \"user/counter above performance.write-behind\"
   xlfs umount /mnt/gv0 && xlfs volume stop gv0
   xlfs translator list                       every type a volfile can name
@@ -44,7 +46,7 @@ Environment:
 Exit codes:
   0 success    1 failure (I/O...)   2 bad command line   3 description/option rejected
   4 no such volume   5 wrong state (exists, started, not started)   6 a brick or mount
-  process failed   7 status: some bricks are down";
+  process failed   7 status: some bricks are down   8 heal: entries still pending";
 
 /// The xlfs command line.
 #[derive(Parser, Debug)]
@@ -102,6 +104,9 @@ pub enum VolumeCommand {
     Info(cmd::info::Args),
     /// Delete a stopped volume's description (brick data is kept).
     Delete(cmd::delete::Args),
+    /// Replicate heal: `info` (pending entries by path), `info split-brain`, heal the index,
+    /// or `full` (look up everything).
+    Heal(cmd::heal::Args),
 }
 
 fn main() -> ExitCode {

@@ -3,6 +3,7 @@
 pub mod create;
 pub mod delete;
 pub mod get;
+pub mod heal;
 pub mod info;
 pub mod list;
 pub mod mount;
@@ -69,6 +70,7 @@ pub fn run(cli: Cli) -> Result<u8> {
             VolumeCommand::List(a) => list::run(&ctx, a),
             VolumeCommand::Info(a) => info::run(&ctx, a),
             VolumeCommand::Delete(a) => delete::run(&ctx, a),
+            VolumeCommand::Heal(a) => heal::run(&ctx, a),
         },
         Command::Volfile(a) => volfile::run(&ctx, a),
         Command::Mount(a) => mount::run(&ctx, a),

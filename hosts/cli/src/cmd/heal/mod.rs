@@ -1,0 +1,128 @@
+//! `xlfs volume heal VOL [info [split-brain] | full] [--json] [--every DURATION]`: what
+//! replicate still has to heal, and healing it (GlusterFS's `gluster volume heal`).
+//!
+//! - `info` reads the heal index of every brick of the volume on this host
+//!   (`<brick>/.xlfs/indices/xattrop`, kept by storage/posix: one entry per object with a
+//!   non-zero `trusted.afr.*` counter) and prints the entries by path; `info split-brain`
+//!   only those whose copies accuse each other (see [`info`]).
+//! - no sub-command heals what is indexed: it builds the volume's client graph in this
+//!   process and looks up every indexed object by path, which makes replicate heal it (inline:
+//!   the heal client runs with `background-self-heal-count 0`), then says what is left;
+//!   `full` looks up every object of the volume instead (readdirp crawl from the root).
+//!
+//! Only bricks on this host are read: run it on every server of a volume whose bricks are
+//! spread over several.
+
+pub mod info;
+pub mod run;
+
+use std::time::Duration;
+
+use super::Ctx;
+use crate::error::{CliError, Result};
+
+#[derive(clap::Args, Debug)]
+#[command(after_help = "\
+Examples:
+  xlfs volume heal gv0 info                   entries pending heal, per local brick
+  xlfs volume heal gv0 info split-brain       entries whose copies accuse each other
+  xlfs volume heal gv0                        heal what the local bricks' indexes list
+  xlfs volume heal gv0 full                   look up every object of the volume
+  xlfs volume heal gv0 --every 10s            heal the index again every 10 s (Ctrl-C stops)
+
+Exit codes: 0 nothing left to heal (info: always 0 unless the volume is unknown), 8 heal
+finished with entries still pending (a brick down, split-brain, or writes in flight).")]
+pub struct Args {
+    /// The volume.
+    pub name: String,
+    /// `info`, `info split-brain`, `full`, or nothing (heal the index).
+    #[arg(value_name = "WHAT", num_args = 0..=2)]
+    pub what: Vec<String>,
+    /// Print JSON.
+    #[arg(long)]
+    pub json: bool,
+    /// Heal again every DURATION (e.g. 10s, 2m) until interrupted: a heal daemon in the
+    /// foreground.
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    pub every: Option<Duration>,
+    /// How long to wait for the bricks to connect before healing with those that did.
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration, default_value = "10s")]
+    pub connect_timeout: Duration,
+}
+
+/// What the words after the volume name ask for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum What {
+    Info,
+    SplitBrain,
+    Index,
+    Full,
+}
+
+impl What {
+    pub fn parse(words: &[String]) -> Result<What> {
+        let w: Vec<&str> = words.iter().map(String::as_str).collect();
+        match w.as_slice() {
+            [] => Ok(What::Index),
+            ["full"] => Ok(What::Full),
+            ["info"] => Ok(What::Info),
+            ["info", "split-brain"] => Ok(What::SplitBrain),
+            _ => Err(CliError::Rejected(format!(
+                "volume heal: unknown {:?}; say `info`, `info split-brain`, `full` or nothing",
+                w.join(" ")
+            ))),
+        }
+    }
+}
+
+/// `10s`, `2m`, `500ms`, `1h`, or plain seconds.
+pub fn parse_duration(s: &str) -> std::result::Result<Duration, String> {
+    let s = s.trim();
+    let split = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
+    let (n, unit) = s.split_at(split);
+    let n: u64 = n
+        .parse()
+        .map_err(|_| format!("{s:?} is not a duration (e.g. 10s, 2m, 500ms)"))?;
+    match unit {
+        "" | "s" => Ok(Duration::from_secs(n)),
+        "ms" => Ok(Duration::from_millis(n)),
+        "m" => Ok(Duration::from_secs(n * 60)),
+        "h" => Ok(Duration::from_secs(n * 3600)),
+        _ => Err(format!("{s:?}: unknown unit {unit:?} (ms, s, m, h)")),
+    }
+}
+
+pub fn run(ctx: &Ctx, a: Args) -> Result<u8> {
+    let what = What::parse(&a.what)?;
+    match what {
+        What::Info | What::SplitBrain => {
+            if a.every.is_some() {
+                return Err(CliError::Rejected(
+                    "volume heal: --every goes with a heal, not with info".into(),
+                ));
+            }
+            info::run(ctx, &a.name, what == What::SplitBrain, a.json)
+        }
+        What::Index | What::Full => run::run(ctx, &a, what == What::Full),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn words_and_durations_parse() {
+        let w = |v: &[&str]| What::parse(&v.iter().map(|s| s.to_string()).collect::<Vec<_>>());
+        assert_eq!(w(&[]).ok(), Some(What::Index));
+        assert_eq!(w(&["full"]).ok(), Some(What::Full));
+        assert_eq!(w(&["info"]).ok(), Some(What::Info));
+        assert_eq!(w(&["info", "split-brain"]).ok(), Some(What::SplitBrain));
+        assert!(w(&["infos"]).is_err() && w(&["full", "x"]).is_err());
+        assert_eq!(parse_duration("10s"), Ok(Duration::from_secs(10)));
+        assert_eq!(parse_duration("2m"), Ok(Duration::from_secs(120)));
+        assert_eq!(parse_duration("500ms"), Ok(Duration::from_millis(500)));
+        assert_eq!(parse_duration("7"), Ok(Duration::from_secs(7)));
+        assert!(parse_duration("10x").is_err() && parse_duration("s").is_err());
+    }
+}

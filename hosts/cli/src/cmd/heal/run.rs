@@ -1,0 +1,371 @@
+//! `xlfs volume heal VOL [full] [--every D]`: heals through the volume's own client graph,
+//! built in this process from `client.vol` as xlfs-mount builds it, with replicate's heals
+//! made inline (`background-self-heal-count 0`, `self-heal on`): a lookup that returns has
+//! healed what it found.
+//!
+//! Index heal: every GFID the local bricks' indexes list with a non-zero counter is looked up
+//! by its path, one component at a time from the root (so parents heal before their
+//! children: a name missing on a stale copy is made by the parent's entry heal, and the
+//! object's own data or metadata heal comes with the lookup of the next pass). Passes repeat
+//! while the index shrinks (at most [`MAX_PASSES`]). `full` looks up every object of the
+//! volume (readdirp from the root) instead. Either way the local indexes are read again at
+//! the end and what is still listed is reported (exit 8).
+
+use std::collections::VecDeque;
+use std::io::{IsTerminal, Write};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+use xlator_api::{Ctx as FopCtx, Errno, Fd, FdId, FileType, Gfid, Loc, Subvol};
+use xlfs_core::registry::Registry;
+use xlfs_core::volfile::{OptionDecl, Volfile};
+use xlfs_core::volume::Volume;
+use xlfs_volgen::VolumeSpec;
+
+use super::Args;
+use super::info::{self, BrickIndex};
+use crate::cmd::{Ctx, brick_states, print_json};
+use crate::error::{CliError, Result, code};
+
+/// Index passes per heal at most (each may uncover work for the next: a name made by an
+/// entry heal is data-healed by the next lookup).
+pub const MAX_PASSES: usize = 4;
+const REPLICATE_TYPES: [&str; 2] = ["cluster/replicate", "cluster/afr"];
+
+#[derive(Serialize, Default)]
+struct Report {
+    volume: String,
+    mode: &'static str,
+    /// Objects looked up through the graph.
+    looked_up: u64,
+    /// Lookups that failed (path, error).
+    failed: Vec<(String, String)>,
+    /// Index entries this host's bricks have no path for (skipped).
+    no_path: usize,
+    passes: usize,
+    /// Children up per replica set when the heal started (set name, up, of).
+    connected: Vec<(String, u64, usize)>,
+    /// Per local brick: entries still pending.
+    pending: Vec<(String, usize)>,
+}
+
+pub fn run(ctx: &Ctx, a: &Args, full: bool) -> Result<u8> {
+    let (vd, spec) = ctx.state().load(&a.name)?;
+    let path = vd.client_volfile();
+    let text = std::fs::read_to_string(&path).map_err(CliError::io(&path))?;
+    let mut vf = Volfile::parse(&text, &path.display().to_string())
+        .map_err(|e| CliError::Other(format!("{}: {e}", path.display())))?;
+    let sets = inline_heals(&mut vf);
+    if sets.is_empty() {
+        return Err(CliError::State(format!(
+            "volume {} has no replicas (no cluster/replicate in its client volfile): nothing heals",
+            a.name
+        )));
+    }
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .thread_name("xlfs-heal")
+        .build()
+        .map_err(|e| CliError::Other(format!("cannot start the async runtime: {e}")))?;
+    xlfs_core::services::set_fallback_runtime(rt.handle().clone());
+    let volume = {
+        let _guard = rt.enter();
+        Arc::new(
+            Volume::new(vf, Arc::new(Registry::new()))
+                .map_err(|e| CliError::Other(format!("cannot build the client graph: {e}")))?,
+        )
+    };
+    let result = rt.block_on(async {
+        let connected = wait_connected(&volume, &spec, &vd, &sets, a.connect_timeout).await;
+        loop {
+            let code = round(&volume, &spec, &vd, full, a.json, &connected).await?;
+            let Some(every) = a.every else {
+                return Ok(code);
+            };
+            tokio::time::sleep(every).await;
+        }
+    });
+    drop(volume);
+    rt.shutdown_timeout(Duration::from_secs(2));
+    result
+}
+
+/// Makes every replicate of the graph heal inline and on lookup; returns their names and
+/// child counts.
+fn inline_heals(vf: &mut Volfile) -> Vec<(String, usize)> {
+    let mut sets = Vec::new();
+    for v in &mut vf.volumes {
+        if !REPLICATE_TYPES.contains(&v.type_name.as_str()) {
+            continue;
+        }
+        for (k, val) in [("background-self-heal-count", "0"), ("self-heal", "on")] {
+            v.options.retain(|o| o.key != k);
+            v.options.push(OptionDecl {
+                key: k.into(),
+                value: val.into(),
+                pos: Default::default(),
+            });
+        }
+        sets.push((v.name.clone(), v.subvolumes.len()));
+    }
+    sets
+}
+
+/// Waits until every replicate has as many children up as its bricks that answer (or
+/// `timeout`); returns (set, up, children) per set.
+async fn wait_connected(
+    volume: &Volume,
+    spec: &VolumeSpec,
+    vd: &crate::state::VolumeDir,
+    sets: &[(String, usize)],
+    timeout: Duration,
+) -> Vec<(String, u64, usize)> {
+    let online = vd
+        .load_run()
+        .map(|run| brick_states(spec, &run).iter().filter(|b| b.online).count())
+        .unwrap_or(spec.bricks.len());
+    let deadline = Instant::now() + timeout;
+    loop {
+        let g = volume.graph();
+        // A fop makes the clients connect (they may wait for the first one).
+        let _ = tokio::time::timeout(
+            Duration::from_secs(1),
+            g.top().stat(&FopCtx::root(), Gfid::ROOT),
+        )
+        .await;
+        let ups: Vec<(String, u64, usize)> = sets
+            .iter()
+            .map(|(n, c)| {
+                let up = g
+                    .node(n)
+                    .and_then(|node| node.control.dump().find_u64("up"))
+                    .unwrap_or(0);
+                (n.clone(), up, *c)
+            })
+            .collect();
+        let total: u64 = ups.iter().map(|(_, u, _)| u).sum();
+        let all = ups.iter().all(|(_, u, c)| *u as usize >= *c);
+        if all || total as usize >= online || Instant::now() >= deadline {
+            return ups;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// One heal: index passes (or a full crawl), then the report. Returns the exit code.
+async fn round(
+    volume: &Volume,
+    spec: &VolumeSpec,
+    vd: &crate::state::VolumeDir,
+    full: bool,
+    json: bool,
+    connected: &[(String, u64, usize)],
+) -> Result<u8> {
+    let mut report = Report {
+        volume: spec.name.clone(),
+        mode: if full { "full" } else { "index" },
+        connected: connected.to_vec(),
+        ..Default::default()
+    };
+    let top = volume.graph().top().clone();
+    let progress = Progress::new(!json && std::io::stderr().is_terminal());
+    let online = |vd: &crate::state::VolumeDir| -> Result<Vec<bool>> {
+        let run = vd.load_run()?;
+        Ok(brick_states(spec, &run).iter().map(|b| b.online).collect())
+    };
+    if full {
+        crawl(&top, &mut report, &progress).await;
+    } else {
+        let mut last = usize::MAX;
+        for pass in 1..=MAX_PASSES {
+            let bricks = info::local_indexes(spec, &online(vd)?)?;
+            let todo = info::pending(&bricks);
+            if todo.is_empty() || todo.len() >= last {
+                break;
+            }
+            last = todo.len();
+            report.passes = pass;
+            report.no_path = 0;
+            let total = todo.len();
+            for (n, (gfid, path)) in todo.values().enumerate() {
+                progress.show(&format!("healed {n}/{total} (pass {pass})"));
+                let Some(path) = path else {
+                    report.no_path += 1;
+                    continue;
+                };
+                report.looked_up += 1;
+                if let Err(e) = walk(&top, path).await {
+                    report
+                        .failed
+                        .push((format!("{path} ({gfid})"), e.to_string()));
+                }
+            }
+            progress.show(&format!("healed {total}/{total} (pass {pass})"));
+        }
+    }
+    progress.done();
+    let bricks: Vec<BrickIndex> = info::local_indexes(spec, &online(vd)?)?;
+    report.pending = bricks
+        .iter()
+        .map(|b| (b.brick.clone(), b.entries.len()))
+        .collect();
+    let left: usize = report.pending.iter().map(|(_, n)| n).sum();
+    if json {
+        print_json(&report)?;
+    } else {
+        print_human(&report, &bricks);
+    }
+    Ok(if left == 0 {
+        code::OK
+    } else {
+        code::HEAL_PENDING
+    })
+}
+
+fn print_human(r: &Report, bricks: &[BrickIndex]) {
+    for (set, up, of) in &r.connected {
+        if (*up as usize) < *of {
+            println!("{set}: {up} of {of} bricks connected; the others heal when they return");
+        }
+    }
+    match r.mode {
+        "full" => println!("Looked up {} objects (full crawl)", r.looked_up),
+        _ => println!(
+            "Looked up {} indexed objects in {} pass(es)",
+            r.looked_up, r.passes
+        ),
+    }
+    for (what, e) in &r.failed {
+        println!("  failed: {what}: {e}");
+    }
+    if r.no_path > 0 {
+        println!(
+            "  {} entries have no path on this host's bricks (unlinked objects; `heal {} full` or their other bricks' hosts)",
+            r.no_path, r.volume
+        );
+    }
+    for b in bricks {
+        println!("Brick {}: {} entries pending", b.brick, b.entries.len());
+        for l in b.entries.iter().take(20) {
+            println!("  {}", info::shown(l));
+        }
+        if b.entries.len() > 20 {
+            println!(
+                "  ... ({} more: xlfs volume heal {} info)",
+                b.entries.len() - 20,
+                r.volume
+            );
+        }
+    }
+}
+
+/// Looks `path` up from the root, one component at a time.
+async fn walk(top: &Subvol, path: &str) -> std::result::Result<(), Errno> {
+    let cx = FopCtx::root();
+    let mut parent = Gfid::ROOT;
+    let mut any = false;
+    for name in path.split('/').filter(|c| !c.is_empty()) {
+        let e = top.lookup(&cx, Loc::new(parent, name)).await?;
+        parent = e.attr.gfid;
+        any = true;
+    }
+    if !any {
+        top.lookup(&cx, Loc::new(Gfid::ROOT, ".")).await?;
+    }
+    Ok(())
+}
+
+static NEXT_FD: AtomicU64 = AtomicU64::new(1 << 40);
+
+/// Looks up every object of the volume: the root, then breadth first every directory's
+/// entries (readdirp).
+async fn crawl(top: &Subvol, report: &mut Report, progress: &Progress) {
+    let cx = FopCtx::root();
+    if let Err(e) = top.lookup(&cx, Loc::new(Gfid::ROOT, ".")).await {
+        report.failed.push(("/".into(), e.to_string()));
+        return;
+    }
+    report.looked_up = 1;
+    let mut dirs = VecDeque::from([(Gfid::ROOT, String::new())]);
+    while let Some((dir, path)) = dirs.pop_front() {
+        let fd = Fd {
+            id: FdId(NEXT_FD.fetch_add(1, Ordering::Relaxed)),
+            gfid: dir,
+            flags: libc::O_RDONLY | libc::O_DIRECTORY,
+        };
+        if let Err(e) = top.opendir(&cx, fd).await {
+            report.failed.push((format!("{path}/"), e.to_string()));
+            continue;
+        }
+        let mut offset = 0;
+        loop {
+            let page = match top.readdirp(&cx, fd, offset, 64 * 1024).await {
+                Ok(p) => p,
+                Err(e) => {
+                    report.failed.push((format!("{path}/"), e.to_string()));
+                    break;
+                }
+            };
+            let Some(last) = page.last() else { break };
+            offset = last.next_offset;
+            for de in page.iter() {
+                let name = de.name.as_str();
+                if name == "." || name == ".." {
+                    continue;
+                }
+                let p = format!("{path}/{name}");
+                report.looked_up += 1;
+                progress.show(&format!("looked up {}", report.looked_up));
+                match top.lookup(&cx, Loc::new(dir, name)).await {
+                    Ok(e) if e.attr.kind == FileType::Directory => {
+                        dirs.push_back((e.attr.gfid, p));
+                    }
+                    Ok(_) => {}
+                    Err(e) => report.failed.push((p, e.to_string())),
+                }
+            }
+        }
+        let _ = top.releasedir(&cx, fd).await;
+    }
+}
+
+/// A progress line on stderr (`healed 120/300`), redrawn at most 10 times a second, only on a
+/// terminal.
+struct Progress {
+    on: bool,
+    last: std::sync::Mutex<Option<Instant>>,
+}
+
+impl Progress {
+    fn new(on: bool) -> Progress {
+        Progress {
+            on,
+            last: std::sync::Mutex::new(None),
+        }
+    }
+
+    fn show(&self, line: &str) {
+        if !self.on {
+            return;
+        }
+        let mut last = self.last.lock().unwrap_or_else(|p| p.into_inner());
+        if last.is_some_and(|t| t.elapsed() < Duration::from_millis(100)) {
+            return;
+        }
+        *last = Some(Instant::now());
+        let mut e = std::io::stderr();
+        let _ = write!(e, "\r\x1b[K{line}");
+        let _ = e.flush();
+    }
+
+    fn done(&self) {
+        if self.on {
+            let mut e = std::io::stderr();
+            let _ = write!(e, "\r\x1b[K");
+            let _ = e.flush();
+        }
+    }
+}
