@@ -4,8 +4,9 @@
 
 use std::collections::{BTreeMap, VecDeque};
 use std::ffi::c_void;
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Condvar, Mutex};
+use std::time::Duration;
 
 use xlator_api::{
     Dump, DumpFormat, Event, EventKind, EventSink, InitArgs, Options, Subvol, TypeInfo, json_string,
@@ -54,6 +55,8 @@ pub enum GraphError {
 /// fast connection) wait in the queue until the parents are wired.
 struct UpLinks {
     state: Mutex<UpState>,
+    /// Signalled when `announced` changes (see [`Graph::wait_up`]).
+    changed: Condvar,
 }
 
 #[derive(Default)]
@@ -64,6 +67,8 @@ struct UpState {
     /// Some thread is draining `queue`: others only append to it.
     delivering: bool,
     queue: VecDeque<EventKind>,
+    /// The last ChildUp (true) or ChildDown (false) this translator raised, once delivered.
+    announced: Option<bool>,
 }
 
 unsafe extern "C" fn deliver_up(target: *const c_void, kind: EventKind) {
@@ -76,6 +81,7 @@ impl UpLinks {
     fn leak() -> &'static UpLinks {
         Box::leak(Box::new(UpLinks {
             state: Mutex::new(UpState::default()),
+            changed: Condvar::new(),
         }))
     }
     fn lock(&self) -> std::sync::MutexGuard<'_, UpState> {
@@ -104,7 +110,18 @@ impl UpLinks {
             let (kind, parents) = {
                 let mut st = self.lock();
                 match st.queue.pop_front() {
-                    Some(kind) => (kind, st.parents.clone()),
+                    Some(kind) => {
+                        let up = match kind {
+                            EventKind::ChildUp => Some(true),
+                            EventKind::ChildDown => Some(false),
+                            _ => None,
+                        };
+                        if up.is_some() && st.announced != up {
+                            st.announced = up;
+                            self.changed.notify_all();
+                        }
+                        (kind, st.parents.clone())
+                    }
                     None => {
                         st.delivering = false;
                         return;
@@ -262,6 +279,23 @@ impl Graph {
             }
         }
         Ok(graph)
+    }
+
+    /// Waits, at most `timeout`, until the top translator has said whether it is up (its
+    /// first ChildUp or ChildDown: cluster translators say it once they have heard from
+    /// their children, network clients after their first connection attempt; others are up
+    /// once built). Returns what it said last, `None` if nothing within `timeout`. Hosts
+    /// call it before serving, so the first fops do not find bricks still connecting.
+    /// Blocks the calling thread: not from an async task.
+    pub fn wait_up(&self, timeout: Duration) -> Option<bool> {
+        let node = self.nodes.get(self.volfile.top_name())?;
+        let up = node.up;
+        let st = up.lock();
+        let (st, _) = up
+            .changed
+            .wait_timeout_while(st, timeout, |st| st.announced.is_none())
+            .unwrap_or_else(|p| p.into_inner());
+        st.announced
     }
 
     /// The top translator: where hosts send fops.

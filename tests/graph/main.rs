@@ -354,6 +354,74 @@ async fn translators_raise_child_up_and_down_to_every_parent() {
         .expect("late up-call is harmless");
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hosts_can_wait_until_the_top_says_whether_it_is_up() {
+    // A top that announces itself says nothing until it does.
+    let g = Graph::build(
+        vf(r#"( volumes: [ (name: "net", type: "test/announcer") ] )"#),
+        &registry(),
+    )
+    .expect("builds");
+    let t = std::time::Duration::from_millis(50);
+    assert_eq!(
+        tokio::task::block_in_place(|| g.wait_up(t)),
+        None,
+        "not said yet"
+    );
+    let net = g.top().clone();
+    net.lookup(&Ctx::root(), Loc::new(Gfid::ROOT, "down"))
+        .await
+        .expect("down");
+    assert_eq!(tokio::task::block_in_place(|| g.wait_up(t)), Some(false));
+    net.lookup(&Ctx::root(), Loc::new(Gfid::ROOT, "up"))
+        .await
+        .expect("up");
+    assert_eq!(tokio::task::block_in_place(|| g.wait_up(t)), Some(true));
+    // Any other top is up once built (the core says it for it).
+    let g = Graph::build(
+        vf(r#"( volumes: [
+            (name: "net", type: "test/announcer"),
+            (name: "top", type: "test/probe", options: { "label": "g9-top" }, subvolumes: ["net"]),
+        ] )"#),
+        &registry(),
+    )
+    .expect("builds");
+    assert_eq!(tokio::task::block_in_place(|| g.wait_up(t)), Some(true));
+}
+
+/// cluster/replicate says it is up once every child has said whether it is (or after
+/// HEAR_ALL_WAIT): a mount must not start on a replica set that knows one brick only.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replicate_says_it_is_up_once_it_has_heard_from_every_child() {
+    let g = Graph::build(
+        vf(r#"( volumes: [
+            (name: "a", type: "test/announcer"),
+            (name: "b", type: "test/announcer"),
+            (name: "r", type: "cluster/replicate", subvolumes: ["a", "b"]),
+        ] )"#),
+        &registry(),
+    )
+    .expect("builds");
+    let t = std::time::Duration::from_millis(200);
+    let say = |child: &str, what: &str| {
+        let c = g.get(child).expect("child").clone();
+        let what = what.to_owned();
+        async move {
+            c.lookup(&Ctx::root(), Loc::new(Gfid::ROOT, what.as_str()))
+                .await
+                .expect("announce")
+        }
+    };
+    say("a", "up").await;
+    assert_eq!(
+        tokio::task::block_in_place(|| g.wait_up(t)),
+        None,
+        "b has not spoken"
+    );
+    say("b", "down").await;
+    assert_eq!(tokio::task::block_in_place(|| g.wait_up(t)), Some(true));
+}
+
 #[test]
 fn an_up_call_raised_during_the_build_is_delivered_once_parents_are_wired() {
     let _g = Graph::build(

@@ -487,9 +487,9 @@ impl InodeTable {
         let Some(n) = inner.nodes.get_mut(&node.0) else {
             return false;
         };
-        n.named_at.take().is_some_and(|(t, retry)| {
-            t.elapsed() < if retry { RETRY_WINDOW } else { window }
-        })
+        n.named_at
+            .take()
+            .is_some_and(|(t, retry)| t.elapsed() < if retry { RETRY_WINDOW } else { window })
     }
 
     /// The names recorded for `node`, newest last.

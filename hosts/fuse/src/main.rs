@@ -134,6 +134,7 @@ fn run(cli: Cli, source: GraphSource, mountpoint: PathBuf) -> Result<(), Error> 
         let _guard = rt.enter();
         Arc::new(Volume::new(volfile, Arc::new(Registry::new()))?)
     };
+    xlfs_host::wait_until_up(&volume);
     let top = volume.graph().top().name().to_string();
 
     let is_root = effective_uid() == 0;

@@ -124,6 +124,7 @@ fn run(cli: Cli) -> Result<(), Error> {
         let _guard = rt.enter();
         Arc::new(Volume::new(volfile, Arc::new(Registry::new()))?)
     };
+    xlfs_host::wait_until_up(&volume);
     let source = Arc::new(source);
     // The graph follows its volfile (watch at the brick, or the file reread).
     rt.spawn(source.clone().follow(volume.clone()));

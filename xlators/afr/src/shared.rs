@@ -5,7 +5,8 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use xlator_api::{
-    ChildState, Ctx, Errno, FileType, Gfid, HostServices, LkOwner, LogLevel, Subvol, Xattr,
+    ChildState, Ctx, Errno, EventKind, FileType, Gfid, HostServices, LkOwner, LogLevel, Subvol,
+    Xattr,
 };
 
 use crate::changelog::{Direction, Lanes, Matrix};
@@ -60,6 +61,11 @@ pub(crate) struct Shared {
     pub outstanding: Vec<AtomicU64>,
     /// Whether ChildUp was raised to the parents (and not taken back).
     pub announced: AtomicBool,
+    /// Children that have said whether they are up (a first ChildUp or ChildDown), and
+    /// whether [`HEAR_ALL_WAIT`] has passed since init: ChildUp is raised once every child
+    /// has spoken or that time is up (see `xlator.rs`, `notify`).
+    pub heard: Vec<AtomicBool>,
+    pub waited: AtomicBool,
     owner_base: u64,
     next_owner: AtomicU64,
     /// Objects found in split-brain, by path or GFID (bounded, for the dump).
@@ -68,6 +74,14 @@ pub(crate) struct Shared {
     /// the child is up again (a brick that restarted has forgotten them anyway).
     pub stale_locks: Mutex<Vec<(usize, LkOwner, crate::transaction::LockItem)>>,
 }
+
+/// How long after init replicate waits to hear from every child before it says it is up
+/// with the children it has heard from: a mount's first fops would otherwise meet a replica
+/// set that knows one brick only (writes that skip a copy still connecting, or EROFS when
+/// quorum needs the one not heard from yet). A brick refusing connections is heard from at
+/// once (its client's first attempt fails); this bounds the wait for one that does not
+/// answer at all.
+pub const HEAR_ALL_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// Most split-brain objects remembered for the dump.
 const SPLIT_BRAIN_LIST: usize = 256;
@@ -99,11 +113,32 @@ impl Shared {
             heals: HealQueue::default(),
             outstanding: (0..n).map(|_| AtomicU64::new(0)).collect(),
             announced: AtomicBool::new(false),
+            heard: (0..n).map(|_| AtomicBool::new(false)).collect(),
+            waited: AtomicBool::new(false),
             // The high bit marks replicate's owners; the random rest keeps clients apart.
             owner_base: u64::from_le_bytes(base) | (1 << 63),
             next_owner: AtomicU64::new(1),
             split_brains: Mutex::new(BTreeSet::new()),
             stale_locks: Mutex::new(Vec::new()),
+        }
+    }
+
+    /// Child `i` has said whether it is up.
+    pub fn heard_from(&self, i: usize) {
+        if let Some(h) = self.heard.get(i) {
+            h.store(true, Ordering::Release);
+        }
+    }
+
+    /// Raises ChildUp to the parents if it is due and not raised yet: a child is up, and
+    /// every child has spoken or [`HEAR_ALL_WAIT`] has passed.
+    pub fn announce_if_ready(&self) {
+        let all = self.heard.iter().all(|h| h.load(Ordering::Acquire));
+        if self.up.up_count() > 0
+            && (all || self.waited.load(Ordering::Acquire))
+            && !self.announced.swap(true, Ordering::AcqRel)
+        {
+            self.services.notify_parents(EventKind::ChildUp);
         }
     }
 

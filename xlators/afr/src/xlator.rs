@@ -30,7 +30,7 @@ use xlator_api::{
 use crate::changelog::Lanes;
 use crate::options::{AfrOptions, Config, pending_keys};
 use crate::reads::{self, read};
-use crate::shared::{Handle, Shared, first_error, lock};
+use crate::shared::{HEAR_ALL_WAIT, Handle, Shared, first_error, lock};
 use crate::transaction::{self, Plan, Replies};
 use crate::{append, eager, heal};
 
@@ -237,8 +237,17 @@ impl<S: Spelling> Translator for ReplicateAs<S> {
             init.services,
             cfg,
         );
+        let sh = Arc::new(sh);
+        // Children that never speak (a host that does not answer) do not keep the volume
+        // down for more than HEAR_ALL_WAIT.
+        let later = sh.clone();
+        sh.services.spawn(async move {
+            later.services.sleep(HEAR_ALL_WAIT).await;
+            later.waited.store(true, Ordering::Release);
+            later.announce_if_ready();
+        });
         Ok(ReplicateAs {
-            sh: Arc::new(sh),
+            sh,
             _spelling: PhantomData,
         })
     }
@@ -262,11 +271,12 @@ impl<S: Spelling> Translator for ReplicateAs<S> {
                 let (bg, i) = (sh.clone(), ev.child as usize);
                 sh.services
                     .spawn(async move { transaction::unlock_stale(&bg, i).await });
-                if sh.up.up_count() > 0 && !sh.announced.swap(true, Ordering::AcqRel) {
-                    sh.services.notify_parents(EventKind::ChildUp);
-                }
+                sh.heard_from(i);
+                sh.announce_if_ready();
             }
             EventKind::ChildDown => {
+                sh.heard_from(ev.child as usize);
+                sh.announce_if_ready();
                 sh.fds.child_lost(ev.child as usize);
                 if sh.up.up_count() == 0 && sh.announced.swap(false, Ordering::AcqRel) {
                     sh.services.notify_parents(EventKind::ChildDown);

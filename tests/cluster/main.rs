@@ -1,4 +1,7 @@
-//! cluster/replicate under faults, with real processes: a replica 2 volume made and started
+//! Cluster translators under faults, with real processes (one xlfsd per brick, made and
+//! started by the CLI, FUSE mounts of the volume).
+//!
+//! cluster/replicate: a replica 2 volume made and started
 //! by the CLI (`xlfs volume create --replica 2`, `xlfs volume start`: one xlfsd per brick),
 //! two FUSE mounts of it, and a stream of creates, writes, renames, unlinks and mkdirs from
 //! both, each write fsynced. One brick is killed with SIGKILL mid-stream and started again;
@@ -7,6 +10,10 @@
 //!   client's own directory says exactly what each file holds);
 //! - a crawl of the mount heals what the dead brick missed, and then both bricks hold the
 //!   same tree: names, GFIDs, contents, mode, owner, xattrs, and every pending counter zero.
+//!
+//! cluster/stripe: with a child down, what needs its units fails (never zeros or a short
+//! file) and reads whole once it is back; over replica sets a dead brick is not visible and
+//! heals.
 //!
 //! Needs root and /dev/fuse. Without them a test says why and passes, unless
 //! XLFS_E2E_REQUIRE=1 (set by .ci/run) makes it fail. The volume, its processes and its
@@ -128,11 +135,16 @@ fn free_ports(n: u16) -> u16 {
 
 impl Cluster {
     fn create(name: &str, replica: usize) -> Cluster {
+        Cluster::create_with(name, &["--replica", &replica.to_string()], replica)
+    }
+
+    /// A volume of `bricks` local bricks made with `xlfs volume create NAME ARGS...`.
+    fn create_with(name: &str, args: &[&str], bricks: usize) -> Cluster {
         let dir = tempfile::tempdir().expect("tempdir");
-        let bricks: Vec<PathBuf> = (0..replica)
+        let bricks: Vec<PathBuf> = (0..bricks)
             .map(|i| dir.path().join(format!("b{i}")))
             .collect();
-        let port = free_ports(replica as u16);
+        let port = free_ports(bricks.len() as u16);
         let c = Cluster {
             mounts: Vec::new(),
             name: name.into(),
@@ -140,20 +152,39 @@ impl Cluster {
             bricks,
             dir,
         };
-        let mut args: Vec<String> = ["volume", "create", name, "--replica"]
-            .map(String::from)
-            .to_vec();
-        args.push(replica.to_string());
-        args.extend(["--port".into(), port.to_string()]);
-        args.extend(
+        let mut all: Vec<String> = ["volume", "create", name].map(String::from).to_vec();
+        all.extend(args.iter().map(|a| a.to_string()));
+        all.extend(["--port".into(), port.to_string()]);
+        all.extend(
             c.bricks
                 .iter()
                 .map(|b| format!("127.0.0.1:{}", b.display())),
         );
-        let args: Vec<&str> = args.iter().map(String::as_str).collect();
-        c.ok(&args);
+        let all: Vec<&str> = all.iter().map(String::as_str).collect();
+        c.ok(&all);
         c.start();
         c
+    }
+
+    /// Kills brick `i` with SIGKILL and returns its pid.
+    fn kill_brick(&self, i: usize) -> u32 {
+        let pid = self.brick_pid(i);
+        // SAFETY: kill(2) with the pid of a brick this test started.
+        assert_eq!(unsafe { libc::kill(pid as i32, libc::SIGKILL) }, 0);
+        // Gone once the CLI no longer sees it.
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let alive = || {
+            fs::read_to_string(format!("/proc/{pid}/stat"))
+                .is_ok_and(|st| st.rsplit(") ").next().is_some_and(|r| !r.starts_with('Z')))
+        };
+        while alive() {
+            assert!(
+                Instant::now() < deadline,
+                "brick {i} (pid {pid}) still alive"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        pid
     }
 
     fn xlfs(&self, args: &[&str]) -> Output {
@@ -452,9 +483,7 @@ fn a_brick_killed_mid_stream_loses_no_fsynced_write_and_heals_to_identical_brick
         })
         .collect();
     std::thread::sleep(Duration::from_secs(2));
-    let victim = c.brick_pid(1);
-    // SAFETY: kill(2) with the pid of a brick this test started.
-    assert_eq!(unsafe { libc::kill(victim as i32, libc::SIGKILL) }, 0);
+    let victim = c.kill_brick(1);
     // Files written only while brick 1 is down, and not touched again until the checks:
     // they stay unhealed until something reads them.
     let cold = m0.join("cold");
@@ -513,6 +542,140 @@ fn a_brick_killed_mid_stream_loses_no_fsynced_write_and_heals_to_identical_brick
         diff.is_empty(),
         "{} differences after heal, first: {:#?}",
         diff.len(),
+        &diff[..diff.len().min(10)]
+    );
+}
+
+/// Reads `len` bytes of `p` at 0 with O_DIRECT (from the bricks, not this machine's cache).
+fn read_direct(p: &Path, len: usize) -> std::io::Result<Vec<u8>> {
+    use std::os::unix::fs::{FileExt, OpenOptionsExt};
+    let f = OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_DIRECT)
+        .open(p)?;
+    // O_DIRECT wants an aligned buffer: a Vec of u64s is 8-aligned; 4096 is asked, so
+    // over-allocate and use an aligned slice.
+    let mut raw = vec![0u8; len + 4096];
+    let off = raw.as_ptr().align_offset(4096);
+    let buf = &mut raw[off..off + len];
+    let mut done = 0;
+    while done < len {
+        let n = f.read_at(&mut buf[done..], done as u64)?;
+        if n == 0 {
+            break;
+        }
+        done += n;
+    }
+    Ok(buf[..done].to_vec())
+}
+
+/// stripe 4: with one brick killed, what needs its units fails with an error (never zeros,
+/// never a short file), units elsewhere still read; once it is back, the file reads whole.
+#[test]
+fn a_stripe_child_down_fails_what_needs_it_and_never_shows_zeros_or_a_short_file() {
+    require!();
+    let mut c = Cluster::create_with("sdown", &["--stripe", "4"], 4);
+    let m = c.mount();
+    // 8 units of 128 KiB: two on every child.
+    let data = Rng(5).bytes(1 << 20);
+    let p = m.join("f");
+    let mut f = File::create(&p).expect("create");
+    f.write_all(&data).expect("write");
+    f.sync_all().expect("fsync");
+    drop(f);
+    assert_eq!(read_direct(&p, data.len()).expect("read all up"), data);
+    c.kill_brick(2);
+    // Anything that needs the whole file fails; it never returns zeros or fewer bytes.
+    match read_direct(&p, data.len()) {
+        Ok(got) => panic!("read with a stripe child down returned {} bytes", got.len()),
+        Err(e) => println!("read with child 2 down: {e}"),
+    }
+    match fs::metadata(&p) {
+        Ok(md) => assert_eq!(md.len(), data.len() as u64, "a size must not shrink"),
+        Err(e) => println!("stat with child 2 down: {e}"),
+    }
+    let w = OpenOptions::new().write(true).open(&p).and_then(|f| {
+        use std::os::unix::fs::FileExt;
+        f.write_all_at(&[9u8; 4096], 2 * (128 << 10))?;
+        f.sync_all()
+    });
+    assert!(
+        w.is_err(),
+        "a write to child 2's unit with child 2 down succeeded"
+    );
+    c.start();
+    // The mount reconnects on its own; wait for it to see the brick again.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let got = loop {
+        match read_direct(&p, data.len()) {
+            Ok(got) => break got,
+            Err(e) => {
+                assert!(
+                    Instant::now() < deadline,
+                    "still failing after restart: {e}"
+                );
+                std::thread::sleep(Duration::from_millis(200));
+            }
+        }
+    };
+    assert_eq!(got, data, "the file reads whole once every child is back");
+}
+
+/// stripe 2 x replica 2: a brick down is not visible (reads, writes, creates go on), and a
+/// crawl after its return leaves each replica pair identical.
+#[test]
+fn replica_under_stripe_hides_a_dead_brick_and_heals_it() {
+    require!();
+    let mut c = Cluster::create_with("sr", &["--stripe", "2", "--replica", "2"], 4);
+    let m = c.mount();
+    let mut rng = Rng(9);
+    let mut model = BTreeMap::new();
+    let mut put = |name: String, rng: &mut Rng| {
+        let n = rng.below(600_000) as usize;
+        let data = rng.bytes(n);
+        let mut f = File::create(m.join("d").join(&name)).expect("create");
+        f.write_all(&data).expect("write");
+        f.sync_all().expect("fsync");
+        model.insert(name, Some(data));
+    };
+    fs::create_dir(m.join("d")).expect("mkdir");
+    for i in 0..10 {
+        put(format!("a{i}"), &mut rng);
+    }
+    // Brick 1 is the second copy of stripe child 0.
+    c.kill_brick(1);
+    for i in 0..10 {
+        put(format!("b{i}"), &mut rng);
+    }
+    put("a3".into(), &mut rng);
+    for (name, v) in &model {
+        let want = v.as_ref().expect("file");
+        let got = read_direct(&m.join("d").join(name), want.len() + 4096).expect("read");
+        assert!(got == *want, "d/{name} with brick 1 down");
+    }
+    let missed = differences(&tree(&c.bricks[0]), &tree(&c.bricks[1])).len();
+    assert!(
+        missed >= 10,
+        "brick 1 missed the b* files: {missed} differences"
+    );
+    c.start();
+    check_model(&m, "d", &model);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let mut diff;
+    loop {
+        crawl(&m);
+        diff = [(0, 1), (2, 3)]
+            .iter()
+            .flat_map(|&(a, b)| differences(&tree(&c.bricks[a]), &tree(&c.bricks[b])))
+            .collect::<Vec<_>>();
+        if diff.is_empty() || Instant::now() > deadline {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    assert!(
+        diff.is_empty(),
+        "after heal: {:#?}",
         &diff[..diff.len().min(10)]
     );
 }
