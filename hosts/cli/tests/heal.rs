@@ -302,3 +302,76 @@ fn heal_full_crawls_and_heals_what_the_index_does_not_list() {
         b"payload"
     );
 }
+
+#[test]
+fn heal_every_heals_a_brick_that_returns_while_it_runs() {
+    if skip("heal_every_heals_a_brick_that_returns_while_it_runs") {
+        return;
+    }
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let state = tmp.path().join("state");
+    let b: Vec<PathBuf> = (0..2).map(|i| tmp.path().join(format!("b{i}"))).collect();
+    let mnt = tmp.path().join("mnt");
+    std::fs::create_dir(&mnt).expect("mkdir mnt");
+    let vol = "healevery";
+    let mut guard = Cleanup {
+        state: state.clone(),
+        volume: vol.into(),
+        mountpoints: vec![mnt.clone()],
+        children: Vec::new(),
+    };
+    let s = |p: &Path| p.to_string_lossy().into_owned();
+    let x = |args: &[&str]| xlfs_raw(&state, args);
+    let port = free_port().to_string();
+    ok(&x(&[
+        "volume",
+        "create",
+        vol,
+        &s(&b[0]),
+        &s(&b[1]),
+        "--replica",
+        "2",
+        "--port",
+        &port,
+    ]));
+    ok(&x(&["volume", "start", vol]));
+    ok(&x(&["mount", vol, &s(&mnt)]));
+    let pid1 = brick_pid(&state, vol, 1);
+    // SAFETY: kill(2) of the brick process this test started.
+    assert_eq!(unsafe { libc::kill(pid1, libc::SIGKILL) }, 0);
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    std::fs::write(mnt.join("late"), b"written while b1 was down").expect("write");
+    ok(&x(&["umount", &s(&mnt)]));
+
+    let child = std::process::Command::new(common::bin("xlfs"))
+        .arg("--state-dir")
+        .arg(&state)
+        .args(["volume", "heal", vol, "--every", "500ms"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("spawn heal --every");
+    guard.children.push(child);
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    assert!(
+        !b[1].join("late").exists(),
+        "brick 1 is down: nothing healed"
+    );
+    ok(&x(&["volume", "start", vol]));
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while std::fs::read(b[1].join("late")).ok().as_deref()
+        != Some(&b"written while b1 was down"[..])
+        && std::time::Instant::now() < deadline
+    {
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    assert_eq!(
+        std::fs::read(b[1].join("late")).expect("late healed onto b1 by the loop"),
+        b"written while b1 was down"
+    );
+    let child = &mut guard.children[0];
+    assert!(
+        child.try_wait().expect("wait").is_none(),
+        "the loop keeps running"
+    );
+}
