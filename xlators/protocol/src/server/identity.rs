@@ -39,8 +39,8 @@ pub enum Peer {
 
 impl Peer {
     /// The peer of a connected Unix socket, from `SO_PEERCRED` (fixed at its `connect`) and
-    /// `SO_PEERGROUPS`; an error if the kernel will not say (the connection is then refused:
-    /// a peer whose ids are unknown must not be believed).
+    /// `SO_PEERGROUPS`; an error if the kernel will not say who it is (the connection is then
+    /// refused: a peer whose ids are unknown must not be believed).
     pub fn of_unix(sock: BorrowedFd<'_>) -> std::io::Result<Peer> {
         let mut cred = libc::ucred {
             pid: 0,
@@ -64,10 +64,16 @@ impl Peer {
         if cred.uid == 0 {
             return Ok(Peer::LocalRoot);
         }
+        // Without SO_PEERGROUPS (before Linux 4.13) the peer gets no supplementary groups:
+        // less than it has, never more.
+        let groups = peer_groups(sock).unwrap_or_else(|e| {
+            tracing::debug!("no SO_PEERGROUPS for local uid {} ({e}): no groups", cred.uid);
+            Vec::new()
+        });
         Ok(Peer::LocalUser {
             uid: cred.uid,
             gid: cred.gid,
-            groups: peer_groups(sock)?,
+            groups,
         })
     }
 
