@@ -67,7 +67,10 @@ impl Peer {
         // Without SO_PEERGROUPS (before Linux 4.13) the peer gets no supplementary groups:
         // less than it has, never more.
         let groups = peer_groups(sock).unwrap_or_else(|e| {
-            tracing::debug!("no SO_PEERGROUPS for local uid {} ({e}): no groups", cred.uid);
+            tracing::debug!(
+                "no SO_PEERGROUPS for local uid {} ({e}): no groups",
+                cred.uid
+            );
             Vec::new()
         });
         Ok(Peer::LocalUser {
