@@ -281,21 +281,37 @@ impl Graph {
         Ok(graph)
     }
 
-    /// Waits, at most `timeout`, until the top translator has said whether it is up (its
-    /// first ChildUp or ChildDown: cluster translators say it once they have heard from
-    /// their children, network clients after their first connection attempt; others are up
-    /// once built). Returns what it said last, `None` if nothing within `timeout`. Hosts
-    /// call it before serving, so the first fops do not find bricks still connecting.
+    /// Waits, at most `timeout`, until every translator that announces its own readiness
+    /// (network clients, cluster translators) has said whether it is up: network clients
+    /// after their first connection attempt, cluster translators once they have heard
+    /// from their children. Hosts call it before serving, so the first fops do not find
+    /// bricks still connecting. Returns the names of those still silent (empty: ready).
     /// Blocks the calling thread: not from an async task.
-    pub fn wait_up(&self, timeout: Duration) -> Option<bool> {
-        let node = self.nodes.get(self.volfile.top_name())?;
-        let up = node.up;
-        let st = up.lock();
-        let (st, _) = up
-            .changed
-            .wait_timeout_while(st, timeout, |st| st.announced.is_none())
-            .unwrap_or_else(|p| p.into_inner());
-        st.announced
+    pub fn wait_ready(&self, timeout: Duration) -> Vec<String> {
+        let deadline = std::time::Instant::now() + timeout;
+        let mut silent = Vec::new();
+        for (name, node) in &self.nodes {
+            if !node.info.announces_child_up {
+                continue;
+            }
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            let st = node.up.lock();
+            let (st, _) = node
+                .up
+                .changed
+                .wait_timeout_while(st, left, |st| st.announced.is_none())
+                .unwrap_or_else(|p| p.into_inner());
+            if st.announced.is_none() {
+                silent.push(name.clone());
+            }
+        }
+        silent
+    }
+
+    /// What translator `name` last announced: Some(true) up, Some(false) down, None if it
+    /// has said nothing yet (or there is no such translator).
+    pub fn announced(&self, name: &str) -> Option<bool> {
+        self.nodes.get(name)?.up.lock().announced
     }
 
     /// The top translator: where hosts send fops.

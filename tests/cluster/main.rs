@@ -30,6 +30,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 use xlfs_integration_tests::{bin, is_mounted};
 
+mod netns;
+use netns::{Killed, Net};
+
 fn missing() -> Option<String> {
     if !Path::new("/dev/fuse").exists() {
         return Some("/dev/fuse is missing".into());
@@ -677,5 +680,342 @@ fn replica_under_stripe_hides_a_dead_brick_and_heals_it() {
         diff.is_empty(),
         "after heal: {:#?}",
         &diff[..diff.len().min(10)]
+    );
+}
+
+/// A replica volume whose bricks and two clients are hosts of their own (network
+/// namespaces): hosts 0..N are the bricks, N is client A, N+1 client B. Dropped in order:
+/// mounts, bricks, namespaces, directories.
+struct NetVolume {
+    mounts: Vec<Mount>,
+    _bricks: Vec<Killed>,
+    net: Net,
+    name: String,
+    port: u16,
+    brick_dirs: Vec<PathBuf>,
+    dir: tempfile::TempDir,
+}
+
+impl NetVolume {
+    fn start(tag: &str, subnet: u8, replica: usize, set: &[(&str, &str)]) -> NetVolume {
+        let net = Net::new(tag, replica + 2, subnet);
+        let dir = tempfile::tempdir().expect("tempdir");
+        let name = format!("net{tag}");
+        // Bricks of different tests share this machine's Unix socket directory
+        // (brick-PORT.sock): a port per test.
+        let port = 24000 + 10 * u16::from(subnet);
+        let state = dir.path().join("state");
+        let xlfs = |args: &[&str]| {
+            let out = Command::new(bin("xlfs"))
+                .args(args)
+                .env("XLFS_STATE_DIR", &state)
+                .output()
+                .expect("xlfs");
+            assert!(
+                out.status.success(),
+                "xlfs {args:?}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        };
+        let brick_dirs: Vec<PathBuf> = (0..replica)
+            .map(|i| dir.path().join(format!("b{i}")))
+            .collect();
+        let mut create: Vec<String> = vec!["volume".into(), "create".into(), name.clone()];
+        create.extend(["--replica".into(), replica.to_string()]);
+        create.extend(["--port".into(), port.to_string()]);
+        for (i, b) in brick_dirs.iter().enumerate() {
+            fs::create_dir_all(b).expect("mkdir brick");
+            create.push(format!("{}:{}", net.addr(i), b.display()));
+        }
+        xlfs(&create.iter().map(String::as_str).collect::<Vec<_>>());
+        // A brick that stops answering is declared down in 2 s, not 10.
+        let mut all = vec![("protocol.client.ping-timeout", "2s")];
+        all.extend_from_slice(set);
+        for (k, v) in all {
+            xlfs(&["volume", "set", &name, k, v]);
+        }
+        let vols = state.join("volumes").join(&name);
+        let mut bricks = Vec::new();
+        for i in 0..replica {
+            let log = dir.path().join(format!("brick{i}.log"));
+            let child = net
+                .command(i, &bin("xlfsd"))
+                .arg("--volfile")
+                .arg(vols.join(format!("brick-{i}.vol")))
+                .arg("--client-volfile")
+                .arg(vols.join("client.vol"))
+                .stdout(Stdio::null())
+                .stderr(File::create(&log).expect("log"))
+                .spawn()
+                .expect("xlfsd");
+            bricks.push(Killed(child));
+        }
+        let mut v = NetVolume {
+            mounts: Vec::new(),
+            _bricks: bricks,
+            net,
+            name,
+            port,
+            brick_dirs,
+            dir,
+        };
+        for i in 0..replica {
+            v.wait_listening(i);
+        }
+        for host in [replica, replica + 1] {
+            v.mount(host);
+        }
+        v
+    }
+
+    /// Waits until brick `i` accepts connections (from client A's host).
+    fn wait_listening(&self, i: usize) {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let probe = format!(
+            "exec 3<>/dev/tcp/{}/{}",
+            self.net.addr(i),
+            self.port + i as u16
+        );
+        loop {
+            let ok = self
+                .net
+                .command(self.brick_dirs.len(), &PathBuf::from("/bin/bash"))
+                .args(["-c", &probe])
+                .stderr(Stdio::null())
+                .status()
+                .is_ok_and(|s| s.success());
+            if ok {
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "brick {i} never listened:\n{}",
+                fs::read_to_string(self.dir.path().join(format!("brick{i}.log")))
+                    .unwrap_or_default()
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    fn mount(&mut self, host: usize) {
+        let mnt = self.dir.path().join(format!("m{host}"));
+        fs::create_dir_all(&mnt).expect("mkdir mount point");
+        let log = self.dir.path().join(format!("m{host}.log"));
+        let mut child = self
+            .net
+            .command(host, &bin("xlfs-mount"))
+            .arg(format!("{}:{}:/{}", self.net.addr(0), self.port, self.name))
+            .arg(&mnt)
+            .stdout(Stdio::null())
+            .stderr(File::create(&log).expect("log"))
+            .spawn()
+            .expect("xlfs-mount");
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while !is_mounted(&mnt) {
+            if let Ok(Some(st)) = child.try_wait() {
+                panic!(
+                    "xlfs-mount exited ({st}):\n{}",
+                    fs::read_to_string(&log).unwrap_or_default()
+                );
+            }
+            assert!(Instant::now() < deadline, "no mount on {}", mnt.display());
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        self.mounts.push(Mount { child, mnt });
+    }
+
+    /// Client A's (0) or B's (1) mount point.
+    fn m(&self, client: usize) -> PathBuf {
+        self.mounts[client].mnt.clone()
+    }
+}
+
+/// Skips (or fails under XLFS_E2E_REQUIRE) when namespaces cannot be made here.
+macro_rules! require_netns {
+    () => {
+        require!();
+        if let Err(why) = netns::available() {
+            if std::env::var("XLFS_E2E_REQUIRE").as_deref() == Ok("1") {
+                panic!("cannot run: {why}");
+            }
+            println!("SKIPPED: {why}");
+            return;
+        }
+    };
+}
+
+/// Waits until `f` holds, at most `secs` seconds.
+fn eventually(secs: u64, what: &str, mut f: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    while !f() {
+        assert!(Instant::now() < deadline, "not within {secs} s: {what}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+fn write_synced(p: &Path, data: &[u8]) -> std::io::Result<()> {
+    let mut f = File::create(p)?;
+    f.write_all(data)?;
+    f.sync_all()
+}
+
+/// replica 3, quorum auto (the default): client B is cut from bricks 1 and 2 (it reaches
+/// brick 0 only: a minority). B's reads and changes fail and leave nothing on brick 0; A,
+/// which reaches all three, goes on. Once the partition ends nothing A wrote is lost, B
+/// sees it, and the bricks are identical.
+#[test]
+fn the_minority_side_of_a_partition_fails_its_writes_and_nothing_is_lost() {
+    require_netns!();
+    let v = NetVolume::start("q", 41, 3, &[]);
+    let (a, b) = (v.m(0), v.m(1));
+    let (client_b, replica) = (4, 3);
+    let _ = replica;
+    let mut rng = Rng(3);
+    let mut model: BTreeMap<String, Option<Vec<u8>>> = BTreeMap::new();
+    fs::create_dir(a.join("d")).expect("mkdir d");
+    for i in 0..5 {
+        let data = rng.bytes(20_000 + i * 1000);
+        write_synced(&a.join("d").join(format!("before{i}")), &data).expect("write before");
+        model.insert(format!("before{i}"), Some(data));
+    }
+    check_model(&b, "d", &model);
+
+    v.net.cut(client_b, 1);
+    v.net.cut(client_b, 2);
+    // B notices once its pings to bricks 1 and 2 go unanswered.
+    eventually(20, "B's reads fail without quorum", || {
+        read_direct(&b.join("d/before2"), 30_000).is_err()
+    });
+    // A has all three bricks: it goes on.
+    for i in 0..5 {
+        let data = rng.bytes(30_000);
+        write_synced(&a.join("d").join(format!("during{i}")), &data).expect("A writes");
+        model.insert(format!("during{i}"), Some(data));
+    }
+    let data = rng.bytes(10_000);
+    write_synced(&a.join("d/before0"), &data).expect("A overwrites");
+    model.insert("before0".into(), Some(data));
+    // B changes nothing.
+    let d = b.join("d");
+    let attempts: Vec<(&str, std::io::Result<()>)> = vec![
+        ("create", write_synced(&d.join("bfile"), b"minority")),
+        ("mkdir", fs::create_dir(d.join("bdir"))),
+        ("unlink", fs::remove_file(d.join("before1"))),
+        ("rename", fs::rename(d.join("before3"), d.join("bmoved"))),
+        (
+            "write",
+            OpenOptions::new()
+                .write(true)
+                .open(d.join("before4"))
+                .and_then(|mut f| {
+                    f.write_all(b"minority")?;
+                    f.sync_all()
+                }),
+        ),
+    ];
+    for (what, r) in &attempts {
+        println!("B's {what} during the partition: {r:?}");
+        assert!(r.is_err(), "B's {what} succeeded without quorum");
+    }
+    for name in ["bfile", "bdir", "bmoved"] {
+        for brick in &v.brick_dirs {
+            assert!(!brick.join("d").join(name).exists(), "{name} on {brick:?}");
+        }
+    }
+    assert!(
+        v.brick_dirs[0].join("d/before1").exists(),
+        "B's unlink reached brick 0"
+    );
+
+    v.net.mend(client_b, 1);
+    v.net.mend(client_b, 2);
+    eventually(30, "B writes again once the partition ends", || {
+        write_synced(&b.join("d/after"), b"back").is_ok()
+    });
+    model.insert("after".into(), Some(b"back".to_vec()));
+    check_model(&a, "d", &model);
+    check_model(&b, "d", &model);
+    let mut diff = Vec::new();
+    eventually(60, "the bricks are identical after a crawl", || {
+        crawl(&a);
+        let t0 = tree(&v.brick_dirs[0]);
+        diff = (1..3)
+            .flat_map(|i| differences(&t0, &tree(&v.brick_dirs[i])))
+            .collect();
+        diff.is_empty()
+    });
+}
+
+/// replica 2 with quorum off: A reaches brick 0 only, B brick 1 only, and both rewrite one
+/// file. Once the partition ends the file is split-brain: each brick accuses the other, and
+/// reads through either mount fail with EIO instead of picking a side silently.
+#[test]
+fn writes_on_both_sides_of_a_partition_without_quorum_are_a_split_brain_not_a_silent_pick() {
+    require_netns!();
+    let v = NetVolume::start("s", 42, 2, &[("cluster.replicate.quorum-type", "none")]);
+    let (a, b) = (v.m(0), v.m(1));
+    let (client_a, client_b) = (2, 3);
+    write_synced(&a.join("x"), &[1u8; 50_000]).expect("write x");
+    assert_eq!(
+        read_direct(&b.join("x"), 60_000).expect("B reads x"),
+        [1u8; 50_000]
+    );
+    v.net.cut(client_a, 1);
+    v.net.cut(client_b, 0);
+    // Each side writes once it has noticed the other brick is gone (a write before that
+    // waits for the ping-timeout and then goes to the one brick left).
+    let rewrite = |m: &Path, byte: u8| {
+        let m = m.to_path_buf();
+        move || {
+            OpenOptions::new()
+                .write(true)
+                .open(m.join("x"))
+                .and_then(|mut f| {
+                    f.write_all(&[byte; 50_000])?;
+                    f.sync_all()
+                })
+                .is_ok()
+        }
+    };
+    eventually(30, "A rewrites x on brick 0", rewrite(&a, 2));
+    eventually(30, "B rewrites x on brick 1", rewrite(&b, 3));
+    assert_eq!(
+        fs::read(v.brick_dirs[0].join("x")).expect("b0"),
+        [2u8; 50_000]
+    );
+    assert_eq!(
+        fs::read(v.brick_dirs[1].join("x")).expect("b1"),
+        [3u8; 50_000]
+    );
+    v.net.mend(client_a, 1);
+    v.net.mend(client_b, 0);
+    // Both copies accuse each other (data lane of the other's counter).
+    let accuses = |brick: usize, other: usize| {
+        let key = format!("-client-{other}");
+        xattrs(&v.brick_dirs[brick].join("x"))
+            .iter()
+            .any(|(k, val)| {
+                k.starts_with("trusted.afr.")
+                    && k.ends_with(&key)
+                    && val.len() == 12
+                    && val[..4] != [0; 4]
+            })
+    };
+    assert!(accuses(0, 1) && accuses(1, 0), "each copy blames the other");
+    for m in [&a, &b] {
+        eventually(
+            30,
+            "reads of a split-brain file fail with EIO",
+            || matches!(read_direct(&m.join("x"), 60_000), Err(e) if e.raw_os_error() == Some(libc::EIO)),
+        );
+    }
+    // Nothing picked a side behind the user's back.
+    assert_eq!(
+        fs::read(v.brick_dirs[0].join("x")).expect("b0"),
+        [2u8; 50_000]
+    );
+    assert_eq!(
+        fs::read(v.brick_dirs[1].join("x")).expect("b1"),
+        [3u8; 50_000]
     );
 }

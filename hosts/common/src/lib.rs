@@ -198,21 +198,21 @@ impl VolfileLoader {
 /// How long a host waits, before serving, for its graph to say whether it is up.
 pub const WAIT_UP: std::time::Duration = std::time::Duration::from_secs(10);
 
-/// Waits (at most [`WAIT_UP`]; blocks the thread) until the graph's top has said whether it
-/// is up, so the first requests do not meet bricks that are still connecting (a replica set
-/// that has heard from one brick only, a stripe missing a child): they would fail with
-/// EROFS or ENOTCONN, or go to fewer copies than there are. Logs what it found; serves in
-/// every case (fops then fail with ENOTCONN until bricks connect).
+/// Waits (at most [`WAIT_UP`]; blocks the thread) until every network client and cluster
+/// translator of the graph has said whether it is up, so the first requests do not meet
+/// bricks that are still connecting (a replica set that has heard from one brick only, a
+/// stripe missing a child): they would fail with EROFS or ENOTCONN, or go to fewer copies
+/// than there are. Logs what it found; serves in every case.
 pub fn wait_until_up(volume: &Volume) {
     let start = std::time::Instant::now();
-    match volume.graph().wait_up(WAIT_UP) {
-        Some(true) => tracing::debug!(waited = ?start.elapsed(), "graph up"),
-        Some(false) => tracing::warn!(
-            "no brick of the volume is reachable yet; requests fail with ENOTCONN until one is"
-        ),
-        None => tracing::warn!(
-            "the graph has not said it is up after {WAIT_UP:?}; serving anyway (requests may \
-             fail with ENOTCONN until the bricks connect)"
-        ),
+    let silent = volume.graph().wait_ready(WAIT_UP);
+    if silent.is_empty() {
+        tracing::debug!(waited = ?start.elapsed(), "graph ready");
+    } else {
+        tracing::warn!(
+            "{} not heard from after {WAIT_UP:?} (bricks unreachable?); serving anyway: \
+             requests that need them fail with ENOTCONN until they connect",
+            silent.join(", ")
+        );
     }
 }
