@@ -50,63 +50,88 @@ pub fn is_pending_key(name: &str) -> bool {
 
 /// The open index directory of one brick.
 pub struct Index {
-    dir: OwnedFd,
+    brick: PathBuf,
+    /// Replaced when the directory was removed under the brick (made again on the next add).
+    dir: std::sync::Mutex<Arc<OwnedFd>>,
+}
+
+/// Makes (if needed) and opens `<brick>/.xlfs/indices/xattrop`, mode 0700.
+fn open_dir(brick: &Path) -> Result<OwnedFd, String> {
+    let mut path = brick.join(META_DIR);
+    for part in INDEX_DIR.split('/') {
+        path.push(part);
+        match std::fs::create_dir(&path) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+            Err(e) => return Err(format!("cannot create the heal index {path:?}: {e}")),
+        }
+        let _ =
+            std::fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(0o700));
+    }
+    let p = path
+        .to_str()
+        .ok_or_else(|| format!("heal index path {path:?} is not UTF-8"))?;
+    sys::openat(
+        None,
+        &sys::cstr(p).map_err(|e| e.to_string())?,
+        libc::O_PATH | libc::O_DIRECTORY,
+        0,
+    )
+    .map_err(|e| format!("cannot open the heal index {path:?}: {e}"))
 }
 
 impl Index {
     /// Opens `<brick>/.xlfs/indices/xattrop`, creating it (mode 0700) if needed (after the
     /// handle directory made `.xlfs`).
     pub fn open(brick: &Path) -> Result<Index, String> {
-        let mut path = brick.join(META_DIR);
-        for part in INDEX_DIR.split('/') {
-            path.push(part);
-            match std::fs::create_dir(&path) {
-                Ok(()) => {}
-                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
-                Err(e) => return Err(format!("cannot create the heal index {path:?}: {e}")),
-            }
-            let _ = std::fs::set_permissions(
-                &path,
-                std::os::unix::fs::PermissionsExt::from_mode(0o700),
-            );
-        }
-        let p = path
-            .to_str()
-            .ok_or_else(|| format!("heal index path {path:?} is not UTF-8"))?;
-        let dir = sys::openat(
-            None,
-            &sys::cstr(p).map_err(|e| e.to_string())?,
-            libc::O_PATH | libc::O_DIRECTORY,
-            0,
-        )
-        .map_err(|e| format!("cannot open the heal index {path:?}: {e}"))?;
-        Ok(Index { dir })
+        Ok(Index {
+            brick: brick.to_owned(),
+            dir: std::sync::Mutex::new(Arc::new(open_dir(brick)?)),
+        })
+    }
+
+    fn dir(&self) -> Arc<OwnedFd> {
+        self.dir.lock().unwrap_or_else(|p| p.into_inner()).clone()
     }
 
     fn name(g: Gfid) -> Result<CString, Errno> {
         sys::cstr(&g.to_string())
     }
 
-    /// Makes `g`'s entry (present already is fine). Runs as root.
+    /// Makes `g`'s entry (present already is fine). A directory removed under the brick is
+    /// made again (once per call). Runs as root.
     pub fn add(&self, g: Gfid) -> Result<(), Errno> {
         let n = Self::name(g)?;
-        crate::creds::as_root(|| {
-            match sys::openat(
-                Some(self.dir.as_fd()),
-                &n,
-                libc::O_CREAT | libc::O_EXCL | libc::O_WRONLY | libc::O_NOFOLLOW,
-                0o600,
-            ) {
-                Ok(_) | Err(Errno::EEXIST) => Ok(()),
-                Err(e) => Err(e),
-            }
+        let create = |dir: &OwnedFd| match sys::openat(
+            Some(dir.as_fd()),
+            &n,
+            libc::O_CREAT | libc::O_EXCL | libc::O_WRONLY | libc::O_NOFOLLOW,
+            0o600,
+        ) {
+            Ok(_) | Err(Errno::EEXIST) => Ok(()),
+            Err(e) => Err(e),
+        };
+        crate::creds::as_root(|| match create(&self.dir()) {
+            Err(Errno::ENOENT) => match open_dir(&self.brick) {
+                Ok(fd) => {
+                    let fd = Arc::new(fd);
+                    *self.dir.lock().unwrap_or_else(|p| p.into_inner()) = fd.clone();
+                    tracing::warn!(target: "xlfs::posix", "the heal index of {:?} was removed; made it again", self.brick);
+                    create(&fd)
+                }
+                Err(msg) => {
+                    tracing::warn!(target: "xlfs::posix", "{msg}");
+                    Err(Errno::ENOENT)
+                }
+            },
+            r => r,
         })
     }
 
     /// Removes `g`'s entry (absent is fine). Runs as root.
     pub fn remove(&self, g: Gfid) -> Result<(), Errno> {
         let n = Self::name(g)?;
-        crate::creds::as_root(|| match sys::unlinkat(self.dir.as_fd(), &n, 0) {
+        crate::creds::as_root(|| match sys::unlinkat(self.dir().as_fd(), &n, 0) {
             Ok(()) | Err(Errno::ENOENT) => Ok(()),
             Err(e) => Err(e),
         })

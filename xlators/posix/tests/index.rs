@@ -121,17 +121,24 @@ async fn directories_and_fxattrop_are_indexed_too() {
 async fn a_counter_is_not_made_non_zero_without_its_entry() {
     let (d, top) = new_brick();
     let g = mkfile(&top, &root(), Gfid::ROOT, "f", b"").await.attr.gfid;
-    // The index directory vanished (removed by hand): the entry cannot be made, so the
-    // xattrop is refused and the counter stays unwritten.
-    std::fs::remove_dir(xlfs_posix::index_path(d.path())).expect("rmdir index");
+    let idx = xlfs_posix::index_path(d.path());
+    // The index directory removed by hand is made again by the next entry.
+    std::fs::remove_dir(&idx).expect("rmdir index");
+    add(&top, g, &[(C0, [1, 0, 0])]).await.expect("pre-op");
+    assert_eq!(indexed(d.path()), [g]);
+    add(&top, g, &[(C0, [-1, 0, 0])]).await.expect("post-op");
+    assert!(indexed(d.path()).is_empty());
+    // Something else in its place: the entry cannot be made, so the xattrop is refused and
+    // the counter stays unwritten.
+    std::fs::remove_dir(&idx).expect("rmdir index");
+    std::fs::write(&idx, b"not a directory").expect("a file in its place");
     let e = add(&top, g, &[(C0, [1, 0, 0])]).await.expect_err("refused");
     assert_eq!(e, Errno::ENOENT);
+    // Zero deltas (reads) still work without an index.
     let v = add(&top, g, &[(C0, [0, 0, 0])]).await.expect("read");
     assert_eq!(v[0].value.as_slice(), [0u8; 12], "nothing was written");
-    // Zero deltas (reads) still work without an index.
-    drop(top);
-    // A restart makes the directory again and the counters work.
-    let top = brick_at(d.path());
+    // Once the directory can be made again, the counters work.
+    std::fs::remove_file(&idx).expect("rm the file");
     add(&top, g, &[(C0, [1, 0, 0])]).await.expect("pre-op");
     assert_eq!(indexed(d.path()), [g]);
 }
