@@ -369,6 +369,16 @@ fn heal_every_heals_a_brick_that_returns_while_it_runs() {
         std::fs::read(b[1].join("late")).expect("late healed onto b1 by the loop"),
         b"written while b1 was down"
     );
+    // The root's entry lane (`late` was made in it) and the file heal too: both indexes empty.
+    let empty = |i: usize| {
+        std::fs::read_dir(b[i].join(".xlfs/indices/xattrop"))
+            .map(|d| d.count() == 0)
+            .unwrap_or(false)
+    };
+    while !(empty(0) && empty(1)) && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    assert!(empty(0) && empty(1), "indexes empty after the loop healed");
     let child = &mut guard.children[0];
     assert!(
         child.try_wait().expect("wait").is_none(),
