@@ -3,8 +3,8 @@
 //! A client's reads are often served from its own page cache and never reach the brick, so
 //! reads alone would leave atime where the brick's last read left it (a file written and
 //! then read back on a client would never show the read). The brick therefore counts an
-//! open for reading as an access: [`touch`] makes a one-byte read that does not wait for the
-//! disk, and the brick's kernel updates atime under the brick file system's own rule
+//! open for reading as an access: [`touch`] makes a one-byte read at the end of the file
+//! (no data, no page cache, no readahead), and the brick's kernel updates atime under the brick file system's own rule
 //! (relatime, strictatime, noatime, lazytime): the same rule, and the same ctime-preserving
 //! update, as any read there. A utimensat would not do: it sets ctime too.
 //!
@@ -27,17 +27,22 @@ pub fn counts_as_access(flags: i32) -> bool {
         && flags & (libc::O_TRUNC | libc::O_NOATIME | libc::O_DIRECT | libc::O_PATH) == 0
 }
 
-/// Marks `fd` accessed: one byte read at offset 0 that never waits for the disk
-/// (RWF_NOWAIT; the kernel updates atime whether or not the page was cached, and at EOF
-/// too). Errors are ignored: atime is advisory, the open has succeeded.
+/// Marks `fd` accessed: a one-byte read at the end of the file, which reads nothing, looks
+/// up no page and starts no readahead (a read at offset 0 would pull the file's first
+/// pages into the brick's cache, defeating `direct-read-min`), yet the kernel updates
+/// atime as for any read. RWF_NOWAIT in case the file grew meanwhile. Errors are ignored:
+/// atime is advisory, the open has succeeded.
 pub fn touch(fd: BorrowedFd<'_>) {
+    let Ok(st) = crate::sys::fstat(fd) else {
+        return;
+    };
     let mut byte = 0u8;
     let iov = libc::iovec {
         iov_base: (&raw mut byte).cast(),
         iov_len: 1,
     };
     // SAFETY: one valid iovec of one byte that outlives the call; plain integer arguments.
-    let r = unsafe { libc::preadv2(fd.as_raw_fd(), &iov, 1, 0, libc::RWF_NOWAIT) };
+    let r = unsafe { libc::preadv2(fd.as_raw_fd(), &iov, 1, st.st_size, libc::RWF_NOWAIT) };
     if r < 0 {
         tracing::trace!("atime touch: {}", std::io::Error::last_os_error());
     }
