@@ -1019,3 +1019,53 @@ fn writes_on_both_sides_of_a_partition_without_quorum_are_a_split_brain_not_a_si
         [3u8; 50_000]
     );
 }
+
+/// Opens of one new name with O_CREAT (no O_EXCL) racing from two mounts all succeed and
+/// reach one file (the loser opens what the winner made), on replica, stripe and
+/// distribute: each of 8 writers appends one record to each of 20 fresh names, and every
+/// file ends with all 8 records.
+#[test]
+fn racing_creates_without_o_excl_from_two_mounts_open_one_file() {
+    require!();
+    for (name, args, bricks) in [
+        ("crr", &["--replica", "2"][..], 2),
+        ("crs", &["--stripe", "2"][..], 2),
+        ("crd", &[][..], 2),
+    ] {
+        let mut c = Cluster::create_with(name, args, bricks);
+        let (m0, m1) = (c.mount(), c.mount());
+        const NAMES: usize = 20;
+        const WRITERS: usize = 8;
+        let barrier = Arc::new(std::sync::Barrier::new(WRITERS));
+        let threads: Vec<_> = (0..WRITERS)
+            .map(|w| {
+                let m = if w % 2 == 0 { m0.clone() } else { m1.clone() };
+                let barrier = barrier.clone();
+                std::thread::spawn(move || {
+                    let mut errors = Vec::new();
+                    for n in 0..NAMES {
+                        barrier.wait();
+                        let r = OpenOptions::new()
+                            .create(true)
+                            .append(true)
+                            .open(m.join(format!("f{n}")))
+                            .and_then(|mut f| f.write_all(format!("{w:04}\n").as_bytes()));
+                        if let Err(e) = r {
+                            errors.push(format!("f{n}: {e}"));
+                        }
+                    }
+                    errors
+                })
+            })
+            .collect();
+        let errors: Vec<String> = threads
+            .into_iter()
+            .flat_map(|t| t.join().expect("writer"))
+            .collect();
+        assert!(errors.is_empty(), "{name}: {errors:?}");
+        for n in 0..NAMES {
+            let data = fs::read(m1.join(format!("f{n}"))).expect("read");
+            assert_eq!(data.len(), WRITERS * 5, "{name}: f{n} has every record");
+        }
+    }
+}

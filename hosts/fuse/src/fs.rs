@@ -179,6 +179,26 @@ impl Shared {
         stale
     }
 
+    /// A create without O_EXCL that found the name taken: opens what the name is now, as
+    /// open(2) would (EISDIR for a directory), and answers with its entry.
+    async fn open_existing(&self, cx: &Ctx, loc: Loc, fd: Fd) -> Result<Entry, Errno> {
+        let top = self.graph();
+        let e = top.top().lookup(cx, loc).await?;
+        match e.attr.kind {
+            xlator_api::FileType::Directory => return Err(Errno::EISDIR),
+            xlator_api::FileType::Regular => {}
+            // A device, FIFO or socket the kernel opens itself: not through a create.
+            _ => return Err(Errno::EEXIST),
+        }
+        let fd = Fd {
+            gfid: e.attr.gfid,
+            flags: fd.flags & !(libc::O_CREAT | libc::O_EXCL),
+            ..fd
+        };
+        top.top().open(cx, fd).await?;
+        Ok(e)
+    }
+
     /// Drops every name recorded for `node` from the kernel's cache (and the record).
     async fn drop_names(&self, node: INodeNo) {
         for (parent, name) in self.inodes.take_names(node) {
@@ -427,6 +447,10 @@ fn changed_since(before: Option<&Iatt>, now: Option<&Iatt>) -> bool {
 /// even if it comes later than this (a loaded machine) or the name changed again: the walk
 /// began after the change the ESTALE was for, and the kernel would not retry twice.
 const FRESH_NAME: Duration = Duration::from_millis(100);
+
+/// How many times a create without O_EXCL is tried when the name it found taken is gone
+/// again before it could be opened.
+const CREATE_TRIES: u32 = 5;
 
 /// Whether a fop by GFID failed because the object has no name left (unlinked while open).
 fn gone(e: Errno) -> bool {
@@ -1112,7 +1136,28 @@ impl Filesystem for XlfsFs {
         self.s.fresh.adding(parent, name);
         self.spawn(|s| async move {
             let name = loc.name.clone();
-            let r = s.graph().top().create(&cx, loc, fd, mode, umask).await;
+            // Another client (or process) made the name first: without O_EXCL that is an
+            // open of what it made (a brick does it itself; replicate, stripe and distribute
+            // answer EEXIST when a create of the same name won the race). If that name is
+            // gone again by the time it is opened, the create is tried again (a few times).
+            let mut tries = 0;
+            let r = loop {
+                tries += 1;
+                match s
+                    .graph()
+                    .top()
+                    .create(&cx, loc.clone(), fd, mode, umask)
+                    .await
+                {
+                    Err(Errno::EEXIST) if flags & libc::O_EXCL == 0 => {
+                        match s.open_existing(&cx, loc.clone(), fd).await {
+                            Err(Errno::ENOENT) if tries < CREATE_TRIES => continue,
+                            r => break r,
+                        }
+                    }
+                    r => break r,
+                }
+            };
             s.end_dir_op(parent, ds, r.as_ref().ok().map(|e| &e.postparent));
             let e = match r {
                 Ok(e) => e,
