@@ -74,6 +74,9 @@ impl Source {
 }
 
 /// The volfile of a local volume on `brick`: storage/posix, features/locks, debug/io-stats.
+/// Device nodes are allowed (`allow-devices`): nothing but this machine's own mount reaches
+/// the graph, whose caller could make them on the brick directory itself, and the mount is
+/// `nodev` unless asked otherwise.
 pub fn local_volfile(brick: &Path) -> Result<String, SourceError> {
     let dir = brick
         .to_str()
@@ -84,7 +87,7 @@ pub fn local_volfile(brick: &Path) -> Result<String, SourceError> {
         r#"// Generated for --local {dir}.
 (
     volumes: [
-        (name: "posix", type: "storage/posix", options: {{ "directory": {dir} }}),
+        (name: "posix", type: "storage/posix", options: {{ "directory": {dir}, "allow-devices": "on" }}),
         (name: "locks", type: "features/locks", subvolumes: ["posix"]),
         (name: "{LOCAL_VOLUME}", type: "debug/io-stats", subvolumes: ["locks"]),
     ],

@@ -149,6 +149,8 @@ fn xlfs_up(dir: &Path, mnt: &Path, name: &str, args: &[&str], default_ops: u32) 
         .arg(dir.join("vol"))
         .arg(mnt)
         .args(["--name", name, "--port", &port.to_string()])
+        // pjdfstest makes device nodes; bricks refuse them unless allowed.
+        .args(["--set", "storage.posix.allow-devices=on"])
         .args(args);
     let ops = std::env::var("XLFS_FSX_OPS")
         .ok()
