@@ -21,27 +21,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 use xlfs_integration_tests::{bin, is_mounted};
 
-/// Why these tests cannot run here, if they cannot.
-fn missing() -> Option<String> {
-    if !Path::new("/dev/fuse").exists() {
-        return Some("/dev/fuse is missing".into());
-    }
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } != 0 {
-        return Some("not root".into());
-    }
-    None
-}
-
 macro_rules! require {
     () => {
-        if let Some(why) = missing() {
-            if std::env::var("XLFS_E2E_REQUIRE").as_deref() == Ok("1") {
-                panic!("cannot run: {why}");
-            }
-            println!("SKIPPED: {why}");
-            return;
-        }
+        xlfs_integration_tests::require_e2e!()
     };
 }
 

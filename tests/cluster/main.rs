@@ -33,26 +33,9 @@ use xlfs_integration_tests::{bin, is_mounted};
 mod netns;
 use netns::{Killed, Net};
 
-fn missing() -> Option<String> {
-    if !Path::new("/dev/fuse").exists() {
-        return Some("/dev/fuse is missing".into());
-    }
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } != 0 {
-        return Some("not root".into());
-    }
-    None
-}
-
 macro_rules! require {
     () => {
-        if let Some(why) = missing() {
-            if std::env::var("XLFS_E2E_REQUIRE").as_deref() == Ok("1") {
-                panic!("cannot run: {why}");
-            }
-            println!("SKIPPED: {why}");
-            return;
-        }
+        xlfs_integration_tests::require_e2e!()
     };
 }
 
@@ -60,6 +43,34 @@ macro_rules! require {
 struct Mount {
     child: Child,
     mnt: PathBuf,
+}
+
+impl Mount {
+    /// Runs `cmd` (xlfs-mount with its source) on `mnt`, its errors to `log`, and waits
+    /// until the mount is listed.
+    fn start(mut cmd: Command, mnt: &Path, log: &Path) -> Mount {
+        let mut child = cmd
+            .arg(mnt)
+            .stdout(Stdio::null())
+            .stderr(File::create(log).expect("log"))
+            .spawn()
+            .expect("xlfs-mount");
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while !is_mounted(mnt) {
+            if let Ok(Some(st)) = child.try_wait() {
+                panic!(
+                    "xlfs-mount exited ({st}):\n{}",
+                    fs::read_to_string(log).unwrap_or_default()
+                );
+            }
+            assert!(Instant::now() < deadline, "no mount on {}", mnt.display());
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        Mount {
+            child,
+            mnt: mnt.to_path_buf(),
+        }
+    }
 }
 
 impl Drop for Mount {
@@ -231,28 +242,9 @@ impl Cluster {
         let mnt = self.dir.path().join(format!("m{i}"));
         fs::create_dir_all(&mnt).expect("mkdir mount point");
         let log = self.dir.path().join(format!("m{i}.log"));
-        let mut child = Command::new(bin("xlfs-mount"))
-            .arg(format!("127.0.0.1:{}:/{}", self.port, self.name))
-            .arg(&mnt)
-            .stdout(Stdio::null())
-            .stderr(File::create(&log).expect("log"))
-            .spawn()
-            .expect("xlfs-mount");
-        let deadline = Instant::now() + Duration::from_secs(60);
-        while !is_mounted(&mnt) {
-            if let Ok(Some(st)) = child.try_wait() {
-                panic!(
-                    "xlfs-mount exited ({st}):\n{}",
-                    fs::read_to_string(&log).unwrap_or_default()
-                );
-            }
-            assert!(Instant::now() < deadline, "no mount on {}", mnt.display());
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        self.mounts.push(Mount {
-            child,
-            mnt: mnt.clone(),
-        });
+        let mut cmd = Command::new(bin("xlfs-mount"));
+        cmd.arg(format!("127.0.0.1:{}:/{}", self.port, self.name));
+        self.mounts.push(Mount::start(cmd, &mnt, &log));
         mnt
     }
 }
@@ -801,27 +793,9 @@ impl NetVolume {
         let mnt = self.dir.path().join(format!("m{host}"));
         fs::create_dir_all(&mnt).expect("mkdir mount point");
         let log = self.dir.path().join(format!("m{host}.log"));
-        let mut child = self
-            .net
-            .command(host, &bin("xlfs-mount"))
-            .arg(format!("{}:{}:/{}", self.net.addr(0), self.port, self.name))
-            .arg(&mnt)
-            .stdout(Stdio::null())
-            .stderr(File::create(&log).expect("log"))
-            .spawn()
-            .expect("xlfs-mount");
-        let deadline = Instant::now() + Duration::from_secs(60);
-        while !is_mounted(&mnt) {
-            if let Ok(Some(st)) = child.try_wait() {
-                panic!(
-                    "xlfs-mount exited ({st}):\n{}",
-                    fs::read_to_string(&log).unwrap_or_default()
-                );
-            }
-            assert!(Instant::now() < deadline, "no mount on {}", mnt.display());
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        self.mounts.push(Mount { child, mnt });
+        let mut cmd = self.net.command(host, &bin("xlfs-mount"));
+        cmd.arg(format!("{}:{}:/{}", self.net.addr(0), self.port, self.name));
+        self.mounts.push(Mount::start(cmd, &mnt, &log));
     }
 
     /// Client A's (0) or B's (1) mount point.

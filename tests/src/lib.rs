@@ -50,4 +50,31 @@ pub fn is_mounted(path: &Path) -> bool {
     info.lines().any(|l| l.split(' ').nth(4) == Some(&*p))
 }
 
+/// Why tests that need FUSE and root cannot run here, if they cannot.
+pub fn e2e_missing() -> Option<String> {
+    if !Path::new("/dev/fuse").exists() {
+        return Some("/dev/fuse is missing".into());
+    }
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        return Some("not root".into());
+    }
+    None
+}
+
+/// Returns from a test that needs FUSE and root when they are missing (saying why), unless
+/// XLFS_E2E_REQUIRE=1 (set by .ci/run) makes it fail instead.
+#[macro_export]
+macro_rules! require_e2e {
+    () => {
+        if let Some(why) = $crate::e2e_missing() {
+            if std::env::var("XLFS_E2E_REQUIRE").as_deref() == Ok("1") {
+                panic!("cannot run: {why}");
+            }
+            println!("SKIPPED: {why}");
+            return;
+        }
+    };
+}
+
 pub mod probe;
