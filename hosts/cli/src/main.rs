@@ -32,6 +32,7 @@ Examples:
   xlfs volume statedump gv0 --client /mnt/gv0 --json
   xlfs volume heal gv1 info                  replica entries pending heal, by path
   xlfs volume heal gv1                       heal them (full: look up every object)
+  xlfs volume heal gv1 split-brain bigger-file /f   resolve a split-brain (the larger copy wins)
   xlfs volume set gv0 user.counter \"user/counter above performance.write-behind\"
   xlfs umount /mnt/gv0 && xlfs volume stop gv0
   xlfs translator list                       every type a volfile can name
@@ -105,7 +106,7 @@ pub enum VolumeCommand {
     /// Delete a stopped volume's description (brick data is kept).
     Delete(cmd::delete::Args),
     /// Replicate heal: `info` (pending entries by path), `info split-brain`, heal the index,
-    /// or `full` (look up everything).
+    /// `full` (look up everything), or `split-brain bigger-file|latest-mtime|source-brick`.
     Heal(cmd::heal::Args),
 }
 

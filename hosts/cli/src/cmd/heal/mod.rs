@@ -15,6 +15,7 @@
 
 pub mod info;
 pub mod run;
+pub mod split;
 
 use std::time::Duration;
 
@@ -29,14 +30,20 @@ Examples:
   xlfs volume heal gv0                        heal what the local bricks' indexes list
   xlfs volume heal gv0 full                   look up every object of the volume
   xlfs volume heal gv0 --every 10s            heal the index again every 10 s (Ctrl-C stops)
+  xlfs volume heal gv0 split-brain bigger-file /dir/f       resolve: the larger copy wins
+  xlfs volume heal gv0 split-brain latest-mtime /dir/f      resolve: the newest copy wins
+  xlfs volume heal gv0 split-brain source-brick host:/b1 [/dir/f]
+                                              resolve: brick host:/b1's copy wins (without a
+                                              path: every split-brain entry of its set)
 
 Exit codes: 0 nothing left to heal (info: always 0 unless the volume is unknown), 8 heal
 finished with entries still pending (a brick down, split-brain, or writes in flight).")]
 pub struct Args {
     /// The volume.
     pub name: String,
-    /// `info`, `info split-brain`, `full`, or nothing (heal the index).
-    #[arg(value_name = "WHAT", num_args = 0..=2)]
+    /// `info`, `info split-brain`, `full`, `split-brain POLICY ...`, or nothing (heal the
+    /// index).
+    #[arg(value_name = "WHAT", num_args = 0..=4)]
     pub what: Vec<String>,
     /// Print JSON.
     #[arg(long)]
@@ -68,7 +75,7 @@ impl What {
             ["info"] => Ok(What::Info),
             ["info", "split-brain"] => Ok(What::SplitBrain),
             _ => Err(CliError::Rejected(format!(
-                "volume heal: unknown {:?}; say `info`, `info split-brain`, `full` or nothing",
+                "volume heal: unknown {:?}; say `info`, `info split-brain`, `full`, `split-brain ...` or nothing",
                 w.join(" ")
             ))),
         }
@@ -93,6 +100,16 @@ pub fn parse_duration(s: &str) -> std::result::Result<Duration, String> {
 }
 
 pub fn run(ctx: &Ctx, a: Args) -> Result<u8> {
+    if a.what.first().map(String::as_str) == Some("split-brain") {
+        let words: Vec<&str> = a.what[1..].iter().map(String::as_str).collect();
+        let req = split::parse(&words)?;
+        if a.every.is_some() || a.json {
+            return Err(CliError::Rejected(
+                "volume heal: split-brain takes neither --every nor --json".into(),
+            ));
+        }
+        return split::run(ctx, &a.name, &req);
+    }
     let what = What::parse(&a.what)?;
     match what {
         What::Info | What::SplitBrain => {

@@ -51,45 +51,76 @@ struct Report {
     pending: Vec<(String, usize)>,
 }
 
+/// The volume's client graph built in this process with replicate's heals inline, and the
+/// runtime it runs on (drop the volume before shutting the runtime down).
+pub struct HealGraph {
+    pub rt: tokio::runtime::Runtime,
+    pub volume: Arc<Volume>,
+    /// Replicate names and child counts.
+    pub sets: Vec<(String, usize)>,
+}
+
+impl HealGraph {
+    /// Builds the graph of `vd`'s `client.vol`; refused for a volume without replicas.
+    pub fn build(vd: &crate::state::VolumeDir, name: &str) -> Result<HealGraph> {
+        let path = vd.client_volfile();
+        let text = std::fs::read_to_string(&path).map_err(CliError::io(&path))?;
+        let mut vf = Volfile::parse(&text, &path.display().to_string())
+            .map_err(|e| CliError::Other(format!("{}: {e}", path.display())))?;
+        let sets = inline_heals(&mut vf);
+        if sets.is_empty() {
+            return Err(CliError::State(format!(
+                "volume {name} has no replicas (no cluster/replicate in its client volfile): nothing heals"
+            )));
+        }
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .thread_name("xlfs-heal")
+            .build()
+            .map_err(|e| CliError::Other(format!("cannot start the async runtime: {e}")))?;
+        xlfs_core::services::set_fallback_runtime(rt.handle().clone());
+        let volume = {
+            let _guard = rt.enter();
+            Arc::new(
+                Volume::new(vf, Arc::new(Registry::new()))
+                    .map_err(|e| CliError::Other(format!("cannot build the client graph: {e}")))?,
+            )
+        };
+        Ok(HealGraph { rt, volume, sets })
+    }
+
+    /// Waits for the bricks that answer to connect (see [`wait_connected`]).
+    pub async fn connect(
+        &self,
+        spec: &VolumeSpec,
+        vd: &crate::state::VolumeDir,
+        timeout: Duration,
+    ) -> Vec<(String, u64, usize)> {
+        wait_connected(&self.volume, spec, vd, &self.sets, timeout).await
+    }
+
+    /// Drops the graph, then the runtime.
+    pub fn close(self) {
+        drop(self.volume);
+        self.rt.shutdown_timeout(Duration::from_secs(2));
+    }
+}
+
 pub fn run(ctx: &Ctx, a: &Args, full: bool) -> Result<u8> {
     let (vd, spec) = ctx.state().load(&a.name)?;
-    let path = vd.client_volfile();
-    let text = std::fs::read_to_string(&path).map_err(CliError::io(&path))?;
-    let mut vf = Volfile::parse(&text, &path.display().to_string())
-        .map_err(|e| CliError::Other(format!("{}: {e}", path.display())))?;
-    let sets = inline_heals(&mut vf);
-    if sets.is_empty() {
-        return Err(CliError::State(format!(
-            "volume {} has no replicas (no cluster/replicate in its client volfile): nothing heals",
-            a.name
-        )));
-    }
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .thread_name("xlfs-heal")
-        .build()
-        .map_err(|e| CliError::Other(format!("cannot start the async runtime: {e}")))?;
-    xlfs_core::services::set_fallback_runtime(rt.handle().clone());
-    let volume = {
-        let _guard = rt.enter();
-        Arc::new(
-            Volume::new(vf, Arc::new(Registry::new()))
-                .map_err(|e| CliError::Other(format!("cannot build the client graph: {e}")))?,
-        )
-    };
-    let result = rt.block_on(async {
-        let connected = wait_connected(&volume, &spec, &vd, &sets, a.connect_timeout).await;
+    let g = HealGraph::build(&vd, &a.name)?;
+    let result = g.rt.block_on(async {
+        let connected = g.connect(&spec, &vd, a.connect_timeout).await;
         loop {
-            let code = round(&volume, &spec, &vd, full, a.json, &connected).await?;
+            let code = round(&g.volume, &spec, &vd, full, a.json, &connected).await?;
             let Some(every) = a.every else {
                 return Ok(code);
             };
             tokio::time::sleep(every).await;
         }
     });
-    drop(volume);
-    rt.shutdown_timeout(Duration::from_secs(2));
+    g.close();
     result
 }
 
@@ -263,7 +294,7 @@ fn print_human(r: &Report, bricks: &[BrickIndex]) {
 }
 
 /// Looks `path` up from the root, one component at a time.
-async fn walk(top: &Subvol, path: &str) -> std::result::Result<(), Errno> {
+pub async fn walk(top: &Subvol, path: &str) -> std::result::Result<(), Errno> {
     let cx = FopCtx::root();
     let mut parent = Gfid::ROOT;
     let mut any = false;
