@@ -4,7 +4,9 @@
 //! docs/consistency.md: appends from any number of clients never overlap or get lost, a
 //! rename over a name is atomic to every client, close-to-open consistency, locks exclude
 //! across clients, an unlink on one client leaves another's open fds working, and a random
-//! mix of operations through both mounts agrees with an in-memory model.
+//! mix of operations through both mounts agrees with an in-memory model. The appends and the
+//! random mix also run over the cluster layouts (replica 2, stripe 2, distribute 2, one
+//! xlfsd per brick, volumes made by `xlfs volume create`).
 //!
 //! Needs root and /dev/fuse. Without them a test says why and passes, unless
 //! XLFS_E2E_REQUIRE=1 (set by .ci/run) makes it fail. Every test tears its processes and
@@ -75,6 +77,9 @@ fn wait_mounted(mnt: &Path, p: &mut Proc, log: &Path) {
 struct Volume {
     b: Option<Proc>,
     up: Option<Proc>,
+    /// For a volume made by `xlfs volume create` (see [`Volume::start_layout`]): its state
+    /// directory, whose bricks `xlfs volume stop` stops once both mounts are gone.
+    state: Option<PathBuf>,
     a: PathBuf,
     bm: PathBuf,
     port: u16,
@@ -86,6 +91,12 @@ impl Drop for Volume {
     fn drop(&mut self) {
         drop(self.b.take());
         drop(self.up.take());
+        if let Some(state) = &self.state {
+            let _ = Command::new(bin("xlfs"))
+                .args(["volume", "stop", &self.name])
+                .env("XLFS_STATE_DIR", state)
+                .output();
+        }
         if std::env::var_os("XLFS_KEEP").is_some() {
             let kept = std::mem::replace(&mut self.dir, tempfile::tempdir().expect("tempdir"));
             println!("kept {}", kept.keep().display());
@@ -142,6 +153,82 @@ impl Volume {
         Volume {
             b: Some(b),
             up: Some(up),
+            state: None,
+            a,
+            bm,
+            port,
+            name: name.into(),
+            dir,
+        }
+    }
+
+    /// A volume of `bricks` local bricks made with `xlfs volume create NAME ARGS...` (replica,
+    /// stripe, distribute: the cluster translators), one xlfsd per brick, and two
+    /// `xlfs-mount`s of it: the same kit over a cluster layout.
+    fn start_layout(name: &str, args: &[&str], bricks: usize) -> Volume {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let state = dir.path().join("state");
+        let port = loop {
+            let base = std::net::TcpListener::bind("127.0.0.1:0")
+                .and_then(|l| l.local_addr())
+                .map(|a| a.port())
+                .expect("a free port");
+            let free = (0..bricks as u16).all(|i| {
+                base.checked_add(i)
+                    .is_some_and(|p| std::net::TcpListener::bind(("127.0.0.1", p)).is_ok())
+            });
+            if free {
+                break base;
+            }
+        };
+        let xlfs = |a: &[String]| {
+            let out = Command::new(bin("xlfs"))
+                .args(a)
+                .env("XLFS_STATE_DIR", &state)
+                .output()
+                .expect("xlfs");
+            assert!(
+                out.status.success(),
+                "xlfs {a:?}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        };
+        let mut create: Vec<String> = vec!["volume".into(), "create".into(), name.into()];
+        create.extend(args.iter().map(|a| a.to_string()));
+        create.extend(["--port".into(), port.to_string()]);
+        create.extend((0..bricks).map(|i| {
+            format!(
+                "127.0.0.1:{}",
+                dir.path().join(format!("brick{i}")).display()
+            )
+        }));
+        xlfs(&create);
+        xlfs(&["volume".into(), "start".into(), name.into()]);
+        let mut mounts = Vec::new();
+        for m in ["a", "b"] {
+            let mnt = dir.path().join(m);
+            fs::create_dir_all(&mnt).expect("mkdir mount point");
+            let log = dir.path().join(format!("{m}.log"));
+            let child = Command::new(bin("xlfs-mount"))
+                .arg(format!("127.0.0.1:{port}:/{name}"))
+                .arg(&mnt)
+                .stdout(Stdio::null())
+                .stderr(File::create(&log).expect("log"))
+                .spawn()
+                .expect("xlfs-mount");
+            let mut p = Proc {
+                child,
+                mnt: Some(mnt.clone()),
+            };
+            wait_mounted(&mnt, &mut p, &log);
+            mounts.push((p, mnt));
+        }
+        let (b, bm) = mounts.pop().expect("b");
+        let (a_proc, a) = mounts.pop().expect("a");
+        Volume {
+            b: Some(b),
+            up: Some(a_proc),
+            state: Some(state),
             a,
             bm,
             port,
@@ -225,9 +312,13 @@ fn record(writer: usize, i: usize) -> Vec<u8> {
 #[test]
 fn appends_from_two_mounts_are_all_there_and_whole() {
     require!();
-    let v = Volume::start("appends");
+    appends(&Volume::start("appends"), 2000);
+}
+
+/// 8 writers, 4 on each mount, each append `each` records to one file; every record is
+/// there once, whole, through both mounts.
+fn appends(v: &Volume, each: usize) {
     const WRITERS: usize = 8;
-    const EACH: usize = 2000;
     let threads: Vec<_> = (0..WRITERS)
         .map(|w| {
             let p = if w % 2 == 0 { &v.a } else { &v.bm }.join("log");
@@ -237,7 +328,7 @@ fn appends_from_two_mounts_are_all_there_and_whole() {
                     .create(true)
                     .open(&p)
                     .expect("open O_APPEND");
-                for i in 0..EACH {
+                for i in 0..each {
                     f.write_all(&record(w, i)).expect("append");
                 }
             })
@@ -248,7 +339,7 @@ fn appends_from_two_mounts_are_all_there_and_whole() {
     }
     for m in [&v.a, &v.bm] {
         let data = fs::read(m.join("log")).expect("read back");
-        assert_eq!(data.len(), WRITERS * EACH * RECORD, "size through {m:?}");
+        assert_eq!(data.len(), WRITERS * each * RECORD, "size through {m:?}");
         let mut seen = std::collections::HashSet::new();
         for (k, r) in data.chunks(RECORD).enumerate() {
             let head = std::str::from_utf8(&r[..12]).unwrap_or("?");
@@ -259,7 +350,7 @@ fn appends_from_two_mounts_are_all_there_and_whole() {
             assert_eq!(r, &record(w, i)[..], "record {k} torn through {m:?}");
             assert!(seen.insert((w, i)), "record {w}:{i} twice");
         }
-        assert_eq!(seen.len(), WRITERS * EACH);
+        assert_eq!(seen.len(), WRITERS * each);
     }
 }
 
@@ -489,7 +580,38 @@ type Model = BTreeMap<String, Vec<u8>>;
 #[test]
 fn a_random_mix_through_two_mounts_agrees_with_a_model() {
     require!();
-    let v = Volume::start_with("mix", &[]);
+    random_mix(&Volume::start_with("mix", &[]), 600);
+}
+
+/// The kit on the cluster layouts: replica 2, stripe 2, distribute 2 (one xlfsd per brick).
+#[test]
+fn a_random_mix_through_two_mounts_of_each_cluster_layout_agrees_with_a_model() {
+    require!();
+    for (name, args) in [
+        ("mixr2", &["--replica", "2"][..]),
+        ("mixs2", &["--stripe", "2"][..]),
+        ("mixd2", &[][..]),
+    ] {
+        println!("layout {name} {args:?}");
+        random_mix(&Volume::start_layout(name, args, 2), 250);
+    }
+}
+
+/// Appends from two mounts of a replica 2 and a stripe 2 volume (replicate and stripe
+/// resolve O_APPEND themselves, under their locks).
+#[test]
+fn appends_from_two_mounts_of_replica_and_stripe_are_all_there_and_whole() {
+    require!();
+    for (name, args) in [
+        ("appr2", &["--replica", "2"][..]),
+        ("apps2", &["--stripe", "2"][..]),
+    ] {
+        appends(&Volume::start_layout(name, args, 2), 250);
+    }
+}
+
+/// `steps` unless XLFS_MIX_STEPS says otherwise.
+fn random_mix(v: &Volume, steps: usize) {
     let seed: u64 = std::env::var("XLFS_MIX_SEED")
         .ok()
         .and_then(|s| s.parse().ok())
@@ -497,7 +619,7 @@ fn a_random_mix_through_two_mounts_agrees_with_a_model() {
     let steps: usize = std::env::var("XLFS_MIX_STEPS")
         .ok()
         .and_then(|s| s.parse().ok())
-        .unwrap_or(600);
+        .unwrap_or(steps);
     let mut rng = seed;
     let mut next = move |n: u64| {
         rng ^= rng << 13;
