@@ -334,3 +334,55 @@ fn split_brain_source_brick_resolves_one_path_or_every_entry_of_the_set() {
         text(&o)
     );
 }
+
+fn gfid_of(p: &Path) -> Vec<u8> {
+    raw_xattr(p, "trusted.gfid").expect("trusted.gfid")
+}
+
+#[test]
+fn split_brain_source_brick_resolves_a_gfid_split_brain() {
+    if skip("split_brain_source_brick_resolves_a_gfid_split_brain") {
+        return;
+    }
+    let v = volume("sbgfid");
+    // `gs` made twice: on brick 0 alone, then on brick 1 alone: one name, two GFIDs.
+    let (a, b) = (vec![b'a'; 1500], vec![b'b'; 700]);
+    make_split_brain(&v, &[], &[("gs", a.clone())], &[("gs", b.clone())]);
+    let sink_gfid = gfid_of(&v.b[1].join("gs"));
+    assert_ne!(gfid_of(&v.b[0].join("gs")), sink_gfid);
+    let h: String = sink_gfid.iter().map(|x| format!("{x:02x}")).collect();
+    let sink_handle = v.b[1].join(".xlfs/gfid").join(&h[..2]).join(format!(
+        "{}-{}-{}-{}-{}",
+        &h[0..8],
+        &h[8..12],
+        &h[12..16],
+        &h[16..20],
+        &h[20..32]
+    ));
+    assert!(sink_handle.exists(), "{sink_handle:?}");
+    let o = v.heal(&["split-brain", "bigger-file", "/gs"]);
+    assert_ne!(o.status.code(), Some(0));
+    assert!(text(&o).contains("GFID split-brain"), "{}", text(&o));
+    assert_eq!(std::fs::read(v.b[1].join("gs")).expect("kept"), b);
+
+    let src0 = s(&v.b[0]);
+    let o = v.heal(&["split-brain", "source-brick", &src0, "/gs"]);
+    ok(&o);
+    assert!(
+        text(&o).contains(&format!("Healed /gs from brick {src0}")),
+        "{}",
+        text(&o)
+    );
+    assert_eq!(gfid_of(&v.b[0].join("gs")), gfid_of(&v.b[1].join("gs")));
+    assert!(!sink_handle.exists(), "the sink's old handle is gone");
+    assert_resolved(&v, "gs", &a);
+    let o = v.heal(&["info", "split-brain"]);
+    assert_eq!(
+        text(&o)
+            .matches("Number of entries in split-brain: 0")
+            .count(),
+        2,
+        "{}",
+        text(&o)
+    );
+}

@@ -38,8 +38,6 @@ use crate::cmd::Ctx;
 use crate::error::{CliError, Result, code};
 use crate::procs;
 
-const LANES: [&str; 3] = ["data", "metadata", "entry"];
-
 /// How the source copy is chosen.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Policy {
@@ -188,16 +186,6 @@ fn split_lanes(copies: &[Copy]) -> [bool; 3] {
         }
     }
     out
-}
-
-fn lane_names(s: [bool; 3]) -> String {
-    LANES
-        .iter()
-        .zip(s)
-        .filter(|(_, on)| *on)
-        .map(|(n, _)| *n)
-        .collect::<Vec<_>>()
-        .join(", ")
 }
 
 /// Refuses a replica set with a brick on another host.
@@ -481,10 +469,10 @@ fn resolve_path(
         // the copy may be there, say so).
         let mut copies = Vec::new();
         for k in set.clone() {
-            if spec.bricks[k].is_on(&names) {
-                if let Some(c) = read_copy(spec, k, path)? {
-                    copies.push(c);
-                }
+            if spec.bricks[k].is_on(&names)
+                && let Some(c) = read_copy(spec, k, path)?
+            {
+                copies.push(c);
             }
         }
         if copies.is_empty() {
@@ -530,7 +518,6 @@ fn resolve_path(
             path: path.to_owned(),
             source: spec.bricks[source].to_string(),
         });
-        let _ = lane_names(split);
     }
     if !seen {
         return Err(CliError::Rejected(format!(
