@@ -386,3 +386,45 @@ fn split_brain_source_brick_resolves_a_gfid_split_brain() {
         text(&o)
     );
 }
+
+#[test]
+fn split_brain_refuses_a_replica_set_with_a_brick_on_another_host() {
+    // No process: the refusal comes before anything is read through a brick or written.
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let state = tmp.path().join("state");
+    let b0 = tmp.path().join("b0");
+    let x = |args: &[&str]| xlfs_raw(&state, args);
+    let port = free_port().to_string();
+    ok(&x(&[
+        "volume",
+        "create",
+        "sbremote",
+        &s(&b0),
+        "elsewhere.invalid:/b1",
+        "--replica",
+        "2",
+        "--port",
+        &port,
+    ]));
+    std::fs::create_dir_all(&b0).expect("mkdir b0");
+    std::fs::write(b0.join("f"), b"local copy").expect("write f");
+    for words in [
+        &["split-brain", "bigger-file", "/f"][..],
+        &["split-brain", "source-brick", "elsewhere.invalid:/b1", "/f"],
+        &["split-brain", "source-brick", "elsewhere.invalid:/b1"],
+        &["split-brain", "source-brick", &s(&b0)],
+    ] {
+        let mut a = vec!["volume", "heal", "sbremote"];
+        a.extend_from_slice(words);
+        let o = x(&a);
+        assert_eq!(o.status.code(), Some(5), "{words:?}: {}", text(&o));
+        assert!(
+            text(&o).contains("brick elsewhere.invalid:/b1 is on another host"),
+            "{words:?}: {}",
+            text(&o)
+        );
+    }
+    let o = x(&["volume", "heal", "sbremote", "split-brain", "latest"]);
+    assert_eq!(o.status.code(), Some(3), "{}", text(&o));
+    assert_eq!(std::fs::read(b0.join("f")).expect("f"), b"local copy");
+}
