@@ -4,6 +4,7 @@
 
 use std::time::Duration;
 
+use crate::heal::favorite::Policy;
 use crate::quorum::Quorum;
 use crate::read::ReadPolicy;
 
@@ -47,6 +48,14 @@ xlator_api::options! {
         pub data_self_heal_algorithm: String = OptionSpec::enumeration(
             "data-self-heal-algorithm", "diff", &["full", "diff"],
         ).reconfigurable(),
+        /// Which copy heal takes as the source of a file in data or metadata split-brain
+        /// (every copy accused by another): `none` (never: reads fail with EIO until an
+        /// operator resolves it), `size` (the one largest), `mtime` / `ctime` (the one
+        /// newest), `majority` (the copies agreeing on size and mtime, when more than half of
+        /// the children). A tie picks nothing. Entry and GFID split-brain are not resolved.
+        pub favorite_child_policy: String = OptionSpec::enumeration(
+            "favorite-child-policy", "none", &["none", "size", "mtime", "ctime", "majority"],
+        ).reconfigurable(),
         /// Names of the pending-counter xattrs, one per child, comma-separated (GlusterFS
         /// `afr-pending-xattr`); empty: `trusted.afr.<child name>` (volgen names children
         /// `<vol>-client-<i>`). They must stay the same for the life of the volume.
@@ -65,6 +74,7 @@ pub struct Config {
     pub background_heals: usize,
     pub heal_chunk: u64,
     pub diff_heal: bool,
+    pub favorite: Policy,
 }
 
 impl Config {
@@ -80,6 +90,7 @@ impl Config {
             background_heals: o.background_self_heal_count as usize,
             heal_chunk: o.heal_chunk_size,
             diff_heal: o.data_self_heal_algorithm == "diff",
+            favorite: Policy::parse(&o.favorite_child_policy)?,
         })
     }
 }

@@ -2,7 +2,9 @@
 //! the pending counters in the same call, and learns which children are good copies; other
 //! reads go to one readable child chosen by [`crate::read::order`] and fail over to the next
 //! on a transport-like error. A lane in split-brain answers EIO; a name whose GFID differs
-//! between children answers EIO; both are logged and listed in the dump, never resolved here.
+//! between children answers EIO; both are logged and listed in the dump, never resolved here
+//! (a lookup only triggers the heal, which resolves data and metadata split-brain when
+//! `favorite-child-policy` picks a source: [`crate::heal::favorite`]).
 
 use std::future::Future;
 use std::sync::atomic::Ordering;
@@ -13,6 +15,7 @@ use xlator_api::{Ctx, CtxBuilder, Entry, Errno, FileType, Gfid, Loc, XattrReq};
 
 use crate::changelog::{Lanes, PREFIX};
 use crate::heal;
+use crate::heal::favorite::Policy;
 use crate::read;
 use crate::shared::{Handle, InodeCtx, Shared, fails_over, first_error};
 
@@ -122,15 +125,17 @@ pub(crate) async fn lookup(sh: &Handle, cx: &Ctx, loc: Loc) -> Result<Entry, Err
     let mut req = asked.clone().unwrap_or_default();
     req.prefixes.push(PREFIX.to_owned());
     let lcx = CtxBuilder::ext(cx.to_builder(), &req).build();
-    let (entry, heals) = lookup_once(sh, &lcx, &loc, true).await?;
+    // A file in split-brain answers EIO, but with a favorite-child-policy its heal may
+    // resolve it: the heals are triggered whatever the first answer was.
+    let (entry, heals) = lookup_once(sh, &lcx, &loc, true).await;
     let mut healed_inline = false;
     for (gfid, kind) in heals {
         healed_inline |= heal::trigger(sh, gfid, kind).await;
     }
     let entry = if healed_inline {
-        lookup_once(sh, &lcx, &loc, false).await?.0
+        lookup_once(sh, &lcx, &loc, false).await.0?
     } else {
-        entry
+        entry?
     };
     Ok(strip(entry, asked.as_ref()))
 }
@@ -140,7 +145,7 @@ async fn lookup_once(
     cx: &Ctx,
     loc: &Loc,
     may_heal: bool,
-) -> Result<(Entry, Vec<(Gfid, FileType)>), Errno> {
+) -> (Result<Entry, Errno>, Vec<(Gfid, FileType)>) {
     let up = &sh.up_set();
     let answers = join_all((0..sh.n()).map(|i| {
         let (cx, loc) = (cx.clone(), loc.clone());
@@ -162,18 +167,19 @@ async fn lookup_once(
         })
         .collect();
     let Some(&(_, first)) = found.first() else {
-        return Err(first_error(
+        let e = first_error(
             answers
                 .iter()
                 .flatten()
                 .filter_map(|r| r.as_ref().err().copied()),
-        ));
+        );
+        return (Err(e), Vec::new());
     };
     let gfid = first.attr.gfid;
     let what = || format!("{}/{} ({gfid})", loc.parent, loc.name);
     if found.iter().any(|(_, e)| e.attr.gfid != gfid) {
         sh.split_brain(&format!("{}/{}", loc.parent, loc.name), "gfid");
-        return Err(Errno::EIO);
+        return (Err(Errno::EIO), Vec::new());
     }
     let kind = first.attr.kind;
     let xs: Vec<Option<&[xlator_api::Xattr]>> = answers
@@ -205,7 +211,12 @@ async fn lookup_once(
                 m.direction(Lanes::ENTRY),
                 crate::changelog::Direction::SplitBrain
             );
+        // A data or metadata split-brain is healed when favorite-child-policy may pick a
+        // source (heal::favorite); with none, the heal would only report it again.
+        let resolvable = sh.cfg().favorite != Policy::None
+            && (st.split(Lanes::META) || (kind == FileType::Regular && st.split(Lanes::DATA)));
         if entry_split
+            || resolvable
             || lanes
                 .each()
                 .any(|(l, _)| m.direction(l).needs_heal() || m.dirty(l))
@@ -215,7 +226,7 @@ async fn lookup_once(
     }
     if st.split(Lanes::META) {
         sh.split_brain(&what(), "metadata");
-        return Err(Errno::EIO);
+        return (Err(Errno::EIO), heal);
     }
     if st.split(Lanes::DATA) && kind == FileType::Regular {
         sh.split_brain(&what(), "data");
@@ -228,7 +239,7 @@ async fn lookup_once(
         .iter()
         .find_map(|&i| found.iter().find(|(k, _)| *k == i))
         .map_or(first, |(_, e)| *e);
-    Ok((pick.clone(), heal))
+    (Ok(pick.clone()), heal)
 }
 
 /// Removes replicate's own xattrs from a reply unless the caller asked for them.

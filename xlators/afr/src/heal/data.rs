@@ -9,19 +9,28 @@ use crate::eager;
 use crate::shared::Shared;
 use crate::transaction::Plan;
 
-pub(crate) async fn heal(sh: &Shared, gfid: Gfid) -> Result<(), Errno> {
+pub(crate) async fn heal(
+    sh: &Shared,
+    gfid: Gfid,
+    fav: &mut super::favorite::Favorite,
+) -> Result<(), Errno> {
     // This client's own eager hold would make the heal wait for its timer.
     eager::release_now(sh, gfid).await;
     let Some(held) = super::begin(sh, Plan::inode(sh, gfid, Lanes::DATA), gfid).await? else {
         return Ok(());
     };
-    let r = copy(sh, &held, gfid).await;
+    let r = copy(sh, &held, gfid, fav).await;
     held.end(sh).await;
     r
 }
 
-async fn copy(sh: &Shared, held: &super::Held, gfid: Gfid) -> Result<(), Errno> {
-    let Some((src, sinks, sources)) = held.direction(sh, gfid, Lanes::DATA)? else {
+async fn copy(
+    sh: &Shared,
+    held: &super::Held,
+    gfid: Gfid,
+    fav: &mut super::favorite::Favorite,
+) -> Result<(), Errno> {
+    let Some((src, sinks, sources)) = held.resolve(sh, gfid, Lanes::DATA, fav).await? else {
         return Ok(());
     };
     let cfg = sh.cfg();

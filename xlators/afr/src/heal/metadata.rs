@@ -9,17 +9,26 @@ use crate::changelog::{Lanes, PREFIX};
 use crate::shared::Shared;
 use crate::transaction::Plan;
 
-pub(crate) async fn heal(sh: &Shared, gfid: Gfid) -> Result<(), Errno> {
+pub(crate) async fn heal(
+    sh: &Shared,
+    gfid: Gfid,
+    fav: &mut super::favorite::Favorite,
+) -> Result<(), Errno> {
     let Some(held) = super::begin(sh, Plan::inode(sh, gfid, Lanes::META), gfid).await? else {
         return Ok(());
     };
-    let r = copy(sh, &held, gfid).await;
+    let r = copy(sh, &held, gfid, fav).await;
     held.end(sh).await;
     r
 }
 
-async fn copy(sh: &Shared, held: &super::Held, gfid: Gfid) -> Result<(), Errno> {
-    let Some((src, sinks, sources)) = held.direction(sh, gfid, Lanes::META)? else {
+async fn copy(
+    sh: &Shared,
+    held: &super::Held,
+    gfid: Gfid,
+    fav: &mut super::favorite::Favorite,
+) -> Result<(), Errno> {
+    let Some((src, sinks, sources)) = held.resolve(sh, gfid, Lanes::META, fav).await? else {
         return Ok(());
     };
     let cx = Ctx::root();

@@ -11,11 +11,16 @@
 //!   source's GFID (and blamed on the source, then healed), names only on a sink removed,
 //!   names with different GFIDs reported as split-brain and left alone.
 //!
+//! - [`favorite`]: with `favorite-child-policy` other than none, a data or metadata lane in
+//!   split-brain is healed from the copy the policy picks (as from a good copy: the sinks'
+//!   counters and the source's accusations of them return to zero); otherwise it stays EIO.
+//!
 //! Heals on lookup run in the background, at most `background-self-heal-count` at once (one
 //! per object; more are left to a later lookup); 0 runs them inline.
 
 pub mod data;
 pub mod entry;
+pub mod favorite;
 pub mod metadata;
 
 use std::collections::HashSet;
@@ -81,13 +86,14 @@ async fn run(sh: &Handle, gfid: Gfid, kind: FileType) {
 pub(crate) fn object(sh: &Handle, gfid: Gfid, kind: FileType) -> BoxFuture<'_, Result<(), Errno>> {
     Box::pin(async move {
         let mut result = Ok(());
+        let mut fav = favorite::Favorite::new(sh.cfg().favorite);
         if kind == FileType::Regular {
-            result = result.and(data::heal(sh, gfid).await);
+            result = result.and(data::heal(sh, gfid, &mut fav).await);
         }
         if kind == FileType::Directory {
             result = result.and(entry::heal(sh, gfid).await);
         }
-        result = result.and(metadata::heal(sh, gfid).await);
+        result = result.and(metadata::heal(sh, gfid, &mut fav).await);
         sh.forget(gfid);
         result
     })
@@ -175,6 +181,31 @@ impl Held {
                 Ok((dirty || !sinks.is_empty()).then_some((src, sinks, sources)))
             }
         }
+    }
+
+    /// As [`Held::direction`], but a split-brain is healed from the copy `fav` picks (the
+    /// other present children are its sinks) when the policy picks one.
+    pub async fn resolve(
+        &self,
+        sh: &Shared,
+        gfid: Gfid,
+        lane: Lanes,
+        fav: &mut favorite::Favorite,
+    ) -> Result<Option<HealPlan>, Errno> {
+        if self.matrix.direction(lane) != Direction::SplitBrain {
+            return self.direction(sh, gfid, lane);
+        }
+        let present: Vec<bool> = (0..sh.n())
+            .map(|i| self.locked[i] && self.matrix.present(i))
+            .collect();
+        let Some(sources) = fav.pick(sh, gfid, lane.name(), &present).await else {
+            return self.direction(sh, gfid, lane);
+        };
+        let Some(src) = sources.iter().position(|s| *s) else {
+            return self.direction(sh, gfid, lane);
+        };
+        let sinks = (0..sh.n()).filter(|&i| present[i] && !sources[i]).collect();
+        Ok(Some((src, sinks, sources)))
     }
 
     /// Returns the counters of `lane` read under the lock to zero, for every pair of locked
