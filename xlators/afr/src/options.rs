@@ -51,8 +51,8 @@ xlator_api::options! {
         /// Which copy heal takes as the source of a file in data or metadata split-brain
         /// (every copy accused by another): `none` (never: reads fail with EIO until an
         /// operator resolves it), `size` (the one largest), `mtime` / `ctime` (the one
-        /// newest), `majority` (the copies agreeing on size and mtime, when more than half of
-        /// the children). A tie picks nothing. Entry and GFID split-brain are not resolved.
+        /// newest), `majority` (the copies agreeing on size and mtime in whole seconds, when
+        /// more than half of the children). A tie picks nothing. Entry and GFID split-brain are not resolved.
         pub favorite_child_policy: String = OptionSpec::enumeration(
             "favorite-child-policy", "none", &["none", "size", "mtime", "ctime", "majority"],
         ).reconfigurable(),

@@ -187,6 +187,23 @@ impl<S: Spelling> ReplicateAs<S> {
         &self.sh.children[i]
     }
 
+    /// The kind of `gfid` from the first up child that has it (every copy of one GFID is of
+    /// one kind), whether or not its counters make it readable.
+    async fn any_kind(&self, gfid: Gfid) -> Result<FileType, Errno> {
+        let up = self.sh.up_set();
+        let mut errs = Vec::new();
+        for (child, _) in self.sh.children.iter().zip(&up).filter(|(_, u)| **u) {
+            match child.stat(&Ctx::root(), gfid).await {
+                Ok(a) => return Ok(a.kind),
+                Err(e) => errs.push(e),
+            }
+        }
+        if errs.is_empty() {
+            return Err(Errno::ENOTCONN);
+        }
+        Err(first_error(errs))
+    }
+
     /// The O_TRUNC of `open(fd)`, a transaction of its own once the children hold the fd.
     /// open(2) with O_TRUNC needs write permission whatever the access mode: a read-only fd
     /// is truncated by GFID with the caller's rights (EACCES for a user who may not write,
@@ -332,8 +349,10 @@ impl<S: Spelling> Translator for ReplicateAs<S> {
 
     async fn getxattr(&self, cx: &Ctx, gfid: Gfid, name: RString) -> Result<Buf, Errno> {
         if name.as_str() == HEAL_XATTR {
-            let attr = self.stat(cx, gfid).await?;
-            heal::object(&self.sh, gfid, attr.kind).await?;
+            // The kind from any copy: a stat through replicate needs a readable one, which
+            // a file in split-brain (that a favorite-child-policy may resolve) has not.
+            let kind = self.any_kind(gfid).await?;
+            heal::object(&self.sh, gfid, kind).await?;
             return Ok(Buf::from_vec(b"healed".to_vec()));
         }
         read(&self.sh, gfid, Lanes::META, |i| {

@@ -350,3 +350,42 @@ async fn a_metadata_split_brain_without_policy_fails_lookup_with_eio() {
     }
     assert!(!all_zero(&c, f.gfid).await);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_heal_request_of_the_heal_command_resolves_by_policy_too() {
+    let (c, top_a, c2, top_b) = two_clients("size").await;
+    let (a, b) = a_b();
+    let f = data_split(&c, &top_a, &top_b, &c2, &[1], &a, &b).await;
+    let r = top_a
+        .getxattr(&root(), f.gfid, "replica.heal".into())
+        .await
+        .map(|v| v.as_slice().to_vec());
+    assert_eq!(r.as_deref(), Ok(&b"healed"[..]));
+    let (ca, _) = copies(&a, &b);
+    healed_to(&c, &top_a, f, &ca).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_background_heal_resolves_after_the_lookup_answers() {
+    let set = [
+        ("favorite-child-policy", "size"),
+        ("quorum-type", "none"),
+        ("background-self-heal-count", "8"),
+    ];
+    let (c, top_a) = setup(2, &set);
+    let (c2, top_b) = second_client(&c, &set);
+    let (a, b) = a_b();
+    let f = data_split(&c, &top_a, &top_b, &c2, &[1], &a, &b).await;
+    lookup_f(&top_a).await.expect("lookup answers at once");
+    let (ca, _) = copies(&a, &b);
+    let mut healed = false;
+    for _ in 0..200 {
+        if all_zero(&c, f.gfid).await {
+            healed = true;
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    assert!(healed, "background heal done within 2 s");
+    healed_to(&c, &top_a, f, &ca).await;
+}
