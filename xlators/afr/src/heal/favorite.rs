@@ -5,8 +5,9 @@
 //!
 //! The rules ([`choose`], pure) pick only when they single out a copy: `size` the one largest
 //! `st_size`, `mtime` / `ctime` the one newest time, `majority` the copies that agree (same
-//! size and mtime, in whole seconds) when they are more than half of all children. A tie, or a copy whose
-//! attributes could not be read, means no pick (the split-brain stays, EIO as before).
+//! size and mtime, in whole seconds) when they are more than half of all children. A tie, or
+//! a copy whose attributes could not be read, means no pick (the split-brain stays, EIO as
+//! before).
 //!
 //! One pick per heal of an object ([`Favorite`]): the first lane found in split-brain decides
 //! and the other lanes reuse it, because data heal copies the source's times to the sinks
