@@ -345,9 +345,16 @@ fn split_brain_source_brick_resolves_a_gfid_split_brain() {
         return;
     }
     let v = volume("sbgfid");
-    // `gs` made twice: on brick 0 alone, then on brick 1 alone: one name, two GFIDs.
+    std::fs::create_dir(v.mnt.join("d")).expect("mkdir d");
+    // `gs` made twice: on brick 0 alone, then on brick 1 alone: one name, two GFIDs. And
+    // `d` gets a new name on each side: an entry split-brain of a directory.
     let (a, b) = (vec![b'a'; 1500], vec![b'b'; 700]);
-    make_split_brain(&v, &[], &[("gs", a.clone())], &[("gs", b.clone())]);
+    make_split_brain(
+        &v,
+        &[],
+        &[("gs", a.clone()), ("d/x", a.clone())],
+        &[("gs", b.clone()), ("d/y", b.clone())],
+    );
     let sink_gfid = gfid_of(&v.b[1].join("gs"));
     assert_ne!(gfid_of(&v.b[0].join("gs")), sink_gfid);
     let h: String = sink_gfid.iter().map(|x| format!("{x:02x}")).collect();
@@ -376,6 +383,29 @@ fn split_brain_source_brick_resolves_a_gfid_split_brain() {
     assert_eq!(gfid_of(&v.b[0].join("gs")), gfid_of(&v.b[1].join("gs")));
     assert!(!sink_handle.exists(), "the sink's old handle is gone");
     assert_resolved(&v, "gs", &a);
+
+    // The directory: bigger-file refuses, source-brick makes brick 1's names the only ones.
+    let o = v.heal(&["info", "split-brain"]);
+    assert!(
+        text(&o).contains("/d - Is in split-brain (entry"),
+        "{}",
+        text(&o)
+    );
+    let o = v.heal(&["split-brain", "bigger-file", "/d"]);
+    assert_eq!(o.status.code(), Some(3), "{}", text(&o));
+    assert!(text(&o).contains("not a regular file"), "{}", text(&o));
+    let src1 = s(&v.b[1]);
+    let o = v.heal(&["split-brain", "source-brick", &src1, "/d"]);
+    ok(&o);
+    assert!(
+        text(&o).contains(&format!("Healed /d from brick {src1}")),
+        "{}",
+        text(&o)
+    );
+    for brick in &v.b {
+        assert!(!brick.join("d/x").exists(), "d/x gone from {brick:?}");
+    }
+    assert_resolved(&v, "d/y", &b);
     let o = v.heal(&["info", "split-brain"]);
     assert_eq!(
         text(&o)

@@ -317,6 +317,10 @@ fn pick(policy: &Policy, spec: &VolumeSpec, path: &str, copies: &[Copy]) -> Resu
         }
     };
     match policy {
+        Policy::BiggerFile if copies.iter().any(|c| !c.is_reg) => Err(CliError::Rejected(format!(
+            "{path} is not a regular file on every brick: bigger-file compares file sizes; \
+             use latest-mtime or source-brick"
+        ))),
         Policy::BiggerFile => best(
             &|c| (c.size as i64, 0),
             "size",
@@ -514,6 +518,7 @@ fn resolve_path(
             s
         };
         heal(spec, vd, graph, path, set.clone())?;
+        heal_children(spec, source, path, graph);
         out.push(Resolved {
             path: path.to_owned(),
             source: spec.bricks[source].to_string(),
@@ -578,6 +583,30 @@ fn heal(
         spec.name,
         spec.name
     )))
+}
+
+/// After a directory's entry heal, looks up each of its names on the source brick once, so
+/// that names the entry heal made on the sinks get their data and metadata now rather than
+/// at their next lookup. Failures are left to `heal` (they stay indexed).
+fn heal_children(spec: &VolumeSpec, source: usize, path: &str, graph: &Option<HealGraph>) {
+    let dir = PathBuf::from(spec.bricks[source].path()).join(path.trim_start_matches('/'));
+    if !std::fs::symlink_metadata(&dir).is_ok_and(|m| m.is_dir()) {
+        return;
+    }
+    let (Some(g), Ok(rd)) = (graph.as_ref(), std::fs::read_dir(&dir)) else {
+        return;
+    };
+    let top = g.volume.graph().top().clone();
+    for e in rd.flatten() {
+        let Some(name) = e.file_name().to_str().map(str::to_owned) else {
+            continue;
+        };
+        if path == "/" && name == xlfs_posix::META_DIR {
+            continue;
+        }
+        let child = format!("{}/{name}", path.trim_end_matches('/'));
+        let _ = g.rt.block_on(walk(&top, &child));
+    }
 }
 
 /// Every path the source brick's index lists in split-brain with another copy of its set.
