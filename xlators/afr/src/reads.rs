@@ -129,8 +129,8 @@ pub(crate) async fn lookup(sh: &Handle, cx: &Ctx, loc: Loc) -> Result<Entry, Err
     // resolve it: the heals are triggered whatever the first answer was.
     let (entry, heals) = lookup_once(sh, &lcx, &loc, true).await;
     let mut healed_inline = false;
-    for (gfid, kind) in heals {
-        healed_inline |= heal::trigger(sh, gfid, kind).await;
+    for (gfid, kind, path) in heals {
+        healed_inline |= heal::trigger(sh, gfid, kind, path).await;
     }
     let entry = if healed_inline {
         lookup_once(sh, &lcx, &loc, false).await.0?
@@ -145,7 +145,7 @@ async fn lookup_once(
     cx: &Ctx,
     loc: &Loc,
     may_heal: bool,
-) -> (Result<Entry, Errno>, Vec<(Gfid, FileType)>) {
+) -> (Result<Entry, Errno>, Vec<(Gfid, FileType, Option<String>)>) {
     let up = &sh.up_set();
     let answers = join_all((0..sh.n()).map(|i| {
         let (cx, loc) = (cx.clone(), loc.clone());
@@ -176,7 +176,8 @@ async fn lookup_once(
         return (Err(e), Vec::new());
     };
     let gfid = first.attr.gfid;
-    let what = || format!("{}/{} ({gfid})", loc.parent, loc.name);
+    let path = || format!("{}/{}", loc.parent, loc.name);
+    let what = || format!("{} ({gfid})", path());
     if found.iter().any(|(_, e)| e.attr.gfid != gfid) {
         sh.split_brain(&format!("{}/{}", loc.parent, loc.name), "gfid");
         return (Err(Errno::EIO), Vec::new());
@@ -202,7 +203,7 @@ async fn lookup_once(
         // lock, so an open transaction of another client is waited for, not disturbed.
         if missing_somewhere && !loc.name.is_empty() {
             // The name is missing on some child: the parent's entries need healing.
-            heal.push((loc.parent, FileType::Directory));
+            heal.push((loc.parent, FileType::Directory, None));
         }
         // A directory whose children accuse each other about its entries is merged (see
         // heal::entry), never left so.
@@ -221,7 +222,7 @@ async fn lookup_once(
                 .each()
                 .any(|(l, _)| m.direction(l).needs_heal() || m.dirty(l))
         {
-            heal.push((gfid, kind));
+            heal.push((gfid, kind, Some(path())));
         }
     }
     if st.split(Lanes::META) {

@@ -104,13 +104,16 @@ fn unique_max<K: Ord + Copy>(cands: &[(usize, &Iatt)], key: impl Fn(&Iatt) -> K)
 /// The pick of one heal of an object, made once (see the module doc).
 pub(crate) struct Favorite {
     policy: Policy,
+    /// The object's path, when the heal came from a lookup (for the log).
+    path: Option<String>,
     chosen: Option<Option<Vec<bool>>>,
 }
 
 impl Favorite {
-    pub fn new(policy: Policy) -> Favorite {
+    pub fn new(policy: Policy, path: Option<String>) -> Favorite {
         Favorite {
             policy,
+            path,
             chosen: None,
         }
     }
@@ -145,6 +148,10 @@ impl Favorite {
             let attrs: Vec<Option<Iatt>> =
                 stats.into_iter().map(|s| s.and_then(Result::ok)).collect();
             let chosen = choose(self.policy, &attrs, &unknown);
+            let what = match &self.path {
+                Some(p) => format!("{p} ({gfid})"),
+                None => gfid.to_string(),
+            };
             match &chosen {
                 Some(src) => {
                     let names: Vec<String> = (0..sh.n())
@@ -154,7 +161,7 @@ impl Favorite {
                     sh.log(
                         LogLevel::Info,
                         &format!(
-                            "split-brain on {gfid} resolved by favorite-child-policy={}: source {}",
+                            "split-brain on {what} resolved by favorite-child-policy={}: source {}",
                             self.policy.name(),
                             names.join(",")
                         ),
@@ -165,7 +172,7 @@ impl Favorite {
                 None => sh.log(
                     LogLevel::Warn,
                     &format!(
-                        "split-brain ({lane}) on {gfid}: favorite-child-policy={} picks no \
+                        "split-brain ({lane}) on {what}: favorite-child-policy={} picks no \
                          source (a tie, or a copy not readable); it stays until resolved",
                         self.policy.name()
                     ),

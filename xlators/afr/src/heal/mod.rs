@@ -51,8 +51,8 @@ impl HealQueue {
 }
 
 /// Heals `gfid` after a lookup found it needs it: inline (returns true once done) or in the
-/// background (false).
-pub(crate) async fn trigger(sh: &Handle, gfid: Gfid, kind: FileType) -> bool {
+/// background (false). `path` names it in the log (a favorite-child-policy resolution).
+pub(crate) async fn trigger(sh: &Handle, gfid: Gfid, kind: FileType, path: Option<String>) -> bool {
     let max = sh.cfg().background_heals;
     {
         let mut running = lock(&sh.heals.running);
@@ -63,16 +63,17 @@ pub(crate) async fn trigger(sh: &Handle, gfid: Gfid, kind: FileType) -> bool {
         running.insert(gfid);
     }
     if max == 0 {
-        run(sh, gfid, kind).await;
+        run(sh, gfid, kind, path).await;
         return true;
     }
     let bg = sh.clone();
-    sh.services.spawn(async move { run(&bg, gfid, kind).await });
+    sh.services
+        .spawn(async move { run(&bg, gfid, kind, path).await });
     false
 }
 
-async fn run(sh: &Handle, gfid: Gfid, kind: FileType) {
-    match object(sh, gfid, kind).await {
+async fn run(sh: &Handle, gfid: Gfid, kind: FileType, path: Option<String>) {
+    match named(sh, gfid, kind, path).await {
         Ok(()) => sh.heals.done.fetch_add(1, Ordering::Relaxed),
         Err(e) => {
             sh.log(LogLevel::Warn, &format!("heal of {gfid} failed: {e}"));
@@ -84,9 +85,19 @@ async fn run(sh: &Handle, gfid: Gfid, kind: FileType) {
 
 /// Heals every lane of `gfid` that an object of `kind` has.
 pub(crate) fn object(sh: &Handle, gfid: Gfid, kind: FileType) -> BoxFuture<'_, Result<(), Errno>> {
+    named(sh, gfid, kind, None)
+}
+
+/// [`object`], with the object's path (when known) for the log.
+fn named(
+    sh: &Handle,
+    gfid: Gfid,
+    kind: FileType,
+    path: Option<String>,
+) -> BoxFuture<'_, Result<(), Errno>> {
     Box::pin(async move {
         let mut result = Ok(());
-        let mut fav = favorite::Favorite::new(sh.cfg().favorite);
+        let mut fav = favorite::Favorite::new(sh.cfg().favorite, path);
         if kind == FileType::Regular {
             result = result.and(data::heal(sh, gfid, &mut fav).await);
         }
