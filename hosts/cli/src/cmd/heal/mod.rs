@@ -1,4 +1,4 @@
-//! `xlfs volume heal VOL [info [split-brain] | full] [--json] [--every DURATION]`: what
+//! `xlfs volume heal VOL [info [split-brain] | full | split-brain POLICY ...] [--json] [--every D]`: what
 //! replicate still has to heal, and healing it (GlusterFS's `gluster volume heal`).
 //!
 //! - `info` reads the heal index of every brick of the volume on this host
@@ -9,6 +9,8 @@
 //!   process and looks up every indexed object by path, which makes replicate heal it (inline:
 //!   the heal client runs with `background-self-heal-count 0`), then says what is left;
 //!   `full` looks up every object of the volume instead (readdirp crawl from the root).
+//! - `split-brain bigger-file|latest-mtime PATH`, `split-brain source-brick BRICK [PATH]`
+//!   resolve a split-brain on this host's bricks (see [`split`]).
 //!
 //! Only bricks on this host are read: run it on every server of a volume whose bricks are
 //! spread over several.

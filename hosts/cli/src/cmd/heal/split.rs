@@ -723,4 +723,47 @@ mod tests {
         assert!(parse(&["bigger-file", "a", "b"]).is_err());
         assert!(parse(&["biggest", "a"]).is_err());
     }
+
+    fn copy(index: usize, size: u64, mtime: i64, counters: [[u32; 3]; 2]) -> Copy {
+        Copy {
+            index,
+            brick: format!("/b{index}"),
+            root: PathBuf::from(format!("/b{index}")),
+            file: PathBuf::from(format!("/b{index}/f")),
+            gfid: Some([1; 16]),
+            is_dir: false,
+            is_reg: true,
+            size,
+            mtime: (mtime, 0),
+            counters: [(0, counters[0]), (1, counters[1])].into_iter().collect(),
+        }
+    }
+
+    #[test]
+    fn split_lanes_need_mutual_accusation_in_one_lane() {
+        // 0 accuses 1 in data, 1 accuses 0 in data and metadata: data only.
+        let a = copy(0, 1, 1, [[0; 3], [2, 0, 0]]);
+        let b = copy(1, 1, 1, [[1, 1, 0], [0; 3]]);
+        assert_eq!(split_lanes(&[a.clone(), b.clone()]), [true, false, false]);
+        // One-sided blame (a stale copy) and dirty counts are not split-brain.
+        let c = copy(1, 1, 1, [[0; 3], [5, 5, 5]]);
+        assert_eq!(split_lanes(&[a, c]), [false; 3]);
+    }
+
+    #[test]
+    fn policies_pick_the_bigger_and_the_newer_and_refuse_ties() {
+        let bricks = ["/b0", "/b1"]
+            .iter()
+            .map(|b| xlfs_volgen::Brick::parse(b).expect("brick"))
+            .collect();
+        let mut spec = VolumeSpec::new("v", bricks);
+        spec.replica = 2;
+        let z = [[0; 3]; 2];
+        let v = [copy(0, 5000, 10, z), copy(1, 3000, 20, z)];
+        assert_eq!(pick(&Policy::BiggerFile, &spec, "/f", &v).ok(), Some(0));
+        assert_eq!(pick(&Policy::LatestMtime, &spec, "/f", &v).ok(), Some(1));
+        let tie = [copy(0, 4000, 10, z), copy(1, 4000, 10, z)];
+        assert!(pick(&Policy::BiggerFile, &spec, "/f", &tie).is_err());
+        assert!(pick(&Policy::LatestMtime, &spec, "/f", &tie).is_err());
+    }
 }
