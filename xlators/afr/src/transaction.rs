@@ -118,6 +118,29 @@ impl<R> Replies<R> {
         self.0.iter().map(|r| matches!(r, Some(Ok(_)))).collect()
     }
 
+    /// [`Replies::reply`], taking the success of the child reads of `gfid` would go to
+    /// first (`read-policy` over the children that succeeded): the attributes a create, a
+    /// link or a write answers with come from the copy a later stat or lookup reads. Each
+    /// brick stamps times with its own clock, so copies can differ; an answer from another
+    /// copy made a new file's times seem to change with nothing done to it.
+    pub fn reply_as_read(
+        mut self,
+        quorum: Quorum,
+        policy: crate::read::ReadPolicy,
+        gfid: Gfid,
+    ) -> Result<R, Errno> {
+        let ok = self.succeeded();
+        if quorum.met(&ok) {
+            let zeros = vec![0; ok.len()];
+            if let Some(&i) = crate::read::order(&ok, policy, gfid, &zeros).first()
+                && let Some(Ok(v)) = self.0[i].take()
+            {
+                return Ok(v);
+            }
+        }
+        self.reply(quorum)
+    }
+
     /// The caller's answer (see the module doc).
     pub fn reply(self, quorum: Quorum) -> Result<R, Errno> {
         let ok = self.succeeded();

@@ -73,10 +73,10 @@ impl<S: Spelling> ReplicateAs<S> {
         if lanes.has(Lanes::DATA) {
             eager::release_now(&self.sh, gfid).await;
         }
-        let q = self.sh.cfg().quorum;
+        let cfg = self.sh.cfg();
         transaction::run(&self.sh, Plan::inode(&self.sh, gfid, lanes), op)
             .await?
-            .reply(q)
+            .reply_as_read(cfg.quorum, cfg.read_policy, gfid)
     }
 
     /// A data write through `fd`: eager when on.
@@ -109,13 +109,13 @@ impl<S: Spelling> ReplicateAs<S> {
         if cfg.eager_lock && !fd.is_anonymous() {
             eager::write(&self.sh, fd.gfid, exclusive, prepare, op)
                 .await?
-                .reply(cfg.quorum)
+                .reply_as_read(cfg.quorum, cfg.read_policy, fd.gfid)
         } else {
             eager::release_now(&self.sh, fd.gfid).await;
             let plan = Plan::inode(&self.sh, fd.gfid, Lanes::DATA);
             transaction::run_prepared(&self.sh, plan, prepare, op)
                 .await?
-                .reply(cfg.quorum)
+                .reply_as_read(cfg.quorum, cfg.read_policy, fd.gfid)
         }
     }
 
@@ -154,7 +154,8 @@ impl<S: Spelling> ReplicateAs<S> {
             .await?;
         let ok = replies.succeeded();
         self.sh.forget(gfid);
-        Ok((ok, replies.reply(self.sh.cfg().quorum)))
+        let cfg = self.sh.cfg();
+        Ok((ok, replies.reply_as_read(cfg.quorum, cfg.read_policy, gfid)))
     }
 
     /// `op` on every up child (`on`: a narrower set); the first success, or the error.
@@ -676,10 +677,10 @@ impl<S: Spelling> Translator for ReplicateAs<S> {
     }
 
     async fn link(&self, cx: &Ctx, gfid: Gfid, new: Loc) -> Result<Entry, Errno> {
-        let q = self.sh.cfg().quorum;
+        let cfg = self.sh.cfg();
         self.entry_txn(&[&new], |i| self.child(i).link(cx, gfid, new.clone()))
             .await?
-            .reply(q)
+            .reply_as_read(cfg.quorum, cfg.read_policy, gfid)
     }
 
     async fn unlink(&self, cx: &Ctx, loc: Loc) -> Result<Removed, Errno> {

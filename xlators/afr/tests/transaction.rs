@@ -222,3 +222,31 @@ async fn eager_lock_ends_after_the_post_op_delay() {
     c.handle(1).wait_for(Fop::Inodelk, 2).await;
     assert!(all_zero(&c, f.gfid).await);
 }
+
+/// The attributes a create answers with are those of the child a later stat reads (each
+/// child stamps times with its own clock): a file's times must not seem to change between a
+/// create and a stat with nothing done in between. (A write's or setattr's answer predates
+/// its post-op, whose xattrop moves ctime on every copy anyway.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_create_answers_with_the_attributes_reads_will_show() {
+    let (_c, top) = setup(2, &[]);
+    for n in 0..16 {
+        let name = format!("f{n}");
+        let e = top
+            .create(
+                &root(),
+                Loc::new(Gfid::ROOT, name.as_str()),
+                fd(100 + n, Gfid::NULL),
+                0o644,
+                0,
+            )
+            .await
+            .expect("create");
+        let st = top.stat(&root(), e.attr.gfid).await.expect("stat");
+        assert_eq!(
+            (e.attr.ctime, e.attr.mtime, e.attr.atime),
+            (st.ctime, st.mtime, st.atime),
+            "{name}: create vs stat"
+        );
+    }
+}
