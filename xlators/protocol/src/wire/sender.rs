@@ -5,11 +5,16 @@
 //! writer task cost about as much as the whole translator stack). When the socket is busy the
 //! frame queues for the writer task, which gathers queued frames into vectored writes.
 //!
+//! Frames go out in the order they were handed over: a direct write happens only when no
+//! frame waits in the queue (a cancel or an undo queued by `try_queue` must reach the peer
+//! before anything sent after it, or a later call could overtake the cancel of a lock wait).
+//!
 //! Frames never interleave (one lock guards the socket). A direct write whose future is
 //! dropped half-way would leave a partial frame on the stream, so the socket is then shut and
 //! everything after fails: the peer sees a truncated frame, never a corrupt one.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use tokio::io::AsyncWrite;
 use tokio::sync::{Mutex, mpsc, watch};
@@ -34,6 +39,8 @@ pub struct FrameSender<W> {
     /// `None` once closed or broken (dropping the write half shuts the socket's write side).
     sock: Mutex<Option<W>>,
     queue: mpsc::Sender<OutFrame>,
+    /// Frames queued and not written yet (see the module doc on order).
+    queued: AtomicUsize,
     /// Set by `close`: a write blocked on a peer that stopped reading gives up.
     closing: watch::Sender<bool>,
 }
@@ -47,6 +54,7 @@ impl<W: AsyncWrite + PipeSink + Unpin + Send + 'static> FrameSender<W> {
         let sender = Arc::new(FrameSender {
             sock: Mutex::new(Some(w)),
             queue: tx,
+            queued: AtomicUsize::new(0),
             closing: watch::channel(false).0,
         });
         tokio::spawn(write_queued(Arc::downgrade(&sender), rx));
@@ -55,12 +63,18 @@ impl<W: AsyncWrite + PipeSink + Unpin + Send + 'static> FrameSender<W> {
 
     /// Sends `frame`: written now if the socket is idle, else queued for the writer task.
     pub async fn send(&self, frame: OutFrame) -> Result<(), SendError> {
-        if let Ok(mut sock) = self.sock.try_lock() {
+        if let Ok(mut sock) = self.sock.try_lock()
+            && self.queued.load(Ordering::Acquire) == 0
+        {
             return self
                 .unless_closing(write_now(&mut sock, std::slice::from_ref(&frame)))
                 .await;
         }
-        self.queue.send(frame).await.map_err(|_| SendError::Closed)
+        self.queued.fetch_add(1, Ordering::AcqRel);
+        self.queue.send(frame).await.map_err(|_| {
+            self.queued.fetch_sub(1, Ordering::AcqRel);
+            SendError::Closed
+        })
     }
 
     /// Runs a write, abandoning it (which shuts the socket) once `close` is called.
@@ -77,7 +91,10 @@ impl<W: AsyncWrite + PipeSink + Unpin + Send + 'static> FrameSender<W> {
 
     /// Queues `frame` without waiting (for pings: a full queue means traffic is flowing).
     pub fn try_queue(&self, frame: OutFrame) {
-        let _ = self.queue.try_send(frame);
+        self.queued.fetch_add(1, Ordering::AcqRel);
+        if self.queue.try_send(frame).is_err() {
+            self.queued.fetch_sub(1, Ordering::AcqRel);
+        }
     }
 
     /// Closes the socket (a write in progress is abandoned, cutting its frame short: the
@@ -138,6 +155,10 @@ async fn write_queued<W: AsyncWrite + PipeSink + Unpin + Send + 'static>(
         };
         let mut sock = sender.sock.lock().await;
         let r = sender.unless_closing(write_now(&mut sock, &batch)).await;
+        // Still under the socket's lock: a direct sender that takes it next sees the count
+        // these frames leave.
+        sender.queued.fetch_sub(batch.len(), Ordering::AcqRel);
+        drop(sock);
         batch.clear();
         if r.is_err() {
             return;
@@ -157,6 +178,31 @@ mod tests {
         OutFrame {
             head,
             payload: Vec::new(),
+        }
+    }
+
+    /// A frame queued while the socket was busy goes out before one sent after it, even if
+    /// the later sender finds the socket idle first (a lock wait's cancel, queued, must not
+    /// be overtaken by the caller's next call).
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_queued_frame_is_never_overtaken_by_a_later_send() {
+        for _ in 0..50 {
+            let (a, mut b) = tokio::io::duplex(1 << 16);
+            let sender = FrameSender::start(a, 8);
+            {
+                // Busy: the writer task will have to wait for the socket.
+                let _busy = sender.sock.lock().await;
+                sender.try_queue(frame(1, 10));
+            }
+            sender.send(frame(2, 10)).await.expect("send");
+            let mut tags = Vec::new();
+            for _ in 0..2 {
+                let len = b.read_u32().await.expect("length") as usize;
+                let mut body = vec![0; len];
+                b.read_exact(&mut body).await.expect("body");
+                tags.push(body[0]);
+            }
+            assert_eq!(tags, [1, 2], "the queued frame first");
         }
     }
 
