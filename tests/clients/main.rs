@@ -21,7 +21,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
-use xlfs_integration_tests::{bin, is_mounted};
+use xlfs_integration_tests::{bin, free_ports, is_mounted};
 
 macro_rules! require {
     () => {
@@ -168,19 +168,7 @@ impl Volume {
     fn start_layout(name: &str, args: &[&str], bricks: usize) -> Volume {
         let dir = tempfile::tempdir().expect("tempdir");
         let state = dir.path().join("state");
-        let port = loop {
-            let base = std::net::TcpListener::bind("127.0.0.1:0")
-                .and_then(|l| l.local_addr())
-                .map(|a| a.port())
-                .expect("a free port");
-            let free = (0..bricks as u16).all(|i| {
-                base.checked_add(i)
-                    .is_some_and(|p| std::net::TcpListener::bind(("127.0.0.1", p)).is_ok())
-            });
-            if free {
-                break base;
-            }
-        };
+        let port = free_ports(bricks as u16);
         let xlfs = |a: &[String]| {
             let out = Command::new(bin("xlfs"))
                 .args(a)

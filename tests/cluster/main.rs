@@ -29,7 +29,7 @@ use std::process::{Child, Command, Output, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
-use xlfs_integration_tests::{bin, is_mounted};
+use xlfs_integration_tests::{bin, free_ports, is_mounted};
 
 mod netns;
 use netns::{Killed, Net};
@@ -126,26 +126,6 @@ fn brick_pids(status: &serde_json::Value) -> Vec<Option<u32>> {
                 .collect()
         })
         .unwrap_or_default()
-}
-
-/// Two consecutive free ports (brick i listens on PORT+i).
-fn free_ports(n: u16) -> u16 {
-    for _ in 0..100 {
-        let base = std::net::TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .map(|a| a.port())
-            .expect("a free port");
-        if base > u16::MAX - n {
-            continue;
-        }
-        let held: Vec<_> = (0..n)
-            .map(|i| std::net::TcpListener::bind(("127.0.0.1", base + i)))
-            .collect();
-        if held.iter().all(Result::is_ok) {
-            return base;
-        }
-    }
-    panic!("no {n} consecutive free ports");
 }
 
 impl Cluster {

@@ -9,19 +9,10 @@ use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 mod common;
-use common::{Cleanup, Scratch, bin, free_port, mounted, scratch, skip, xlfs_raw};
+use common::{Cleanup, Scratch, bin, free_port, mounted, ok, scratch, skip, xlfs_raw};
 
 fn xlfs(state: &Path, args: &[&str]) -> Output {
     xlfs_raw(state, args)
-}
-
-fn ok(o: &Output) {
-    assert!(
-        o.status.success(),
-        "exit {:?}: {}",
-        o.status.code(),
-        String::from_utf8_lossy(&o.stderr)
-    );
 }
 
 /// Write, read, list and remove through the mount; the file lands on the brick.

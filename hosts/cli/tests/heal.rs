@@ -10,16 +10,7 @@ use std::path::{Path, PathBuf};
 use std::process::Output;
 
 mod common;
-use common::{Cleanup, free_port, mounted, run_json, skip, xlfs_raw};
-
-fn ok(o: &Output) {
-    assert!(
-        o.status.success(),
-        "exit {:?}: {}",
-        o.status.code(),
-        String::from_utf8_lossy(&o.stderr)
-    );
-}
+use common::{Cleanup, brick_pid, free_port, mounted, ok, skip, xlfs_raw};
 
 fn json(o: &Output) -> serde_json::Value {
     serde_json::from_slice(&o.stdout)
@@ -43,16 +34,6 @@ fn listed(info: &serde_json::Value, i: usize) -> Vec<String> {
     v.sort();
     assert_eq!(b["count"].as_u64(), Some(v.len() as u64));
     v
-}
-
-fn brick_pid(state: &Path, vol: &str, i: u64) -> libc::pid_t {
-    run_json(state, vol)["bricks"]
-        .as_array()
-        .expect("bricks in run.json")
-        .iter()
-        .find(|b| b["index"] == i)
-        .and_then(|b| b["pid"].as_i64())
-        .expect("brick pid") as libc::pid_t
 }
 
 fn set_raw_xattr(p: &Path, name: &str, v: &[u8]) {

@@ -11,17 +11,7 @@ use std::process::Output;
 use std::time::{Duration, Instant};
 
 mod common;
-use common::{Cleanup, free_port, mounted, run_json, skip, xlfs_raw};
-
-fn ok(o: &Output) {
-    assert!(
-        o.status.success(),
-        "exit {:?}: {}{}",
-        o.status.code(),
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    );
-}
+use common::{Cleanup, brick_pid, free_port, mounted, ok, skip, xlfs_raw};
 
 fn text(o: &Output) -> String {
     format!(
@@ -29,16 +19,6 @@ fn text(o: &Output) -> String {
         String::from_utf8_lossy(&o.stdout),
         String::from_utf8_lossy(&o.stderr)
     )
-}
-
-fn brick_pid(state: &Path, vol: &str, i: u64) -> libc::pid_t {
-    run_json(state, vol)["bricks"]
-        .as_array()
-        .expect("bricks in run.json")
-        .iter()
-        .find(|b| b["index"] == i)
-        .and_then(|b| b["pid"].as_i64())
-        .expect("brick pid") as libc::pid_t
 }
 
 fn kill_brick(state: &Path, vol: &str, i: u64) {

@@ -27,22 +27,19 @@ pub fn counts_as_access(flags: i32) -> bool {
         && flags & (libc::O_TRUNC | libc::O_NOATIME | libc::O_DIRECT | libc::O_PATH) == 0
 }
 
-/// Marks `fd` accessed: a one-byte read at the end of the file, which reads nothing, looks
-/// up no page and starts no readahead (a read at offset 0 would pull the file's first
-/// pages into the brick's cache, defeating `direct-read-min`), yet the kernel updates
-/// atime as for any read. RWF_NOWAIT in case the file grew meanwhile. Errors are ignored:
-/// atime is advisory, the open has succeeded.
-pub fn touch(fd: BorrowedFd<'_>) {
-    let Ok(st) = crate::sys::fstat(fd) else {
-        return;
-    };
+/// Marks `fd` accessed: a one-byte read at `end`, the file's size as the open found it,
+/// which reads nothing, looks up no page and starts no readahead (a read at offset 0 would
+/// pull the file's first pages into the brick's cache, defeating `direct-read-min`), yet the
+/// kernel updates atime as for any read. RWF_NOWAIT in case the file grew meanwhile. Errors
+/// are ignored: atime is advisory, the open has succeeded.
+pub fn touch(fd: BorrowedFd<'_>, end: i64) {
     let mut byte = 0u8;
     let iov = libc::iovec {
         iov_base: (&raw mut byte).cast(),
         iov_len: 1,
     };
     // SAFETY: one valid iovec of one byte that outlives the call; plain integer arguments.
-    let r = unsafe { libc::preadv2(fd.as_raw_fd(), &iov, 1, st.st_size, libc::RWF_NOWAIT) };
+    let r = unsafe { libc::preadv2(fd.as_raw_fd(), &iov, 1, end, libc::RWF_NOWAIT) };
     if r < 0 {
         tracing::trace!("atime touch: {}", std::io::Error::last_os_error());
     }

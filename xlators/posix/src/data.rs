@@ -68,6 +68,11 @@ impl Brick {
     /// Opens the object `g` under the caller's credentials (permission checked on the object
     /// alone, as for an open by handle).
     pub fn open_gfid(&self, g: Gfid, flags: i32) -> Result<OpenFile, Errno> {
+        self.open_object(g, flags).map(|(f, _)| f)
+    }
+
+    /// [`Brick::open_gfid`], with the object's size as found before the open.
+    fn open_object(&self, g: Gfid, flags: i32) -> Result<(OpenFile, i64), Errno> {
         let obj = self.h.resolve(g)?;
         let st = sys::fstat(obj.as_fd())?;
         let is_dir = match st.st_mode & libc::S_IFMT {
@@ -86,7 +91,7 @@ impl Brick {
             atime::no_atime(fd.as_fd())?;
             f |= libc::O_NOATIME;
         }
-        Ok(OpenFile::new(fd, g, f, is_dir))
+        Ok((OpenFile::new(fd, g, f, is_dir), st.st_size))
     }
 
     /// Opens `fd`; with `backing`, a read-only open of a regular file (not O_DIRECT) also
@@ -100,9 +105,9 @@ impl Brick {
     ///
     /// An open for reading counts as an access of the file ([`atime`]).
     pub fn open(&self, fd: &Fd, backing: bool) -> Result<Opened, Errno> {
-        let f = self.open_gfid(fd.gfid, fd.flags)?;
+        let (f, size) = self.open_object(fd.gfid, fd.flags)?;
         if !f.is_dir && atime::counts_as_access(f.flags) {
-            atime::touch(f.fd.as_fd());
+            atime::touch(f.fd.as_fd(), size);
         }
         let backing = if backing
             && !f.is_dir

@@ -157,3 +157,25 @@ pub fn xlfs_raw(state: &Path, args: &[&str]) -> Output {
     );
     o
 }
+
+/// Asserts that a command succeeded, showing its output if not.
+pub fn ok(o: &Output) {
+    assert!(
+        o.status.success(),
+        "exit {:?}: {}{}",
+        o.status.code(),
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+}
+
+/// The pid `xlfs volume start` recorded for brick `i` of `vol`.
+pub fn brick_pid(state: &Path, vol: &str, i: u64) -> libc::pid_t {
+    run_json(state, vol)["bricks"]
+        .as_array()
+        .expect("bricks in run.json")
+        .iter()
+        .find(|b| b["index"] == i)
+        .and_then(|b| b["pid"].as_i64())
+        .expect("brick pid") as libc::pid_t
+}
