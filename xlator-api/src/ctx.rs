@@ -203,6 +203,25 @@ impl CtxExtension for GfidReq {
     }
 }
 
+/// Makes an `unlink` conditional and final, for cluster/distribute's rebalance removing the
+/// old copy of a file it moved: the leaf removes the name only while it still names this GFID
+/// (else ESTALE: the name was renamed or replaced meanwhile), and an object whose last name
+/// this removes is unreachable by GFID at once (no `unlinked-grace`), so that clients still
+/// naming the old copy by GFID get ESTALE and find the new one. Fds open on it keep working.
+/// Crosses the wire.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub struct UnlinkExact(pub crate::types::Gfid);
+
+impl CtxExtension for UnlinkExact {
+    const KEY: &'static str = "xlfs/unlink-exact";
+    fn encode(&self) -> Vec<u8> {
+        self.0.0.to_vec()
+    }
+    fn decode(bytes: &[u8]) -> Option<Self> {
+        Some(UnlinkExact(crate::types::Gfid(bytes.try_into().ok()?)))
+    }
+}
+
 /// Tells the leaf that whoever asked for this read can send its data straight out of a pipe
 /// ([`crate::Buf::from_pipe`]): protocol/server sets it on large reads, and storage/posix
 /// then fills a pipe with `splice` instead of copying the data into memory. Any translator

@@ -148,6 +148,20 @@ impl Brick {
     /// `unlinked_grace` (or is gone for GFID lookups at once without one), and the handle
     /// itself goes after that, off the reply path (see reaper.rs). Runs as root.
     pub fn release_handle(&self, g: Gfid, ino: u64) -> Result<(), Errno> {
+        self.release_handle_after(g, ino, self.unlinked_grace)
+    }
+
+    /// [`Brick::release_handle`] with no grace: gone for GFID lookups at once.
+    pub fn release_handle_now(&self, g: Gfid, ino: u64) -> Result<(), Errno> {
+        self.release_handle_after(g, ino, std::time::Duration::ZERO)
+    }
+
+    fn release_handle_after(
+        &self,
+        g: Gfid,
+        ino: u64,
+        grace: std::time::Duration,
+    ) -> Result<(), Errno> {
         if !self.h.is_last_link(g, ino)? {
             return Ok(());
         }
@@ -155,7 +169,6 @@ impl Brick {
             self.h.drop_if_last(g, ino)?;
             return Ok(());
         }
-        let grace = self.unlinked_grace;
         if grace.is_zero() {
             self.h.mark_pending(g);
         }

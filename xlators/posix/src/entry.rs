@@ -297,7 +297,10 @@ impl Brick {
         Err(Errno::EAGAIN)
     }
 
-    pub fn unlink(&self, loc: &Loc) -> Result<Removed, Errno> {
+    /// Removes a non-directory name. `exact` ([`xlator_api::UnlinkExact`]): only while the
+    /// name names that GFID (else ESTALE), and the object is unreachable by GFID at once if
+    /// this was its last name.
+    pub fn unlink(&self, loc: &Loc, exact: Option<Gfid>) -> Result<Removed, Errno> {
         let name = self.entry_name(loc.parent, &loc.name, NameUse::Modify)?;
         let pfd = self.h.resolve_dir(loc.parent)?;
         let st = sys::fstatat(pfd.as_fd(), &name, libc::AT_SYMLINK_NOFOLLOW)?;
@@ -305,10 +308,19 @@ impl Brick {
             return Err(Errno::EISDIR);
         }
         let g = self.child_gfid(loc.parent, pfd.as_fd(), &loc.name, &st)?;
+        if exact.is_some_and(|x| x != g) {
+            return Err(Errno::ESTALE);
+        }
         let _g = self.stripe(g);
         sys::unlinkat(pfd.as_fd(), &name, 0)?;
         let postparent = postparent(pfd.as_fd(), loc.parent);
-        creds::as_root(|| self.release_handle(g, st.st_ino))?;
+        creds::as_root(|| {
+            if exact.is_some() {
+                self.release_handle_now(g, st.st_ino)
+            } else {
+                self.release_handle(g, st.st_ino)
+            }
+        })?;
         Ok(Removed { postparent })
     }
 

@@ -187,7 +187,8 @@ impl Translator for Posix {
             .await
     }
     async fn unlink(&self, cx: &Ctx, loc: Loc) -> Result<Removed, Errno> {
-        self.run(cx, move |b, _| b.unlink(&loc)).await
+        let exact = cx.ext::<xlator_api::UnlinkExact>().map(|u| u.0);
+        self.run(cx, move |b, _| b.unlink(&loc, exact)).await
     }
     async fn rmdir(&self, cx: &Ctx, loc: Loc) -> Result<Removed, Errno> {
         self.run(cx, move |b, _| b.rmdir(&loc)).await

@@ -843,3 +843,41 @@ async fn a_file_renamed_over_stays_readable_by_gfid_for_the_grace_then_goes() {
     assert_eq!(&r.data[..], b"old");
     top.release(&cx, f).await.expect("release");
 }
+
+/// `UnlinkExact` (rebalance removing the old copy of a moved file): refused with ESTALE when
+/// the name names another GFID; otherwise the object is unreachable by GFID at once despite
+/// `unlinked-grace`, while an fd open on it still reads.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_exact_unlink_checks_the_gfid_and_skips_the_grace() {
+    let d = tempfile::tempdir().expect("tempdir");
+    let top = try_brick(d.path(), &[("unlinked-grace", "60s")]).expect("brick");
+    let cx = root();
+    let f = mkfile(&top, &cx, Gfid::ROOT, "f", b"moved").await;
+    let g = mkfile(&top, &cx, Gfid::ROOT, "g", b"other").await;
+    let exact = |x: Gfid| {
+        xlator_api::Ctx::builder(0, 0)
+            .ext(&xlator_api::UnlinkExact(x))
+            .build()
+    };
+    assert_eq!(
+        top.unlink(&exact(g.attr.gfid), loc(Gfid::ROOT, "f"))
+            .await
+            .err(),
+        Some(Errno::ESTALE)
+    );
+    let o = fd(f.attr.gfid, libc::O_RDONLY);
+    top.open(&cx, o).await.expect("open");
+    top.unlink(&exact(f.attr.gfid), loc(Gfid::ROOT, "f"))
+        .await
+        .expect("exact unlink");
+    assert_eq!(top.stat(&cx, f.attr.gfid).await.err(), Some(Errno::ESTALE));
+    let r = top
+        .readv(&cx, o, 0, 16)
+        .await
+        .expect("read through the open fd");
+    assert_eq!(r.data.as_slice(), b"moved");
+    top.release(&cx, o).await.expect("release");
+    // An ordinary unlink keeps the grace.
+    top.unlink(&cx, loc(Gfid::ROOT, "g")).await.expect("unlink");
+    assert!(top.stat(&cx, g.attr.gfid).await.is_ok());
+}
