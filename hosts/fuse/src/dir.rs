@@ -7,9 +7,10 @@
 use std::time::Duration;
 
 use fuser::{Generation, INodeNo, ReplyDirectory, ReplyDirectoryPlus};
-use xlator_api::{Ctx, DirEntry, Errno, Fd};
+use xlator_api::{Ctx, DirEntry, Errno};
 
 use crate::attr::{dot_attr, file_attr, file_type};
+use crate::fds::FdUse;
 use crate::fs::Shared;
 
 /// Kernel offset after ".".
@@ -34,13 +35,13 @@ fn kernel_offset(e: &DirEntry) -> Option<u64> {
 /// (with its kernel offset) to `push` until it returns `false` (buffer full) or the listing
 /// ends.
 async fn for_each_entry(
-    s: &Shared,
     cx: &Ctx,
-    fd: Fd,
+    u: &FdUse,
     offset: u64,
     mut push: impl FnMut(u64, &DirEntry) -> bool,
 ) -> Result<(), Errno> {
-    let graph = s.graph();
+    // The graph the directory fd is open on (see migrate.rs).
+    let (graph, fd) = (u.graph(), u.fd());
     let mut cookie = offset.saturating_sub(AFTER_DOTDOT);
     let mut empty = 0;
     loop {
@@ -86,7 +87,7 @@ pub async fn readdir(
     s: &Shared,
     cx: Ctx,
     dir: INodeNo,
-    fd: Fd,
+    u: &FdUse,
     offset: u64,
     mut reply: ReplyDirectory,
 ) {
@@ -97,7 +98,7 @@ pub async fn readdir(
     if offset < AFTER_DOTDOT && reply.add(dir, AFTER_DOTDOT, Directory, "..") {
         return reply.ok();
     }
-    let r = for_each_entry(s, &cx, fd, offset, |off, e| {
+    let r = for_each_entry(&cx, u, offset, |off, e| {
         let node = s.inodes.peek_id(&e.attr.gfid);
         !reply.add(node, off, file_type(e.attr.kind), e.name.as_str())
     })
@@ -114,7 +115,7 @@ pub async fn readdirplus(
     s: &Shared,
     cx: Ctx,
     dir: INodeNo,
-    fd: Fd,
+    u: &FdUse,
     offset: u64,
     mut reply: ReplyDirectoryPlus,
 ) {
@@ -146,7 +147,7 @@ pub async fn readdirplus(
         return reply.ok();
     }
     let stamp = s.inodes.stamp();
-    let r = for_each_entry(s, &cx, fd, offset, |off, e| {
+    let r = for_each_entry(&cx, u, offset, |off, e| {
         if e.attr.gfid.is_null() {
             tracing::warn!(name = %e.name, "readdirp entry without a GFID skipped");
             return true;

@@ -1,31 +1,150 @@
-//! The open-file table: kernel file handle (`fh`) -> [`Fd`].
+//! The open-file table: kernel file handle (`fh`) -> [`Fd`], and the graph it is open on.
 //!
 //! The host allocates [`FdId`]s (the fops' per-open identity) and uses the same number as the
 //! kernel's `fh`. Ids start at 1 (0 is [`FdId::ANONYMOUS`]) and are never reused while the
 //! process lives, so a late fop on a released handle cannot reach another file.
+//!
+//! Each open fd is bound to the graph that opened it ([`Binding`]): its translators (the
+//! protocol/client connections, a brick's fd table behind them) know the fd, a graph built
+//! later does not (a write there fails with EBADF). The binding holds that graph's `Arc`, so
+//! an old graph lives while any of its fds is open, and counts the fops in flight through it
+//! ([`FdUse`]), so that moving the fd to a newer graph (`migrate.rs`) releases it on the old
+//! one only after they ended. Whether an fd may move is recorded here too: not once a lock
+//! was asked through it ([`FdTable::mark_locking`]), not after an attempt that can never
+//! succeed ([`FdTable::pin`]).
 
 use std::collections::{HashMap, HashSet};
-use std::sync::Mutex;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, Weak};
 
 use fuser::FileHandle;
-use xlator_api::{Fd, FdId, Gfid};
+use xlator_api::{Fd, FdId, Gfid, Subvol};
+use xlfs_core::graph::Graph;
+
+/// Striped locks serialising migrations: one migration per fd at a time, and fops of that fd
+/// that find it on an old graph wait for the one that runs (migrations are rare: after a
+/// graph switch, once per fd).
+const MIGRATE_STRIPES: usize = 64;
+
+/// An fd's tie to the graph it is open on.
+pub struct Binding {
+    graph: Arc<Graph>,
+    /// Fops in flight through the fd on this graph.
+    uses: AtomicUsize,
+    idle: tokio::sync::Notify,
+}
+
+impl std::fmt::Debug for Binding {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Binding")
+            .field("graph", &self.graph.id())
+            .field("uses", &self.uses.load(Ordering::Relaxed))
+            .finish()
+    }
+}
+
+impl Binding {
+    pub fn new(graph: Arc<Graph>) -> Arc<Binding> {
+        Arc::new(Binding {
+            graph,
+            uses: AtomicUsize::new(0),
+            idle: tokio::sync::Notify::new(),
+        })
+    }
+
+    pub fn graph(&self) -> &Arc<Graph> {
+        &self.graph
+    }
+
+    /// Waits until no fop is in flight through the fd on this graph.
+    pub async fn idle(&self) {
+        loop {
+            let notified = self.idle.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            if self.uses.load(Ordering::Acquire) == 0 {
+                return;
+            }
+            notified.await;
+        }
+    }
+}
+
+/// One fop's use of an open fd: the fd and the graph to send it to. Counted in flight until
+/// dropped (hold it for the whole fop).
+#[derive(Debug)]
+pub struct FdUse {
+    fd: Fd,
+    binding: Arc<Binding>,
+}
+
+impl FdUse {
+    fn new(fd: Fd, binding: Arc<Binding>) -> FdUse {
+        binding.uses.fetch_add(1, Ordering::AcqRel);
+        FdUse { fd, binding }
+    }
+
+    pub fn fd(&self) -> Fd {
+        self.fd
+    }
+
+    /// The graph the fd is open on.
+    pub fn graph(&self) -> &Arc<Graph> {
+        &self.binding.graph
+    }
+
+    /// That graph's top, which receives the fop.
+    pub fn top(&self) -> &Subvol {
+        self.binding.graph.top()
+    }
+}
+
+impl Drop for FdUse {
+    fn drop(&mut self) {
+        if self.binding.uses.fetch_sub(1, Ordering::AcqRel) == 1 {
+            self.binding.idle.notify_waiters();
+        }
+    }
+}
+
+/// Why an fd stays on the graph it is open on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stay {
+    /// It may move to the current graph.
+    No,
+    /// A lock was asked through it (or through another fd of its file that stays): its locks
+    /// live in the old graph's connections, and so does close(2)'s release of them.
+    Locks,
+    /// Opening it on a newer graph failed for good (the file is gone there).
+    Pinned,
+}
+
+#[derive(Debug)]
+struct Slot {
+    fd: Fd,
+    binding: Arc<Binding>,
+    locking: bool,
+    pinned: bool,
+}
 
 #[derive(Debug)]
 pub struct FdTable {
     next: AtomicU64,
     open: Mutex<Open>,
+    migrating: Vec<tokio::sync::Mutex<()>>,
 }
 
 #[derive(Debug, Default)]
 struct Open {
-    fds: HashMap<FdId, Fd>,
+    fds: HashMap<FdId, Slot>,
     /// Per file, how many of its fds are open without O_DIRECT (through which the kernel may
     /// cache its pages).
     buffered: HashMap<Gfid, u32>,
     /// Fds the kernel reads and writes without its page cache although their flags have no
     /// O_DIRECT (FOPEN_DIRECT_IO: writable O_APPEND opens).
     uncached: HashSet<FdId>,
+    /// Every graph an fd was bound to (id, weak), for the statedump: which are still alive.
+    graphs: Vec<(u64, Weak<Graph>)>,
 }
 
 fn buffered(fd: &Fd) -> bool {
@@ -37,6 +156,9 @@ impl Default for FdTable {
         FdTable {
             next: AtomicU64::new(1),
             open: Mutex::new(Open::default()),
+            migrating: (0..MIGRATE_STRIPES)
+                .map(|_| tokio::sync::Mutex::new(()))
+                .collect(),
         }
     }
 }
@@ -55,38 +177,98 @@ impl FdTable {
         Fd { id, gfid, flags }
     }
 
-    /// Makes `fd` reachable by its handle; returns the handle to give the kernel.
-    pub fn insert(&self, fd: Fd) -> FileHandle {
-        self.insert_as(fd, false)
+    /// Makes `fd`, opened on `graph`, reachable by its handle; returns the handle to give
+    /// the kernel.
+    pub fn insert(&self, fd: Fd, graph: Arc<Graph>) -> FileHandle {
+        self.insert_as(fd, false, graph)
     }
 
     /// [`insert`](Self::insert), telling whether the kernel was told to bypass its page
     /// cache for this open (FOPEN_DIRECT_IO) whatever its flags say.
-    pub fn insert_as(&self, fd: Fd, kernel_direct: bool) -> FileHandle {
+    pub fn insert_as(&self, fd: Fd, kernel_direct: bool, graph: Arc<Graph>) -> FileHandle {
         let mut o = self.lock();
         if let Some(old) = o.fds.remove(&fd.id) {
-            o.forget_buffered(&old);
+            o.forget_buffered(&old.fd);
         }
         if kernel_direct {
             o.uncached.insert(fd.id);
         } else if buffered(&fd) {
             *o.buffered.entry(fd.gfid).or_default() += 1;
         }
-        o.fds.insert(fd.id, fd);
+        o.note_graph(&graph);
+        let slot = Slot {
+            fd,
+            binding: Binding::new(graph),
+            locking: false,
+            pinned: false,
+        };
+        o.fds.insert(fd.id, slot);
         FileHandle(fd.id.0)
     }
 
-    /// The fd behind a kernel handle.
-    pub fn get(&self, fh: FileHandle) -> Option<Fd> {
-        self.lock().fds.get(&FdId(fh.0)).copied()
+    /// The fd behind a kernel handle and the graph it is open on, counted as in use until
+    /// the returned [`FdUse`] drops.
+    pub fn get(&self, fh: FileHandle) -> Option<FdUse> {
+        let o = self.lock();
+        let s = o.fds.get(&FdId(fh.0))?;
+        Some(FdUse::new(s.fd, s.binding.clone()))
     }
 
-    /// Forgets a handle (release/releasedir); returns the fd to release.
-    pub fn remove(&self, fh: FileHandle) -> Option<Fd> {
+    /// Forgets a handle (release/releasedir); returns the fd to release and its graph.
+    pub fn remove(&self, fh: FileHandle) -> Option<FdUse> {
         let mut o = self.lock();
-        let fd = o.fds.remove(&FdId(fh.0))?;
-        o.forget_buffered(&fd);
-        Some(fd)
+        let s = o.fds.remove(&FdId(fh.0))?;
+        o.forget_buffered(&s.fd);
+        Some(FdUse::new(s.fd, s.binding))
+    }
+
+    /// Whether the fd of `fh` stays on its graph, and why. An fd stays with its locks, and
+    /// so does every other fd of the same file bound to the same graph: close(2) of any of
+    /// them releases the process's locks, which only that graph's connections hold.
+    pub fn stays(&self, fh: FileHandle) -> Stay {
+        let o = self.lock();
+        let Some(s) = o.fds.get(&FdId(fh.0)) else {
+            return Stay::No;
+        };
+        if s.pinned {
+            return Stay::Pinned;
+        }
+        let locks = s.locking
+            || o.fds.values().any(|other| {
+                other.locking
+                    && other.fd.gfid == s.fd.gfid
+                    && Arc::ptr_eq(&other.binding.graph, &s.binding.graph)
+            });
+        if locks { Stay::Locks } else { Stay::No }
+    }
+
+    /// Records that a lock is asked through `fh`: it stays on its graph from now on.
+    pub fn mark_locking(&self, fh: FileHandle) {
+        if let Some(s) = self.lock().fds.get_mut(&FdId(fh.0)) {
+            s.locking = true;
+        }
+    }
+
+    /// Records that `fh` cannot move to a newer graph: it stays on its own until released.
+    pub fn pin(&self, fh: FileHandle) {
+        if let Some(s) = self.lock().fds.get_mut(&FdId(fh.0)) {
+            s.pinned = true;
+        }
+    }
+
+    /// Binds `fh` to `graph` (its fd was opened there); returns the old binding, `None` if
+    /// the handle is gone (released meanwhile).
+    pub fn rebind(&self, fh: FileHandle, graph: Arc<Graph>) -> Option<Arc<Binding>> {
+        let mut o = self.lock();
+        o.note_graph(&graph);
+        let s = o.fds.get_mut(&FdId(fh.0))?;
+        Some(std::mem::replace(&mut s.binding, Binding::new(graph)))
+    }
+
+    /// The lock serialising migrations of `fh`.
+    pub fn migration_lock(&self, fh: FileHandle) -> &tokio::sync::Mutex<()> {
+        // The stripe count is small: the modulo always fits.
+        &self.migrating[(fh.0 % MIGRATE_STRIPES as u64) as usize]
     }
 
     /// Whether `gfid` is open without O_DIRECT through some fd of this mount: only then may
@@ -95,27 +277,49 @@ impl FdTable {
         self.lock().buffered.contains_key(gfid)
     }
 
-    /// An open fd on `gfid` (file or directory), if any: lets attribute fops reach an object
-    /// that was unlinked or replaced by a rename while open, which the kernel asks about by
-    /// node id only (fstat, fchmod). A directory replaced by a rename over it is still open
-    /// through its directory fd (generic/035).
-    pub fn find_open(&self, gfid: &Gfid) -> Option<Fd> {
-        self.lock()
-            .fds
-            .values()
-            .find(|fd| fd.gfid == *gfid)
-            .copied()
+    /// An open fd on `gfid` (file or directory), if any, with its graph: lets attribute fops
+    /// reach an object that was unlinked or replaced by a rename while open, which the kernel
+    /// asks about by node id only (fstat, fchmod). A directory replaced by a rename over it is
+    /// still open through its directory fd (generic/035).
+    pub fn find_open(&self, gfid: &Gfid) -> Option<FdUse> {
+        let o = self.lock();
+        let s = o.fds.values().find(|s| s.fd.gfid == *gfid)?;
+        Some(FdUse::new(s.fd, s.binding.clone()))
     }
 
-    /// Every fd still open (released on shutdown).
-    pub fn drain(&self) -> Vec<Fd> {
+    /// Whether some fd on `gfid` is open.
+    pub fn is_open(&self, gfid: &Gfid) -> bool {
+        self.lock().fds.values().any(|s| s.fd.gfid == *gfid)
+    }
+
+    /// Every fd still open, with its graph (released on shutdown).
+    pub fn drain(&self) -> Vec<FdUse> {
         let mut o = self.lock();
         o.buffered.clear();
-        o.fds.drain().map(|(_, fd)| fd).collect()
+        o.uncached.clear();
+        o.fds
+            .drain()
+            .map(|(_, s)| FdUse::new(s.fd, s.binding))
+            .collect()
     }
 
     pub fn len(&self) -> usize {
         self.lock().fds.len()
+    }
+
+    /// For the statedump: per graph an fd was ever bound to and that is still alive (held
+    /// by an fd, a fop in flight, or as the current graph), its id and how many open fds are
+    /// bound to it, oldest first.
+    pub fn graphs(&self) -> Vec<(u64, usize)> {
+        let mut o = self.lock();
+        o.graphs.retain(|(_, w)| w.strong_count() > 0);
+        let mut out: Vec<(u64, usize)> = o.graphs.iter().map(|(id, _)| (*id, 0)).collect();
+        for s in o.fds.values() {
+            if let Some(e) = out.iter_mut().find(|(id, _)| *id == s.binding.graph.id()) {
+                e.1 += 1;
+            }
+        }
+        out
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Open> {
@@ -136,80 +340,13 @@ impl Open {
             }
         }
     }
-}
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn ids_are_unique_nonzero_and_handles_round_trip() {
-        let t = FdTable::new();
-        let g = Gfid::random();
-        let a = t.allocate(g, libc::O_RDWR);
-        let b = t.allocate(g, libc::O_RDONLY);
-        assert_ne!(a.id, b.id);
-        assert!(!a.is_anonymous() && !b.is_anonymous());
-        let fh = t.insert(a);
-        assert_eq!(t.get(fh), Some(a));
-        assert_eq!(t.len(), 1);
-        assert_eq!(t.remove(fh), Some(a));
-        assert_eq!(t.get(fh), None);
-        assert_eq!(t.remove(fh), None);
-        // b was never inserted (its open failed): unreachable.
-        assert_eq!(t.get(FileHandle(b.id.0)), None);
-        let fh = t.insert(a);
-        assert_eq!(t.find_open(&g), Some(a));
-        assert_eq!(t.find_open(&Gfid::random()), None);
-        t.remove(fh);
-        let d = t.allocate(g, libc::O_DIRECTORY);
-        t.insert(d);
-        assert_eq!(
-            t.find_open(&g),
-            Some(d),
-            "an open directory answers for a removed one"
-        );
-    }
-
-    #[test]
-    fn buffered_opens_are_counted_per_file() {
-        let t = FdTable::new();
-        let g = Gfid::random();
-        let direct = t.insert(t.allocate(g, libc::O_RDWR | libc::O_DIRECT));
-        let appender = t.insert_as(t.allocate(g, libc::O_WRONLY), true);
-        assert!(
-            !t.open_buffered(&g),
-            "O_DIRECT and FOPEN_DIRECT_IO only: no pages to drop"
-        );
-        let a = t.insert(t.allocate(g, libc::O_RDONLY));
-        let b = t.insert(t.allocate(g, libc::O_RDWR));
-        t.insert(t.allocate(g, libc::O_DIRECTORY));
-        assert!(t.open_buffered(&g));
-        t.remove(a);
-        assert!(t.open_buffered(&g), "b still open");
-        t.remove(b);
-        assert!(!t.open_buffered(&g));
-        t.remove(direct);
-        t.remove(appender);
-        assert!(
-            !t.open_buffered(&g),
-            "an uncached open removed leaves no count"
-        );
-        let c = t.insert(t.allocate(g, libc::O_RDONLY));
-        assert!(t.open_buffered(&g));
-        t.remove(c);
-        assert!(!t.open_buffered(&g));
-        assert!(!t.open_buffered(&Gfid::random()));
-    }
-
-    #[test]
-    fn drain_returns_everything_open() {
-        let t = FdTable::new();
-        for _ in 0..3 {
-            let fd = t.allocate(Gfid::random(), 0);
-            t.insert(fd);
+    fn note_graph(&mut self, g: &Arc<Graph>) {
+        // Graphs come in id order: only the newest needs a look.
+        if self.graphs.iter().rev().any(|(id, _)| *id == g.id()) {
+            return;
         }
-        assert_eq!(t.drain().len(), 3);
-        assert_eq!(t.len(), 0);
+        self.graphs.retain(|(_, w)| w.strong_count() > 0);
+        self.graphs.push((g.id(), Arc::downgrade(g)));
     }
 }

@@ -29,7 +29,7 @@ use crate::attr::{errno, file_attr, flock, lock_reply, time_set};
 use crate::capcache::{CAPABILITY_XATTR, CapCache};
 use crate::creds::{Need, ctx, ctx_builder};
 use crate::dir;
-use crate::fds::FdTable;
+use crate::fds::{FdTable, FdUse};
 use crate::fresh::FreshDirs;
 use crate::inodes::{DirStamp, InodeTable, Stamp};
 use crate::notify::KernelCache;
@@ -58,7 +58,7 @@ pub struct Shared {
     /// Notifications to the kernel: pages a direct write made stale, attributes an ACL
     /// changed (see `write`, `setxattr`).
     pub kernel: KernelCache,
-    rt: Handle,
+    pub(crate) rt: Handle,
 }
 
 impl Shared {
@@ -174,15 +174,14 @@ impl Shared {
         if attr.nlink != 0 || attr.is_dir() {
             return false;
         }
-        let stale = !fresh && self.fds.find_open(&attr.gfid).is_none();
+        let stale = !fresh && !self.fds.is_open(&attr.gfid);
         self.drop_names(node).await;
         stale
     }
 
     /// A create without O_EXCL that found the name taken: opens what the name is now, as
     /// open(2) would (EISDIR for a directory), and answers with its entry.
-    async fn open_existing(&self, cx: &Ctx, loc: Loc, fd: Fd) -> Result<Entry, Errno> {
-        let top = self.graph();
+    async fn open_existing(&self, top: &Graph, cx: &Ctx, loc: Loc, fd: Fd) -> Result<Entry, Errno> {
         let e = top.top().lookup(cx, loc).await?;
         match e.attr.kind {
             xlator_api::FileType::Directory => return Err(Errno::EISDIR),
@@ -295,12 +294,13 @@ impl Shared {
     /// through, else right after a reply that passed through.
     async fn answer_passthrough(
         &self,
+        graph: &Graph,
         ino: INodeNo,
         fd: Fd,
         non_root_writer: bool,
         answer: impl FnOnce() -> Mode,
     ) {
-        let (graph, root) = (self.graph(), Ctx::root());
+        let root = Ctx::root();
         let kill = || kill_suidgid_after_write(graph.top(), &root, fd, None);
         let before = non_root_writer && self.pt.has_backing(ino);
         if before {
@@ -315,25 +315,37 @@ impl Shared {
     pub fn dump(&self) -> String {
         let (pt_inodes, pt_opens, tracked) = self.pt.counts();
         let (cached, passed) = self.pt.answered();
+        let current = self.graph().id();
+        // Graphs fds were opened on that are still alive: the current one, and older ones
+        // kept by fds that did not move yet (see migrate.rs) or by fops in flight.
+        let older: Vec<String> = (self.fds.graphs().into_iter())
+            .filter(|(id, _)| *id != current)
+            .map(|(id, n)| format!("{id} ({n} fds)"))
+            .collect();
         format!(
-            "[fuse]\nknown inodes: {}\nopen fds: {}\npassthrough: {} (inodes {pt_inodes}, \
-             opens {pt_opens} of {tracked}; answered so far: {passed} passing through, \
-             {cached} through the page cache)\n",
+            "[fuse]\nknown inodes: {}\nopen fds: {}\ngraph: {current}\nolder graphs alive: {}\n\
+             passthrough: {} (inodes {pt_inodes}, opens {pt_opens} of {tracked}; answered so \
+             far: {passed} passing through, {cached} through the page cache)\n",
             self.inodes.len(),
             self.fds.len(),
+            if older.is_empty() {
+                "none".to_string()
+            } else {
+                older.join(", ")
+            },
             if self.pt.on() { "on" } else { "off" },
         )
     }
 
     /// Releases every fd the kernel did not (lazy unmount, connection abort).
     pub async fn release_all(&self) {
-        let graph = self.graph();
         let cx = Ctx::root();
-        for fd in self.fds.drain() {
+        for u in self.fds.drain() {
+            let fd = u.fd();
             let r = if is_dir_flags(fd.flags) {
-                graph.top().releasedir(&cx, fd).await
+                u.top().releasedir(&cx, fd).await
             } else {
-                graph.top().release(&cx, fd).await
+                u.top().release(&cx, fd).await
             };
             if let Err(e) = r {
                 tracing::debug!(fd = fd.id.0, error = ?e, "release at shutdown failed");
@@ -543,7 +555,9 @@ impl XlfsFs {
         self.s.inodes.gfid(node).ok_or(fuser::Errno::ESTALE)
     }
 
-    fn fd(&self, fh: FileHandle) -> Result<Fd, fuser::Errno> {
+    /// The fd of `fh` and the graph it is open on; inside the fop, [`Shared::follow`] moves
+    /// it to the current graph first if it may (see migrate.rs).
+    fn fd(&self, fh: FileHandle) -> Result<FdUse, fuser::Errno> {
         self.s.fds.get(fh).ok_or(fuser::Errno::EBADF)
     }
 
@@ -576,7 +590,7 @@ impl XlfsFs {
             // A file with no name left may still be reachable on the bricks for a while
             // (storage/posix `unlinked-grace`); through a handle it is gone, as on a local
             // file system, unless it is open here.
-            if a.nlink == 0 && !a.is_dir() && s.fds.find_open(&gfid).is_none() {
+            if a.nlink == 0 && !a.is_dir() && !s.fds.is_open(&gfid) {
                 return reply.error(fuser::Errno::ESTALE);
             }
             let Some(id) = s.inodes.remember_at(gfid, node) else {
@@ -603,6 +617,17 @@ macro_rules! tri {
     ($reply:ident, $e:expr) => {
         match $e {
             Ok(v) => v,
+            Err(e) => return $reply.error(e),
+        }
+    };
+}
+
+/// Inside a fop's future: the [`FdUse`] `$u` of handle `$fh` moved to the current graph when
+/// it may ([`Shared::follow`]); replies with the error and returns if the handle is gone.
+macro_rules! follow {
+    ($s:ident, $reply:ident, $fh:expr, $u:expr) => {
+        match $s.follow($fh, $u).await {
+            Ok(u) => u,
             Err(e) => return $reply.error(e),
         }
     };
@@ -735,20 +760,24 @@ impl Filesystem for XlfsFs {
         {
             return reply.attr(&left, &file_attr(ino, &a));
         }
-        let fd = fh.and_then(|fh| self.s.fds.get(fh));
+        let fd = fh.and_then(|fh| Some((fh, self.s.fds.get(fh)?)));
         let cx = ctx(req, Need::of(Fop::Stat), None);
         let stamp = self.s.inodes.stamp();
         let fresh = self.s.inodes.take_fresh(ino, FRESH_NAME);
         let pid = req.pid();
         self.spawn(|s| async move {
+            let fd = match fd {
+                Some((fh, u)) => s.follow(fh, u).await.ok(),
+                None => None,
+            };
             let graph = s.graph();
-            let top = graph.top();
-            let r = match fd {
-                Some(fd) => top.fstat(&cx, fd).await,
-                None => match top.stat(&cx, gfid).await {
-                    // fstat(2) of an unlinked open file arrives without its fh.
+            let r = match &fd {
+                Some(u) => u.top().fstat(&cx, u.fd()).await,
+                None => match graph.top().stat(&cx, gfid).await {
+                    // fstat(2) of an unlinked open file arrives without its fh (on the
+                    // graph that fd is open on).
                     Err(e) if gone(e) => match s.fds.find_open(&gfid) {
-                        Some(fd) => top.fstat(&cx, fd).await,
+                        Some(u) => u.top().fstat(&cx, u.fd()).await,
                         None => Err(e),
                     },
                     r => r,
@@ -784,7 +813,7 @@ impl Filesystem for XlfsFs {
     ) {
         self.s.inodes.used(ino);
         let gfid = tri!(reply, self.gfid(ino));
-        let fd = fh.and_then(|fh| self.s.fds.get(fh));
+        let fd = fh.and_then(|fh| Some((fh, self.s.fds.get(fh)?)));
         let attr = SetAttr {
             perm: mode.map(|m| m & 0o7777).into(),
             uid: uid.into(),
@@ -807,22 +836,28 @@ impl Filesystem for XlfsFs {
         let stamp = self.s.inodes.stamp();
         let ds = self.s.inodes.begin_dir_op(ino);
         self.spawn(|s| async move {
+            let fd = match fd {
+                Some((fh, u)) => s.follow(fh, u).await.ok(),
+                None => None,
+            };
             let graph = s.graph();
             let top = graph.top();
             // Only ctime (writeback cache) or nothing we keep: report the attributes.
-            let r = match (attr == SetAttr::default(), fd) {
-                (true, Some(fd)) => top.fstat(&cx, fd).await,
+            let r = match (attr == SetAttr::default(), &fd) {
+                (true, Some(u)) => u.top().fstat(&cx, u.fd()).await,
                 (true, None) => top.stat(&cx, gfid).await,
-                (false, Some(fd)) => match top.fsetattr(&cx, fd, attr).await {
-                    Err(Errno::EPERM) if s.opts.writeback_cache && is_times_flush(&attr, &fd) => {
-                        top.fstat(&cx, fd).await
+                (false, Some(u)) => match u.top().fsetattr(&cx, u.fd(), attr).await {
+                    Err(Errno::EPERM)
+                        if s.opts.writeback_cache && is_times_flush(&attr, &u.fd()) =>
+                    {
+                        u.top().fstat(&cx, u.fd()).await
                     }
                     r => r,
                 },
                 (false, None) => match top.setattr(&cx, gfid, attr).await {
                     // fchmod/fchown/futimens of an unlinked open file arrive without its fh.
                     Err(e) if gone(e) => match s.fds.find_open(&gfid) {
-                        Some(fd) => top.fsetattr(&cx, fd, attr).await,
+                        Some(u) => u.top().fsetattr(&cx, u.fd(), attr).await,
                         None => Err(e),
                     },
                     r => r,
@@ -1098,10 +1133,10 @@ impl Filesystem for XlfsFs {
                     } else if touches {
                         s.kernel.drop_attrs(ino).await;
                     }
-                    let fh = s.fds.insert_as(fd, direct);
+                    let fh = s.fds.insert_as(fd, direct, top.clone());
                     if pt {
                         let backing = opened.backing.into_option();
-                        s.answer_passthrough(ino, fd, kill_privs, || {
+                        s.answer_passthrough(&top, ino, fd, kill_privs, || {
                             s.pt.reply_open(reply, ino, fh, backing, fopen)
                         })
                         .await;
@@ -1141,21 +1176,18 @@ impl Filesystem for XlfsFs {
             // answer EEXIST when a create of the same name won the race). If that name is
             // gone again by the time it is opened, the create is tried again (a few times).
             let mut tries = 0;
-            let r = loop {
+            let (graph, r) = loop {
                 tries += 1;
-                match s
-                    .graph()
-                    .top()
-                    .create(&cx, loc.clone(), fd, mode, umask)
-                    .await
-                {
+                // The graph the file is opened on (the fd is bound to it).
+                let graph = s.graph();
+                match graph.top().create(&cx, loc.clone(), fd, mode, umask).await {
                     Err(Errno::EEXIST) if flags & libc::O_EXCL == 0 => {
-                        match s.open_existing(&cx, loc.clone(), fd).await {
+                        match s.open_existing(&graph, &cx, loc.clone(), fd).await {
                             Err(Errno::ENOENT) if tries < CREATE_TRIES => continue,
-                            r => break r,
+                            r => break (graph, r),
                         }
                     }
-                    r => break r,
+                    r => break (graph, r),
                 }
             };
             s.end_dir_op(parent, ds, r.as_ref().ok().map(|e| &e.postparent));
@@ -1167,8 +1199,7 @@ impl Filesystem for XlfsFs {
                 Ok(a) => a,
                 Err(err) => {
                     // Opened in the graph but not by the kernel: close it there.
-                    let _ = s
-                        .graph()
+                    let _ = graph
                         .top()
                         .release(
                             &cx,
@@ -1187,6 +1218,7 @@ impl Filesystem for XlfsFs {
                     ..fd
                 },
                 s.kernel_direct(flags),
+                graph.clone(),
             );
             // A file made by O_EXCL is new, so it has no capability: the kernel's check before
             // its first write is answered here instead of by a GETXATTR round trip. (Without
@@ -1202,7 +1234,7 @@ impl Filesystem for XlfsFs {
                     gfid: e.attr.gfid,
                     ..fd
                 };
-                s.answer_passthrough(attr.ino, fd, uid != 0, || {
+                s.answer_passthrough(&graph, attr.ino, fd, uid != 0, || {
                     s.pt.reply_create(reply, &ttl, &attr, fh, s.fopen_flags(flags))
                 })
                 .await;
@@ -1231,7 +1263,8 @@ impl Filesystem for XlfsFs {
             .writeback_cache
             .then(|| self.s.inodes.meta_stamp());
         self.spawn(|s| async move {
-            match s.graph().top().readv(&cx, fd, offset, size).await {
+            let u = follow!(s, reply, fh, fd);
+            match u.top().readv(&cx, u.fd(), offset, size).await {
                 Ok(r) => {
                     if let (Some(stamp), ROption::RSome(a)) = (stamp, &r.attr) {
                         s.inodes.note_file_attr(ino, a, stamp);
@@ -1260,14 +1293,21 @@ impl Filesystem for XlfsFs {
         let buf = Buf::copy_from_slice(data);
         let cx = ctx(req, Need::of(Fop::Writev), lock_owner.map(|o| o.0));
         let kill_suidgid = write_flags.contains(WriteFlags::FUSE_WRITE_KILL_SUIDGID);
-        let drops_pages = self.drops_pages_after(write_flags, flags, &fd.gfid);
+        let gfid = fd.fd().gfid;
+        let drops_pages = self.drops_pages_after(write_flags, flags, &gfid);
         let cached = write_flags.contains(WriteFlags::FUSE_WRITE_CACHE);
         let append = !cached && appends(flags.0);
         let flags = write_flags_for_graph(self.s.opts.writeback_cache, flags.0, cached);
         self.s.inodes.begin_write(ino);
         self.spawn(|s| async move {
-            let graph = s.graph();
-            let top = graph.top();
+            let u = match s.follow(fh, fd).await {
+                Ok(u) => u,
+                Err(e) => {
+                    s.inodes.end_write();
+                    return reply.error(e);
+                }
+            };
+            let (top, fd) = (u.top(), u.fd());
             let r = top.writev(&cx, fd, offset, buf, flags).await;
             s.inodes.end_write();
             match r {
@@ -1310,7 +1350,8 @@ impl Filesystem for XlfsFs {
         let fd = tri!(reply, self.fd(fh));
         let cx = ctx(req, Need::of(Fop::Flush), Some(lock_owner.0));
         self.spawn(|s| async move {
-            reply_empty(reply, s.graph().top().flush(&cx, fd).await);
+            let u = follow!(s, reply, fh, fd);
+            reply_empty(reply, u.top().flush(&cx, u.fd()).await);
         });
     }
 
@@ -1324,18 +1365,19 @@ impl Filesystem for XlfsFs {
         flush: bool,
         reply: ReplyEmpty,
     ) {
-        let fd = tri!(reply, self.s.fds.remove(fh).ok_or(fuser::Errno::EBADF));
+        // Released on the graph it is open on (never moved for a release).
+        let u = tri!(reply, self.s.fds.remove(fh).ok_or(fuser::Errno::EBADF));
         if self.s.pt.on() {
             self.s.pt.released(fh);
         }
         let cx = ctx(req, Need::of(Fop::Release), lock_owner.map(|o| o.0));
-        self.spawn(|s| async move {
-            let graph = s.graph();
+        self.spawn(|_| async move {
+            let fd = u.fd();
             if flush {
                 // FUSE_RELEASE_FLUSH: the kernel skipped FLUSH for this close.
-                let _ = graph.top().flush(&cx, fd).await;
+                let _ = u.top().flush(&cx, fd).await;
             }
-            reply_empty(reply, graph.top().release(&cx, fd).await);
+            reply_empty(reply, u.top().release(&cx, fd).await);
         });
     }
 
@@ -1350,7 +1392,8 @@ impl Filesystem for XlfsFs {
         let fd = tri!(reply, self.fd(fh));
         let cx = ctx(req, Need::of(Fop::Fsync), None);
         self.spawn(|s| async move {
-            reply_empty(reply, s.graph().top().fsync(&cx, fd, datasync).await);
+            let u = follow!(s, reply, fh, fd);
+            reply_empty(reply, u.top().fsync(&cx, u.fd(), datasync).await);
         });
     }
 
@@ -1360,9 +1403,10 @@ impl Filesystem for XlfsFs {
         let fd = self.s.fds.allocate(gfid, flags);
         let cx = ctx(req, Need::of(Fop::Opendir), None);
         self.spawn(|s| async move {
-            match s.graph().top().opendir(&cx, fd).await {
+            let graph = s.graph();
+            match graph.top().opendir(&cx, fd).await {
                 Ok(()) => {
-                    let fh = s.fds.insert(fd);
+                    let fh = s.fds.insert(fd, graph.clone());
                     reply.opened(fh, FopenFlags::empty());
                 }
                 Err(e) => reply.error(errno(e)),
@@ -1380,7 +1424,10 @@ impl Filesystem for XlfsFs {
     ) {
         let fd = tri!(reply, self.fd(fh));
         let cx = ctx(req, Need::of(Fop::Readdirp), None);
-        self.spawn(|s| async move { dir::readdir(&s, cx, ino, fd, offset, reply).await });
+        self.spawn(|s| async move {
+            let u = follow!(s, reply, fh, fd);
+            dir::readdir(&s, cx, ino, &u, offset, reply).await
+        });
     }
 
     fn readdirplus(
@@ -1393,7 +1440,10 @@ impl Filesystem for XlfsFs {
     ) {
         let fd = tri!(reply, self.fd(fh));
         let cx = ctx(req, Need::of(Fop::Readdirp), None);
-        self.spawn(|s| async move { dir::readdirplus(&s, cx, ino, fd, offset, reply).await });
+        self.spawn(|s| async move {
+            let u = follow!(s, reply, fh, fd);
+            dir::readdirplus(&s, cx, ino, &u, offset, reply).await
+        });
     }
 
     fn releasedir(
@@ -1404,10 +1454,10 @@ impl Filesystem for XlfsFs {
         _flags: OpenFlags,
         reply: ReplyEmpty,
     ) {
-        let fd = tri!(reply, self.s.fds.remove(fh).ok_or(fuser::Errno::EBADF));
+        let u = tri!(reply, self.s.fds.remove(fh).ok_or(fuser::Errno::EBADF));
         let cx = ctx(req, Need::of(Fop::Releasedir), None);
-        self.spawn(|s| async move {
-            reply_empty(reply, s.graph().top().releasedir(&cx, fd).await);
+        self.spawn(|_| async move {
+            reply_empty(reply, u.top().releasedir(&cx, u.fd()).await);
         });
     }
 
@@ -1422,7 +1472,8 @@ impl Filesystem for XlfsFs {
         let fd = tri!(reply, self.fd(fh));
         let cx = ctx(req, Need::of(Fop::Fsyncdir), None);
         self.spawn(|s| async move {
-            reply_empty(reply, s.graph().top().fsyncdir(&cx, fd, datasync).await);
+            let u = follow!(s, reply, fh, fd);
+            reply_empty(reply, u.top().fsyncdir(&cx, u.fd(), datasync).await);
         });
     }
 
@@ -1562,7 +1613,8 @@ impl Filesystem for XlfsFs {
         );
         let cx = ctx(req, Need::of(Fop::Lk), Some(lock_owner.0));
         self.spawn(|s| async move {
-            match s.graph().top().lk(&cx, fd, LkCmd::Get, lock).await {
+            let u = follow!(s, reply, fh, fd);
+            match u.top().lk(&cx, u.fd(), LkCmd::Get, lock).await {
                 Ok(l) => {
                     let (start, end, typ, pid) = lock_reply(&l);
                     reply.locked(start, end, typ, pid);
@@ -1595,9 +1647,14 @@ impl Filesystem for XlfsFs {
         // The caller's thread, watched while the lock waits (see lkwait.rs).
         let caller = if sleep { req.pid() } else { 0 };
         // A waiting lock parks in its task, never on the fuser thread.
+        let unlock = typ == libc::F_UNLCK;
         self.spawn(|s| async move {
-            let graph = s.graph();
-            let lk = graph.top().lk(&cx, fd, cmd, lock);
+            let u = follow!(s, reply, fh, fd);
+            if !unlock {
+                // Its locks live on this graph's connections: it stays there (migrate.rs).
+                s.fds.mark_locking(fh);
+            }
+            let lk = u.top().lk(&cx, u.fd(), cmd, lock);
             let r = crate::lkwait::interruptible(caller, lk).await;
             reply_empty(reply, r.map(drop));
         });
@@ -1617,8 +1674,14 @@ impl Filesystem for XlfsFs {
         let cx = ctx(req, Need::of(Fop::Fallocate), None);
         self.s.inodes.begin_reshape(ino);
         self.spawn(|s| async move {
-            let graph = s.graph();
-            let top = graph.top();
+            let u = match s.follow(fh, fd).await {
+                Ok(u) => u,
+                Err(e) => {
+                    s.inodes.end_reshape();
+                    return reply.error(e);
+                }
+            };
+            let (top, fd) = (u.top(), u.fd());
             let r = if mode & libc::FALLOC_FL_PUNCH_HOLE != 0 {
                 top.discard(&cx, fd, offset, length).await
             } else if mode & libc::FALLOC_FL_ZERO_RANGE != 0 {
@@ -1695,7 +1758,8 @@ impl Filesystem for XlfsFs {
         let fd = tri!(reply, self.fd(fh));
         let cx = ctx(req, Need::of(Fop::Seek), None);
         self.spawn(|s| async move {
-            match s.graph().top().seek(&cx, fd, offset, what).await {
+            let u = follow!(s, reply, fh, fd);
+            match u.top().seek(&cx, u.fd(), offset, what).await {
                 Ok(off) => match i64::try_from(off) {
                     Ok(off) => reply.offset(off),
                     Err(_) => reply.error(fuser::Errno::EOVERFLOW),

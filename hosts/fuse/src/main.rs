@@ -21,6 +21,7 @@ mod fs;
 mod helper;
 mod inodes;
 mod lkwait;
+mod migrate;
 mod mount;
 mod notify;
 mod options;

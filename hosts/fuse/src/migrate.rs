@@ -1,0 +1,124 @@
+//! Open files follow a graph switch.
+//!
+//! A volfile change that alters the topology (a brick added, a translator inserted) builds a
+//! new graph and makes it current; fops in flight finish on the old one. An fd opened on the
+//! old graph is unknown to the new one's translators (its protocol/client connections never
+//! opened it on their bricks: a write there is EBADF). So a fop on such an fd first moves it,
+//! once, as GlusterFS's fuse bridge does (`fuse_migrate_fd`): the same [`Fd`] (id, GFID,
+//! flags without O_CREAT, O_EXCL and O_TRUNC) is opened (or opendir'ed) on the current
+//! graph's top with root credentials (an open fd keeps the access it was opened with), the
+//! table then binds it to the current graph, and it is released on the old graph once the
+//! fops still in flight there through it have ended (in the background: the fop that moved
+//! it does not wait). One migration per fd at a time: other fops of the fd that find it on an
+//! old graph wait for it, then use the new binding. The old graph's `Arc` is held by its fds'
+//! bindings, so it drops once each of them moved or was released.
+//!
+//! What stays behind ([`Stay`]):
+//! - an fd through which a lock was asked, and every other fd of that file on the same graph:
+//!   its locks are held by the old graph's connections (the brick's features/locks keys them
+//!   by connection), and close(2) through any fd of the file must release them. It uses the
+//!   old graph until released.
+//! - an fd whose open on the new graph failed with ENOENT or ESTALE (the file was removed
+//!   meanwhile and its GFID is gone from the bricks the new graph reaches): it keeps using the
+//!   old graph, where the brick still has it open, so the caller sees what it saw before the
+//!   switch (an unlinked open file stays readable and writable). Any other failure (a brick
+//!   of the new graph not connected yet: ENOTCONN) also leaves the fop on the old graph, and
+//!   the next fop tries again. If the old graph's connections are gone too, the caller sees
+//!   their error (ENOTCONN), as it would have without a switch.
+//!
+//! Passthrough opens (the kernel reads the brick's file itself) need nothing more: the
+//! kernel's backing file is independent of any graph, and the fops that still come (fstat,
+//! flush, release) migrate like any other.
+
+use fuser::FileHandle;
+use xlator_api::{Ctx, Errno};
+
+use crate::fds::{FdUse, Stay};
+use crate::fs::Shared;
+
+/// Flags of the original open that must not be repeated when reopening on a new graph.
+const ONCE_FLAGS: i32 = libc::O_CREAT | libc::O_EXCL | libc::O_TRUNC;
+
+impl Shared {
+    /// `u` (a use of the fd of `fh`) on the current graph, migrating the fd there first when
+    /// it is open on an older one and may move (see the module).
+    pub async fn follow(&self, fh: FileHandle, u: FdUse) -> Result<FdUse, fuser::Errno> {
+        let current = self.graph();
+        if std::sync::Arc::ptr_eq(u.graph(), &current) || self.fds.stays(fh) != Stay::No {
+            return Ok(u);
+        }
+        // Our own use would keep the old binding busy.
+        drop(u);
+        let _one = self.fds.migration_lock(fh).lock().await;
+        let u = self.fds.get(fh).ok_or(fuser::Errno::EBADF)?;
+        let current = self.graph();
+        if std::sync::Arc::ptr_eq(u.graph(), &current) || self.fds.stays(fh) != Stay::No {
+            return Ok(u);
+        }
+        let fd = u.fd();
+        let again = xlator_api::Fd {
+            flags: fd.flags & !ONCE_FLAGS,
+            ..fd
+        };
+        let root = Ctx::root();
+        let dir = fd.flags & libc::O_DIRECTORY != 0;
+        let r = if dir {
+            current.top().opendir(&root, again).await
+        } else {
+            current.top().open(&root, again).await.map(drop)
+        };
+        let (old_graph, new_graph) = (u.graph().id(), current.id());
+        match r {
+            Ok(()) => {
+                drop(u);
+                let Some(old) = self.fds.rebind(fh, current.clone()) else {
+                    // Released meanwhile: close it where it was just opened.
+                    let _ = release(&current, &root, again, dir).await;
+                    return Err(fuser::Errno::EBADF);
+                };
+                tracing::debug!(
+                    fd = fd.id.0,
+                    gfid = %fd.gfid,
+                    old_graph,
+                    new_graph,
+                    "open fd moved to the current graph"
+                );
+                // Fops that took the old binding before the switch finish there first.
+                self.rt.spawn(async move {
+                    old.idle().await;
+                    if let Err(e) = release(old.graph(), &Ctx::root(), fd, dir).await {
+                        tracing::debug!(fd = fd.id.0, error = %e, old_graph, "release on the old graph failed");
+                    }
+                });
+                self.fds.get(fh).ok_or(fuser::Errno::EBADF)
+            }
+            Err(e) => {
+                if e == Errno::ENOENT || e == Errno::ESTALE {
+                    self.fds.pin(fh);
+                }
+                tracing::info!(
+                    fd = fd.id.0,
+                    gfid = %fd.gfid,
+                    old_graph,
+                    new_graph,
+                    error = %e,
+                    "an open fd could not move to the current graph; it keeps using its old one"
+                );
+                Ok(u)
+            }
+        }
+    }
+}
+
+async fn release(
+    g: &xlfs_core::graph::Graph,
+    cx: &Ctx,
+    fd: xlator_api::Fd,
+    dir: bool,
+) -> Result<(), Errno> {
+    if dir {
+        g.top().releasedir(cx, fd).await
+    } else {
+        g.top().release(cx, fd).await
+    }
+}
