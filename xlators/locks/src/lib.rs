@@ -1,8 +1,11 @@
 #![doc = include_str!("../README.md")]
 
+mod barrier;
 mod deadlock;
 mod dump;
 mod entry;
+mod gate;
+mod migrate;
 #[cfg(test)]
 mod model;
 mod owner;

@@ -155,6 +155,39 @@ impl LockTable {
         })
     }
 
+    /// Whether `g` has a granted POSIX lock or a waiting `lk` request (a migration barrier
+    /// is refused then: application locks would not follow the data).
+    pub fn posix_busy(&self, g: Gfid) -> bool {
+        self.with(g, |il| !il.posix.is_empty())
+    }
+
+    /// [`try_lock`](Self::try_lock), but EBUSY first when [`posix_busy`](Self::posix_busy),
+    /// both under one hold of the mutex.
+    pub fn try_lock_unless_posix(&self, g: Gfid, s: &Space, req: Held) -> Result<(), Errno> {
+        self.with(g, |il| {
+            if !il.posix.is_empty() {
+                return Err(Errno::EBUSY);
+            }
+            let rl = il.space(s);
+            if rl.try_lock(req).map_err(|_| Errno::EAGAIN)? {
+                wake_range(rl);
+            }
+            Ok(())
+        })
+    }
+
+    /// Whether `owner` holds a write lock covering all of `r` in space `s` of `g`.
+    pub fn holds_write(&self, g: Gfid, s: &Space, owner: Owner, r: Range) -> bool {
+        self.with(g, |il| {
+            il.space(s).held().iter().any(|h| {
+                h.owner == owner
+                    && h.kind == crate::range::Kind::Write
+                    && h.range.start <= r.start
+                    && h.range.end >= r.end
+            })
+        })
+    }
+
     /// Takes `req`, waiting for conflicting locks to go away (F_SETLKW). EDEADLK when waiting
     /// would close a cycle of waiting owners: POSIX locks on any file ([`crate::deadlock`]),
     /// internal locks on this inode and domain. Dropping the future withdraws the request

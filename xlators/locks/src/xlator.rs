@@ -1,16 +1,21 @@
 //! The features/locks translator: answers `lk`, `inodelk` and `entrylk` itself, drops an
 //! owner's POSIX locks on `flush`, an fd's on `release` and a client's on `forget_client`;
-//! every other fop passes through. Every lock is keyed by (client, owner) ([`Owner`]).
+//! every other fop passes through, the modifying ones after the migration barrier's gate
+//! ([`crate::gate`], [`crate::barrier`]). Every lock is keyed by (client, owner) ([`Owner`]).
 
 use std::sync::Arc;
 
 use xlator_api::abi_stable::std_types::RString;
+#[allow(unused_imports)] // used by the generated fops
+use xlator_api::*;
 use xlator_api::{
-    ClientId, Ctx, Dump, EntrylkCmd, Errno, Fd, FdId, Flock, Gfid, Init, LkCmd, Loc, LockKind,
+    ClientId, Ctx, Dump, EntrylkCmd, Errno, Fd, FdId, Flock, Fop, Gfid, Init, LkCmd, Loc, LockKind,
     Subvol, Translator,
 };
 
+use crate::barrier::{self, Admitted, Barriers};
 use crate::dump::LISTED_MAX;
+use crate::gate::{self, Gate};
 use crate::owner::{Owner, client_of};
 use crate::range::{Held, Kind, Range};
 use crate::table::{LockTable, Space};
@@ -18,6 +23,7 @@ use crate::table::{LockTable, Space};
 pub struct Locks {
     children: Vec<Subvol>,
     table: Arc<LockTable>,
+    barriers: Barriers,
 }
 
 /// The lock a POSIX request of the caller of `cx` describes (`None`: an unlock).
@@ -82,31 +88,26 @@ impl Locks {
             (LkCmd::SetWait, Some(_)) => self.table.lock_wait(g, &s, req).await.map(|_| None),
         }
     }
-}
 
-impl Translator for Locks {
-    const TYPE: &'static str = "features/locks";
-    const KEEPS_FILE_DATA: bool = true;
-    const DOC: &'static str = "POSIX byte-range locks (lk) for applications, and the internal \
-        inodelk/entrylk locks cluster translators take on bricks.";
-    type Options = ();
-
-    fn init(init: Init<()>) -> Result<Self, String> {
-        Ok(Locks {
-            children: init.children,
-            table: Arc::new(LockTable::default()),
-        })
+    /// Lets a fop through its gate: at once, or after the barrier of another client on its
+    /// file went. Keep the result until the fop is done.
+    async fn admit(&self, cx: &Ctx, gate: Gate, loc: Option<&Loc>) -> Option<Admitted<'_>> {
+        match gate {
+            Gate::Free => None,
+            Gate::On(g) => Some(self.barriers.admit(g, client_of(cx)).await),
+            Gate::ByName => {
+                if let Some(a) = self.barriers.admit_by_name() {
+                    return Some(a);
+                }
+                // Some barrier exists: find which file the name would truncate. No such name:
+                // the create makes a new file, which no barrier can be on.
+                let e = self.children[0].lookup(cx, loc?.clone()).await.ok()?;
+                Some(self.barriers.admit(e.attr.gfid, client_of(cx)).await)
+            }
+        }
     }
 
-    fn children(&self) -> &[Subvol] {
-        &self.children
-    }
-
-    fn dump(&self) -> Dump {
-        self.table.dump(LISTED_MAX)
-    }
-
-    async fn lk(&self, cx: &Ctx, fd: Fd, cmd: LkCmd, lock: Flock) -> Result<Flock, Errno> {
+    async fn lk_fop(&self, cx: &Ctx, fd: Fd, cmd: LkCmd, lock: Flock) -> Result<Flock, Errno> {
         let (kind, req) = request(cx, fd.id, &lock)?;
         if let (Some(k), LkCmd::Set | LkCmd::SetWait) = (kind, cmd) {
             check_mode(&fd, k)?;
@@ -120,7 +121,7 @@ impl Translator for Locks {
         }
     }
 
-    async fn inodelk(
+    async fn inodelk_fop(
         &self,
         cx: &Ctx,
         domain: RString,
@@ -129,16 +130,21 @@ impl Translator for Locks {
         lock: Flock,
     ) -> Result<(), Errno> {
         let (kind, req) = request(cx, FdId::ANONYMOUS, &lock)?;
-        match self
-            .range_op(gfid, Space::Domain(domain.into()), cmd, kind, req)
-            .await?
-        {
+        let barrier = domain.as_str() == barrier::DOMAIN;
+        let space = Space::Domain(domain.into());
+        let r = if barrier {
+            crate::migrate::inodelk(&self.table, &self.barriers, gfid, &space, cmd, kind, req)
+                .await?
+        } else {
+            self.range_op(gfid, space, cmd, kind, req).await?
+        };
+        match r {
             Some(_) => Err(Errno::EAGAIN),
             None => Ok(()),
         }
     }
 
-    async fn entrylk(
+    async fn entrylk_fop(
         &self,
         cx: &Ctx,
         domain: RString,
@@ -164,13 +170,13 @@ impl Translator for Locks {
         }
     }
 
-    async fn flush(&self, cx: &Ctx, fd: Fd) -> Result<(), Errno> {
+    async fn flush_fop(&self, cx: &Ctx, fd: Fd) -> Result<(), Errno> {
         self.table
             .release_owner(fd.gfid, Owner::new(cx, cx.lk_owner()));
         self.children[0].flush(cx, fd).await
     }
 
-    async fn release(&self, cx: &Ctx, fd: Fd) -> Result<(), Errno> {
+    async fn release_fop(&self, cx: &Ctx, fd: Fd) -> Result<(), Errno> {
         if !fd.is_anonymous() {
             self.table.release_fd(fd.gfid, client_of(cx), fd.id);
         }
@@ -180,11 +186,93 @@ impl Translator for Locks {
     /// Drops the client's locks and waiting requests here, then tells the child (something
     /// below may hold state for the client too); a child that does not know the fop (ENOSYS,
     /// as storage/posix) had nothing to drop.
-    async fn forget_client(&self, cx: &Ctx, client: ClientId) -> Result<(), Errno> {
+    async fn forget_client_fop(&self, cx: &Ctx, client: ClientId) -> Result<(), Errno> {
         self.table.forget_client(Some(client));
+        // After the table: a barrier waiting behind the client's is granted there first.
+        self.barriers.forget_client(Some(client));
         match self.children[0].forget_client(cx, client).await {
             Err(Errno::ENOSYS) => Ok(()),
             r => r,
         }
     }
+}
+
+/// The body of fop `$name`: the lock fops and the closers are this translator's own
+/// (`*_fop` methods); every other fop passes the barrier gate its attributes call for
+/// ([`gate::classify`]) and goes to the child, admitted until its reply.
+macro_rules! fop_body {
+    (lk, $s:ident, $cx:ident, $V:ident, ($($a:ident),*)) => { $s.lk_fop($cx $(, $a)*).await };
+    (inodelk, $s:ident, $cx:ident, $V:ident, ($($a:ident),*)) => { $s.inodelk_fop($cx $(, $a)*).await };
+    (entrylk, $s:ident, $cx:ident, $V:ident, ($($a:ident),*)) => { $s.entrylk_fop($cx $(, $a)*).await };
+    (flush, $s:ident, $cx:ident, $V:ident, ($($a:ident),*)) => { $s.flush_fop($cx $(, $a)*).await };
+    (release, $s:ident, $cx:ident, $V:ident, ($($a:ident),*)) => { $s.release_fop($cx $(, $a)*).await };
+    (forget_client, $s:ident, $cx:ident, $V:ident, ($($a:ident),*)) => {
+        $s.forget_client_fop($cx $(, $a)*).await
+    };
+    ($name:ident, $s:ident, $cx:ident, $V:ident, ($($a:ident),*)) => {{
+        let target: Option<Gfid> = None $(.or(arg_of!(target, $a, $a)))*;
+        let flags: Option<i32> = None $(.or(arg_of!(flags, $a, $a)))*;
+        let loc: Option<&Loc> = None $(.or(arg_of!(loc, $a, $a)))*;
+        let _admitted = $s.admit($cx, gate::classify(Fop::$V, target, flags), loc).await;
+        $s.children[0].$name($cx $(, $a)*).await
+    }};
+}
+
+/// What the gate needs from argument `$a` (matched by its name in the fop table: a `gfid`
+/// is the object, an `fd` names its file and open flags, a `loc` a name).
+macro_rules! arg_of {
+    (target, gfid, $v:ident) => {
+        Some($v)
+    };
+    (target, fd, $v:ident) => {
+        Some($v.gfid)
+    };
+    (flags, fd, $v:ident) => {
+        Some($v.flags)
+    };
+    (loc, loc, $v:ident) => {
+        Some(&$v)
+    };
+    ($what:ident, $other:ident, $v:ident) => {
+        None
+    };
+}
+
+/// Every fop of the table, each with its [`fop_body!`].
+macro_rules! locks_fops {
+    ($( $(#[$meta:meta])* $name:ident $Variant:ident {$($attrs:tt)*} ( $($arg:ident : $ty:ty),* ) -> $ret:ty ; )*) => {
+        $(
+            async fn $name(&self, cx: &Ctx $(, $arg: $ty)*) -> Result<$ret, Errno> {
+                fop_body!($name, self, cx, $Variant, ($($arg),*))
+            }
+        )*
+    };
+}
+
+impl Translator for Locks {
+    const TYPE: &'static str = "features/locks";
+    const KEEPS_FILE_DATA: bool = true;
+    const DOC: &'static str = "POSIX byte-range locks (lk) for applications, and the internal \
+        inodelk/entrylk locks cluster translators take on bricks.";
+    type Options = ();
+
+    fn init(init: Init<()>) -> Result<Self, String> {
+        Ok(Locks {
+            children: init.children,
+            table: Arc::new(LockTable::default()),
+            barriers: Barriers::default(),
+        })
+    }
+
+    fn children(&self) -> &[Subvol] {
+        &self.children
+    }
+
+    fn dump(&self) -> Dump {
+        self.table
+            .dump(LISTED_MAX)
+            .with("migration", self.barriers.dump(LISTED_MAX))
+    }
+
+    xlator_api::for_each_fop!(locks_fops);
 }
