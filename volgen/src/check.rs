@@ -63,15 +63,55 @@ impl VolumeSpec {
                 layout: shape.join(" x "),
             });
         }
+        self.check_ids()?;
         let base = self.transport.base_port;
-        if base == 0 || usize::from(base) + self.bricks.len() - 1 > usize::from(u16::MAX) {
-            return Err(VolgenError::PortRange {
-                base,
-                bricks: self.bricks.len(),
-            });
+        let span = self.ports().count();
+        if base == 0 || usize::from(base) + span - 1 > usize::from(u16::MAX) {
+            return Err(VolgenError::PortRange { base, bricks: span });
         }
         for entry in &self.auth_allow {
             check_auth_entry(entry)?;
+        }
+        Ok(())
+    }
+}
+
+impl VolumeSpec {
+    /// `brick_ids`: one per brick, increasing, each distribute subvolume's ids consecutive
+    /// from a multiple of its size (so replica sets and stripes keep their names).
+    fn check_ids(&self) -> Result<(), VolgenError> {
+        if self.brick_ids.is_empty() {
+            return Ok(());
+        }
+        let bad = |reason: String| {
+            Err(VolgenError::BadBrickIds {
+                volume: self.name.clone(),
+                reason,
+            })
+        };
+        if self.brick_ids.len() != self.bricks.len() {
+            return bad(format!(
+                "{} ids for {} bricks",
+                self.brick_ids.len(),
+                self.bricks.len()
+            ));
+        }
+        if let Some(w) = self.brick_ids.windows(2).find(|w| w[0] >= w[1]) {
+            return bad(format!("ids must increase ({} then {})", w[0], w[1]));
+        }
+        let set = self.layout().set_size().max(1);
+        for (k, group) in self.brick_ids.chunks(set).enumerate() {
+            let first = group[0] as usize;
+            let consecutive = group
+                .iter()
+                .enumerate()
+                .all(|(j, id)| *id as usize == first + j);
+            if !first.is_multiple_of(set) || !consecutive {
+                return bad(format!(
+                    "subvolume {k} has ids {group:?}; a subvolume of {set} bricks needs \
+                     consecutive ids from a multiple of {set}"
+                ));
+            }
         }
         Ok(())
     }

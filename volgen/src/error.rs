@@ -58,6 +58,13 @@ pub enum VolgenError {
     )]
     PortRange { base: u16, bricks: usize },
 
+    #[error(
+        "volume {volume:?}: brick_ids are not valid: {reason}; they are written by `xlfs \
+         volume add-brick/remove-brick`; restore the ids they wrote, or remove the field if \
+         no brick was ever removed"
+    )]
+    BadBrickIds { volume: String, reason: String },
+
     #[error("auth allow entry {entry:?} is not valid: {reason}")]
     BadAuth { entry: String, reason: String },
 

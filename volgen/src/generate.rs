@@ -8,6 +8,10 @@
 //! set -> `<vol>-stripe-<k>` per stripe -> `<vol>-dht` over the stripes -> the performance
 //! translators the build has -> `<vol>` debug/io-stats on top (named after the volume, as in
 //! GlusterFS, so mounts and dumps show it).
+//!
+//! `i` is the brick's id ([`VolumeSpec::brick_id`]), `k` its id divided by the bricks per
+//! replica set (per stripe): names stay the same when bricks are added after the others or
+//! whole subvolumes removed, which link files and pending counters rely on.
 
 use xlfs_core::volfile::{OptionDecl, Pos, TypeLookup, Volfile, VolumeDecl, validate};
 
@@ -28,13 +32,14 @@ pub struct Generated {
 /// The server volfile of one brick.
 #[derive(Clone, Debug)]
 pub struct ServerVolfile {
+    /// The brick's id (its position when no brick was removed).
     pub index: usize,
     pub brick: Brick,
     pub port: u16,
     pub volfile: Volfile,
 }
 
-/// The name of the subvolume brick `index` exports (the client's `remote-subvolume`).
+/// The name of the subvolume brick id `index` exports (the client's `remote-subvolume`).
 pub fn brick_volume_name(volume: &str, index: usize) -> String {
     format!("{volume}-brick-{index}")
 }
@@ -164,10 +169,11 @@ impl Gen<'_> {
         Ok((s, self.catalog.type_for(s, what)?.to_owned()))
     }
 
-    fn server(&self, index: usize) -> Result<ServerVolfile, VolgenError> {
+    fn server(&self, pos: usize) -> Result<ServerVolfile, VolgenError> {
         let spec = self.spec;
-        let brick = spec.bricks[index].clone();
-        let port = spec.brick_port(index);
+        let brick = spec.bricks[pos].clone();
+        let port = spec.brick_port(pos);
+        let index = spec.brick_id(pos);
         let what = "a brick";
         let mut st = Stack::default();
         // protocol/server goes on top; io-stats (last in the table) right below it.
@@ -224,11 +230,13 @@ impl Gen<'_> {
         let mut st = Stack::default();
 
         let (client, client_type) = self.required("protocol.client", "a client graph")?;
-        let mut level: Vec<String> = Vec::new();
-        for (i, brick) in spec.bricks.iter().enumerate() {
+        // (name, id of its first brick)
+        let mut level: Vec<(String, usize)> = Vec::new();
+        for (pos, brick) in spec.bricks.iter().enumerate() {
+            let i = spec.brick_id(pos);
             let mut generated = vec![
                 ("remote-host", brick.connect_host().to_owned()),
-                ("remote-port", spec.brick_port(i).to_string()),
+                ("remote-port", spec.brick_port(pos).to_string()),
                 ("remote-subvolume", brick_volume_name(&spec.name, i)),
             ];
             if let Some(secret) = &spec.secret {
@@ -241,7 +249,7 @@ impl Gen<'_> {
                 self.options(client, generated),
                 vec![],
             );
-            level.push(name);
+            level.push((name, i));
         }
 
         // Cluster layers, innermost first: replica sets, stripes, distribute.
@@ -255,6 +263,8 @@ impl Gen<'_> {
             ("cluster.stripe", "stripe", "stripe", layout.stripe as usize),
             ("cluster.distribute", "dht", "", layout.distribute()),
         ];
+        // Bricks under each translator of `level`.
+        let mut span = 1;
         for (key, suffix, word, width) in layers {
             if width <= 1 {
                 continue;
@@ -264,22 +274,27 @@ impl Gen<'_> {
                 _ => format!("{word} {width}"),
             };
             let (slot, type_name) = self.required(key, &what)?;
-            let groups: Vec<Vec<String>> = level.chunks(width).map(<[String]>::to_vec).collect();
+            let groups: Vec<Vec<(String, usize)>> = level
+                .chunks(width)
+                .map(<[(String, usize)]>::to_vec)
+                .collect();
+            span *= width;
             level = Vec::new();
-            for (k, children) in groups.into_iter().enumerate() {
+            for children in groups {
+                let first = children.first().map_or(0, |c| c.1);
                 // Replica sets and stripes are numbered even when there is one (GlusterFS
                 // names them so, and replication keeps per-set metadata under the name).
                 let name = match suffix {
                     "dht" => self.name(suffix),
-                    _ => self.name(&format!("{suffix}-{k}")),
+                    _ => self.name(&format!("{suffix}-{}", first / span)),
                 };
                 st.push(
                     name.clone(),
                     &type_name,
                     self.options(slot, vec![]),
-                    children,
+                    children.into_iter().map(|c| c.0).collect(),
                 );
-                level.push(name);
+                level.push((name, first));
             }
         }
 

@@ -36,4 +36,4 @@ pub use check::{MAX_NAME_LEN, check_auth_entry, check_name};
 pub use error::VolgenError;
 pub use generate::{Generated, ServerVolfile, brick_volume_name, generate};
 pub use keys::{AUTH_ALLOW, Catalog, KeyInfo, Target, describe_range};
-pub use spec::{DEFAULT_BASE_PORT, Layout, Transport, VolumeSpec};
+pub use spec::{DEFAULT_BASE_PORT, Layout, Subvolume, Transport, VolumeSpec};

@@ -14,9 +14,11 @@ pub const DEFAULT_BASE_PORT: u16 = 49152;
 
 /// A volume: name, bricks, layout, transport, access control and option overrides.
 ///
-/// Brick `i` listens on `transport.base_port + i`. Bricks are grouped in order: `replica`
-/// consecutive bricks form a replica set, `stripe` consecutive replica sets form a stripe,
-/// and the volume distributes over the stripes (GlusterFS's order).
+/// Every brick has an id (see [`VolumeSpec::brick_ids`]; by default its position): brick id
+/// `n` listens on `transport.base_port + n`, exports `<vol>-brick-<n>` and is the client's
+/// `<vol>-client-<n>`. Bricks are grouped in order: `replica` consecutive bricks form a
+/// replica set, `stripe` consecutive replica sets form a stripe, and the volume distributes
+/// over the stripes (GlusterFS's order).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct VolumeSpec {
@@ -39,6 +41,33 @@ pub struct VolumeSpec {
     /// `volume set` overrides by full key (`performance.write-behind.window-size`).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub options: BTreeMap<String, String>,
+    /// The id of each brick, in brick order, once bricks were removed (`remove-brick
+    /// commit`); empty: brick `i` has id `i`. Ids keep translator names (`<vol>-client-<n>`,
+    /// `<vol>-replicate-<k>`), ports and state files stable when bricks go:
+    /// cluster/distribute's link files and layouts, and replicate's pending counters, name
+    /// the children. Ids increase and every distribute subvolume's bricks have consecutive
+    /// ids starting at a multiple of `replica x stripe`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub brick_ids: Vec<u32>,
+    /// The lowest id a brick added later may take: removed ids are not given out again (a
+    /// removed brick's directory still holds data that names its old child). 0: one past the
+    /// highest id.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub next_brick_id: u32,
+}
+
+/// One child of the volume's distribute layer (the whole volume when it does not
+/// distribute): its translator name in the client volfile and its bricks.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Subvolume {
+    /// `<vol>-client-<n>`, `<vol>-replicate-<k>` or `<vol>-stripe-<k>`.
+    pub name: String,
+    /// Positions in [`VolumeSpec::bricks`].
+    pub bricks: std::ops::Range<usize>,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }
 
 /// Where the bricks listen.
@@ -82,6 +111,92 @@ impl VolumeSpec {
             auth_allow: Vec::new(),
             secret: None,
             options: BTreeMap::new(),
+            brick_ids: Vec::new(),
+            next_brick_id: 0,
+        }
+    }
+
+    /// The id of the brick at position `pos` (names, port, state files).
+    pub fn brick_id(&self, pos: usize) -> usize {
+        match self.brick_ids.get(pos) {
+            Some(id) => *id as usize,
+            None => pos,
+        }
+    }
+
+    /// The position of the brick with id `id`.
+    pub fn position_of(&self, id: usize) -> Option<usize> {
+        (0..self.bricks.len()).find(|p| self.brick_id(*p) == id)
+    }
+
+    /// The highest brick id, if there are bricks.
+    fn max_id(&self) -> Option<usize> {
+        self.bricks.len().checked_sub(1).map(|p| self.brick_id(p))
+    }
+
+    /// The id the next added brick gets.
+    pub fn next_id(&self) -> usize {
+        let after = self.max_id().map_or(0, |m| m + 1);
+        after.max(self.next_brick_id as usize)
+    }
+
+    /// The children of the distribute layer, in order, with their bricks.
+    pub fn subvolumes(&self) -> Vec<Subvolume> {
+        let layout = self.layout();
+        let set = layout.set_size().max(1);
+        (0..self.bricks.len() / set)
+            .map(|k| {
+                let first = self.brick_id(k * set);
+                let name = if self.stripe > 1 {
+                    format!("{}-stripe-{}", self.name, first / set)
+                } else if self.replica > 1 {
+                    format!("{}-replicate-{}", self.name, first / self.replica as usize)
+                } else {
+                    format!("{}-client-{first}", self.name)
+                };
+                Subvolume {
+                    name,
+                    bricks: k * set..(k + 1) * set,
+                }
+            })
+            .collect()
+    }
+
+    /// Appends `bricks` (whole distribute subvolumes) with fresh ids; [`VolumeSpec::check`]
+    /// says whether the result is a valid volume.
+    pub fn add_bricks(&mut self, bricks: Vec<Brick>) {
+        let next = self.next_id();
+        if !self.brick_ids.is_empty() || next != self.bricks.len() {
+            self.brick_ids = (0..self.bricks.len())
+                .map(|p| self.brick_id(p) as u32)
+                .collect();
+            let n = bricks.len();
+            self.brick_ids.extend((next..next + n).map(|id| id as u32));
+        }
+        self.bricks.extend(bricks);
+    }
+
+    /// Removes the bricks at `positions`; the others keep their ids, and removed ids are
+    /// not given out again.
+    pub fn remove_bricks(&mut self, positions: &[usize]) {
+        let next = self.next_id() as u32;
+        let keep: Vec<usize> = (0..self.bricks.len())
+            .filter(|p| !positions.contains(p))
+            .collect();
+        self.brick_ids = keep.iter().map(|p| self.brick_id(*p) as u32).collect();
+        self.bricks = keep.iter().map(|p| self.bricks[*p].clone()).collect();
+        self.next_brick_id = next;
+        // Back to the plain numbering when nothing was renumbered.
+        if self
+            .brick_ids
+            .iter()
+            .enumerate()
+            .all(|(p, id)| p == *id as usize)
+        {
+            self.brick_ids.clear();
+            if self.next_brick_id as usize == self.bricks.len() {
+                self.next_brick_id = 0;
+            }
         }
     }
 
@@ -94,16 +209,17 @@ impl VolumeSpec {
         }
     }
 
-    /// The port brick `index` listens on (saturating; [`VolumeSpec::check`] rejects overflow).
-    pub fn brick_port(&self, index: usize) -> u16 {
-        let port = usize::from(self.transport.base_port).saturating_add(index);
+    /// The port of the brick at position `pos`: base port + its id (saturating;
+    /// [`VolumeSpec::check`] rejects overflow).
+    pub fn brick_port(&self, pos: usize) -> u16 {
+        let port = usize::from(self.transport.base_port).saturating_add(self.brick_id(pos));
         u16::try_from(port).unwrap_or(u16::MAX)
     }
 
-    /// Every port the volume's bricks use.
+    /// The range of ports the volume's bricks use (ids of removed bricks included).
     pub fn ports(&self) -> std::ops::RangeInclusive<u32> {
         let base = u32::from(self.transport.base_port);
-        base..=base + self.bricks.len().saturating_sub(1) as u32
+        base..=base + self.max_id().unwrap_or(0) as u32
     }
 
     /// The description as pretty RON (fields in declaration order, options sorted).

@@ -4,11 +4,16 @@
 //! ```text
 //! <state>/volumes/<name>/volume.ron      the VolumeSpec
 //! <state>/volumes/<name>/client.vol      client volfile (RON)
-//! <state>/volumes/<name>/brick-<i>.vol   server volfile of brick i
+//! <state>/volumes/<name>/brick-<i>.vol   server volfile of brick id i
 //! <state>/volumes/<name>/run.json        running bricks and mounts started by xlfs
-//! <state>/volumes/<name>/log/            brick-<i>.log, mount-<n>.log
+//! <state>/volumes/<name>/rebalance.json  progress of the last rebalance / remove-brick run
+//! <state>/volumes/<name>/secret          the volume's secret, for xlfs-rebalance (0600)
+//! <state>/volumes/<name>/log/            brick-<i>.log, mount-<n>.log, rebalance.log
 //! <state>/volumes/<name>/ctl/            control sockets: brick-<i>.sock, mount-<hash>.sock
 //! ```
+//!
+//! `i` is the brick's id ([`VolumeSpec::brick_id`]): its position in the description until
+//! bricks are removed, then unchanged for the bricks that stay.
 
 use std::io::Write;
 use std::os::unix::fs::OpenOptionsExt;
@@ -136,6 +141,18 @@ impl VolumeDir {
     pub fn log_dir(&self) -> PathBuf {
         self.dir.join("log")
     }
+    /// The status file xlfs-rebalance writes (rebalance and remove-brick runs).
+    pub fn rebalance_status(&self) -> PathBuf {
+        self.dir.join("rebalance.json")
+    }
+    /// The log of xlfs-rebalance.
+    pub fn rebalance_log(&self) -> PathBuf {
+        self.log_dir().join("rebalance.log")
+    }
+    /// The volume's secret for xlfs-rebalance's `--secret-file`.
+    pub fn secret_file(&self) -> PathBuf {
+        self.dir.join("secret")
+    }
     /// Where the bricks' and mounts' control sockets are (statedump, reload).
     pub fn control_dir(&self) -> PathBuf {
         self.dir.join("ctl")
@@ -165,12 +182,29 @@ impl VolumeDir {
             write_atomic(&self.brick_volfile(s.index), &s.volfile.to_ron())?;
         }
         // Volfiles of bricks the volume no longer has.
-        let mut i = generated.servers.len();
-        while self.brick_volfile(i).exists() {
-            let _ = std::fs::remove_file(self.brick_volfile(i));
-            i += 1;
+        let ids: Vec<usize> = generated.servers.iter().map(|s| s.index).collect();
+        for id in self.brick_volfile_ids() {
+            if !ids.contains(&id) {
+                let _ = std::fs::remove_file(self.brick_volfile(id));
+            }
         }
         Ok(())
+    }
+
+    /// The ids of the `brick-<i>.vol` files in the directory.
+    fn brick_volfile_ids(&self) -> Vec<usize> {
+        let Ok(rd) = std::fs::read_dir(&self.dir) else {
+            return Vec::new();
+        };
+        rd.filter_map(|e| e.ok())
+            .filter_map(|e| {
+                let name = e.file_name().into_string().ok()?;
+                name.strip_prefix("brick-")?
+                    .strip_suffix(".vol")?
+                    .parse()
+                    .ok()
+            })
+            .collect()
     }
 
     pub fn load_run(&self) -> Result<Run> {

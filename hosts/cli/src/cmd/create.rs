@@ -62,7 +62,11 @@ pub fn run(ctx: &Ctx, a: Args) -> Result<u8> {
         if n == 1 { "" } else { "s" }
     );
     for (i, b) in spec.bricks.iter().enumerate() {
-        println!("  brick {i}  {b}  port {}", spec.brick_port(i));
+        println!(
+            "  brick {}  {b}  port {}",
+            spec.brick_id(i),
+            spec.brick_port(i)
+        );
     }
     println!("  volfiles in {}", vd.dir.display());
     println!("next: xlfs volume start {}", spec.name);

@@ -14,10 +14,20 @@ pub struct Args {
 }
 
 #[derive(Serialize)]
+struct Subvolume {
+    name: String,
+    bricks: Vec<String>,
+}
+
+#[derive(Serialize)]
 struct Info {
     name: String,
     layout: String,
     bricks: Vec<String>,
+    /// Each brick's id (names its volfile, log and port), in brick order.
+    brick_ids: Vec<usize>,
+    /// The children of the distribute layer and their bricks.
+    subvolumes: Vec<Subvolume>,
     replica: u32,
     stripe: u32,
     base_port: u16,
@@ -33,6 +43,18 @@ pub fn run(ctx: &Ctx, a: Args) -> Result<u8> {
         name: spec.name.clone(),
         layout: spec.layout().to_string(),
         bricks: spec.bricks.iter().map(ToString::to_string).collect(),
+        brick_ids: (0..spec.bricks.len()).map(|p| spec.brick_id(p)).collect(),
+        subvolumes: spec
+            .subvolumes()
+            .into_iter()
+            .map(|s| Subvolume {
+                bricks: spec.bricks[s.bricks]
+                    .iter()
+                    .map(ToString::to_string)
+                    .collect(),
+                name: s.name,
+            })
+            .collect(),
         replica: spec.replica,
         stripe: spec.stripe,
         base_port: spec.transport.base_port,
@@ -46,7 +68,15 @@ pub fn run(ctx: &Ctx, a: Args) -> Result<u8> {
     }
     println!("Volume {} ({})", info.name, info.layout);
     for (i, b) in info.bricks.iter().enumerate() {
-        println!("  brick {i}  {b}  port {}", spec.brick_port(i));
+        println!(
+            "  brick {}  {b}  port {}",
+            spec.brick_id(i),
+            spec.brick_port(i)
+        );
+    }
+    if info.subvolumes.len() > 1 {
+        let names: Vec<&str> = info.subvolumes.iter().map(|s| s.name.as_str()).collect();
+        println!("  distribute over  {}", names.join(", "));
     }
     if !info.auth_allow.is_empty() {
         println!("  auth.allow  {}", info.auth_allow.join(","));

@@ -103,6 +103,8 @@ pub fn print_json<T: Serialize>(value: &T) -> Result<()> {
 /// One brick as `status` sees it.
 #[derive(Clone, Debug, Serialize)]
 pub struct BrickState {
+    /// The brick's id (its position unless bricks were removed): names its volfile, log,
+    /// socket and port.
     pub index: usize,
     pub brick: String,
     pub port: u16,
@@ -118,8 +120,9 @@ pub fn brick_states(spec: &VolumeSpec, run: &Run) -> Vec<BrickState> {
     spec.bricks
         .iter()
         .enumerate()
-        .map(|(index, b)| {
-            let port = spec.brick_port(index);
+        .map(|(pos, b)| {
+            let index = spec.brick_id(pos);
+            let port = spec.brick_port(pos);
             let local = b.is_on(&names);
             let pid = run
                 .bricks

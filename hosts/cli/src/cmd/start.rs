@@ -48,9 +48,12 @@ pub fn run(ctx: &Ctx, a: Args) -> Result<u8> {
         println!("started volume {}", spec.name);
     }
     for b in &run.bricks {
+        let Some(pos) = spec.position_of(b.index) else {
+            continue;
+        };
         println!(
             "  brick {}  {}  port {}  pid {}",
-            b.index, spec.bricks[b.index], b.port, b.pid
+            b.index, spec.bricks[pos], b.port, b.pid
         );
     }
     Ok(0)
@@ -58,6 +61,9 @@ pub fn run(ctx: &Ctx, a: Args) -> Result<u8> {
 
 /// Starts the local bricks that are not running; all or nothing (bricks started here are
 /// stopped again if one fails). Returns the bricks it started; `run` is saved.
+///
+/// Bricks are handled by position in `spec.bricks` here; what is recorded and named (run
+/// entries, volfiles, sockets, logs, ports) uses the brick's id.
 pub fn start_bricks(vd: &VolumeDir, spec: &VolumeSpec, run: &mut Run) -> Result<Vec<BrickRun>> {
     let names = procs::local_host_names();
     let todo: Vec<usize> = (0..spec.bricks.len())
@@ -65,7 +71,7 @@ pub fn start_bricks(vd: &VolumeDir, spec: &VolumeSpec, run: &mut Run) -> Result<
         .filter(|i| {
             !run.bricks
                 .iter()
-                .any(|r| r.index == *i && procs::alive(r.pid, XLFSD))
+                .any(|r| r.index == spec.brick_id(*i) && procs::alive(r.pid, XLFSD))
         })
         .collect();
     run.bricks.retain(|r| procs::alive(r.pid, XLFSD));
@@ -73,7 +79,7 @@ pub fn start_bricks(vd: &VolumeDir, spec: &VolumeSpec, run: &mut Run) -> Result<
         return Ok(Vec::new());
     }
     let xlfsd = sibling::find(XLFSD)?;
-    if (0..spec.bricks.len()).any(|i| !vd.brick_volfile(i).is_file())
+    if (0..spec.bricks.len()).any(|i| !vd.brick_volfile(spec.brick_id(i)).is_file())
         || !vd.client_volfile().is_file()
     {
         generate_and_write(vd, spec)?;
@@ -88,16 +94,18 @@ pub fn start_bricks(vd: &VolumeDir, spec: &VolumeSpec, run: &mut Run) -> Result<
         let port = spec.brick_port(i);
         if !procs::port_free(&listen(i), port) {
             return Err(CliError::Process(format!(
-                "brick {i} ({}): port {port} is in use by another program; stop it, or recreate \
+                "brick {} ({}): port {port} is in use by another program; stop it, or recreate \
                  the volume with another --port",
+                spec.brick_id(i),
                 spec.bricks[i]
             )));
         }
     }
     let mut children: Vec<(usize, Child)> = Vec::new();
     let mut failure = None;
-    for &i in &todo {
-        let brick = &spec.bricks[i];
+    for &pos in &todo {
+        let brick = &spec.bricks[pos];
+        let i = spec.brick_id(pos);
         if let Err(e) = std::fs::create_dir_all(brick.path()) {
             failure = Some(format!(
                 "brick {i} ({brick}): cannot create the directory: {e}"
@@ -118,7 +126,7 @@ pub fn start_bricks(vd: &VolumeDir, spec: &VolumeSpec, run: &mut Run) -> Result<
         ];
         let log = vd.log_dir().join(format!("brick-{i}.log"));
         match procs::spawn_detached(&xlfsd, &args, &log) {
-            Ok(child) => children.push((i, child)),
+            Ok(child) => children.push((pos, child)),
             Err(e) => {
                 failure = Some(e.to_string());
                 break;
@@ -134,9 +142,10 @@ pub fn start_bricks(vd: &VolumeDir, spec: &VolumeSpec, run: &mut Run) -> Result<
                 continue;
             }
             if let Ok(Some(status)) = child.try_wait() {
-                let log = vd.log_dir().join(format!("brick-{i}.log"));
+                let id = spec.brick_id(*i);
+                let log = vd.log_dir().join(format!("brick-{id}.log"));
                 failure = Some(format!(
-                    "brick {i} ({}) exited ({status}) while starting:\n{}",
+                    "brick {id} ({}) exited ({status}) while starting:\n{}",
                     spec.bricks[*i],
                     procs::log_tail(&log, 8)
                 ));
@@ -148,8 +157,9 @@ pub fn start_bricks(vd: &VolumeDir, spec: &VolumeSpec, run: &mut Run) -> Result<
             }
         }
         if Instant::now() > deadline && failure.is_none() {
+            let ids: Vec<usize> = pending.iter().map(|p| spec.brick_id(*p)).collect();
             failure = Some(format!(
-                "bricks {pending:?} did not listen within {}s; see the logs in {}",
+                "bricks {ids:?} did not listen within {}s; see the logs in {}",
                 START_TIMEOUT.as_secs(),
                 vd.log_dir().display()
             ));
@@ -166,7 +176,7 @@ pub fn start_bricks(vd: &VolumeDir, spec: &VolumeSpec, run: &mut Run) -> Result<
     let started: Vec<BrickRun> = children
         .iter()
         .map(|(i, c)| BrickRun {
-            index: *i,
+            index: spec.brick_id(*i),
             pid: c.id(),
             port: spec.brick_port(*i),
         })

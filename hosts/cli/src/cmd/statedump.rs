@@ -92,11 +92,15 @@ pub fn run(ctx: &Ctx, a: Args) -> Result<u8> {
         return Ok(0);
     }
     let bricks: Vec<usize> = match a.brick {
-        Some(i) if i >= spec.bricks.len() => {
+        Some(i) if spec.position_of(i).is_none() => {
+            let ids: Vec<String> = (0..spec.bricks.len())
+                .map(|p| spec.brick_id(p).to_string())
+                .collect();
             return Err(CliError::Rejected(format!(
-                "volume {} has bricks 0 to {}",
+                "volume {} has no brick {i}; its bricks are {} (xlfs volume info {})",
                 spec.name,
-                spec.bricks.len().saturating_sub(1)
+                ids.join(", "),
+                spec.name
             )));
         }
         Some(i) => vec![i],

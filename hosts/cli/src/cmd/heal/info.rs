@@ -33,9 +33,11 @@ pub struct BrickIndex {
     pub entries: Vec<Located>,
 }
 
-/// The pending-counter key of brick `i`.
+/// The pending-counter key of the brick at position `i` (named by the brick's id, which stays
+/// when other bricks are removed).
 pub fn key_of(spec: &VolumeSpec, i: usize) -> String {
-    format!("{}{}-client-{i}", xlfs_posix::PENDING_PREFIX, spec.name)
+    let id = spec.brick_id(i);
+    format!("{}{}-client-{id}", xlfs_posix::PENDING_PREFIX, spec.name)
 }
 
 /// The bricks of `i`'s replica set.
