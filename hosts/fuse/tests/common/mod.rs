@@ -3,7 +3,7 @@
 //! and small helpers.
 #![allow(dead_code)] // each test binary uses its own part
 
-use std::ffi::CString;
+use std::ffi::{CString, OsStr};
 use std::fs::{self, File};
 use std::io::Read;
 use std::os::unix::ffi::OsStrExt;
@@ -83,12 +83,26 @@ pub struct Mounted {
 impl Mounted {
     /// Starts `xlfs-mount --local <vol> <mnt> <extra...>` and waits for the mount.
     pub fn start(vol: &Path, mnt: &Path, extra: &[&str]) -> Mounted {
-        let log = vol.with_extension("log");
+        let args = [OsStr::new("--local"), vol.as_os_str(), mnt.as_os_str()];
+        Mounted::start_with(&args, mnt, extra, &vol.with_extension("log"))
+    }
+
+    /// Starts `xlfs-mount --volfile <volfile> <mnt> <extra...>` (stderr to `log`) and waits
+    /// for the mount.
+    pub fn start_volfile(volfile: &Path, mnt: &Path, extra: &[&str], log: &Path) -> Mounted {
+        let args = [
+            OsStr::new("--volfile"),
+            volfile.as_os_str(),
+            mnt.as_os_str(),
+        ];
+        Mounted::start_with(&args, mnt, extra, log)
+    }
+
+    fn start_with(args: &[&OsStr], mnt: &Path, extra: &[&str], log: &Path) -> Mounted {
+        let log = log.to_path_buf();
         let err = File::create(&log).expect("log file");
         let child = Command::new(BIN)
-            .arg("--local")
-            .arg(vol)
-            .arg(mnt)
+            .args(args)
             .args(extra)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())

@@ -1,0 +1,493 @@
+//! Open files survive a graph switch (issue 23: `xlfs volume add-brick` regenerates the client
+//! volfile and every mount follows it by switching to a new graph). A real brick (`xlfsd`)
+//! and a mount of it by `--volfile`; the volfile on disk then changes its topology, the mount
+//! rereads it (every second) and switches; the fds opened before must keep working: they are
+//! unknown to the new graph's protocol/client connections, so the mount moves each to the
+//! new graph on its first fop (src/migrate.rs), except fds holding locks.
+//!
+//! Needs root and /dev/fuse, and `xlfsd` built next to `xlfs-mount` (`cargo build
+//! --workspace`). The brick and the mount are killed (and the mount detached) when a test
+//! fails.
+
+#[macro_use]
+mod common;
+
+use common::*;
+use std::ffi::CStr;
+use std::fs::{self, File, OpenOptions};
+use std::io::{BufRead, BufReader, Read, Write};
+use std::os::fd::{AsRawFd, IntoRawFd};
+use std::os::unix::fs::FileExt;
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+const SWITCH_TIMEOUT: Duration = Duration::from_secs(20);
+
+/// An `xlfsd` serving a brick directory; killed when dropped.
+struct Brick {
+    child: Child,
+    port: u16,
+}
+
+impl Brick {
+    fn start(dir: &Path, name: &str, log: &Path) -> Brick {
+        let bin = Path::new(BIN).with_file_name("xlfsd");
+        assert!(
+            bin.is_file(),
+            "{} missing: run `cargo build --workspace` first",
+            bin.display()
+        );
+        let mut child = Command::new(&bin)
+            .arg("--brick")
+            .arg(dir)
+            .args(["--volume-name", name, "--print-port", "--log-level", "warn"])
+            .stdout(Stdio::piped())
+            .stderr(File::create(log).expect("brick log"))
+            .spawn()
+            .expect("spawn xlfsd");
+        let mut line = String::new();
+        let out = child.stdout.take().expect("stdout");
+        BufReader::new(out).read_line(&mut line).expect("port line");
+        let port = match line.trim().parse() {
+            Ok(p) => p,
+            Err(_) => {
+                let _ = child.kill();
+                let _ = child.wait();
+                panic!(
+                    "xlfsd printed {line:?}, not a port:\n{}",
+                    fs::read_to_string(log).unwrap_or_default()
+                );
+            }
+        };
+        Brick { child, port }
+    }
+}
+
+impl Drop for Brick {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A brick, a mount of it through `volfile` with a control socket, and the files of both.
+/// Field order is drop order: the mount goes before the brick.
+struct Setup {
+    mount: Mounted,
+    brick: Brick,
+    volfile: PathBuf,
+    control: PathBuf,
+    dir: tempfile::TempDir,
+}
+
+/// The client volfile: one protocol/client, with debug/io-stats on top when `with_stats`
+/// (a topology change: a switch to a new graph, new connections to the brick).
+fn client_volfile(port: u16, with_stats: bool) -> String {
+    let client = format!(
+        r#"(name: "vol0-client", type: "protocol/client", options: {{ "remote-host": "127.0.0.1:{port}", "remote-subvolume": "vol0" }}),"#
+    );
+    let stats = if with_stats {
+        r#"(name: "vol0-stats", type: "debug/io-stats", subvolumes: ["vol0-client"]),"#
+    } else {
+        ""
+    };
+    format!("(\n    volumes: [\n        {client}\n        {stats}\n    ],\n)\n")
+}
+
+impl Setup {
+    fn start() -> Setup {
+        let dir = tempdir();
+        let brick_dir = dir.path().join("brick");
+        let mnt = dir.path().join("mnt");
+        fs::create_dir_all(&brick_dir).expect("mkdir brick");
+        fs::create_dir_all(&mnt).expect("mkdir mnt");
+        let brick = Brick::start(&brick_dir, "vol0", &dir.path().join("brick.log"));
+        let volfile = dir.path().join("client.vol");
+        fs::write(&volfile, client_volfile(brick.port, false)).expect("volfile");
+        let control = dir.path().join("control.sock");
+        let control_arg = control.display().to_string();
+        let mount = Mounted::start_volfile(
+            &volfile,
+            &mnt,
+            &["--control-socket", &control_arg],
+            &dir.path().join("mount.log"),
+        );
+        Setup {
+            mount,
+            brick,
+            volfile,
+            control,
+            dir,
+        }
+    }
+
+    fn mnt(&self) -> &Path {
+        &self.mount.mountpoint
+    }
+
+    fn statedump(&self) -> String {
+        let mut c = UnixStream::connect(&self.control).expect("control socket");
+        c.set_read_timeout(Some(Duration::from_secs(10)))
+            .expect("timeout");
+        c.write_all(b"statedump text\n").expect("ask");
+        c.shutdown(std::net::Shutdown::Write).expect("shutdown");
+        let mut out = String::new();
+        c.read_to_string(&mut out).expect("statedump");
+        out
+    }
+
+    /// The `graph:` and `older graphs alive:` lines of the mount's own statedump section.
+    fn graphs(&self) -> (u64, String) {
+        let dump = self.statedump();
+        let current = dump
+            .lines()
+            .find_map(|l| l.strip_prefix("graph: "))
+            .and_then(|g| g.trim().parse().ok())
+            .unwrap_or_else(|| panic!("no graph line in:\n{dump}"));
+        let older = dump
+            .lines()
+            .find_map(|l| l.strip_prefix("older graphs alive: "))
+            .unwrap_or_else(|| panic!("no older-graphs line in:\n{dump}"))
+            .to_string();
+        (current, older)
+    }
+
+    /// Rewrites the volfile on disk with io-stats on top and waits until the mount switched.
+    fn switch(&self) -> u64 {
+        let (before, _) = self.graphs();
+        let tmp = self.dir.path().join("client.vol.tmp");
+        fs::write(&tmp, client_volfile(self.brick.port, true)).expect("new volfile");
+        fs::rename(&tmp, &self.volfile).expect("replace volfile");
+        let start = Instant::now();
+        loop {
+            let (now, _) = self.graphs();
+            if now != before {
+                return now;
+            }
+            assert!(
+                start.elapsed() < SWITCH_TIMEOUT,
+                "no graph switch after {SWITCH_TIMEOUT:?}:\n{}",
+                self.mount.log_text()
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    /// Waits until the statedump says `older`; panics with the dump otherwise.
+    fn wait_older(&self, older: &str) {
+        let start = Instant::now();
+        loop {
+            let (_, now) = self.graphs();
+            if now == older {
+                return;
+            }
+            assert!(
+                start.elapsed() < SWITCH_TIMEOUT,
+                "older graphs alive: {now:?}, want {older:?}:\n{}",
+                self.statedump()
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
+/// A directory stream on an open directory fd (readdir(3) through the mount).
+struct Dir(*mut libc::DIR);
+
+impl Dir {
+    fn open(path: &Path) -> Dir {
+        let f = File::open(path).expect("open directory");
+        // SAFETY: fdopendir takes ownership of a valid directory descriptor.
+        let d = unsafe { libc::fdopendir(f.into_raw_fd()) };
+        assert!(
+            !d.is_null(),
+            "fdopendir: {}",
+            std::io::Error::last_os_error()
+        );
+        Dir(d)
+    }
+
+    /// The next name ("." and ".." skipped), `None` at the end; panics on an error.
+    fn next(&mut self) -> Option<String> {
+        loop {
+            // SAFETY: errno is thread-local; clearing it tells the end from an error.
+            unsafe { *libc::__errno_location() = 0 };
+            // SAFETY: self.0 is an open stream; the entry is read before the next call.
+            let e = unsafe { libc::readdir(self.0) };
+            if e.is_null() {
+                let err = std::io::Error::last_os_error();
+                assert_eq!(err.raw_os_error(), Some(0), "readdir: {err}");
+                return None;
+            }
+            // SAFETY: d_name is NUL-terminated within the entry.
+            let name = unsafe { CStr::from_ptr((*e).d_name.as_ptr()) }
+                .to_string_lossy()
+                .into_owned();
+            if name != "." && name != ".." {
+                return Some(name);
+            }
+        }
+    }
+
+    fn rewind(&mut self) {
+        // SAFETY: self.0 is an open stream.
+        unsafe { libc::rewinddir(self.0) };
+    }
+
+    fn rest(&mut self) -> Vec<String> {
+        std::iter::from_fn(|| self.next()).collect()
+    }
+}
+
+impl Drop for Dir {
+    fn drop(&mut self) {
+        // SAFETY: closes the stream (and its fd) once.
+        unsafe { libc::closedir(self.0) };
+    }
+}
+
+/// Drops the kernel's cached pages of `f`, so the next read reaches the mount.
+fn drop_pages(f: &File) {
+    // SAFETY: a valid descriptor; advice only.
+    let r = unsafe { libc::posix_fadvise(f.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) };
+    assert_eq!(r, 0, "posix_fadvise");
+}
+
+fn names(n: usize) -> Vec<String> {
+    (0..n)
+        .map(|i| format!("an-entry-with-a-rather-long-name-{i:05}"))
+        .collect()
+}
+
+/// A file open for writing, one open for reading and a directory listing in progress across a
+/// switch to a graph with new connections: write, read, fsync, fstat, ftruncate, readdir and
+/// close through the old fds all work and the data is right; the old graph lives while they
+/// are open and drops once they moved or closed.
+#[test]
+fn open_files_and_a_listing_keep_working_across_a_graph_switch() {
+    require_fuse!();
+    let s = Setup::start();
+    let m = s.mnt().to_path_buf();
+    let data = pattern(256 << 10, 23);
+    fs::write(m.join("r"), &data).expect("write r");
+    fs::create_dir(m.join("d")).expect("mkdir d");
+    let want = names(300);
+    for n in &want {
+        File::create(m.join("d").join(n)).expect("create entry");
+    }
+
+    let w = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .open(m.join("w"))
+        .expect("open w");
+    w.write_all_at(b"before-", 0).expect("write before");
+    let r = File::open(m.join("r")).expect("open r");
+    let mut head = vec![0u8; 4096];
+    r.read_exact_at(&mut head, 0).expect("read before");
+    assert_eq!(head, data[..4096]);
+    let mut d = Dir::open(&m.join("d"));
+    let mut listed: Vec<String> = (0..5).map(|_| d.next().expect("an entry")).collect();
+    let (first, older) = s.graphs();
+    assert_eq!(older, "none");
+
+    let second = s.switch();
+    assert_ne!(first, second);
+    // Nothing moved yet: the old graph lives for its three fds.
+    assert_eq!(s.graphs().1, format!("{first} (3 fds)"));
+
+    w.write_all_at(b"after", 7)
+        .expect("write through an fd opened before the switch");
+    w.sync_all().expect("fsync");
+    assert_eq!(w.metadata().expect("fstat").len(), 12);
+    w.set_len(10).expect("ftruncate");
+    assert_eq!(w.metadata().expect("fstat").len(), 10);
+    let mut back = vec![0u8; 10];
+    w.read_exact_at(&mut back, 0)
+        .expect("read back through the writer");
+    assert_eq!(&back, b"before-aft");
+
+    drop_pages(&r);
+    let mut all = vec![0u8; data.len()];
+    r.read_exact_at(&mut all, 0)
+        .expect("read through an fd opened before the switch");
+    assert!(all == data, "the reader sees the file's data");
+
+    // The listing goes on from where it was (the translator's cookie, on the moved fd).
+    listed.extend(d.rest());
+    let mut sorted = listed.clone();
+    sorted.sort();
+    assert_eq!(
+        sorted, want,
+        "the listing across the switch: every name once"
+    );
+    // And from the start again.
+    d.rewind();
+    let mut again = d.rest();
+    again.sort();
+    assert_eq!(again, want, "a listing from offset 0 after the switch");
+
+    // Every fd moved: nothing holds the old graph any more.
+    s.wait_older("none");
+    drop(w);
+    drop(r);
+    drop(d);
+    s.wait_older("none");
+    let (current, _) = s.graphs();
+    assert_eq!(current, second);
+    assert_eq!(fs::read(m.join("w")).expect("read w"), b"before-aft");
+    assert!(
+        !s.mount.log_text().contains("could not move"),
+        "{}",
+        s.mount.log_text()
+    );
+}
+
+/// Fds that were only opened (no fop since the switch) keep the old graph alive until closed;
+/// closing them releases them there, and then the old graph drops.
+#[test]
+fn the_old_graph_drops_once_its_fds_are_closed() {
+    require_fuse!();
+    let s = Setup::start();
+    let m = s.mnt().to_path_buf();
+    fs::write(m.join("a"), b"a").expect("write a");
+    let a = File::open(m.join("a")).expect("open a");
+    let b = OpenOptions::new()
+        .append(true)
+        .open(m.join("a"))
+        .expect("open a for appending");
+    let (first, _) = s.graphs();
+    s.switch();
+    assert_eq!(s.graphs().1, format!("{first} (2 fds)"));
+    drop(a);
+    // The kernel sends the release after close(2) returns.
+    s.wait_older(&format!("{first} (1 fds)"));
+    drop(b);
+    s.wait_older("none");
+}
+
+/// A file unlinked while open, then a switch: the fd still reads and writes it (moved if the
+/// new graph can still open it by GFID, else kept on the old graph, where the brick holds it).
+#[test]
+fn an_unlinked_open_file_keeps_working_across_a_switch() {
+    require_fuse!();
+    let s = Setup::start();
+    let m = s.mnt().to_path_buf();
+    let f = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .open(m.join("gone"))
+        .expect("create");
+    f.write_all_at(b"0123456789", 0).expect("write");
+    fs::remove_file(m.join("gone")).expect("unlink");
+    s.switch();
+    f.write_all_at(b"abc", 10).expect("write after the switch");
+    drop_pages(&f);
+    let mut back = vec![0u8; 13];
+    f.read_exact_at(&mut back, 0)
+        .expect("read after the switch");
+    assert_eq!(&back, b"0123456789abc");
+    assert_eq!(f.metadata().expect("fstat").len(), 13);
+    drop(f);
+    s.wait_older("none");
+}
+
+fn setlk(fd: i32, cmd: i32, typ: i32) -> std::io::Result<()> {
+    // SAFETY: a zeroed flock is valid; the fields used are set below.
+    let mut fl: libc::flock = unsafe { std::mem::zeroed() };
+    fl.l_type = typ as i16;
+    fl.l_whence = libc::SEEK_SET as i16;
+    // SAFETY: fd is open; fl is a valid flock.
+    if unsafe { libc::fcntl(fd, cmd, &mut fl) } == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
+    }
+}
+
+/// Whether another process can take a write lock on the whole of `path` now: a forked child
+/// opens it and tries F_SETLK. 0: refused (EAGAIN/EACCES), 1: granted, 2: another error.
+fn other_process_locks(path: &Path) -> i32 {
+    let c = cstr(path);
+    // SAFETY: the child calls only async-signal-safe functions (open, fcntl, _exit).
+    match unsafe { libc::fork() } {
+        -1 => panic!("fork: {}", std::io::Error::last_os_error()),
+        0 => {
+            // SAFETY: in the child: open, fcntl and _exit only.
+            unsafe {
+                let fd = libc::open(c.as_ptr(), libc::O_RDWR);
+                if fd < 0 {
+                    libc::_exit(2);
+                }
+                let mut fl: libc::flock = std::mem::zeroed();
+                fl.l_type = libc::F_WRLCK as i16;
+                fl.l_whence = libc::SEEK_SET as i16;
+                if libc::fcntl(fd, libc::F_SETLK, &mut fl) == 0 {
+                    libc::_exit(1);
+                }
+                let e = *libc::__errno_location();
+                libc::_exit(if e == libc::EAGAIN || e == libc::EACCES {
+                    0
+                } else {
+                    2
+                });
+            }
+        }
+        pid => {
+            let mut status = 0;
+            // SAFETY: waits for our own child.
+            let r = unsafe { libc::waitpid(pid, &mut status, 0) };
+            assert_eq!(r, pid, "waitpid: {}", std::io::Error::last_os_error());
+            assert!(libc::WIFEXITED(status), "child status {status}");
+            libc::WEXITSTATUS(status)
+        }
+    }
+}
+
+/// A POSIX lock taken before a switch is still held after it: another process on the same
+/// mount (through the new graph) still cannot lock the file; the locked fd stays on the old
+/// graph (its lock lives on that graph's connection) and keeps working; once it is closed
+/// the lock is gone and the old graph drops.
+#[test]
+fn a_lock_taken_before_a_switch_still_excludes_after_it() {
+    require_fuse!();
+    let s = Setup::start();
+    let m = s.mnt().to_path_buf();
+    let p = m.join("locked");
+    fs::write(&p, b"data").expect("write");
+    let f = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(&p)
+        .expect("open");
+    setlk(f.as_raw_fd(), libc::F_SETLK, libc::F_WRLCK).expect("lock");
+    assert_eq!(other_process_locks(&p), 0, "locked before the switch");
+    let (first, _) = s.graphs();
+    s.switch();
+    assert_eq!(
+        other_process_locks(&p),
+        0,
+        "the lock still excludes another process after the switch"
+    );
+    f.write_all_at(b"DATA", 0)
+        .expect("write through the locked fd");
+    f.sync_all().expect("fsync through the locked fd");
+    setlk(f.as_raw_fd(), libc::F_SETLK, libc::F_WRLCK).expect("lock again (same owner)");
+    assert_eq!(other_process_locks(&p), 0, "still excluded");
+    // The locked fd did not move: the old graph holds it.
+    assert_eq!(s.graphs().1, format!("{first} (1 fds)"));
+    drop(f);
+    assert_eq!(
+        other_process_locks(&p),
+        1,
+        "close(2) released the lock on the old graph"
+    );
+    s.wait_older("none");
+    assert_eq!(fs::read(&p).expect("read"), b"DATA");
+}
