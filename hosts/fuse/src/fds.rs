@@ -350,3 +350,203 @@ impl Open {
         self.graphs.push((g.id(), Arc::downgrade(g)));
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use xlfs_core::registry::Registry;
+    use xlfs_core::volfile::Volfile;
+
+    /// A real graph (storage/posix on a temporary directory) to bind fds to.
+    fn graph(dir: &std::path::Path) -> Arc<Graph> {
+        let text = xlfs_core::source::local_volfile(dir).expect("volfile");
+        let vf = Volfile::parse(&text, "test").expect("parse");
+        Arc::new(Graph::build(vf, &Registry::new()).expect("graph"))
+    }
+
+    fn rt() -> tokio::runtime::Runtime {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("runtime")
+    }
+
+    #[test]
+    fn ids_are_unique_nonzero_and_handles_round_trip() {
+        let (dir, rt) = (tempfile::tempdir().expect("tempdir"), rt());
+        let _e = rt.enter();
+        let g = graph(dir.path());
+        let t = FdTable::new();
+        let gfid = Gfid::random();
+        let a = t.allocate(gfid, libc::O_RDWR);
+        let b = t.allocate(gfid, libc::O_RDONLY);
+        assert_ne!(a.id, b.id);
+        assert!(!a.is_anonymous() && !b.is_anonymous());
+        let fh = t.insert(a, g.clone());
+        assert_eq!(t.get(fh).map(|u| u.fd()), Some(a));
+        assert_eq!(t.len(), 1);
+        assert_eq!(t.remove(fh).map(|u| u.fd()), Some(a));
+        assert!(t.get(fh).is_none());
+        assert!(t.remove(fh).is_none());
+        // b was never inserted (its open failed): unreachable.
+        assert!(t.get(FileHandle(b.id.0)).is_none());
+        let fh = t.insert(a, g.clone());
+        assert_eq!(t.find_open(&gfid).map(|u| u.fd()), Some(a));
+        assert!(t.find_open(&Gfid::random()).is_none());
+        t.remove(fh);
+        let d = t.allocate(gfid, libc::O_DIRECTORY);
+        t.insert(d, g);
+        assert_eq!(
+            t.find_open(&gfid).map(|u| u.fd()),
+            Some(d),
+            "an open directory answers for a removed one"
+        );
+        assert!(t.is_open(&gfid));
+    }
+
+    #[test]
+    fn buffered_opens_are_counted_per_file() {
+        let (dir, rt) = (tempfile::tempdir().expect("tempdir"), rt());
+        let _e = rt.enter();
+        let gr = graph(dir.path());
+        let t = FdTable::new();
+        let g = Gfid::random();
+        let direct = t.insert(t.allocate(g, libc::O_RDWR | libc::O_DIRECT), gr.clone());
+        let appender = t.insert_as(t.allocate(g, libc::O_WRONLY), true, gr.clone());
+        assert!(
+            !t.open_buffered(&g),
+            "O_DIRECT and FOPEN_DIRECT_IO only: no pages to drop"
+        );
+        let a = t.insert(t.allocate(g, libc::O_RDONLY), gr.clone());
+        let b = t.insert(t.allocate(g, libc::O_RDWR), gr.clone());
+        t.insert(t.allocate(g, libc::O_DIRECTORY), gr.clone());
+        assert!(t.open_buffered(&g));
+        t.remove(a);
+        assert!(t.open_buffered(&g), "b still open");
+        t.remove(b);
+        assert!(!t.open_buffered(&g));
+        t.remove(direct);
+        t.remove(appender);
+        assert!(
+            !t.open_buffered(&g),
+            "an uncached open removed leaves no count"
+        );
+        let c = t.insert(t.allocate(g, libc::O_RDONLY), gr);
+        assert!(t.open_buffered(&g));
+        t.remove(c);
+        assert!(!t.open_buffered(&g));
+        assert!(!t.open_buffered(&Gfid::random()));
+    }
+
+    #[test]
+    fn drain_returns_everything_open() {
+        let (dir, rt) = (tempfile::tempdir().expect("tempdir"), rt());
+        let _e = rt.enter();
+        let g = graph(dir.path());
+        let t = FdTable::new();
+        for _ in 0..3 {
+            let fd = t.allocate(Gfid::random(), 0);
+            t.insert(fd, g.clone());
+        }
+        assert_eq!(t.drain().len(), 3);
+        assert_eq!(t.len(), 0);
+    }
+
+    #[test]
+    fn an_fd_keeps_its_graph_alive_until_rebound_or_removed() {
+        let (dir, rt) = (tempfile::tempdir().expect("tempdir"), rt());
+        let _e = rt.enter();
+        let (old, new) = (graph(dir.path()), graph(dir.path()));
+        let (old_id, new_id) = (old.id(), new.id());
+        let weak = Arc::downgrade(&old);
+        let t = FdTable::new();
+        let a = t.insert(t.allocate(Gfid::random(), libc::O_RDWR), old.clone());
+        let b = t.insert(t.allocate(Gfid::random(), libc::O_RDONLY), old);
+        assert_eq!(t.graphs(), vec![(old_id, 2)]);
+        let u = t.get(a).expect("a");
+        assert_eq!(u.graph().id(), old_id);
+        let before = t.rebind(a, new.clone()).expect("a is open");
+        assert_eq!(before.graph().id(), old_id);
+        assert_eq!(t.get(a).expect("a").graph().id(), new_id);
+        assert_eq!(u.graph().id(), old_id, "a use taken before keeps its graph");
+        drop((u, before));
+        assert_eq!(t.graphs(), vec![(old_id, 1), (new_id, 1)]);
+        t.remove(b);
+        assert_eq!(
+            weak.strong_count(),
+            0,
+            "no fd, no fop: the old graph dropped"
+        );
+        assert_eq!(t.graphs(), vec![(new_id, 1)]);
+        assert!(
+            t.rebind(b, new).is_none(),
+            "a released handle is not rebound"
+        );
+    }
+
+    #[test]
+    fn idle_waits_for_the_uses_in_flight() {
+        let (dir, rt) = (tempfile::tempdir().expect("tempdir"), rt());
+        let _e = rt.enter();
+        let t = FdTable::new();
+        let fh = t.insert(t.allocate(Gfid::random(), 0), graph(dir.path()));
+        let (u1, u2) = (t.get(fh).expect("u1"), t.get(fh).expect("u2"));
+        let binding = u1.binding.clone();
+        let waited = rt.block_on(async {
+            let idle = binding.idle();
+            tokio::pin!(idle);
+            let early = futures_poll_once(idle.as_mut()).await;
+            drop(u1);
+            let still = futures_poll_once(idle.as_mut()).await;
+            drop(u2);
+            idle.await;
+            (early, still)
+        });
+        assert_eq!(waited, (false, false), "idle only once both uses ended");
+        rt.block_on(binding.idle());
+    }
+
+    /// Polls `f` once: whether it was ready.
+    async fn futures_poll_once<F: std::future::Future + Unpin>(mut f: F) -> bool {
+        std::future::poll_fn(|cx| {
+            std::task::Poll::Ready(std::pin::Pin::new(&mut f).poll(cx).is_ready())
+        })
+        .await
+    }
+
+    #[test]
+    fn fds_with_locks_and_their_files_other_fds_stay() {
+        let (dir, rt) = (tempfile::tempdir().expect("tempdir"), rt());
+        let _e = rt.enter();
+        let (g, g2) = (graph(dir.path()), graph(dir.path()));
+        let t = FdTable::new();
+        let (file, other) = (Gfid::random(), Gfid::random());
+        let locker = t.insert(t.allocate(file, libc::O_RDWR), g.clone());
+        let sibling = t.insert(t.allocate(file, libc::O_RDONLY), g.clone());
+        let elsewhere = t.insert(t.allocate(file, libc::O_RDONLY), g2);
+        let unrelated = t.insert(t.allocate(other, libc::O_RDONLY), g);
+        assert!(
+            [locker, sibling, elsewhere, unrelated]
+                .iter()
+                .all(|fh| t.stays(*fh) == Stay::No)
+        );
+        t.mark_locking(locker);
+        assert_eq!(t.stays(locker), Stay::Locks);
+        assert_eq!(
+            t.stays(sibling),
+            Stay::Locks,
+            "close(2) of it releases the locks"
+        );
+        assert_eq!(
+            t.stays(elsewhere),
+            Stay::No,
+            "on another graph: not those locks"
+        );
+        assert_eq!(t.stays(unrelated), Stay::No);
+        t.pin(unrelated);
+        assert_eq!(t.stays(unrelated), Stay::Pinned);
+        t.remove(locker);
+        assert_eq!(t.stays(sibling), Stay::No, "the locking fd is closed");
+        assert_eq!(t.stays(FileHandle(999)), Stay::No);
+    }
+}
