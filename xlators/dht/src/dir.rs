@@ -101,6 +101,9 @@ impl Shared {
             }
             for e in out.iter() {
                 let h = if e.attr.is_dir() {
+                    if e.name != "." && e.name != ".." {
+                        self.remember_dir_name(e.attr.gfid, fd.gfid, &e.name);
+                    }
                     Home::Dir
                 } else {
                     Home::File(child)

@@ -30,7 +30,7 @@ use xlator_api::{
     CreateXattrs, Ctx, Entry, Errno, Fd, Gfid, GfidReq, Loc, LogLevel, Removed, XattrReq,
 };
 
-use crate::layout::{LAYOUT_XATTR, Layout};
+use crate::layout::LAYOUT_XATTR;
 use crate::lookup::Found;
 use crate::shared::{Home, Shared, first_error, strip_own};
 
@@ -204,7 +204,7 @@ impl Shared {
         self.require_all_up()?;
         self.layout_of(loc.parent).await?; // ENOTDIR under a file
         let gfid = cx.ext::<GfidReq>().map_or_else(Gfid::random, |g| g.0);
-        let layout = Layout::generate(gfid, self.n(), true);
+        let layout = self.fresh_layout(gfid, true);
         let base = cx.ext::<CreateXattrs>().unwrap_or_default();
         let ctx_for = |i: usize| {
             let mut x = base.clone();
@@ -513,8 +513,12 @@ impl Shared {
             let _ = self.children[d].unlink(&root, new.clone()).await;
         }
         // (5)
-        if h1 != c && src.link.is_some() {
-            let _ = self.children[h1].unlink(&root, old).await;
+        if h1 != c
+            && let Some((lg, _)) = src.link
+        {
+            // Only that link file: a rebalance may have put the file itself there meanwhile.
+            let exact = Ctx::builder(0, 0).ext(&xlator_api::UnlinkExact(lg)).build();
+            let _ = self.children[h1].unlink(&exact, old).await;
         }
         Ok(())
     }

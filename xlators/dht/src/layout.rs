@@ -30,6 +30,11 @@ pub const FORMAT: u32 = 1;
 /// Flag: every file of the directory was placed by this layout (see the module doc).
 pub const TRUSTED: u32 = 1;
 
+/// Flag: this child has no range (it is being removed: `decommissioned`); the slice's start
+/// and stop are 0 and mean nothing. Such a child gets no new files, and files whose names
+/// hashed to it before live elsewhere once rebalance moved them.
+pub const EMPTY: u32 = 2;
+
 /// One child's range of the hash space, inclusive at both ends.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Slice {
@@ -66,11 +71,15 @@ impl Slice {
     }
 }
 
-/// A directory's full layout: one range per child, in hash order.
+/// A directory's full layout: one range per child that has one, in hash order.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Layout {
     /// (start, stop, child), sorted by start, covering 0..=u32::MAX exactly once.
     ranges: Vec<(u32, u32, usize)>,
+    /// Children with no range ([`EMPTY`] slices), sorted.
+    empty: Vec<usize>,
+    /// The number of children the layout was made for (ranged and empty).
+    count: usize,
     /// Negative lookups may trust the hashed child (see the module doc).
     pub trusted: bool,
 }
@@ -84,6 +93,9 @@ pub enum Anomaly {
     Count(usize, u32),
     /// The slices leave a hole or overlap starting at this hash.
     Coverage(u32),
+    /// The children without a range are not the decommissioned ones (a child is being
+    /// removed, or its removal was stopped).
+    Decommission,
 }
 
 impl std::fmt::Display for Anomaly {
@@ -94,6 +106,12 @@ impl std::fmt::Display for Anomaly {
             Anomaly::Coverage(h) => {
                 write!(f, "the slices leave a hole or overlap at hash {h:#010x}")
             }
+            Anomaly::Decommission => {
+                write!(
+                    f,
+                    "the children without a range are not the decommissioned ones"
+                )
+            }
         }
     }
 }
@@ -102,21 +120,56 @@ impl Layout {
     /// The deterministic new layout of directory `gfid` over `n` children: equal ranges, the
     /// first one given to child `rotation(gfid, n)`.
     pub fn generate(gfid: Gfid, n: usize, trusted: bool) -> Layout {
+        Layout::generate_over(gfid, n, &[], trusted)
+    }
+
+    /// The deterministic new layout of directory `gfid` over `n` children of which those in
+    /// `without` get no range: equal ranges over the others in child order, the first one
+    /// given to the `rotation(gfid, k)`th of the `k` others. With nothing left out it is
+    /// [`Layout::generate`]; once the left-out children are gone from the volume the others
+    /// get the same ranges from `generate` over the rest (so removing a brick after its files
+    /// moved keeps every file on its hashed child).
+    pub fn generate_over(gfid: Gfid, n: usize, without: &[usize], trusted: bool) -> Layout {
         let n = n.max(1);
-        let rot = rotation(gfid, n);
-        let chunk = (1u64 << 32) / n as u64;
-        let ranges = (0..n)
+        let mut active: Vec<usize> = (0..n).filter(|i| !without.contains(i)).collect();
+        if active.is_empty() {
+            active = (0..n).collect();
+        }
+        let mut empty: Vec<usize> = (0..n).filter(|i| !active.contains(i)).collect();
+        empty.sort_unstable();
+        let k = active.len();
+        let rot = rotation(gfid, k);
+        let chunk = (1u64 << 32) / k as u64;
+        let ranges = (0..k)
             .map(|p| {
                 let start = p as u64 * chunk;
-                let stop = if p + 1 == n {
+                let stop = if p + 1 == k {
                     u64::from(u32::MAX)
                 } else {
                     start + chunk - 1
                 };
-                (start as u32, stop as u32, (p + rot) % n)
+                (start as u32, stop as u32, active[(p + rot) % k])
             })
             .collect();
-        Layout { ranges, trusted }
+        Layout {
+            ranges,
+            empty,
+            count: n,
+            trusted,
+        }
+    }
+
+    /// The children that have no range, sorted.
+    pub fn empty_children(&self) -> &[usize] {
+        &self.empty
+    }
+
+    /// This layout with its trusted flag set to `trusted`.
+    pub fn with_trust(&self, trusted: bool) -> Layout {
+        Layout {
+            trusted,
+            ..self.clone()
+        }
     }
 
     /// Merges the slices of every child (in child order; `None`: no slice). `Err` lists what
@@ -125,6 +178,7 @@ impl Layout {
         let n = slices.len();
         let mut bad = Vec::new();
         let mut ranges = Vec::new();
+        let mut empty = Vec::new();
         let mut trusted = true;
         for (i, s) in slices.iter().enumerate() {
             match s {
@@ -132,7 +186,11 @@ impl Layout {
                 Some(s) if s.count as usize != n => bad.push(Anomaly::Count(i, s.count)),
                 Some(s) => {
                     trusted &= s.flags & TRUSTED != 0;
-                    ranges.push((s.start, s.stop, i));
+                    if s.flags & EMPTY != 0 {
+                        empty.push(i);
+                    } else {
+                        ranges.push((s.start, s.stop, i));
+                    }
                 }
             }
         }
@@ -149,16 +207,29 @@ impl Layout {
             bad.push(Anomaly::Coverage(next as u32));
         }
         if bad.is_empty() {
-            Ok(Layout { ranges, trusted })
+            Ok(Layout {
+                ranges,
+                empty,
+                count: n,
+                trusted,
+            })
         } else {
             Err(bad)
         }
     }
 
-    /// The slice child `i` holds of this layout (an empty-range child: `None`).
+    /// The slice child `i` holds of this layout (`None`: `i` is not one of its children).
     pub fn slice_of(&self, i: usize) -> Option<Slice> {
-        let n = self.ranges.len() as u32;
+        let n = self.count as u32;
         let flags = if self.trusted { TRUSTED } else { 0 };
+        if self.empty.contains(&i) {
+            return Some(Slice {
+                flags: flags | EMPTY,
+                count: n,
+                start: 0,
+                stop: 0,
+            });
+        }
         self.ranges
             .iter()
             .find(|r| r.2 == i)
@@ -187,7 +258,10 @@ impl Layout {
             .iter()
             .enumerate()
             .all(|(i, s)| match (s, self.slice_of(i)) {
-                (Some(s), Some(m)) => (s.start, s.stop, s.count) == (m.start, m.stop, m.count),
+                (Some(s), Some(m)) => {
+                    (s.start, s.stop, s.count, s.flags & EMPTY)
+                        == (m.start, m.stop, m.count, m.flags & EMPTY)
+                }
                 _ => false,
             })
     }
@@ -265,6 +339,36 @@ mod tests {
         let mut bad = l.slice_of(0).expect("slice").encode();
         bad[3] = 2;
         assert_eq!(Slice::decode(&bad), None);
+    }
+
+    #[test]
+    fn left_out_children_get_no_range_and_the_rest_match_a_layout_without_them() {
+        for n in 2..=6 {
+            for g in 0..10u8 {
+                let mut gfid = Gfid::random();
+                gfid.0[15] = g;
+                let gone = g as usize % n;
+                let l = Layout::generate_over(gfid, n, &[gone], false);
+                assert_eq!(l.empty_children(), &[gone]);
+                let s = slices(&l, n);
+                assert_eq!(s[gone].map(|x| x.flags & EMPTY), Some(EMPTY));
+                assert_eq!(Layout::merge(&s).expect("complete"), l);
+                assert!(l.same_ranges(&s));
+                for i in 0..500 {
+                    assert_ne!(l.hashed(&format!("f{i}")), gone);
+                }
+                // Once the child is gone, the others keep their ranges.
+                let after = Layout::generate(gfid, n - 1, false);
+                for i in 0..500 {
+                    let name = format!("f{i}");
+                    let c = l.hashed(&name);
+                    let c = if c > gone { c - 1 } else { c };
+                    assert_eq!(after.hashed(&name), c, "{name}");
+                }
+                // A layout with a range on every child is not the same ranges.
+                assert!(!Layout::generate(gfid, n, false).same_ranges(&s));
+            }
+        }
     }
 
     #[test]

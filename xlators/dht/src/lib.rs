@@ -7,6 +7,7 @@ pub mod hash;
 pub mod layout;
 mod lookup;
 mod meta;
+pub mod migrate;
 pub mod options;
 mod shared;
 mod xlator;

@@ -80,7 +80,19 @@ impl Shared {
         slices: &[Option<Slice>],
         can_repair: bool,
     ) -> Result<Arc<Layout>, Errno> {
-        match Layout::merge(slices) {
+        let excluded = {
+            let mut v = self.excluded();
+            v.sort_unstable();
+            v
+        };
+        let merged = Layout::merge(slices).and_then(|l| {
+            if l.empty_children() == excluded.as_slice() {
+                Ok(l)
+            } else {
+                Err(vec![layout::Anomaly::Decommission])
+            }
+        });
+        match merged {
             Ok(l) => {
                 let l = Arc::new(l);
                 self.remember_layout(dir, l.clone());
@@ -100,23 +112,23 @@ impl Shared {
                 Ok(l)
             }
             // A child is missing: the layout it would get, used now, written by a later repair.
-            Err(_) => Ok(Arc::new(Layout::generate(dir, self.n(), false))),
+            Err(_) => Ok(Arc::new(self.fresh_layout(dir, false))),
         }
     }
 
     /// Writes a new layout of `dir` to every child. It is trusted when it places every name
     /// as before (each child keeps its slice, all trusted) or the directory is empty on every
     /// child; otherwise a file may sit on a child its hash no longer names.
-    async fn repair_layout(&self, dir: Gfid, slices: &[Option<Slice>]) -> Arc<Layout> {
+    pub(crate) async fn repair_layout(&self, dir: Gfid, slices: &[Option<Slice>]) -> Arc<Layout> {
         Shared::bump(&self.counters.layouts_repaired);
-        let fresh = Layout::generate(dir, self.n(), true);
+        let fresh = self.fresh_layout(dir, true);
         let same = fresh.same_ranges(slices)
             && slices
                 .iter()
                 .flatten()
                 .all(|s| s.flags & layout::TRUSTED != 0);
         let trusted = same || self.empty_everywhere(dir).await;
-        let l = Layout::generate(dir, self.n(), trusted);
+        let l = fresh.with_trust(trusted);
         let cx = Ctx::root();
         let writes = self
             .fan(|i| {
@@ -389,7 +401,7 @@ impl Shared {
             // A new copy gets its slice of the deterministic layout when every other copy
             // holds exactly that layout, trusted: the new copy is empty, so nothing in its
             // range is misplaced. Otherwise the layout repair below decides.
-            let fresh = Layout::generate(gfid, self.n(), true);
+            let fresh = self.fresh_layout(gfid, true);
             let consistent = copies.iter().enumerate().all(|(i, c)| {
                 missing.contains(&i)
                     || c.as_ref()
@@ -413,6 +425,7 @@ impl Shared {
             .collect();
         self.settle_layout(gfid, &slices, all_answered).await?;
         self.remember_home(gfid, Home::Dir);
+        self.remember_dir_name(gfid, loc.parent, &loc.name);
         let attrs: Vec<Iatt> = copies.iter().flatten().map(|e| e.attr).collect();
         let first = copies.iter().flatten().next().cloned().unwrap_or(base);
         let mut entry = Entry {

@@ -28,7 +28,7 @@ impl Shared {
         Fut: Future<Output = Result<R, Errno>>,
     {
         match self.home(cx, gfid).await? {
-            Home::File(c) => op(c).await,
+            Home::File(_) => self.at_home(cx, gfid, op).await,
             Home::Dir => {
                 self.require_all_up()?;
                 let mut v = all_ok(self.fan(op).await)?;
@@ -39,7 +39,10 @@ impl Shared {
 
     pub async fn stat(&self, cx: &Ctx, gfid: Gfid) -> Result<Iatt, Errno> {
         match self.home(cx, gfid).await? {
-            Home::File(c) => self.children[c].stat(cx, gfid).await,
+            Home::File(_) => {
+                self.at_home(cx, gfid, |c| self.children[c].stat(cx, gfid))
+                    .await
+            }
             Home::Dir => self.dir_attrs(self.fan(|i| self.children[i].stat(cx, gfid)).await),
         }
     }
@@ -60,7 +63,10 @@ impl Shared {
 
     pub async fn setattr(&self, cx: &Ctx, gfid: Gfid, attr: SetAttr) -> Result<Iatt, Errno> {
         match self.home(cx, gfid).await? {
-            Home::File(c) => self.children[c].setattr(cx, gfid, attr).await,
+            Home::File(_) => {
+                self.at_home(cx, gfid, |c| self.children[c].setattr(cx, gfid, attr))
+                    .await
+            }
             Home::Dir => {
                 self.require_all_up()?;
                 let v = all_ok(self.fan(|i| self.children[i].setattr(cx, gfid, attr)).await)?;
@@ -69,29 +75,12 @@ impl Shared {
         }
     }
 
-    pub async fn fstat(&self, cx: &Ctx, fd: Fd) -> Result<Iatt, Errno> {
-        match self.fd_state(fd) {
-            Some(s) if s.dir => self.stat(cx, fd.gfid).await,
-            _ => {
-                let c = self.fd_child(cx, fd).await?;
-                self.children[c].fstat(cx, fd).await
-            }
-        }
-    }
-
-    pub async fn fsetattr(&self, cx: &Ctx, fd: Fd, attr: SetAttr) -> Result<Iatt, Errno> {
-        match self.fd_state(fd) {
-            Some(s) if s.dir => self.setattr(cx, fd.gfid, attr).await,
-            _ => {
-                let c = self.fd_child(cx, fd).await?;
-                self.children[c].fsetattr(cx, fd, attr).await
-            }
-        }
-    }
-
     pub async fn open(&self, cx: &Ctx, fd: Fd) -> Result<Opened, Errno> {
-        let c = self.reader(cx, fd.gfid).await?;
-        let o = self.children[c].open(cx, fd).await?;
+        let (c, o) = self
+            .at_home(cx, fd.gfid, |c| async move {
+                self.children[c].open(cx, fd).await.map(|o| (c, o))
+            })
+            .await?;
         self.opened(fd, false, (0..self.n()).map(|k| k == c).collect());
         Ok(o)
     }
@@ -118,16 +107,20 @@ impl Shared {
     }
 
     pub async fn getxattr(&self, cx: &Ctx, gfid: Gfid, name: RString) -> Result<Buf, Errno> {
+        if let Some(r) = self.rebalance_xattr(cx, gfid, &name).await {
+            return r;
+        }
         if name.starts_with(OWN_PREFIX) {
             return Err(Errno::ENODATA);
         }
-        let c = self.reader(cx, gfid).await?;
-        self.children[c].getxattr(cx, gfid, name).await
+        self.at_home(cx, gfid, |c| self.children[c].getxattr(cx, gfid, name.clone()))
+            .await
     }
 
     pub async fn listxattr(&self, cx: &Ctx, gfid: Gfid) -> Result<RVec<RString>, Errno> {
-        let c = self.reader(cx, gfid).await?;
-        let v = self.children[c].listxattr(cx, gfid).await?;
+        let v = self
+            .at_home(cx, gfid, |c| self.children[c].listxattr(cx, gfid))
+            .await?;
         Ok(v.into_iter()
             .filter(|n| !n.starts_with(OWN_PREFIX))
             .collect())
@@ -143,8 +136,8 @@ impl Shared {
             .into_iter()
             .filter(|n| !n.starts_with(OWN_PREFIX))
             .collect();
-        let c = self.reader(cx, gfid).await?;
-        self.children[c].getxattrs(cx, gfid, names).await
+        self.at_home(cx, gfid, |c| self.children[c].getxattrs(cx, gfid, names.clone()))
+            .await
     }
 
     pub async fn fgetxattr(&self, cx: &Ctx, fd: Fd, name: RString) -> Result<Buf, Errno> {

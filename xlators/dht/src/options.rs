@@ -16,6 +16,10 @@ xlator_api::options! {
         /// (see the README), look it up on every child once before answering ENOENT
         /// (GlusterFS `lookup-unhashed auto`). Off: the hashed child's answer is final.
         pub lookup_unhashed: bool = OptionSpec::bool("lookup-unhashed", "on").reconfigurable(),
+        /// Children being removed (`xlfs volume remove-brick ... start`): their volume names
+        /// as in the volfile, comma-separated. They get no hash range when a layout is made or
+        /// fixed and no new files; rebalance moves their files to the others. Empty: none.
+        pub decommissioned: String = OptionSpec::string("decommissioned", "").reconfigurable(),
     }
 }
 

@@ -53,8 +53,11 @@ pub enum Home {
 pub(crate) struct FdState {
     pub dir: bool,
     pub held: Vec<bool>,
-    /// A file fd's child (where it was opened; it stays the fd's child across reconnects).
+    /// A file fd's child (where it was opened; it stays the fd's child across reconnects,
+    /// and changes when rebalance moved its file: [`Shared::moved_to`]).
     pub child: usize,
+    /// A reply showed the file nameless on its child and it was not moved (unlinked).
+    pub unlinked: bool,
 }
 
 #[derive(Default)]
@@ -73,11 +76,13 @@ pub(crate) struct Counters {
 }
 
 /// Reconfigurable settings.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 pub(crate) struct Config {
     pub min_free: MinFree,
     pub statfs_interval: Duration,
     pub lookup_unhashed: bool,
+    /// Names of the children being removed (option `decommissioned`).
+    pub decommissioned: Vec<String>,
 }
 
 pub(crate) struct Shared {
@@ -91,6 +96,11 @@ pub(crate) struct Shared {
     layouts: Mutex<HashMap<Gfid, Arc<Layout>>>,
     homes: Mutex<HashMap<Gfid, Home>>,
     fds: Mutex<HashMap<FdId, FdState>>,
+    /// Serialises [`Shared::moved_to`] checks.
+    pub move_checks: futures::lock::Mutex<()>,
+    /// Directories' parent and name, from listings and lookups, for `fix-layout` (which
+    /// heals missing copies and needs the name to make one).
+    dir_names: Mutex<HashMap<Gfid, (Gfid, String)>>,
     pub cookies: Mutex<Cookies>,
     /// Per child: when its free space was read, free bytes, total bytes.
     space: Mutex<Vec<Option<(Duration, u64, u64)>>>,
@@ -116,6 +126,8 @@ impl Shared {
             layouts: Mutex::new(HashMap::new()),
             homes: Mutex::new(HashMap::new()),
             fds: Mutex::new(HashMap::new()),
+            move_checks: futures::lock::Mutex::new(()),
+            dir_names: Mutex::new(HashMap::new()),
             cookies: Mutex::new(Cookies::new(n)),
             space: Mutex::new(vec![None; n]),
         }
@@ -126,11 +138,33 @@ impl Shared {
     }
 
     pub fn cfg(&self) -> Config {
-        *lock(&self.cfg)
+        lock(&self.cfg).clone()
     }
 
+    /// Applies new settings. A change of the decommissioned children empties the layout
+    /// cache: the layouts they imply changed.
     pub fn set_cfg(&self, c: Config) {
-        *lock(&self.cfg) = c;
+        let mut cur = lock(&self.cfg);
+        let dropped = cur.decommissioned != c.decommissioned;
+        *cur = c;
+        drop(cur);
+        if dropped {
+            lock(&self.layouts).clear();
+        }
+    }
+
+    /// The indices of the decommissioned children (names that name no child are ignored).
+    pub fn excluded(&self) -> Vec<usize> {
+        let names = lock(&self.cfg).decommissioned.clone();
+        names
+            .iter()
+            .filter_map(|n| self.child_named(n.as_bytes()))
+            .collect()
+    }
+
+    /// The deterministic new layout of `dir` over the children not decommissioned.
+    pub fn fresh_layout(&self, dir: Gfid, trusted: bool) -> Layout {
+        Layout::generate_over(dir, self.n(), &self.excluded(), trusted)
     }
 
     pub fn all_up(&self) -> bool {
@@ -222,18 +256,25 @@ impl Shared {
         let replies = self.fan(|i| self.children[i].stat(cx, gfid)).await;
         let mut down = false;
         let mut found = None;
+        // While rebalance moves a file, its copy being made has the same GFID and a link
+        // file's mode, and the old copy, once switched away from, no name: the copy with a
+        // name and a file's mode is the file.
+        let rank = |a: &Iatt| u8::from(a.perm & 0o7777 != LINK_MODE) + u8::from(a.nlink > 0);
         for (i, r) in replies.iter().enumerate() {
             match r {
                 Ok(a) if a.is_dir() => {
                     self.remember_home(gfid, Home::Dir);
                     return Ok(Home::Dir);
                 }
-                Ok(_) if found.is_none() => found = Some(i),
+                Ok(a) if found.is_none_or(|(_, best)| rank(a) > best) => {
+                    found = Some((i, rank(a)));
+                }
                 Ok(_) => {}
                 Err(e) if *e == Errno::ENOTCONN => down = true,
                 Err(_) => {}
             }
         }
+        let found = found.map(|(i, _)| i);
         match found {
             Some(i) => {
                 self.remember_home(gfid, Home::File(i));
@@ -241,6 +282,30 @@ impl Shared {
             }
             None if down => Err(Errno::ENOTCONN),
             None => Err(Errno::ESTALE),
+        }
+    }
+
+    /// `op` on the child holding `gfid` (a directory: [`Shared::dir_reader`]). A file's child
+    /// that answers ESTALE no longer has it (rebalance moved it, or a cached home outlived
+    /// it): the GFID is looked for again and `op` sent once more where it is now.
+    pub async fn at_home<R, F, Fut>(&self, cx: &Ctx, gfid: Gfid, op: F) -> Result<R, Errno>
+    where
+        F: Fn(usize) -> Fut,
+        Fut: Future<Output = Result<R, Errno>>,
+    {
+        match self.home(cx, gfid).await? {
+            Home::Dir => op(self.dir_reader()).await,
+            Home::File(c) => {
+                let r = op(c).await;
+                if !matches!(r, Err(Errno::ESTALE)) {
+                    return r;
+                }
+                self.forget_home(gfid);
+                match self.home(cx, gfid).await {
+                    Ok(Home::File(n)) if n != c => op(n).await,
+                    _ => r,
+                }
+            }
         }
     }
 
@@ -258,7 +323,15 @@ impl Shared {
     pub fn opened(&self, fd: Fd, dir: bool, held: Vec<bool>) {
         if !fd.is_anonymous() {
             let child = held.iter().position(|h| *h).unwrap_or(0);
-            lock(&self.fds).insert(fd.id, FdState { dir, held, child });
+            lock(&self.fds).insert(
+                fd.id,
+                FdState {
+                    dir,
+                    held,
+                    child,
+                    unlinked: false,
+                },
+            );
         }
     }
 
@@ -271,6 +344,34 @@ impl Shared {
             return None;
         }
         lock(&self.fds).get(&fd.id).cloned()
+    }
+
+    /// After a move check of fd `id`: moved to child `to`, or (`None`) simply unlinked.
+    pub fn fd_moved(&self, id: FdId, to: Option<usize>) {
+        if let Some(s) = lock(&self.fds).get_mut(&id) {
+            match to {
+                Some(d) => {
+                    s.child = d;
+                    for (i, h) in s.held.iter_mut().enumerate() {
+                        *h = i == d;
+                    }
+                }
+                None => s.unlinked = true,
+            }
+        }
+    }
+
+    /// Remembers that directory `gfid` is `name` in `parent`.
+    pub fn remember_dir_name(&self, gfid: Gfid, parent: Gfid, name: &str) {
+        let mut m = lock(&self.dir_names);
+        if m.len() >= CACHE_MAX * 4 {
+            m.clear();
+        }
+        m.insert(gfid, (parent, name.to_owned()));
+    }
+
+    pub fn dir_name(&self, gfid: Gfid) -> Option<(Gfid, String)> {
+        lock(&self.dir_names).get(&gfid).cloned()
     }
 
     pub fn open_fds(&self) -> usize {
@@ -358,8 +459,9 @@ impl Shared {
             _ => return h,
         }
         let mut best: Option<(u64, usize)> = None;
+        let excluded = self.excluded();
         for i in self.up.up() {
-            if i == h {
+            if i == h || excluded.contains(&i) {
                 continue;
             }
             if let Some((free, total)) = self.space_of(i).await

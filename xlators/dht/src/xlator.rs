@@ -26,6 +26,7 @@ use xlator_api::{
     Subvol, Translator, WriteReply, Xattr, XattropOp, Xattrs,
 };
 
+use crate::migrate::nameless;
 use crate::options::{DhtOptions, MinFree};
 use crate::shared::{Config, Shared, first_error, refuse_own};
 
@@ -60,6 +61,13 @@ fn config(o: &DhtOptions) -> Result<Config, String> {
         min_free: MinFree::parse(&o.min_free_disk)?,
         statfs_interval: o.statfs_interval,
         lookup_unhashed: o.lookup_unhashed,
+        decommissioned: o
+            .decommissioned
+            .split(',')
+            .map(str::trim)
+            .filter(|n| !n.is_empty())
+            .map(str::to_owned)
+            .collect(),
     })
 }
 
@@ -79,11 +87,71 @@ impl<S: Spelling> DistributeAs<S> {
 
     async fn read_op<R, F, Fut>(&self, cx: &Ctx, gfid: Gfid, op: F) -> Result<R, Errno>
     where
-        F: FnOnce(&Subvol) -> Fut,
+        F: Fn(&Subvol) -> Fut,
         Fut: Future<Output = Result<R, Errno>>,
     {
-        let c = self.sh.reader(cx, gfid).await?;
-        op(&self.sh.children[c]).await
+        self.sh
+            .at_home(cx, gfid, |c| op(&self.sh.children[c]))
+            .await
+    }
+
+    /// A fop through a file fd whose reply carries the file's attributes (readv, writev,
+    /// fsetattr). A reply showing the file nameless on its child may mean rebalance moved it
+    /// (the fop landed on the old copy): then the fd follows the file and the fop is sent
+    /// again where the file is now ([`Shared::moved_to`]).
+    async fn fd_op_seen<R, F, Fut>(
+        &self,
+        cx: &Ctx,
+        fd: Fd,
+        op: F,
+        attrs: fn(&R) -> Option<&Iatt>,
+    ) -> Result<R, Errno>
+    where
+        F: Fn(&Subvol) -> Fut,
+        Fut: Future<Output = Result<R, Errno>>,
+    {
+        let c = self.sh.fd_child(cx, fd).await?;
+        let r = op(&self.sh.children[c]).await;
+        match &r {
+            Ok(v) if nameless(attrs(v)) => {
+                if let Some(d) = self.sh.moved_to(fd, c).await {
+                    return op(&self.sh.children[d]).await;
+                }
+            }
+            Err(Errno::ESTALE) if self.sh.fd_state(fd).is_none() => {
+                // An anonymous fd on a GFID its cached child no longer has.
+                return self.read_op(cx, fd.gfid, op).await;
+            }
+            _ => {}
+        }
+        r
+    }
+
+    /// A change through a file fd whose reply has no attributes (fallocate, discard,
+    /// zerofill, fsetxattr, fremovexattr, fxattrop, lk): like [`Self::fd_op_seen`], the
+    /// attributes read with an fstat after it.
+    async fn fd_change<R, F, Fut>(&self, cx: &Ctx, fd: Fd, op: F) -> Result<R, Errno>
+    where
+        F: Fn(&Subvol) -> Fut,
+        Fut: Future<Output = Result<R, Errno>>,
+    {
+        let c = self.sh.fd_child(cx, fd).await?;
+        let r = op(&self.sh.children[c]).await;
+        match &r {
+            Ok(_) if self.sh.fd_state(fd).is_some_and(|s| !s.dir && !s.unlinked) => {
+                if let Ok(a) = self.sh.children[c].fstat(&Ctx::root(), fd).await
+                    && nameless(Some(&a))
+                    && let Some(d) = self.sh.moved_to(fd, c).await
+                {
+                    return op(&self.sh.children[d]).await;
+                }
+            }
+            Err(Errno::ESTALE) if self.sh.fd_state(fd).is_none() => {
+                return self.read_op(cx, fd.gfid, op).await;
+            }
+            _ => {}
+        }
+        r
     }
 }
 
@@ -182,7 +250,13 @@ impl<S: Spelling> Translator for DistributeAs<S> {
     }
 
     async fn fstat(&self, cx: &Ctx, fd: Fd) -> Result<Iatt, Errno> {
-        self.sh.fstat(cx, fd).await
+        match self.sh.fd_state(fd) {
+            Some(s) if s.dir => self.sh.stat(cx, fd.gfid).await,
+            _ => {
+                self.fd_op_seen(cx, fd, |c| c.fstat(cx, fd), |a: &Iatt| Some(a))
+                    .await
+            }
+        }
     }
 
     async fn setattr(&self, cx: &Ctx, gfid: Gfid, attr: SetAttr) -> Result<Iatt, Errno> {
@@ -190,7 +264,13 @@ impl<S: Spelling> Translator for DistributeAs<S> {
     }
 
     async fn fsetattr(&self, cx: &Ctx, fd: Fd, attr: SetAttr) -> Result<Iatt, Errno> {
-        self.sh.fsetattr(cx, fd, attr).await
+        match self.sh.fd_state(fd) {
+            Some(s) if s.dir => self.sh.setattr(cx, fd.gfid, attr).await,
+            _ => {
+                self.fd_op_seen(cx, fd, |c| c.fsetattr(cx, fd, attr), |a: &Iatt| Some(a))
+                    .await
+            }
+        }
     }
 
     async fn access(&self, cx: &Ctx, gfid: Gfid, mask: u32) -> Result<(), Errno> {
@@ -256,7 +336,13 @@ impl<S: Spelling> Translator for DistributeAs<S> {
     }
 
     async fn readv(&self, cx: &Ctx, fd: Fd, offset: u64, size: u32) -> Result<ReadReply, Errno> {
-        self.fd_op(cx, fd, |c| c.readv(cx, fd, offset, size)).await
+        self.fd_op_seen(
+            cx,
+            fd,
+            |c| c.readv(cx, fd, offset, size),
+            |r: &ReadReply| r.attr.as_ref().into_option(),
+        )
+        .await
     }
 
     async fn writev(
@@ -267,8 +353,13 @@ impl<S: Spelling> Translator for DistributeAs<S> {
         data: Buf,
         flags: i32,
     ) -> Result<WriteReply, Errno> {
-        self.fd_op(cx, fd, |c| c.writev(cx, fd, offset, data, flags))
-            .await
+        self.fd_op_seen(
+            cx,
+            fd,
+            |c| c.writev(cx, fd, offset, data.clone(), flags),
+            |r: &WriteReply| r.attr.as_ref().into_option(),
+        )
+        .await
     }
 
     async fn flush(&self, cx: &Ctx, fd: Fd) -> Result<(), Errno> {
@@ -344,7 +435,7 @@ impl<S: Spelling> Translator for DistributeAs<S> {
                 .await
             }
             _ => {
-                self.fd_op(cx, fd, |c| c.fsetxattr(cx, fd, xattr, flags))
+                self.fd_change(cx, fd, |c| c.fsetxattr(cx, fd, xattr.clone(), flags))
                     .await
             }
         }
@@ -364,7 +455,10 @@ impl<S: Spelling> Translator for DistributeAs<S> {
                 })
                 .await
             }
-            _ => self.fd_op(cx, fd, |c| c.fremovexattr(cx, fd, name)).await,
+            _ => {
+                self.fd_change(cx, fd, |c| c.fremovexattr(cx, fd, name.clone()))
+                    .await
+            }
         }
     }
 
@@ -376,16 +470,17 @@ impl<S: Spelling> Translator for DistributeAs<S> {
         offset: u64,
         len: u64,
     ) -> Result<(), Errno> {
-        self.fd_op(cx, fd, |c| c.fallocate(cx, fd, mode, offset, len))
+        self.fd_change(cx, fd, |c| c.fallocate(cx, fd, mode, offset, len))
             .await
     }
 
     async fn discard(&self, cx: &Ctx, fd: Fd, offset: u64, len: u64) -> Result<(), Errno> {
-        self.fd_op(cx, fd, |c| c.discard(cx, fd, offset, len)).await
+        self.fd_change(cx, fd, |c| c.discard(cx, fd, offset, len))
+            .await
     }
 
     async fn zerofill(&self, cx: &Ctx, fd: Fd, offset: u64, len: u64) -> Result<(), Errno> {
-        self.fd_op(cx, fd, |c| c.zerofill(cx, fd, offset, len))
+        self.fd_change(cx, fd, |c| c.zerofill(cx, fd, offset, len))
             .await
     }
 
@@ -394,7 +489,7 @@ impl<S: Spelling> Translator for DistributeAs<S> {
     }
 
     async fn lk(&self, cx: &Ctx, fd: Fd, cmd: LkCmd, lock: Flock) -> Result<Flock, Errno> {
-        self.fd_op(cx, fd, |c| c.lk(cx, fd, cmd, lock)).await
+        self.fd_change(cx, fd, |c| c.lk(cx, fd, cmd, lock)).await
     }
 
     async fn inodelk(
@@ -405,7 +500,7 @@ impl<S: Spelling> Translator for DistributeAs<S> {
         cmd: LkCmd,
         lock: Flock,
     ) -> Result<(), Errno> {
-        self.read_op(cx, gfid, |c| c.inodelk(cx, domain, gfid, cmd, lock))
+        self.read_op(cx, gfid, |c| c.inodelk(cx, domain.clone(), gfid, cmd, lock))
             .await
     }
 
@@ -427,7 +522,7 @@ impl<S: Spelling> Translator for DistributeAs<S> {
         xattrs: Xattrs,
     ) -> Result<Xattrs, Errno> {
         xattrs_refused(&xattrs)?;
-        self.read_op(cx, gfid, |c| c.xattrop(cx, gfid, op, xattrs))
+        self.read_op(cx, gfid, |c| c.xattrop(cx, gfid, op, xattrs.clone()))
             .await
     }
 
@@ -439,7 +534,8 @@ impl<S: Spelling> Translator for DistributeAs<S> {
         xattrs: Xattrs,
     ) -> Result<Xattrs, Errno> {
         xattrs_refused(&xattrs)?;
-        self.fd_op(cx, fd, |c| c.fxattrop(cx, fd, op, xattrs)).await
+        self.fd_change(cx, fd, |c| c.fxattrop(cx, fd, op, xattrs.clone()))
+            .await
     }
 
     async fn rchecksum(&self, cx: &Ctx, fd: Fd, offset: u64, len: u32) -> Result<Rchecksum, Errno> {
