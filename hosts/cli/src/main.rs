@@ -34,6 +34,9 @@ Examples:
   xlfs volume heal gv1                       heal them (full: look up every object)
   xlfs volume heal gv1 split-brain bigger-file /f   resolve a split-brain (the larger copy wins)
   xlfs volume set gv0 user.counter \"user/counter above performance.write-behind\"
+  xlfs volume add-brick gv0 /data/b2         plain -> distribute 2 (mounts follow)
+  xlfs volume rebalance gv0 start            move files to their new bricks; `status` shows progress
+  xlfs volume remove-brick gv0 /data/b2 start   move the files off; then `... commit`
   xlfs umount /mnt/gv0 && xlfs volume stop gv0
   xlfs translator list                       every type a volfile can name
   xlfs translator new counter                a translator crate that builds out of tree
@@ -42,7 +45,7 @@ Environment:
   XLFS_STATE_DIR     the state directory (--state-dir)
   XLFS_XLATOR_PATH   extra translator plugins: directories or .so files, ':'-separated,
                      searched before the ones next to the xlfs binaries
-  XLFS_BIN_DIR       where xlfsd and xlfs-mount are
+  XLFS_BIN_DIR       where xlfsd, xlfs-mount and xlfs-rebalance are
 
 Exit codes:
   0 success    1 failure (I/O...)   2 bad command line   3 description/option rejected
@@ -108,6 +111,12 @@ pub enum VolumeCommand {
     /// Replicate heal: `info` (pending entries by path), `info split-brain`, heal the index,
     /// `full` (look up everything), or `split-brain bigger-file|latest-mtime|source-brick`.
     Heal(cmd::heal::Args),
+    /// Grow a volume: new bricks become new distribute subvolumes; mounts follow, no remount.
+    AddBrick(cmd::add_brick::Args),
+    /// Shrink a volume: `BRICK... start` moves their files off, `status`, `stop`, `commit`.
+    RemoveBrick(cmd::remove_brick::Args),
+    /// Move files to the bricks their names hash to: `start` (resumes), `status`, `stop`.
+    Rebalance(cmd::rebalance::Args),
 }
 
 fn main() -> ExitCode {

@@ -1,4 +1,4 @@
-//! Finding the other xlfs binaries (`xlfsd`, `xlfs-mount`): `$XLFS_BIN_DIR`, next to this
+//! Finding the other xlfs binaries (`xlfsd`, `xlfs-mount`, `xlfs-rebalance`): `$XLFS_BIN_DIR`, next to this
 //! executable (and its parent, for cargo's `target/<profile>/deps`), then `PATH`.
 
 use std::path::PathBuf;

@@ -119,7 +119,7 @@ pub fn create(state: &State, spec: &VolumeSpec) -> Result<()> {
 }
 
 /// A brick directory must be a directory, or creatable under an existing directory.
-fn check_local_dir(path: &Path) -> Result<()> {
+pub fn check_local_dir(path: &Path) -> Result<()> {
     let bad = |why: String| {
         Err(CliError::Rejected(format!(
             "brick {}: {why}",
@@ -147,7 +147,7 @@ fn check_local_dir(path: &Path) -> Result<()> {
 }
 
 /// Rejects bricks or ports another volume of the state directory already uses.
-fn check_against_others(spec: &VolumeSpec, others: &[VolumeSpec]) -> Result<()> {
+pub fn check_against_others(spec: &VolumeSpec, others: &[VolumeSpec]) -> Result<()> {
     for o in others {
         for b in &spec.bricks {
             if let Some(ob) = o

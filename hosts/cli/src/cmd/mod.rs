@@ -1,5 +1,6 @@
 //! One module per verb; this one dispatches and holds what several verbs share.
 
+pub mod add_brick;
 pub mod create;
 pub mod delete;
 pub mod get;
@@ -8,6 +9,8 @@ pub mod info;
 pub mod list;
 pub mod mount;
 pub mod options;
+pub mod rebalance;
+pub mod remove_brick;
 pub mod reset;
 pub mod set;
 pub mod start;
@@ -71,6 +74,9 @@ pub fn run(cli: Cli) -> Result<u8> {
             VolumeCommand::Info(a) => info::run(&ctx, a),
             VolumeCommand::Delete(a) => delete::run(&ctx, a),
             VolumeCommand::Heal(a) => heal::run(&ctx, a),
+            VolumeCommand::AddBrick(a) => add_brick::run(&ctx, a),
+            VolumeCommand::RemoveBrick(a) => remove_brick::run(&ctx, a),
+            VolumeCommand::Rebalance(a) => rebalance::run(&ctx, a),
         },
         Command::Volfile(a) => volfile::run(&ctx, a),
         Command::Mount(a) => mount::run(&ctx, a),

@@ -39,6 +39,13 @@ pub fn run(ctx: &Ctx, a: Args) -> Result<u8> {
 pub fn stop_all(vd: &VolumeDir, _spec: &VolumeSpec) -> Result<Vec<String>> {
     let mut run = vd.load_run()?;
     let mut report = Vec::new();
+    // A rebalance would only fail once its bricks are gone: stop it (start resumes it).
+    if let Some(s) = super::rebalance::stop_runner(vd)? {
+        report.push(format!(
+            "  stopped the {} (pid {}; start resumes it)",
+            s.mode, s.pid
+        ));
+    }
     for m in std::mem::take(&mut run.mounts) {
         super::umount::stop_mount(&m)?;
         report.push(format!("  unmounted {}", m.mountpoint.display()));
