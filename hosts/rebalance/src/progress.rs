@@ -78,15 +78,24 @@ impl Book {
         let s = &mut self.status;
         let elapsed = self.start.elapsed().as_secs_f64();
         s.updated = status::now_s();
-        s.rate_files_per_s = status::rate(s.files_scanned.saturating_sub(self.base.files), elapsed);
-        s.rate_bytes_per_s = status::rate(s.bytes_moved.saturating_sub(self.base.bytes), elapsed);
+        // Rounded: three decimals are plenty, and short numbers read back as written.
+        let round = |x: f64| (x * 1000.0).round() / 1000.0;
+        s.rate_files_per_s = round(status::rate(
+            s.files_scanned.saturating_sub(self.base.files),
+            elapsed,
+        ));
+        s.rate_bytes_per_s = round(status::rate(
+            s.bytes_moved.saturating_sub(self.base.bytes),
+            elapsed,
+        ));
         let objects = s.files_scanned + s.dirs_done;
         s.eta_s = status::eta(
             s.files_total_estimate,
             objects,
             objects.saturating_sub(self.base.objects),
             elapsed,
-        );
+        )
+        .map(round);
     }
 
     /// [`Book::refresh`], then the file's bytes.
