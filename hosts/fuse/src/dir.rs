@@ -22,6 +22,16 @@ const BATCH_BYTES: u32 = 4096;
 /// Batches made only of "." and ".." are skipped; bound the retries.
 const MAX_EMPTY_BATCHES: usize = 4;
 
+/// Whether a listing at kernel offset `offset` starts the translator's listing over (cookie
+/// 0): only then may a directory fd move to a newer graph. A listing in progress stays on
+/// the graph whose cookies the kernel holds: another graph's translators may read them
+/// differently (cluster/distribute encodes its child index in the cookie's top bits, so a
+/// cookie of a one-brick graph, or of a distribute with fewer children, can name another
+/// child there, and its indirect cookies are a table of the old instance: EINVAL).
+pub fn from_start(offset: u64) -> bool {
+    offset <= AFTER_DOTDOT
+}
+
 fn is_dot(name: &str) -> bool {
     name == "." || name == ".."
 }

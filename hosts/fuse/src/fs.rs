@@ -1425,7 +1425,10 @@ impl Filesystem for XlfsFs {
         let fd = tri!(reply, self.fd(fh));
         let cx = ctx(req, Need::of(Fop::Readdirp), None);
         self.spawn(|s| async move {
-            let u = follow!(s, reply, fh, fd);
+            let u = match dir::from_start(offset) {
+                true => follow!(s, reply, fh, fd),
+                false => fd,
+            };
             dir::readdir(&s, cx, ino, &u, offset, reply).await
         });
     }
@@ -1441,7 +1444,10 @@ impl Filesystem for XlfsFs {
         let fd = tri!(reply, self.fd(fh));
         let cx = ctx(req, Need::of(Fop::Readdirp), None);
         self.spawn(|s| async move {
-            let u = follow!(s, reply, fh, fd);
+            let u = match dir::from_start(offset) {
+                true => follow!(s, reply, fh, fd),
+                false => fd,
+            };
             dir::readdirplus(&s, cx, ino, &u, offset, reply).await
         });
     }
@@ -1469,10 +1475,11 @@ impl Filesystem for XlfsFs {
         datasync: bool,
         reply: ReplyEmpty,
     ) {
-        let fd = tri!(reply, self.fd(fh));
+        // On the graph the directory is open on: a directory fd moves only when a listing
+        // starts over (see `readdir`).
+        let u = tri!(reply, self.fd(fh));
         let cx = ctx(req, Need::of(Fop::Fsyncdir), None);
-        self.spawn(|s| async move {
-            let u = follow!(s, reply, fh, fd);
+        self.spawn(|_| async move {
             reply_empty(reply, u.top().fsyncdir(&cx, u.fd(), datasync).await);
         });
     }

@@ -13,6 +13,14 @@
 //! old graph wait for it, then use the new binding. The old graph's `Arc` is held by its fds'
 //! bindings, so it drops once each of them moved or was released.
 //!
+//! A directory fd moves only on a listing from the start (readdir at kernel offset 0, 1 or
+//! 2, as after rewinddir): a listing in progress goes on with the cookies of the graph that
+//! handed them out, on that graph (another graph's cluster/distribute reads a cookie's top
+//! bits as its child index: a one-brick graph's cookie, or one of a distribute with fewer
+//! children, would resume in the wrong child or fail with EINVAL). fsyncdir uses the graph
+//! the directory is open on. So a directory kept open and never listed from the start again
+//! keeps its old graph alive until closed.
+//!
 //! What stays behind ([`Stay`]):
 //! - an fd through which a lock was asked, and every other fd of that file on the same graph:
 //!   its locks are held by the old graph's connections (the brick's features/locks keys them
