@@ -1,0 +1,223 @@
+//! The runner against the real cluster/distribute over in-memory leaves: a volume of two
+//! children filled with files in several directories gets a third child (a new distribute
+//! over the same leaves plus an empty one, as add-brick's graph switch does), then a
+//! rebalance must complete with every file readable with its bytes, on the child its name
+//! hashes to in its directory's new layout, and no link file left anywhere; a second run
+//! finds nothing to move.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use xlator_api::{Buf, Ctx, Errno, Fd, FdId, Gfid, Loc, Subvol, XattrReq};
+use xlfs_dht::{Distribute, LAYOUT_XATTR, LINKTO_XATTR, Layout, Slice};
+use xlfs_rebalance::status::{self, Mode, State};
+use xlfs_rebalance::{Config, Stop, Target, run};
+use xlfs_testkit::{MemLeaf, MockCluster};
+
+static NEXT_FD: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(5000);
+
+fn fd(gfid: Gfid, flags: i32) -> Fd {
+    Fd {
+        id: FdId(NEXT_FD.fetch_add(1, std::sync::atomic::Ordering::Relaxed)),
+        gfid,
+        flags,
+    }
+}
+
+async fn create(top: &Subvol, parent: Gfid, name: &str, data: &[u8]) -> Gfid {
+    let cx = Ctx::root();
+    let f = fd(Gfid::NULL, libc::O_RDWR | libc::O_CREAT);
+    let e = top
+        .create(&cx, Loc::new(parent, name), f, 0o644, 0)
+        .await
+        .unwrap_or_else(|e| panic!("create {name}: {e}"));
+    let f = Fd {
+        gfid: e.attr.gfid,
+        ..f
+    };
+    if !data.is_empty() {
+        top.writev(&cx, f, 0, Buf::from_vec(data.to_vec()), 0)
+            .await
+            .expect("write");
+    }
+    top.release(&cx, f).await.expect("release");
+    e.attr.gfid
+}
+
+async fn read_all(top: &Subvol, gfid: Gfid) -> Vec<u8> {
+    let cx = Ctx::root();
+    let f = fd(gfid, libc::O_RDONLY);
+    top.open(&cx, f).await.expect("open");
+    let mut out = Vec::new();
+    loop {
+        let r = top
+            .readv(&cx, f, out.len() as u64, 1 << 16)
+            .await
+            .expect("read");
+        if r.data.is_empty() {
+            break;
+        }
+        out.extend_from_slice(&r.data);
+    }
+    top.release(&cx, f).await.expect("release");
+    out
+}
+
+/// What leaf `leaf` holds at `parent/name`: None, Some(true) a link file, Some(false) data.
+async fn held(leaf: &Subvol, parent: Gfid, name: &str) -> Option<bool> {
+    let req = XattrReq {
+        names: vec![LINKTO_XATTR.into()],
+        prefixes: vec![],
+    };
+    let cx = Ctx::builder(0, 0).ext(&req).build();
+    match leaf.lookup(&cx, Loc::new(parent, name)).await {
+        Err(Errno::ENOENT) => None,
+        Err(e) => panic!("lookup {name}: {e}"),
+        Ok(e) => Some(e.xattr(LINKTO_XATTR).is_some()),
+    }
+}
+
+async fn layout(leaves: &[Subvol], dir: Gfid) -> Layout {
+    let mut slices = Vec::new();
+    for l in leaves {
+        let v = l
+            .getxattr(&Ctx::root(), dir, LAYOUT_XATTR.into())
+            .await
+            .ok();
+        slices.push(v.and_then(|b| Slice::decode(b.as_slice())));
+    }
+    Layout::merge(&slices).unwrap_or_else(|e| panic!("layout of {dir}: {e:?}"))
+}
+
+/// Every name of `dir` on `leaf`, with whether it is a link file.
+async fn names(leaf: &Subvol, dir: Gfid) -> Vec<(String, bool)> {
+    let cx = Ctx::root();
+    let f = fd(dir, libc::O_RDONLY | libc::O_DIRECTORY);
+    leaf.opendir(&cx, f).await.expect("opendir");
+    let mut out = Vec::new();
+    let mut off = 0;
+    loop {
+        let page = leaf.readdirp(&cx, f, off, 1 << 16).await.expect("readdirp");
+        let Some(last) = page.last() else { break };
+        off = last.next_offset;
+        for e in page
+            .iter()
+            .filter(|e| e.name.as_str() != "." && e.name.as_str() != "..")
+        {
+            out.push((
+                e.name.to_string(),
+                held(leaf, dir, &e.name).await == Some(true),
+            ));
+        }
+    }
+    leaf.releasedir(&cx, f).await.expect("releasedir");
+    out
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn add_brick_then_rebalance_puts_every_file_on_its_hashed_child() {
+    let leaves: Vec<Subvol> = (0..3).map(|_| MemLeaf::new()).collect();
+    let two = MockCluster::with_leaves(leaves[..2].to_vec());
+    let old = two.build::<Distribute>(&[("min-free-disk", "0")]);
+    let cx = Ctx::root();
+    // 5 directories (one nested) of 20 files each, and 10 in the root.
+    let mut dirs = vec![(Gfid::ROOT, "/".to_owned())];
+    for d in 0..5 {
+        let parent = if d == 4 { dirs[1].0 } else { Gfid::ROOT };
+        let g = old
+            .mkdir(&cx, Loc::new(parent, format!("d{d}")), 0o755, 0)
+            .await
+            .expect("mkdir")
+            .attr
+            .gfid;
+        dirs.push((g, format!("d{d}")));
+    }
+    let mut files: BTreeMap<(Gfid, String), (Gfid, Vec<u8>)> = BTreeMap::new();
+    for (i, (dir, _)) in dirs.iter().enumerate() {
+        let n = if i == 0 { 10 } else { 20 };
+        for k in 0..n {
+            let name = format!("file-{i}-{k}");
+            let data: Vec<u8> = (0..(k * 97 + i)).map(|b| (b * 7 + k) as u8).collect();
+            let g = create(&old, *dir, &name, &data).await;
+            files.insert((*dir, name), (g, data));
+        }
+    }
+    drop(old);
+
+    // add-brick: a distribute over the two children and a new empty one.
+    let three = MockCluster::with_leaves(leaves.clone());
+    let new = three.build::<Distribute>(&[("min-free-disk", "0")]);
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let cfg = Config {
+        parallel: 4,
+        ..Config::new(tmp.path().join("rebalance.json"))
+    };
+    let target: Arc<dyn Target> = Arc::new(new.clone());
+    let (start, _) = status::begin(None, Mode::Rebalance, false, None, 1, status::now_s());
+    let end = run(target.clone(), start, &cfg, Stop::new())
+        .await
+        .expect("run");
+    assert_eq!(end.state, State::Completed, "{end:?}");
+    assert_eq!(
+        (end.failures, end.files_skipped, end.files_vanished),
+        (0, 0, 0),
+        "{end:?}"
+    );
+    assert_eq!(end.files_scanned, files.len() as u64);
+    assert_eq!(end.dirs_done, dirs.len() as u64);
+    // About a third of the names hash to the new child.
+    assert!(end.files_moved > 10, "{end:?}");
+
+    let mut moved_bytes = 0;
+    let mut on_new = 0;
+    for ((dir, name), (gfid, data)) in &files {
+        let l = layout(&leaves, *dir).await;
+        let want = l.hashed(name);
+        for (i, leaf) in leaves.iter().enumerate() {
+            let h = held(leaf, *dir, name).await;
+            if i == want {
+                assert_eq!(h, Some(false), "{name} not on its hashed child {i}");
+            } else {
+                assert_eq!(h, None, "{name} also on child {i} (hashed: {want})");
+            }
+        }
+        if want == 2 {
+            on_new += 1;
+            moved_bytes += data.len() as u64;
+        }
+        let e = new
+            .lookup(&cx, Loc::new(*dir, name.as_str()))
+            .await
+            .expect("lookup");
+        assert_eq!(e.attr.gfid, *gfid, "{name} kept its GFID");
+        assert_eq!(&read_all(&new, *gfid).await, data, "{name} kept its bytes");
+    }
+    assert!(on_new > 0);
+    // Files moved between the old children too when the layout's ranges shifted.
+    assert!(end.files_moved >= on_new, "{end:?}");
+    assert!(end.bytes_moved >= moved_bytes, "{end:?}");
+    for (i, leaf) in leaves.iter().enumerate() {
+        for (dir, path) in &dirs {
+            for (name, link) in names(leaf, *dir).await {
+                assert!(!link, "link file {path}/{name} left on child {i}");
+            }
+        }
+    }
+
+    // Again: everything is in place.
+    let (start, _) = status::begin(
+        status::load(&cfg.status_path).expect("load"),
+        Mode::Rebalance,
+        false,
+        None,
+        1,
+        status::now_s(),
+    );
+    assert_eq!(start.files_scanned, 0, "a completed run starts afresh");
+    let end = run(target, start, &cfg, Stop::new()).await.expect("run");
+    assert_eq!(
+        (end.state, end.files_moved, end.failures),
+        (State::Completed, 0, 0)
+    );
+    assert_eq!(end.files_scanned, files.len() as u64);
+}
