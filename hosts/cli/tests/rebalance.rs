@@ -1,0 +1,675 @@
+//! Growing and shrinking a mounted volume with the CLI (issue 23 part 6): `volume add-brick`
+//! while mounted, `volume rebalance` with a writer running (and a runner killed halfway),
+//! `volume remove-brick start/status/commit`. Needs root, /dev/fuse and `xlfsd`, `xlfs-mount`
+//! and `xlfs-rebalance` next to `xlfs` (`cargo build --workspace`). Without them the tests
+//! say why and pass, unless `XLFS_E2E_REQUIRE=1`.
+//!
+//! `XLFS_REBALANCE_FILES` (default 10000, in 100 directories) sizes the process test.
+
+use std::collections::BTreeMap;
+use std::hash::{DefaultHasher, Hasher};
+use std::io::Write;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::Output;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+mod common;
+use common::{Cleanup, bin, free_port, mounted, ok, skip, xlfs_raw};
+
+fn s(p: &Path) -> String {
+    p.to_string_lossy().into_owned()
+}
+
+fn json(o: &Output) -> serde_json::Value {
+    serde_json::from_slice(&o.stdout).unwrap_or_else(|e| {
+        panic!(
+            "not JSON ({e}): {}{}",
+            String::from_utf8_lossy(&o.stdout),
+            String::from_utf8_lossy(&o.stderr)
+        )
+    })
+}
+
+fn code(o: &Output) -> Option<i32> {
+    o.status.code()
+}
+
+fn text(o: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+/// Skips unless xlfs-rebalance is built too.
+fn skip_all(test: &str) -> bool {
+    if skip(test) {
+        return true;
+    }
+    if !bin("xlfs-rebalance").is_file() {
+        if std::env::var_os("XLFS_E2E_REQUIRE").is_some_and(|v| v == "1") {
+            panic!("{test}: xlfs-rebalance is not built next to xlfs");
+        }
+        eprintln!("SKIPPED {test}: xlfs-rebalance is not built (cargo build --workspace)");
+        return true;
+    }
+    false
+}
+
+/// Kills a rebalance runner a test left behind (the status file names it), after the volume's
+/// own cleanup ran.
+struct RunnerGuard {
+    status: PathBuf,
+}
+
+impl Drop for RunnerGuard {
+    fn drop(&mut self) {
+        let pid = std::fs::read_to_string(&self.status)
+            .ok()
+            .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
+            .and_then(|v| v["pid"].as_i64())
+            .unwrap_or(0);
+        let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+        if pid > 0 && String::from_utf8_lossy(&cmdline).contains("xlfs-rebalance") {
+            // SAFETY: kill(2) on the runner this test started (checked by its command line).
+            unsafe { libc::kill(pid as libc::pid_t, libc::SIGKILL) };
+        }
+    }
+}
+
+/// A volume of this test: state dir, bricks, mount points, and the guards.
+struct Vol {
+    tmp: PathBuf,
+    state: PathBuf,
+    name: String,
+    // Dropped in order: the volume (stop, kill, unmount), then a stray runner.
+    _cleanup: Cleanup,
+    _runner: RunnerGuard,
+}
+
+impl Vol {
+    fn new(tmp: &Path, name: &str, mounts: usize) -> Vol {
+        let state = tmp.join("state");
+        let mountpoints: Vec<PathBuf> = (0..mounts).map(|i| tmp.join(format!("mnt{i}"))).collect();
+        for m in &mountpoints {
+            std::fs::create_dir_all(m).expect("mkdir mnt");
+        }
+        Vol {
+            tmp: tmp.to_path_buf(),
+            state: state.clone(),
+            name: name.into(),
+            _cleanup: Cleanup {
+                state: state.clone(),
+                volume: name.into(),
+                mountpoints,
+                children: Vec::new(),
+            },
+            _runner: RunnerGuard {
+                status: state.join("volumes").join(name).join("rebalance.json"),
+            },
+        }
+    }
+
+    fn brick(&self, i: usize) -> PathBuf {
+        self.tmp.join(format!("b{i}"))
+    }
+
+    fn mnt(&self, i: usize) -> PathBuf {
+        self.tmp.join(format!("mnt{i}"))
+    }
+
+    fn x(&self, args: &[&str]) -> Output {
+        xlfs_raw(&self.state, args)
+    }
+
+    /// `xlfs volume ARGS...` with the volume name second.
+    fn vol(&self, verb: &str, rest: &[&str]) -> Output {
+        let mut args = vec!["volume", verb, &self.name];
+        args.extend_from_slice(rest);
+        self.x(&args)
+    }
+
+    fn create_start_mount(&self, bricks: usize, mounts: usize) {
+        let list: Vec<String> = (0..bricks).map(|i| s(&self.brick(i))).collect();
+        let mut args = vec!["volume", "create", &self.name];
+        args.extend(list.iter().map(String::as_str));
+        // Room above the first ports for the bricks added later.
+        let port = free_port().to_string();
+        args.extend(["--port", &port]);
+        ok(&self.x(&args));
+        ok(&self.vol("start", &[]));
+        for m in 0..mounts {
+            ok(&self.x(&["mount", &self.name, &s(&self.mnt(m))]));
+            assert!(mounted(&self.mnt(m)));
+        }
+    }
+
+    /// The runner's status file as `rebalance status --json` prints it.
+    fn status(&self, verb: &str) -> serde_json::Value {
+        let o = if verb == "rebalance" {
+            self.vol("rebalance", &["status", "--json"])
+        } else {
+            self.vol("remove-brick", &["status", "--json"])
+        };
+        ok(&o);
+        json(&o)
+    }
+
+    /// Waits until the run is no longer running (or `timeout`), returns its status.
+    fn wait_done(&self, verb: &str, timeout: Duration) -> serde_json::Value {
+        let end = Instant::now() + timeout;
+        loop {
+            let st = self.status(verb);
+            if st["state"] != "running" {
+                return st;
+            }
+            assert!(
+                Instant::now() < end,
+                "the {verb} did not finish within {timeout:?}: {st}"
+            );
+            std::thread::sleep(Duration::from_millis(300));
+        }
+    }
+}
+
+/// The content of file `name` before any append: 64 to ~4 KiB, from the name.
+fn content(name: &str) -> Vec<u8> {
+    let mut h = DefaultHasher::new();
+    h.write(name.as_bytes());
+    let n = 64 + (h.finish() % 4000) as usize;
+    let line = format!("{name} ");
+    line.bytes().cycle().take(n).collect()
+}
+
+fn checksum(data: &[u8]) -> u64 {
+    let mut h = DefaultHasher::new();
+    h.write(data);
+    h.finish()
+}
+
+/// Names of the files: `dNN/fNNNNN`, `dirs` directories.
+fn names(files: usize, dirs: usize) -> Vec<String> {
+    (0..files)
+        .map(|i| format!("d{:02}/f{i:05}", i % dirs))
+        .collect()
+}
+
+/// A cluster/distribute link file: mode `---------T`, no data.
+fn is_link_file(m: &std::fs::Metadata) -> bool {
+    let mode = m.permissions().mode() & 0o7777;
+    m.is_file() && mode == 0o1000
+}
+
+/// Where each file's data is, brick by brick; fails on a link file or a second data copy of
+/// `names`, and with `everywhere` on any link file in the bricks' top two levels.
+fn placement(bricks: &[PathBuf], names: &[String], everywhere: bool) -> Vec<usize> {
+    let mut per_brick = vec![0; bricks.len()];
+    let mut problems = Vec::new();
+    for name in names {
+        let mut holders = Vec::new();
+        for (i, b) in bricks.iter().enumerate() {
+            let Ok(m) = std::fs::symlink_metadata(b.join(name)) else {
+                continue;
+            };
+            if is_link_file(&m) {
+                problems.push(format!("{name}: link file left on brick {i}"));
+            } else {
+                holders.push(i);
+            }
+        }
+        match holders.as_slice() {
+            [one] => per_brick[*one] += 1,
+            other => problems.push(format!("{name}: data on bricks {other:?}")),
+        }
+    }
+    // No link file anywhere else either (names the test did not write).
+    for (i, b) in bricks.iter().enumerate().filter(|_| everywhere) {
+        for d in std::fs::read_dir(b).expect("brick").flatten() {
+            if !d.path().is_dir() || d.file_name() == ".xlfs" {
+                continue;
+            }
+            for e in std::fs::read_dir(d.path()).expect("brick dir").flatten() {
+                if e.metadata().is_ok_and(|m| is_link_file(&m)) {
+                    problems.push(format!("brick {i}: link file {}", e.path().display()));
+                }
+            }
+        }
+    }
+    assert!(
+        problems.is_empty(),
+        "{} placement problems, first: {:?}",
+        problems.len(),
+        &problems[..problems.len().min(10)]
+    );
+    per_brick
+}
+
+/// Every file reads back as expected through `mnt`.
+fn verify_all(mnt: &Path, names: &[String], expected: &BTreeMap<String, u64>) {
+    let mut bad = Vec::new();
+    for n in names {
+        match std::fs::read(mnt.join(n)) {
+            Ok(d) if checksum(&d) == expected[n] => {}
+            Ok(d) => bad.push(format!("{n}: wrong content ({} bytes)", d.len())),
+            Err(e) => bad.push(format!("{n}: {e}")),
+        }
+    }
+    assert!(
+        bad.is_empty(),
+        "{} of {} files wrong through {}: {:?}",
+        bad.len(),
+        names.len(),
+        mnt.display(),
+        &bad[..bad.len().min(10)]
+    );
+}
+
+/// Appends a line to each of `files` in turn through `mnt` until told to stop; returns each
+/// file's appended bytes.
+fn appender(
+    mnt: PathBuf,
+    files: Vec<String>,
+    stop: Arc<AtomicBool>,
+) -> std::thread::JoinHandle<BTreeMap<String, Vec<u8>>> {
+    std::thread::spawn(move || {
+        let mut added: BTreeMap<String, Vec<u8>> = BTreeMap::new();
+        let mut round = 0;
+        while !stop.load(Ordering::Relaxed) {
+            for f in &files {
+                let line = format!("append {round} to {f}\n");
+                let mut h = std::fs::OpenOptions::new()
+                    .append(true)
+                    .open(mnt.join(f))
+                    .unwrap_or_else(|e| panic!("open {f} to append (round {round}): {e}"));
+                h.write_all(line.as_bytes())
+                    .unwrap_or_else(|e| panic!("append to {f} (round {round}): {e}"));
+                drop(h);
+                added.entry(f.clone()).or_default().extend(line.as_bytes());
+            }
+            round += 1;
+        }
+        added
+    })
+}
+
+#[test]
+fn add_brick_grows_a_mounted_distribute_2_and_the_mount_follows() {
+    if skip_all("add_brick_grows_a_mounted_distribute_2_and_the_mount_follows") {
+        return;
+    }
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let v = Vol::new(tmp.path(), "grow", 1);
+    v.create_start_mount(2, 1);
+    let mnt = v.mnt(0);
+    let files = names(60, 3);
+    for d in 0..3 {
+        std::fs::create_dir(mnt.join(format!("d{d:02}"))).expect("mkdir");
+    }
+    for n in &files {
+        std::fs::write(mnt.join(n), content(n)).expect("write");
+    }
+
+    // Bad input first: nothing changes.
+    let o = v.x(&["volume", "add-brick", "nosuch", &s(&v.brick(2))]);
+    assert_eq!(code(&o), Some(4), "unknown volume: {}", text(&o));
+    let o = v.vol("add-brick", &[&s(&v.brick(1))]);
+    assert_eq!(code(&o), Some(3), "{}", text(&o));
+    assert!(text(&o).contains("already used"), "{}", text(&o));
+    let o = v.vol("add-brick", &[&s(&v.brick(1).join("inside"))]);
+    assert_eq!(code(&o), Some(3), "nested: {}", text(&o));
+    // Wrong multiple: a replica 2 volume (not started) of another state directory.
+    let other = tmp.path().join("other-state");
+    let o = xlfs_raw(
+        &other,
+        &[
+            "volume",
+            "create",
+            "r2",
+            &s(&tmp.path().join("r0")),
+            &s(&tmp.path().join("r1")),
+            "--replica",
+            "2",
+            "--port",
+            &free_port().to_string(),
+        ],
+    );
+    ok(&o);
+    let o = xlfs_raw(
+        &other,
+        &["volume", "add-brick", "r2", &s(&tmp.path().join("r2"))],
+    );
+    assert_eq!(code(&o), Some(3), "{}", text(&o));
+    assert!(text(&o).contains("added 2 at a time"), "{}", text(&o));
+    let info = json(&v.vol("info", &["--json"]));
+    assert_eq!(info["bricks"].as_array().map(Vec::len), Some(2));
+
+    let o = v.vol("add-brick", &[&s(&v.brick(2)), &s(&v.brick(3))]);
+    ok(&o);
+    assert!(
+        text(&o).contains("distribute 2 -> distribute 4"),
+        "{}",
+        text(&o)
+    );
+    assert!(
+        text(&o).contains("next: xlfs volume rebalance grow start"),
+        "{}",
+        text(&o)
+    );
+    let info = json(&v.vol("info", &["--json"]));
+    assert_eq!(info["layout"], "distribute 4");
+    assert_eq!(
+        info["bricks"],
+        serde_json::json!([
+            s(&v.brick(0)),
+            s(&v.brick(1)),
+            s(&v.brick(2)),
+            s(&v.brick(3))
+        ])
+    );
+    let subs: Vec<&str> = info["subvolumes"]
+        .as_array()
+        .expect("subvolumes")
+        .iter()
+        .filter_map(|s| s["name"].as_str())
+        .collect();
+    assert_eq!(
+        subs,
+        [
+            "grow-client-0",
+            "grow-client-1",
+            "grow-client-2",
+            "grow-client-3"
+        ]
+    );
+    let st = v.vol("status", &["--json"]);
+    ok(&st);
+    let st = json(&st);
+    assert_eq!(st["bricks"].as_array().map(Vec::len), Some(4));
+    assert_eq!(st["online"], true);
+
+    // The mount switched to the new graph by itself: its dump shows the new clients.
+    let end = Instant::now() + Duration::from_secs(15);
+    loop {
+        let o = v.vol("statedump", &["--client", &s(&mnt), "--json"]);
+        ok(&o);
+        if text(&o).contains("grow-client-3") {
+            break;
+        }
+        assert!(
+            Instant::now() < end,
+            "the mount did not take the new graph: {}",
+            text(&o)
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let expected: BTreeMap<String, u64> = files
+        .iter()
+        .map(|n| (n.clone(), checksum(&content(n))))
+        .collect();
+    verify_all(&mnt, &files, &expected);
+    // New directories are made on every brick, the new ones included.
+    std::fs::create_dir(mnt.join("after")).expect("mkdir after the switch");
+    for i in 0..4 {
+        assert!(v.brick(i).join("after").is_dir(), "brick {i} lacks the dir");
+    }
+    let many: Vec<String> = (0..40).map(|i| format!("after/n{i}")).collect();
+    for n in &many {
+        std::fs::write(mnt.join(n), content(n)).expect("write after");
+    }
+    let per = placement(
+        &(0..4).map(|i| v.brick(i)).collect::<Vec<_>>(),
+        &many,
+        false,
+    );
+    assert!(
+        per[2] + per[3] > 0,
+        "no new file on the new bricks: {per:?}"
+    );
+}
+
+#[test]
+fn rebalance_after_add_brick_with_a_writer_then_a_killed_run_resumes() {
+    if skip_all("rebalance_after_add_brick_with_a_writer_then_a_killed_run_resumes") {
+        return;
+    }
+    let n_files: usize = std::env::var("XLFS_REBALANCE_FILES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(10_000);
+    let n_dirs = 100.min(n_files.max(1));
+    let t0 = Instant::now();
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let v = Vol::new(tmp.path(), "reb", 2);
+    v.create_start_mount(2, 2);
+    let (a, b) = (v.mnt(0), v.mnt(1));
+    let files = names(n_files, n_dirs);
+    for d in 0..n_dirs {
+        std::fs::create_dir(a.join(format!("d{d:02}"))).expect("mkdir");
+    }
+    // Fill from mount A while mount B reads each file as soon as it is written.
+    let (tx, rx) = std::sync::mpsc::channel::<String>();
+    let reader_mnt = b.clone();
+    let reader = std::thread::spawn(move || {
+        let mut read = 0;
+        for n in rx {
+            let d = std::fs::read(reader_mnt.join(&n))
+                .unwrap_or_else(|e| panic!("mount B reads {n}: {e}"));
+            assert_eq!(checksum(&d), checksum(&content(&n)), "mount B reads {n}");
+            read += 1;
+        }
+        read
+    });
+    for n in &files {
+        std::fs::write(a.join(n), content(n)).unwrap_or_else(|e| panic!("write {n}: {e}"));
+        tx.send(n.clone()).expect("reader alive");
+    }
+    drop(tx);
+    assert_eq!(reader.join().expect("reader"), n_files);
+    eprintln!("filled {n_files} files in {:?}", t0.elapsed());
+
+    ok(&v.vol("add-brick", &[&s(&v.brick(2)), &s(&v.brick(3))]));
+    // Wait for both mounts to switch before writing through them (they poll the volfile).
+    std::thread::sleep(Duration::from_secs(2));
+
+    // Rebalance with a writer appending to some files meanwhile.
+    let appended: Vec<String> = files.iter().step_by(97).cloned().collect();
+    let stop = Arc::new(AtomicBool::new(false));
+    let writer = appender(a.clone(), appended.clone(), stop.clone());
+    let t1 = Instant::now();
+    let o = v.vol("rebalance", &["start"]);
+    ok(&o);
+    let st = v.wait_done("rebalance", Duration::from_secs(600));
+    let took = t1.elapsed();
+    stop.store(true, Ordering::Relaxed);
+    let added = writer.join().expect("the appender failed");
+    eprintln!("rebalance: {st}\n took {took:?}");
+    assert_eq!(st["state"], "completed", "{st}");
+    assert_eq!(st["failures"], 0, "{st}");
+    assert_eq!(st["files_skipped"], 0, "{st}");
+    assert!(st["files_scanned"].as_u64() >= Some(n_files as u64), "{st}");
+    let human = v.vol("rebalance", &["status"]);
+    ok(&human);
+    assert!(text(&human).contains("completed"), "{}", text(&human));
+    assert!(
+        added.values().all(|a| !a.is_empty()),
+        "the appender never ran"
+    );
+
+    let mut expected: BTreeMap<String, u64> = BTreeMap::new();
+    for n in &files {
+        let mut data = content(n);
+        if let Some(extra) = added.get(n) {
+            data.extend_from_slice(extra);
+        }
+        expected.insert(n.clone(), checksum(&data));
+    }
+    verify_all(&a, &files, &expected);
+    verify_all(&b, &files, &expected);
+    let four: Vec<PathBuf> = (0..4).map(|i| v.brick(i)).collect();
+    let per = placement(&four, &files, true);
+    eprintln!("files per brick after the rebalance: {per:?}");
+    let on_new = (per[2] + per[3]) as u64;
+    assert!(
+        on_new >= n_files as u64 / 5,
+        "only {on_new} of {n_files} files on the new bricks: {per:?}"
+    );
+    assert!(st["files_moved"].as_u64() >= Some(on_new), "{st}");
+
+    // Second case: grow again, kill -9 the runner halfway, start again: it finishes.
+    ok(&v.vol("add-brick", &[&s(&v.brick(4)), &s(&v.brick(5))]));
+    std::thread::sleep(Duration::from_secs(2));
+    ok(&v.vol("rebalance", &["start"]));
+    let end = Instant::now() + Duration::from_secs(300);
+    let killed = loop {
+        let st = v.status("rebalance");
+        let scanned = st["files_scanned"].as_u64().unwrap_or(0);
+        if st["state"] != "running" {
+            panic!(
+                "the run ended ({}) before it could be killed halfway; raise \
+                 XLFS_REBALANCE_FILES: {st}",
+                st["state"]
+            );
+        }
+        if scanned >= n_files as u64 / 4 {
+            let pid = st["pid"].as_i64().expect("pid") as libc::pid_t;
+            // SAFETY: kill(2) on the runner the CLI started for this test.
+            unsafe { libc::kill(pid, libc::SIGKILL) };
+            break st;
+        }
+        assert!(Instant::now() < end, "no progress: {st}");
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    std::thread::sleep(Duration::from_millis(300));
+    let o = v.vol("rebalance", &["status"]);
+    ok(&o);
+    assert!(text(&o).contains("interrupted"), "{}", text(&o));
+    let o = v.vol("rebalance", &["start"]);
+    ok(&o);
+    assert!(text(&o).contains("resumed"), "{}", text(&o));
+    let st = v.wait_done("rebalance", Duration::from_secs(600));
+    eprintln!("killed at {killed}\nresumed to {st}");
+    assert_eq!(st["state"], "completed", "{st}");
+    assert_eq!(st["failures"], 0, "{st}");
+    assert!(
+        st["files_scanned"].as_u64() >= killed["files_scanned"].as_u64(),
+        "counters were kept: {st}"
+    );
+    verify_all(&a, &files, &expected);
+    verify_all(&b, &files, &expected);
+    let six: Vec<PathBuf> = (0..6).map(|i| v.brick(i)).collect();
+    let per = placement(&six, &files, true);
+    eprintln!("files per brick after the resumed rebalance: {per:?}");
+    assert!(
+        per[4] + per[5] >= n_files / 10,
+        "the resumed run moved too little: {per:?}"
+    );
+    eprintln!("whole test {:?}", t0.elapsed());
+}
+
+#[test]
+fn remove_brick_moves_the_files_off_then_commit_takes_it_out() {
+    if skip_all("remove_brick_moves_the_files_off_then_commit_takes_it_out") {
+        return;
+    }
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let v = Vol::new(tmp.path(), "shrink", 1);
+    v.create_start_mount(3, 1);
+    let mnt = v.mnt(0);
+    let files = names(300, 3);
+    for d in 0..3 {
+        std::fs::create_dir(mnt.join(format!("d{d:02}"))).expect("mkdir");
+    }
+    for n in &files {
+        std::fs::write(mnt.join(n), content(n)).expect("write");
+    }
+    let three: Vec<PathBuf> = (0..3).map(|i| v.brick(i)).collect();
+    let before = placement(&three, &files, true);
+    assert!(before[2] > 0, "nothing on brick 2 to move: {before:?}");
+    let expected: BTreeMap<String, u64> = files
+        .iter()
+        .map(|n| (n.clone(), checksum(&content(n))))
+        .collect();
+
+    let b2 = s(&v.brick(2));
+    // Commit before any run is refused, and says why.
+    let o = v.vol("remove-brick", &[&b2, "commit"]);
+    assert_eq!(code(&o), Some(5), "{}", text(&o));
+    assert!(text(&o).contains("no removal was started"), "{}", text(&o));
+    let o = v.vol("remove-brick", &[&s(&tmp.path().join("nope")), "start"]);
+    assert_eq!(code(&o), Some(3), "{}", text(&o));
+    let o = v.vol("remove-brick", &[&b2, "begin"]);
+    assert_eq!(code(&o), Some(3), "{}", text(&o));
+
+    let o = v.vol("remove-brick", &[&b2, "start"]);
+    ok(&o);
+    let info = json(&v.vol("info", &["--json"]));
+    assert_eq!(
+        info["options"]["cluster.distribute.decommissioned"],
+        "shrink-client-2"
+    );
+    let st = v.wait_done("remove-brick", Duration::from_secs(300));
+    assert_eq!(st["mode"], "remove-brick", "{st}");
+    assert_eq!(st["state"], "completed", "{st}");
+    assert_eq!(st["failures"], 0, "{st}");
+    assert_eq!(st["files_skipped"], 0, "{st}");
+    let o = v.vol("remove-brick", &[&b2, "status"]);
+    ok(&o);
+    assert!(
+        text(&o).contains("removing: shrink-client-2"),
+        "{}",
+        text(&o)
+    );
+    // Everything is already off brick 2, and still readable.
+    let moved = placement(&three, &files, true);
+    assert_eq!(
+        moved[2], 0,
+        "files left on the brick being removed: {moved:?}"
+    );
+    verify_all(&mnt, &files, &expected);
+
+    let o = v.vol("remove-brick", &[&b2, "commit"]);
+    ok(&o);
+    assert!(
+        text(&o).contains("distribute 3 -> distribute 2"),
+        "{}",
+        text(&o)
+    );
+    assert!(
+        text(&o).contains(&b2),
+        "says where the brick is: {}",
+        text(&o)
+    );
+    let info = json(&v.vol("info", &["--json"]));
+    assert_eq!(
+        info["bricks"],
+        serde_json::json!([s(&v.brick(0)), s(&v.brick(1))])
+    );
+    assert_eq!(info["brick_ids"], serde_json::json!([0, 1]));
+    assert!(info["options"]["cluster.distribute.decommissioned"].is_null());
+    let st = json(&v.vol("status", &["--json"]));
+    assert_eq!(st["bricks"].as_array().map(Vec::len), Some(2));
+    assert_eq!(st["online"], true);
+    // The removed brick's server stopped; its directory stays.
+    assert!(v.brick(2).is_dir());
+    let removed_port_listens = std::net::TcpStream::connect_timeout(
+        &std::net::SocketAddr::from((
+            [127, 0, 0, 1],
+            (info["base_port"].as_u64().expect("port") + 2) as u16,
+        )),
+        Duration::from_millis(300),
+    )
+    .is_ok();
+    assert!(!removed_port_listens, "brick 2 still serves");
+    // Through the mount (now on the 2-brick graph) every file reads back.
+    std::thread::sleep(Duration::from_secs(1));
+    verify_all(&mnt, &files, &expected);
+    let two: Vec<PathBuf> = (0..2).map(|i| v.brick(i)).collect();
+    placement(&two, &files, true);
+    // New files go to the remaining bricks.
+    std::fs::write(mnt.join("d00/late"), b"late").expect("write after commit");
+    assert_eq!(std::fs::read(mnt.join("d00/late")).expect("read"), b"late");
+}
