@@ -249,6 +249,17 @@ impl FdTable {
         }
     }
 
+    /// The fds of `gfid` through which locks were asked that are open on another graph than
+    /// `graph` (their locks live on that graph's connections).
+    pub fn lockers_elsewhere(&self, gfid: &Gfid, graph: &Arc<Graph>) -> Vec<FdUse> {
+        let o = self.lock();
+        o.fds
+            .values()
+            .filter(|s| s.locking && s.fd.gfid == *gfid && !Arc::ptr_eq(&s.binding.graph, graph))
+            .map(|s| FdUse::new(s.fd, s.binding.clone()))
+            .collect()
+    }
+
     /// Records that `fh` cannot move to a newer graph: it stays on its own until released.
     pub fn pin(&self, fh: FileHandle) {
         if let Some(s) = self.lock().fds.get_mut(&FdId(fh.0)) {

@@ -1347,11 +1347,14 @@ impl Filesystem for XlfsFs {
         lock_owner: LockOwner,
         reply: ReplyEmpty,
     ) {
-        let fd = tri!(reply, self.fd(fh));
+        // close(2): on the graph the fd is open on (moving it only to close it would cost an
+        // open), then wherever else this file's locks live (see migrate.rs).
+        let u = tri!(reply, self.fd(fh));
         let cx = ctx(req, Need::of(Fop::Flush), Some(lock_owner.0));
         self.spawn(|s| async move {
-            let u = follow!(s, reply, fh, fd);
-            reply_empty(reply, u.top().flush(&cx, u.fd()).await);
+            let r = u.top().flush(&cx, u.fd()).await;
+            s.flush_locks_elsewhere(&cx, &u).await;
+            reply_empty(reply, r);
         });
     }
 
@@ -1371,11 +1374,12 @@ impl Filesystem for XlfsFs {
             self.s.pt.released(fh);
         }
         let cx = ctx(req, Need::of(Fop::Release), lock_owner.map(|o| o.0));
-        self.spawn(|_| async move {
+        self.spawn(|s| async move {
             let fd = u.fd();
             if flush {
                 // FUSE_RELEASE_FLUSH: the kernel skipped FLUSH for this close.
                 let _ = u.top().flush(&cx, fd).await;
+                s.flush_locks_elsewhere(&cx, &u).await;
             }
             reply_empty(reply, u.top().release(&cx, fd).await);
         });
@@ -1663,6 +1667,9 @@ impl Filesystem for XlfsFs {
             }
             let lk = u.top().lk(&cx, u.fd(), cmd, lock);
             let r = crate::lkwait::interruptible(caller, lk).await;
+            if unlock && r.is_ok() {
+                s.unlock_elsewhere(&cx, &u, lock).await;
+            }
             reply_empty(reply, r.map(drop));
         });
     }

@@ -24,8 +24,14 @@
 //! What stays behind ([`Stay`]):
 //! - an fd through which a lock was asked, and every other fd of that file on the same graph:
 //!   its locks are held by the old graph's connections (the brick's features/locks keys them
-//!   by connection), and close(2) through any fd of the file must release them. It uses the
-//!   old graph until released.
+//!   by connection and lock owner), and releasing the fd there would drop them. It uses the
+//!   old graph until released. close(2) of any fd of the file releases the process's locks:
+//!   a flush through an fd on another graph is also sent through the locking fds of the file
+//!   on theirs ([`Shared::flush_locks_elsewhere`]). A process that locks the same file again
+//!   through an fd opened after the switch gets a lock on the new graph's connection, which
+//!   conflicts with its own lock on the old one (EAGAIN where a local file system would
+//!   merge them). Unlocks are sent through the locking fds on other graphs too
+//!   ([`Shared::unlock_elsewhere`]).
 //! - an fd whose open on the new graph failed with ENOENT or ESTALE (the file was removed
 //!   meanwhile and its GFID is gone from the bricks the new graph reaches): it keeps using the
 //!   old graph, where the brick still has it open, so the caller sees what it saw before the
@@ -113,6 +119,36 @@ impl Shared {
                     "an open fd could not move to the current graph; it keeps using its old one"
                 );
                 Ok(u)
+            }
+        }
+    }
+}
+
+impl Shared {
+    /// After a flush (close(2)) through `u`: the same flush through each fd of the file that
+    /// asked for locks and is open on another graph. features/locks keys POSIX locks by
+    /// connection and lock owner, and close(2) of any fd of a file releases the process's
+    /// locks on it, also those taken through an fd that stayed on an older graph.
+    pub async fn flush_locks_elsewhere(&self, cx: &Ctx, u: &FdUse) {
+        for other in self.fds.lockers_elsewhere(&u.fd().gfid, u.graph()) {
+            if let Err(e) = other.top().flush(cx, other.fd()).await {
+                tracing::debug!(fd = other.fd().id.0, error = %e, "flush of a locking fd on its graph failed");
+            }
+        }
+    }
+}
+
+impl Shared {
+    /// After an unlock through `u`: the same unlock through each fd of the file that asked
+    /// for locks and is open on another graph, where the same owner may hold locks too.
+    pub async fn unlock_elsewhere(&self, cx: &Ctx, u: &FdUse, lock: xlator_api::Flock) {
+        for other in self.fds.lockers_elsewhere(&u.fd().gfid, u.graph()) {
+            let r = other
+                .top()
+                .lk(cx, other.fd(), xlator_api::LkCmd::Set, lock)
+                .await;
+            if let Err(e) = r {
+                tracing::debug!(fd = other.fd().id.0, error = %e, "unlock on another graph failed");
             }
         }
     }

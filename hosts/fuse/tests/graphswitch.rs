@@ -561,6 +561,28 @@ fn a_lock_across(change: Change) {
     assert_eq!(other_process_locks(&p), 0, "still excluded");
     // The locked fd did not move: the old graph holds it.
     assert_eq!(s.graphs().1, format!("{first} (1 fds)"));
+    // close(2) of another fd of the file (opened on the new graph) releases the process's
+    // locks, also the one on the old graph.
+    let f2 = File::open(&p).expect("open again after the switch");
+    drop(f2);
+    assert_eq!(
+        other_process_locks(&p),
+        1,
+        "closing another fd of the file released the lock"
+    );
+    setlk(f.as_raw_fd(), libc::F_SETLK, libc::F_WRLCK).expect("lock once more");
+    assert_eq!(other_process_locks(&p), 0, "locked again");
+    // An unlock through another fd (new graph) unlocks on the old graph too.
+    let f3 = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(&p)
+        .expect("open a third time");
+    setlk(f3.as_raw_fd(), libc::F_SETLK, libc::F_UNLCK).expect("unlock through f3");
+    assert_eq!(other_process_locks(&p), 1, "unlocked through another fd");
+    drop(f3);
+    setlk(f.as_raw_fd(), libc::F_SETLK, libc::F_WRLCK).expect("lock a last time");
+    assert_eq!(other_process_locks(&p), 0, "locked again");
     drop(f);
     assert_eq!(
         other_process_locks(&p),
