@@ -17,7 +17,7 @@ use std::ffi::CStr;
 use std::fs::{self, File, OpenOptions};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::os::fd::{AsRawFd, IntoRawFd};
-use std::os::unix::fs::FileExt;
+use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -145,7 +145,13 @@ impl Setup {
         let mount = Mounted::start_volfile(
             &volfile,
             &mnt,
-            &["--control-socket", &control_arg],
+            // The migration's debug line counts how often each fd moved.
+            &[
+                "--control-socket",
+                &control_arg,
+                "--log-level",
+                "info,xlfs_mount::migrate=debug",
+            ],
             &dir.path().join("mount.log"),
         );
         Setup {
@@ -591,4 +597,78 @@ fn a_lock_across(change: Change) {
     );
     s.wait_older("none");
     assert_eq!(fs::read(&p).expect("read"), b"DATA");
+}
+
+/// Sends SIGCONT to a stopped process when dropped (also when the test fails).
+struct Resume(i32);
+
+impl Drop for Resume {
+    fn drop(&mut self) {
+        // SAFETY: kill(2) on our own child.
+        unsafe { libc::kill(self.0, libc::SIGCONT) };
+    }
+}
+
+/// Readers busy on one fd while the graph switches: every read succeeds with the right data,
+/// fops in flight on the old graph finish there, and the fd moves exactly once however many
+/// fops find it on the old graph at the same time. (O_DIRECT reads reach the mount in
+/// parallel; writes to one file the kernel sends one at a time.)
+#[test]
+fn concurrent_readers_on_one_fd_move_it_once() {
+    require_fuse!();
+    let s = Setup::start(Change::Stats);
+    let m = s.mnt().to_path_buf();
+    const READERS: usize = 8;
+    const BLOCK: usize = 16 << 10;
+    let data = std::sync::Arc::new(pattern(READERS * BLOCK, 5));
+    fs::write(m.join("busy"), &*data).expect("write");
+    let f = std::sync::Arc::new(
+        OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_DIRECT)
+            .open(m.join("busy"))
+            .expect("open"),
+    );
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let threads: Vec<_> = (0..READERS)
+        .map(|i| {
+            let (f, stop, data) = (f.clone(), stop.clone(), data.clone());
+            std::thread::spawn(move || {
+                let want = &data[i * BLOCK..(i + 1) * BLOCK];
+                let mut got = vec![0u8; BLOCK];
+                let mut rounds = 0u64;
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    rounds += 1;
+                    f.read_exact_at(&mut got, (i * BLOCK) as u64)
+                        .unwrap_or_else(|e| panic!("reader {i} round {rounds}: {e}"));
+                    assert!(got == want, "reader {i} round {rounds}: wrong data");
+                }
+                rounds
+            })
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(200));
+    // The brick paused across the switch: every reader's read waits on the old graph, and
+    // once the brick goes on they all find the fd on the old graph at about the same time.
+    let brick = s.bricks[0].child.id() as i32;
+    // SAFETY: kill(2) on our own child xlfsd.
+    unsafe { libc::kill(brick, libc::SIGSTOP) };
+    let resume = Resume(brick);
+    s.switch();
+    std::thread::sleep(Duration::from_millis(300));
+    drop(resume);
+    std::thread::sleep(Duration::from_millis(500));
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    for t in threads {
+        assert!(t.join().expect("reader thread") > 0);
+    }
+    drop(f);
+    s.wait_older("none");
+    let log = s.mount.log_text();
+    let moved = log.matches("open fd moved to the current graph").count();
+    assert_eq!(moved, 1, "one fd, one migration:\n{log}");
+    assert!(
+        !log.contains("could not move"),
+        "one attempt, which succeeded (a second open of the same fd on the new graph fails):\n{log}"
+    );
 }
