@@ -530,6 +530,65 @@ mod tests {
         assert!(b.admit_by_name().is_some());
     }
 
+    /// Writers on one file and on others of its shard against a barrier taken and dropped
+    /// over and over, on several threads: while a barrier is granted no other client's
+    /// admitted fop on its file is running.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    async fn a_granted_barrier_never_overlaps_another_clients_fop() {
+        use std::sync::Arc;
+        use std::sync::atomic::{AtomicBool, AtomicUsize};
+
+        let b = Arc::new(Barriers::default());
+        let (g, other, same) = gfids(&b);
+        let granted = Arc::new(AtomicBool::new(false));
+        let running = Arc::new(AtomicUsize::new(0));
+        let stop = Arc::new(AtomicBool::new(false));
+        let mut writers = Vec::new();
+        for (i, target) in [g, g, g, same, other].into_iter().enumerate() {
+            let (b, granted, running, stop) =
+                (b.clone(), granted.clone(), running.clone(), stop.clone());
+            writers.push(tokio::spawn(async move {
+                let mut n = 0u64;
+                while !stop.load(Ordering::SeqCst) {
+                    let a = b.admit(target, c(10 + i as u64)).await;
+                    if target == g {
+                        assert!(!granted.load(Ordering::SeqCst), "admitted under a barrier");
+                        running.fetch_add(1, Ordering::SeqCst);
+                        tokio::task::yield_now().await;
+                        assert!(!granted.load(Ordering::SeqCst), "ran into a barrier");
+                        running.fetch_sub(1, Ordering::SeqCst);
+                    } else {
+                        tokio::task::yield_now().await;
+                    }
+                    drop(a);
+                    n += 1;
+                }
+                n
+            }));
+        }
+        for _ in 0..300 {
+            assert!(b.install(g, owner(1)));
+            tokio::time::timeout(std::time::Duration::from_secs(10), b.drain(g, owner(1)))
+                .await
+                .expect("a drain never finished")
+                .expect("drain");
+            granted.store(true, Ordering::SeqCst);
+            assert_eq!(running.load(Ordering::SeqCst), 0);
+            tokio::task::yield_now().await;
+            assert_eq!(running.load(Ordering::SeqCst), 0);
+            granted.store(false, Ordering::SeqCst);
+            assert!(b.remove(g, owner(1)));
+            tokio::task::yield_now().await;
+        }
+        stop.store(true, Ordering::SeqCst);
+        for w in writers {
+            assert!(w.await.expect("writer") > 0, "every writer got through");
+        }
+        assert!(b.shard(g).lock().inodes.is_empty());
+        assert_eq!(b.fast_of(g), 0);
+        assert!(!b.closed(g));
+    }
+
     #[tokio::test]
     async fn forget_client_removes_marks_and_fails_their_drain() {
         let b = Barriers::default();

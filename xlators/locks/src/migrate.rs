@@ -66,8 +66,9 @@ async fn take(
     req: Held,
 ) -> Result<(), Errno> {
     if barriers.holds(g, req.owner) {
-        // Taken again by its holder: nothing changes (and nothing to drain).
-        return Ok(());
+        // Asked again by its holder: the lock and the mark are there; answer once drained
+        // (the first request may still be draining).
+        return barriers.drain(g, req.owner).await;
     }
     if cmd == LkCmd::SetWait {
         if table.posix_busy(g) {
