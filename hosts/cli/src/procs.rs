@@ -44,6 +44,15 @@ pub fn alive(pid: u32, name: &str) -> bool {
     String::from_utf8_lossy(&cmdline).contains(name)
 }
 
+/// Whether `pid` is a zombie: dead, not yet reaped by its parent (an orphan waits for init).
+pub fn zombie(pid: u32) -> bool {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    let state = stat
+        .rsplit_once(") ")
+        .and_then(|(_, rest)| rest.chars().next());
+    matches!(state, Some('Z'))
+}
+
 /// Restores the default SIGPIPE action, so `xlfs ... | head` ends quietly instead of
 /// failing on a closed stdout.
 pub fn default_sigpipe() {

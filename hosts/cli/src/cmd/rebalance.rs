@@ -28,6 +28,8 @@ pub const XLFS_REBALANCE: &str = "xlfs-rebalance";
 pub const DECOMMISSIONED: &str = "cluster.distribute.decommissioned";
 /// How long the runner may take to write its first status.
 const START_TIMEOUT: Duration = Duration::from_secs(20);
+/// How long `start` waits for a killed runner to be reaped.
+const ZOMBIE_WAIT: Duration = Duration::from_secs(15);
 /// How long `stop` waits for the runner to finish its current file and exit.
 const STOP_TIMEOUT: Duration = Duration::from_secs(60);
 
@@ -153,6 +155,15 @@ pub fn start_runner(vd: &VolumeDir, spec: &VolumeSpec, mode: &str) -> Result<Sta
                 "a {} of volume {} is running (pid {}); see `xlfs volume rebalance {} status`, \
                  or stop it first",
                 s.mode, spec.name, s.pid, spec.name
+            )));
+        }
+        // A killed runner nobody reaped yet still has its pid, and the new runner refuses to
+        // start over a status file whose pid exists: wait until the orphan is reaped.
+        if s.pid > 0 && !procs::wait_for(ZOMBIE_WAIT, || !procs::zombie(s.pid)) {
+            return Err(CliError::Process(format!(
+                "the last runner (pid {}) is dead but not reaped yet (a zombie); try again in \
+                 a moment",
+                s.pid
             )));
         }
     }
