@@ -80,6 +80,8 @@ enum Change {
     /// add-brick: a cluster/distribute over the old brick (first child) and a second one,
     /// which runs from the start.
     Distribute,
+    /// Only the second brick, which has none of the first one's files: no fd can move.
+    Elsewhere,
 }
 
 /// Bricks, a mount through `volfile` with a control socket, and the files of both. Field
@@ -102,9 +104,14 @@ fn client(i: usize, port: u16) -> String {
 /// The client volfile before the switch (`changed` false: one protocol/client to brick 0)
 /// and after it.
 fn client_volfile(bricks: &[Brick], change: Change, changed: bool) -> String {
+    if changed && change == Change::Elsewhere {
+        let only = client(1, bricks[1].port);
+        return format!("(\n    volumes: [\n        {only}\n    ],\n)\n");
+    }
     let mut volumes = vec![client(0, bricks[0].port)];
     if changed {
         match change {
+            Change::Elsewhere => {}
             Change::Stats => volumes.push(
                 r#"(name: "vol-stats", type: "debug/io-stats", subvolumes: ["vol-client-0"]),"#
                     .into(),
@@ -129,7 +136,7 @@ impl Setup {
         let dir = tempdir();
         let mnt = dir.path().join("mnt");
         fs::create_dir_all(&mnt).expect("mkdir mnt");
-        let n = if change == Change::Distribute { 2 } else { 1 };
+        let n = if change == Change::Stats { 1 } else { 2 };
         let bricks: Vec<Brick> = (0..n)
             .map(|i| {
                 let brick_dir = dir.path().join(format!("brick{i}"));
@@ -671,4 +678,48 @@ fn concurrent_readers_on_one_fd_move_it_once() {
         !log.contains("could not move"),
         "one attempt, which succeeded (a second open of the same fd on the new graph fails):\n{log}"
     );
+}
+
+/// An fd that cannot be opened on the new graph (its file is not on the new graph's brick:
+/// ENOENT) stays on its old graph for good: its fops keep working there, one attempt only,
+/// and the old graph drops once it is closed.
+#[test]
+fn an_fd_the_new_graph_cannot_open_keeps_its_old_graph() {
+    require_fuse!();
+    let s = Setup::start(Change::Elsewhere);
+    let m = s.mnt().to_path_buf();
+    let f = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .open(m.join("only-on-brick0"))
+        .expect("create");
+    f.write_all_at(b"one", 0).expect("write");
+    let (first, _) = s.graphs();
+    s.switch();
+    assert!(
+        !m.join("only-on-brick0").exists(),
+        "the new graph does not have it"
+    );
+    f.write_all_at(b"two", 3).expect("write after the switch");
+    f.sync_all().expect("fsync after the switch");
+    drop_pages(&f);
+    let mut back = vec![0u8; 6];
+    f.read_exact_at(&mut back, 0)
+        .expect("read after the switch");
+    assert_eq!(&back, b"onetwo");
+    assert_eq!(f.metadata().expect("fstat").len(), 6);
+    assert_eq!(s.graphs().1, format!("{first} (1 fds)"));
+    let log = s.mount.log_text();
+    assert_eq!(
+        log.matches("could not move").count(),
+        1,
+        "one attempt, then the fd stays:\n{log}"
+    );
+    assert!(log.contains("ENOENT") || log.contains("ESTALE"), "{log}");
+    drop(f);
+    s.wait_older("none");
+    let brick0 = s.dir.path().join("brick0").join("only-on-brick0");
+    assert_eq!(fs::read(&brick0).expect("on brick 0"), b"onetwo");
 }
