@@ -113,8 +113,10 @@ impl Shared {
         if name.starts_with(OWN_PREFIX) {
             return Err(Errno::ENODATA);
         }
-        self.at_home(cx, gfid, |c| self.children[c].getxattr(cx, gfid, name.clone()))
-            .await
+        self.at_home(cx, gfid, |c| {
+            self.children[c].getxattr(cx, gfid, name.clone())
+        })
+        .await
     }
 
     pub async fn listxattr(&self, cx: &Ctx, gfid: Gfid) -> Result<RVec<RString>, Errno> {
@@ -136,8 +138,10 @@ impl Shared {
             .into_iter()
             .filter(|n| !n.starts_with(OWN_PREFIX))
             .collect();
-        self.at_home(cx, gfid, |c| self.children[c].getxattrs(cx, gfid, names.clone()))
-            .await
+        self.at_home(cx, gfid, |c| {
+            self.children[c].getxattrs(cx, gfid, names.clone())
+        })
+        .await
     }
 
     pub async fn fgetxattr(&self, cx: &Ctx, fd: Fd, name: RString) -> Result<Buf, Errno> {

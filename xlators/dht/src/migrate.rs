@@ -30,10 +30,10 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use xlator_api::abi_stable::std_types::{RString, ROption, RVec};
+use xlator_api::abi_stable::std_types::{ROption, RString, RVec};
 use xlator_api::{
-    Buf, CreateXattrs, Ctx, Entry, Errno, Fd, FileType, Flock, Gfid, GfidReq, Iatt, LkCmd,
-    LkOwner, LockKind, Loc, LogLevel, SetAttr, TimeSet, UnlinkExact, Xattr,
+    Buf, CreateXattrs, Ctx, Entry, Errno, Fd, FileType, Flock, Gfid, GfidReq, Iatt, LkCmd, LkOwner,
+    Loc, LockKind, LogLevel, SetAttr, TimeSet, UnlinkExact, Xattr,
 };
 
 use crate::layout::{self, LAYOUT_XATTR, Layout, Slice};
@@ -195,7 +195,11 @@ impl Shared {
                 "directory {dir}: layout fixed for {} children ({} without a range){}",
                 self.n(),
                 l.empty_children().len(),
-                if l.trusted { "" } else { ", not trusted until rebalance placed its files" }
+                if l.trusted {
+                    ""
+                } else {
+                    ", not trusted until rebalance placed its files"
+                }
             ),
         );
         Ok("fixed")
@@ -380,7 +384,16 @@ impl Shared {
         )]);
         let mcx = Ctx::builder(0, 0).ext(&GfidReq(g)).ext(&made).build();
         match self.children[d]
-            .create(&mcx, tmp.clone(), Fd { flags: dst.flags | libc::O_EXCL, ..dst }, LINK_MODE, 0)
+            .create(
+                &mcx,
+                tmp.clone(),
+                Fd {
+                    flags: dst.flags | libc::O_EXCL,
+                    ..dst
+                },
+                LINK_MODE,
+                0,
+            )
             .await
         {
             Ok(_) => {}
@@ -512,7 +525,14 @@ impl Shared {
 
     /// Copies `size` bytes from `src` on child `s` into `dst` on child `d` (all-zero chunks
     /// are left as holes), then sets `dst`'s size. The number of bytes copied.
-    async fn copy_data(&self, s: usize, d: usize, src: Fd, dst: Fd, size: u64) -> Result<u64, Errno> {
+    async fn copy_data(
+        &self,
+        s: usize,
+        d: usize,
+        src: Fd,
+        dst: Fd,
+        size: u64,
+    ) -> Result<u64, Errno> {
         let root = Ctx::root();
         let cut = SetAttr {
             size: ROption::RSome(0),
