@@ -40,14 +40,14 @@ pub fn run(ctx: &Ctx, a: Args) -> Result<u8> {
     let grown = grow(&spec, new_bricks)?;
     let others = state.others(&spec.name)?;
     super::create::check_against_others(&grown, &others)?;
-    if let Some((s, _)) = super::rebalance::read_status(&vd)? {
-        if s.alive() {
-            return Err(CliError::State(format!(
-                "a {} of volume {} is running (pid {}); the runner does not follow graph \
-                 changes: stop it first (`xlfs volume rebalance {} stop`)",
-                s.mode, spec.name, s.pid, spec.name
-            )));
-        }
+    if let Some((s, _)) = super::rebalance::read_status(&vd)?
+        && s.alive()
+    {
+        return Err(CliError::State(format!(
+            "a {} of volume {} is running (pid {}); stop it first (`xlfs volume rebalance {} \
+             stop`), add the bricks, then start it again",
+            s.mode, spec.name, s.pid, spec.name
+        )));
     }
     let names = procs::local_host_names();
     let added: Vec<usize> = (spec.bricks.len()..grown.bricks.len()).collect();
@@ -75,16 +75,14 @@ pub fn run(ctx: &Ctx, a: Args) -> Result<u8> {
     {
         write_atomic(&vd.brick_volfile(s.index), &s.volfile.to_ron())?;
     }
-    if started {
-        if let Err(e) = super::start::start_bricks(&vd, &grown, &mut run) {
-            for id in &new_ids {
-                let _ = std::fs::remove_file(vd.brick_volfile(*id));
-            }
-            return Err(CliError::Process(format!(
-                "{e}\nvolume {} is unchanged; fix that and run add-brick again",
-                spec.name
-            )));
+    if started && let Err(e) = super::start::start_bricks(&vd, &grown, &mut run) {
+        for id in &new_ids {
+            let _ = std::fs::remove_file(vd.brick_volfile(*id));
         }
+        return Err(CliError::Process(format!(
+            "{e}\nvolume {} is unchanged; fix that and run add-brick again",
+            spec.name
+        )));
     }
     vd.write(&grown, &generated)?;
     println!(

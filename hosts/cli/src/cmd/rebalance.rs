@@ -202,17 +202,17 @@ pub fn start_runner(vd: &VolumeDir, spec: &VolumeSpec, mode: &str) -> Result<Sta
     let deadline = Instant::now() + START_TIMEOUT;
     loop {
         // The runner writes the file at start: wait for one with its pid.
-        if let Ok(Some((s, _))) = read_status(vd) {
-            if s.pid == pid {
-                return Ok(s);
-            }
+        if let Ok(Some((s, _))) = read_status(vd)
+            && s.pid == pid
+        {
+            return Ok(s);
         }
         if let Ok(Some(status)) = child.try_wait() {
             // It may have finished at once (nothing to move): its status says so.
-            if let Ok(Some((s, _))) = read_status(vd) {
-                if s.pid == pid {
-                    return Ok(s);
-                }
+            if let Ok(Some((s, _))) = read_status(vd)
+                && s.pid == pid
+            {
+                return Ok(s);
             }
             return Err(CliError::Process(format!(
                 "{XLFS_REBALANCE} exited ({status}) before writing its status:\n{}",

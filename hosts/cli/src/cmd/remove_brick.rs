@@ -229,13 +229,13 @@ fn start(
     pending: &[String],
 ) -> Result<u8> {
     let resumed = if pending.is_empty() {
-        if let Some((s, _)) = read_status(vd)? {
-            if s.alive() {
-                return Err(CliError::State(format!(
-                    "a {} of volume {} is running (pid {}); stop it first",
-                    s.mode, spec.name, s.pid
-                )));
-            }
+        if let Some((s, _)) = read_status(vd)?
+            && s.alive()
+        {
+            return Err(CliError::State(format!(
+                "a {} of volume {} is running (pid {}); stop it first",
+                s.mode, spec.name, s.pid
+            )));
         }
         // A new removal: nothing of an earlier run may be resumed.
         set_aside(vd)?;
