@@ -145,6 +145,9 @@ struct Open {
     uncached: HashSet<FdId>,
     /// Every graph an fd was bound to (id, weak), for the statedump: which are still alive.
     graphs: Vec<(u64, Weak<Graph>)>,
+    /// Per file with fds through which locks were asked: per graph id, how many such fds are
+    /// bound there (so that neither `stays` nor a close has to look at every open fd).
+    lockers: HashMap<Gfid, Vec<(u64, u32)>>,
 }
 
 fn buffered(fd: &Fd) -> bool {
@@ -188,7 +191,7 @@ impl FdTable {
     pub fn insert_as(&self, fd: Fd, kernel_direct: bool, graph: Arc<Graph>) -> FileHandle {
         let mut o = self.lock();
         if let Some(old) = o.fds.remove(&fd.id) {
-            o.forget_buffered(&old.fd);
+            o.forget(&old);
         }
         if kernel_direct {
             o.uncached.insert(fd.id);
@@ -218,7 +221,7 @@ impl FdTable {
     pub fn remove(&self, fh: FileHandle) -> Option<FdUse> {
         let mut o = self.lock();
         let s = o.fds.remove(&FdId(fh.0))?;
-        o.forget_buffered(&s.fd);
+        o.forget(&s);
         Some(FdUse::new(s.fd, s.binding))
     }
 
@@ -233,19 +236,22 @@ impl FdTable {
         if s.pinned {
             return Stay::Pinned;
         }
+        let graph = s.binding.graph.id();
         let locks = s.locking
-            || o.fds.values().any(|other| {
-                other.locking
-                    && other.fd.gfid == s.fd.gfid
-                    && Arc::ptr_eq(&other.binding.graph, &s.binding.graph)
-            });
+            || (o.lockers.get(&s.fd.gfid)).is_some_and(|g| g.iter().any(|(id, _)| *id == graph));
         if locks { Stay::Locks } else { Stay::No }
     }
 
     /// Records that a lock is asked through `fh`: it stays on its graph from now on.
     pub fn mark_locking(&self, fh: FileHandle) {
-        if let Some(s) = self.lock().fds.get_mut(&FdId(fh.0)) {
+        let mut o = self.lock();
+        let Some(s) = o.fds.get_mut(&FdId(fh.0)) else {
+            return;
+        };
+        if !s.locking {
             s.locking = true;
+            let (gfid, graph) = (s.fd.gfid, s.binding.graph.id());
+            o.add_locker(gfid, graph);
         }
     }
 
@@ -253,6 +259,11 @@ impl FdTable {
     /// `graph` (their locks live on that graph's connections).
     pub fn lockers_elsewhere(&self, gfid: &Gfid, graph: &Arc<Graph>) -> Vec<FdUse> {
         let o = self.lock();
+        let elsewhere =
+            (o.lockers.get(gfid)).is_some_and(|g| g.iter().any(|(id, _)| *id != graph.id()));
+        if !elsewhere {
+            return Vec::new();
+        }
         o.fds
             .values()
             .filter(|s| s.locking && s.fd.gfid == *gfid && !Arc::ptr_eq(&s.binding.graph, graph))
@@ -272,8 +283,15 @@ impl FdTable {
     pub fn rebind(&self, fh: FileHandle, graph: Arc<Graph>) -> Option<Arc<Binding>> {
         let mut o = self.lock();
         o.note_graph(&graph);
+        let new = graph.id();
         let s = o.fds.get_mut(&FdId(fh.0))?;
-        Some(std::mem::replace(&mut s.binding, Binding::new(graph)))
+        let old = std::mem::replace(&mut s.binding, Binding::new(graph));
+        if s.locking {
+            let gfid = s.fd.gfid;
+            o.drop_locker(gfid, old.graph.id());
+            o.add_locker(gfid, new);
+        }
+        Some(old)
     }
 
     /// The lock serialising migrations of `fh`.
@@ -308,6 +326,7 @@ impl FdTable {
         let mut o = self.lock();
         o.buffered.clear();
         o.uncached.clear();
+        o.lockers.clear();
         o.fds
             .drain()
             .map(|(_, s)| FdUse::new(s.fd, s.binding))
@@ -340,6 +359,37 @@ impl FdTable {
 }
 
 impl Open {
+    /// Forgets what is counted of a slot leaving the table.
+    fn forget(&mut self, s: &Slot) {
+        self.forget_buffered(&s.fd);
+        if s.locking {
+            self.drop_locker(s.fd.gfid, s.binding.graph.id());
+        }
+    }
+
+    fn add_locker(&mut self, gfid: Gfid, graph: u64) {
+        let g = self.lockers.entry(gfid).or_default();
+        match g.iter_mut().find(|(id, _)| *id == graph) {
+            Some((_, n)) => *n += 1,
+            None => g.push((graph, 1)),
+        }
+    }
+
+    fn drop_locker(&mut self, gfid: Gfid, graph: u64) {
+        let Some(g) = self.lockers.get_mut(&gfid) else {
+            return;
+        };
+        if let Some(i) = g.iter().position(|(id, _)| *id == graph) {
+            g[i].1 -= 1;
+            if g[i].1 == 0 {
+                g.swap_remove(i);
+            }
+        }
+        if g.is_empty() {
+            self.lockers.remove(&gfid);
+        }
+    }
+
     fn forget_buffered(&mut self, fd: &Fd) {
         if self.uncached.remove(&fd.id) || !buffered(fd) {
             return;
@@ -530,6 +580,7 @@ mod tests {
         let (dir, rt) = (tempfile::tempdir().expect("tempdir"), rt());
         let _e = rt.enter();
         let (g, g2) = (graph(dir.path()), graph(dir.path()));
+        let (g_ref, g2_ref) = (g.clone(), g2.clone());
         let t = FdTable::new();
         let (file, other) = (Gfid::random(), Gfid::random());
         let locker = t.insert(t.allocate(file, libc::O_RDWR), g.clone());
@@ -556,8 +607,20 @@ mod tests {
         assert_eq!(t.stays(unrelated), Stay::No);
         t.pin(unrelated);
         assert_eq!(t.stays(unrelated), Stay::Pinned);
+        assert_eq!(
+            t.lockers_elsewhere(&file, &g2_ref).len(),
+            1,
+            "the locker on g"
+        );
+        assert!(
+            t.lockers_elsewhere(&file, &g_ref).is_empty(),
+            "none beside g"
+        );
+        t.mark_locking(locker);
         t.remove(locker);
         assert_eq!(t.stays(sibling), Stay::No, "the locking fd is closed");
+        assert!(t.lockers_elsewhere(&file, &g2_ref).is_empty());
+        assert!(t.lock().lockers.is_empty(), "no count left behind");
         assert_eq!(t.stays(FileHandle(999)), Stay::No);
     }
 }

@@ -32,13 +32,14 @@
 //!   conflicts with its own lock on the old one (EAGAIN where a local file system would
 //!   merge them). Unlocks are sent through the locking fds on other graphs too
 //!   ([`Shared::unlock_elsewhere`]).
-//! - an fd whose open on the new graph failed with ENOENT or ESTALE (the file was removed
-//!   meanwhile and its GFID is gone from the bricks the new graph reaches): it keeps using the
-//!   old graph, where the brick still has it open, so the caller sees what it saw before the
-//!   switch (an unlinked open file stays readable and writable). Any other failure (a brick
-//!   of the new graph not connected yet: ENOTCONN) also leaves the fop on the old graph, and
-//!   the next fop tries again. If the old graph's connections are gone too, the caller sees
-//!   their error (ENOTCONN), as it would have without a switch.
+//! - an fd whose open on the new graph failed for good (ENOENT or ESTALE: the file was
+//!   removed meanwhile and its GFID is gone from the bricks the new graph reaches; or any
+//!   other error but the [`transient`] ones): it keeps using the old graph, where the brick
+//!   still has it open, so the caller sees what it saw before the switch (an unlinked open
+//!   file stays readable and writable). A transient failure (a brick of the new graph not
+//!   connected yet: ENOTCONN) leaves that fop on the old graph, and the next fop tries again.
+//!   If the old graph's connections are gone too, the caller sees their error (ENOTCONN), as
+//!   it would have without a switch.
 //!
 //! Passthrough opens (the kernel reads the brick's file itself) need nothing more: the
 //! kernel's backing file is independent of any graph, and the fops that still come (fstat,
@@ -106,10 +107,20 @@ impl Shared {
                 });
                 self.fds.get(fh).ok_or(fuser::Errno::EBADF)
             }
+            Err(e) if transient(e) => {
+                // Tried again by the next fop; quietly, as that may be every fop for a while.
+                tracing::debug!(
+                    fd = fd.id.0,
+                    gfid = %fd.gfid,
+                    old_graph,
+                    new_graph,
+                    error = %e,
+                    "an open fd could not move to the current graph yet; this fop uses its old one"
+                );
+                Ok(u)
+            }
             Err(e) => {
-                if e == Errno::ENOENT || e == Errno::ESTALE {
-                    self.fds.pin(fh);
-                }
+                self.fds.pin(fh);
                 tracing::info!(
                     fd = fd.id.0,
                     gfid = %fd.gfid,
@@ -152,6 +163,16 @@ impl Shared {
             }
         }
     }
+}
+
+/// Whether a failed open on the new graph may succeed later: a brick of it not connected (yet),
+/// or busy. Anything else (ENOENT or ESTALE: the file is gone there; EACCES: a brick squashes
+/// root) would fail again on every fop.
+fn transient(e: Errno) -> bool {
+    matches!(
+        e,
+        Errno::ENOTCONN | Errno::ETIMEDOUT | Errno::EAGAIN | Errno::EINTR
+    )
 }
 
 async fn release(
