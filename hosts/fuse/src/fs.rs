@@ -1,6 +1,8 @@
 //! The `fuser::Filesystem` shim: each request is decoded on the fuser thread, then its fop
 //! runs on the tokio runtime and the task replies (fuser's reply objects are `Send`), so many
-//! requests are in flight at once. The graph (`Arc`) is held for the life of each fop.
+//! requests are in flight at once. The graph (`Arc`) is held for the life of each fop: the
+//! current one, or for a fop on an open fd the one that fd is open on (`fds.rs`), after it
+//! moved to the current one if it may (`migrate.rs`).
 
 use std::ffi::OsStr;
 use std::future::Future;
