@@ -133,6 +133,11 @@ fn client_volfile(bricks: &[Brick], change: Change, changed: bool) -> String {
 
 impl Setup {
     fn start(change: Change) -> Setup {
+        Setup::start_with(change, &[])
+    }
+
+    /// [`Setup::start`] with more mount options.
+    fn start_with(change: Change, extra: &[&str]) -> Setup {
         let dir = tempdir();
         let mnt = dir.path().join("mnt");
         fs::create_dir_all(&mnt).expect("mkdir mnt");
@@ -154,11 +159,15 @@ impl Setup {
             &mnt,
             // The migration's debug line counts how often each fd moved.
             &[
-                "--control-socket",
-                &control_arg,
-                "--log-level",
-                "info,xlfs_mount::migrate=debug",
-            ],
+                &[
+                    "--control-socket",
+                    &control_arg,
+                    "--log-level",
+                    "info,xlfs_mount::migrate=debug",
+                ],
+                extra,
+            ]
+            .concat(),
             &dir.path().join("mount.log"),
         );
         Setup {
@@ -722,4 +731,64 @@ fn an_fd_the_new_graph_cannot_open_keeps_its_old_graph() {
     s.wait_older("none");
     let brick0 = s.dir.path().join("brick0").join("only-on-brick0");
     assert_eq!(fs::read(&brick0).expect("on brick 0"), b"onetwo");
+}
+
+/// `passthrough: ... answered so far: N passing through` of the statedump.
+fn passing_through(dump: &str) -> u64 {
+    let at = dump
+        .find("answered so far: ")
+        .unwrap_or_else(|| panic!("no passthrough line:\n{dump}"));
+    dump[at + "answered so far: ".len()..]
+        .split(' ')
+        .next()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("passthrough count:\n{dump}"))
+}
+
+/// A passthrough open (the kernel reads the brick's file itself) needs nothing at a switch:
+/// reads after it return the data (also what another fd writes after the switch), fstat and
+/// close work, and the old graph drops once it is closed.
+#[test]
+fn a_passthrough_reader_keeps_reading_across_a_switch() {
+    require_fuse!();
+    let s = Setup::start_with(Change::Stats, &["--passthrough"]);
+    if !s.mount.log_text().contains("FUSE passthrough on") {
+        println!("SKIPPED: the kernel does not offer FUSE passthrough");
+        return;
+    }
+    let m = s.mnt().to_path_buf();
+    let data = pattern(1 << 20, 77);
+    fs::write(m.join("pt"), &data).expect("write");
+    let r = File::open(m.join("pt")).expect("open for reading");
+    let mut head = vec![0u8; 4096];
+    r.read_exact_at(&mut head, 0).expect("read before");
+    assert_eq!(head, data[..4096]);
+    assert!(
+        passing_through(&s.statedump()) >= 1,
+        "the reader passes through (the brick is on this machine, over its Unix socket):\n{}",
+        s.statedump()
+    );
+    let (first, _) = s.graphs();
+    s.switch();
+    let mut all = vec![0u8; data.len()];
+    r.read_exact_at(&mut all, 0).expect("read after the switch");
+    assert!(
+        all == data,
+        "the passthrough reader's data after the switch"
+    );
+    // A write through a new fd (new graph) is seen by the passthrough reader: one file.
+    let w = OpenOptions::new()
+        .write(true)
+        .open(m.join("pt"))
+        .expect("open for writing");
+    w.write_all_at(b"NEW", 100).expect("write after the switch");
+    drop(w);
+    let mut three = [0u8; 3];
+    r.read_exact_at(&mut three, 100)
+        .expect("read the new bytes");
+    assert_eq!(&three, b"NEW");
+    assert_eq!(r.metadata().expect("fstat").len(), data.len() as u64);
+    drop(r);
+    s.wait_older("none");
+    assert_ne!(first, s.graphs().0);
 }
