@@ -10,7 +10,12 @@
 //!   on their hashed child still look everywhere, so the file is found).
 //! - A directory with a failure (fix-layout, listing, a file, commit) is not recorded as done,
 //!   so the next start retries it; skipped files do not prevent it (their reasons are
-//!   answers: hard links, locks...), they only prevent the commit.
+//!   answers: hard links, not a file...), they only prevent the commit.
+//! - Files skipped for a reason that may pass ([`TRANSIENT_SKIPS`]: a migration in flight or
+//!   interrupted by a crash, POSIX locks, a file being written) are retried after the crawl,
+//!   in rounds after a pause; their directory is recorded as done (and committed, when all
+//!   settled and nothing else was skipped) only then, so a stop or crash meanwhile leaves it
+//!   to the next start.
 //! - At most `parallel` migrations are in flight; a stop request lets them finish (and
 //!   counts them) and sends no more ("finish the current file").
 //! - Each name of a listing is sent once even if it shows twice (a file moved from a child
@@ -20,6 +25,7 @@
 use std::collections::{HashSet, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
 
 use futures::StreamExt as _;
 use futures::stream::FuturesUnordered;
@@ -70,8 +76,30 @@ enum DirEnd {
 enum FileEnd {
     /// In place, moved or vanished.
     Settled,
-    Skipped,
+    /// Skipped; with the entry when the reason may go away (retried after the crawl).
+    Skipped(Option<DirEntry>),
     Failed,
+    Fatal(String),
+}
+
+/// Skip reasons that may go away by themselves: a migration in flight or interrupted, POSIX
+/// locks held, a file written meanwhile.
+pub const TRANSIENT_SKIPS: [&str; 3] = ["busy", "locked", "changing"];
+
+/// A directory whose only obstacle to its commit is files skipped for a transient reason.
+struct Pending {
+    dir: Gfid,
+    path: String,
+    files: Vec<DirEntry>,
+    /// Whether the layout is committed once they settle (no permanent skip in it).
+    commit: bool,
+}
+
+/// How a retry of one pending directory ended.
+enum RetryEnd {
+    Done,
+    Again(Pending),
+    Stopped,
     Fatal(String),
 }
 
@@ -79,6 +107,10 @@ enum FileEnd {
 #[derive(Default)]
 struct Tally {
     skipped: bool,
+    /// A skip for a reason that stays (hard links, not a file...).
+    permanent: bool,
+    /// Files skipped for a transient reason.
+    retry: Vec<DirEntry>,
     failed: bool,
     fatal: Option<String>,
 }
@@ -87,7 +119,13 @@ impl Tally {
     fn note(&mut self, end: FileEnd) {
         match end {
             FileEnd::Settled => {}
-            FileEnd::Skipped => self.skipped = true,
+            FileEnd::Skipped(again) => {
+                self.skipped = true;
+                match again {
+                    Some(e) => self.retry.push(e),
+                    None => self.permanent = true,
+                }
+            }
             FileEnd::Failed => self.failed = true,
             FileEnd::Fatal(e) => {
                 self.failed = true;
@@ -97,11 +135,22 @@ impl Tally {
     }
 }
 
+/// How often and how late transient skips are retried.
+#[derive(Clone, Copy, Debug)]
+pub struct Retry {
+    /// Retry rounds after the crawl (0: none).
+    pub rounds: u32,
+    /// The pause before each round.
+    pub delay: Duration,
+}
+
 pub struct Crawler {
     target: Arc<dyn Target>,
     book: Arc<Mutex<Book>>,
     stop: Stop,
     parallel: usize,
+    retry: Retry,
+    pending: Mutex<Vec<Pending>>,
     cx: Ctx,
     next_fd: AtomicU64,
 }
@@ -124,12 +173,15 @@ impl Crawler {
         book: Arc<Mutex<Book>>,
         stop: Stop,
         parallel: usize,
+        retry: Retry,
     ) -> Crawler {
         Crawler {
             target,
             book,
             stop,
             parallel: parallel.max(1),
+            retry,
+            pending: Mutex::new(Vec::new()),
             cx: Ctx::builder(0, 0).pid(std::process::id()).build(),
             // Hosts number their fds from 1 (translators' own are above 2^62).
             next_fd: AtomicU64::new(1),
@@ -138,6 +190,10 @@ impl Crawler {
 
     fn book(&self) -> MutexGuard<'_, Book> {
         self.book.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn pending(&self) -> MutexGuard<'_, Vec<Pending>> {
+        self.pending.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     fn fail(&self, msg: String) {
@@ -192,7 +248,141 @@ impl Crawler {
                 DirEnd::Fatal(e) => return Outcome::Fatal(e),
             }
         }
+        self.retry_pass().await
+    }
+
+    /// Sleeps `d`, waking early (false) when a stop is requested.
+    async fn pause(&self, d: Duration) -> bool {
+        let end = tokio::time::Instant::now() + d;
+        loop {
+            if self.stop.is_requested() {
+                return false;
+            }
+            let now = tokio::time::Instant::now();
+            if now >= end {
+                return true;
+            }
+            tokio::time::sleep((end - now).min(Duration::from_millis(100))).await;
+        }
+    }
+
+    /// Retries the files skipped for transient reasons, in rounds after a pause, committing
+    /// each directory once all its files settled; after the last round the directories
+    /// left are done, uncommitted. A stop leaves them out of `done_dirs` (a resume redoes
+    /// them).
+    async fn retry_pass(&self) -> Outcome {
+        for round in 1..=self.retry.rounds {
+            let pending = std::mem::take(&mut *self.pending());
+            if pending.is_empty() {
+                return Outcome::Finished;
+            }
+            let files: usize = pending.iter().map(|p| p.files.len()).sum();
+            tracing::info!(
+                "{files} files of {} directories were skipped for a reason that may pass; \
+                 retrying them in {:?} (round {round} of {})",
+                pending.len(),
+                self.retry.delay,
+                self.retry.rounds
+            );
+            if !self.pause(self.retry.delay).await {
+                return Outcome::Stopped;
+            }
+            let mut again = Vec::new();
+            for p in pending {
+                match self.retry_dir(p).await {
+                    RetryEnd::Done => {}
+                    RetryEnd::Again(p) => again.push(p),
+                    RetryEnd::Stopped => return Outcome::Stopped,
+                    RetryEnd::Fatal(e) => return Outcome::Fatal(e),
+                }
+            }
+            *self.pending() = again;
+        }
+        for p in std::mem::take(&mut *self.pending()) {
+            tracing::info!(
+                "directory {} ({}): {} files stayed skipped; its layout stays untrusted",
+                p.path,
+                p.dir,
+                p.files.len()
+            );
+            self.book().finish_dir(p.dir);
+        }
         Outcome::Finished
+    }
+
+    async fn retry_dir(&self, p: Pending) -> RetryEnd {
+        let what = format!("directory {} ({})", p.path, p.dir);
+        let top = self.target.top();
+        let mut inflight = FuturesUnordered::new();
+        let mut t = Tally::default();
+        let mut stopped = false;
+        for e in p.files {
+            while inflight.len() >= self.parallel {
+                if let Some(end) = inflight.next().await {
+                    t.note(end);
+                }
+            }
+            if t.fatal.is_some() {
+                break;
+            }
+            if self.stop.is_requested() {
+                stopped = true;
+                break;
+            }
+            inflight.push(self.migrate(&top, p.dir, &p.path, e, true));
+        }
+        while let Some(end) = inflight.next().await {
+            t.note(end);
+        }
+        drop(inflight);
+        if let Some(e) = t.fatal {
+            return RetryEnd::Fatal(e);
+        }
+        if stopped {
+            return RetryEnd::Stopped;
+        }
+        if t.failed {
+            // Not done: the next start redoes the directory.
+            return RetryEnd::Done;
+        }
+        let commit = p.commit && !t.permanent;
+        if !t.retry.is_empty() {
+            return RetryEnd::Again(Pending {
+                files: t.retry,
+                commit,
+                ..p
+            });
+        }
+        if commit {
+            match self.commit(&top, p.dir, &what).await {
+                DirEnd::Next => {}
+                DirEnd::Stopped => return RetryEnd::Stopped,
+                DirEnd::Fatal(e) => return RetryEnd::Fatal(e),
+            }
+        } else {
+            self.book().finish_dir(p.dir);
+        }
+        RetryEnd::Done
+    }
+
+    /// Sends commit-layout for `dir` and, unless it failed or the directory went, records
+    /// it as done.
+    async fn commit(&self, top: &Subvol, dir: Gfid, what: &str) -> DirEnd {
+        let r = top.getxattr(&self.cx, dir, dht::COMMIT_LAYOUT.into()).await;
+        match dht::commit_layout(what, r) {
+            Reply::Ok(trusted) => tracing::debug!(trusted, "{what}: layout committed"),
+            Reply::Vanished => {
+                tracing::info!("{what} went away before its layout was committed");
+                return DirEnd::Next;
+            }
+            Reply::Failed(e) => {
+                self.fail(e);
+                return DirEnd::Next;
+            }
+            Reply::Fatal(e) => return DirEnd::Fatal(self.fatal(e)),
+        }
+        self.book().finish_dir(dir);
+        DirEnd::Next
     }
 
     async fn directory(
@@ -296,7 +486,7 @@ impl Crawler {
                     stopped = true;
                     break 'list;
                 }
-                inflight.push(self.migrate(top, dir, path, e));
+                inflight.push(self.migrate(top, dir, path, e, false));
             }
         }
         while let Some(end) = inflight.next().await {
@@ -315,29 +505,35 @@ impl Crawler {
         if done || t.failed {
             return DirEnd::Next;
         }
-        if !t.skipped {
-            let r = top.getxattr(&self.cx, dir, dht::COMMIT_LAYOUT.into()).await;
-            match dht::commit_layout(&what, r) {
-                Reply::Ok(trusted) => tracing::debug!(trusted, "{what}: layout committed"),
-                Reply::Vanished => {
-                    tracing::info!("{what} went away before its layout was committed");
-                    return DirEnd::Next;
-                }
-                Reply::Failed(e) => {
-                    self.fail(e);
-                    return DirEnd::Next;
-                }
-                Reply::Fatal(e) => return DirEnd::Fatal(self.fatal(e)),
-            }
-        } else {
-            tracing::info!("{what}: files were skipped, its layout stays untrusted");
+        if !t.retry.is_empty() {
+            // Done (and committed, when nothing else was skipped) after the retries.
+            self.pending().push(Pending {
+                dir,
+                path: path.to_owned(),
+                files: t.retry,
+                commit: !t.permanent,
+            });
+            return DirEnd::Next;
         }
-        self.book().finish_dir(dir);
-        DirEnd::Next
+        if t.skipped {
+            tracing::info!("{what}: files were skipped, its layout stays untrusted");
+            self.book().finish_dir(dir);
+            return DirEnd::Next;
+        }
+        self.commit(top, dir, &what).await
     }
 
-    /// Sends the migrate of `e` (in `dir`) and counts its answer.
-    async fn migrate(&self, top: &Subvol, dir: Gfid, path: &str, e: DirEntry) -> FileEnd {
+    /// Sends the migrate of `e` (in `dir`) and counts its answer. A `retry` of a file
+    /// counted as skipped is not scanned again, and leaves `files_skipped` unless it is
+    /// skipped again.
+    async fn migrate(
+        &self,
+        top: &Subvol,
+        dir: Gfid,
+        path: &str,
+        e: DirEntry,
+        retry: bool,
+    ) -> FileEnd {
         let name = dht::migrate_name(dir, &e.name);
         let what = format!("{} ({})", child_path(path, &e.name), e.attr.gfid);
         let r = top
@@ -345,22 +541,28 @@ impl Crawler {
             .await;
         let reply = dht::migrate(&name, &what, r);
         let mut book = self.book();
-        book.status.files_scanned += 1;
+        let s = &mut book.status;
+        if retry {
+            s.files_skipped = s.files_skipped.saturating_sub(1);
+        } else {
+            s.files_scanned += 1;
+        }
         match reply {
             Reply::Ok(Migrated::InPlace) => FileEnd::Settled,
             Reply::Ok(Migrated::Moved(n)) => {
-                book.status.files_moved += 1;
-                book.status.bytes_moved += n;
+                s.files_moved += 1;
+                s.bytes_moved += n;
                 tracing::debug!(bytes = n, "moved {what}");
                 FileEnd::Settled
             }
             Reply::Ok(Migrated::Skipped(why)) => {
-                book.status.files_skipped += 1;
+                s.files_skipped += 1;
                 tracing::info!("{what} skipped: {why}");
-                FileEnd::Skipped
+                let transient = TRANSIENT_SKIPS.contains(&why.as_str());
+                FileEnd::Skipped(transient.then_some(e))
             }
             Reply::Vanished => {
-                book.status.files_vanished += 1;
+                s.files_vanished += 1;
                 FileEnd::Settled
             }
             Reply::Failed(msg) => {

@@ -48,16 +48,25 @@ pub struct Config {
     pub status_every: Duration,
     /// How often a progress line is logged.
     pub log_every: Duration,
+    /// Retries of files skipped for a transient reason.
+    pub retry: crawl::Retry,
 }
 
 impl Config {
-    /// Defaults: 4 files at once, the status file every second, a log line every 10 s.
+    /// Defaults: 4 files at once, the status file every second, a log line every 10 s,
+    /// transient skips retried 3 times, 10 s apart (longer than storage/posix keeps a removed
+    /// file's GFID, `unlinked-grace` 5 s, which makes a move interrupted by a crash answer
+    /// `busy` for that long).
     pub fn new(status_path: PathBuf) -> Config {
         Config {
             status_path,
             parallel: 4,
             status_every: Duration::from_secs(1),
             log_every: Duration::from_secs(10),
+            retry: crawl::Retry {
+                rounds: 3,
+                delay: Duration::from_secs(10),
+            },
         }
     }
 }
@@ -112,7 +121,7 @@ pub async fn run(
             }
         })
     };
-    let crawler = crawl::Crawler::new(target, book.clone(), stop, cfg.parallel);
+    let crawler = crawl::Crawler::new(target, book.clone(), stop, cfg.parallel, cfg.retry);
     let outcome = crawler.run().await;
     ticker.abort();
     let _ = ticker.await;

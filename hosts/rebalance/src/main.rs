@@ -41,6 +41,8 @@ use xlfs_protocol as _;
   3. when no file was skipped or failed, getxattr(dir, \"xlfs.dht.commit-layout\"): the layout
      is trusted again (lookups of missing names cost one round trip);
   4. the directory's GFID goes into done_dirs.
+  Files skipped as busy, locked or changing are retried after the crawl (--retries rounds,
+  --retry-delay apart); their directory is done, and committed, once they settle.
 
 Status file (--status, JSON, rewritten atomically every second and at the end):
   version, mode, state (running|completed|stopped|failed), pid, started, updated,
@@ -107,6 +109,15 @@ struct Cli {
     #[arg(long, value_name = "N", default_value_t = 4,
           value_parser = clap::value_parser!(u16).range(1..=256))]
     parallel: u16,
+
+    /// Files skipped for a reason that may pass (busy, locked, changing) are retried after
+    /// the crawl, up to this many rounds; their directories are committed once they settle.
+    #[arg(long, value_name = "N", default_value_t = 3)]
+    retries: u32,
+
+    /// The pause before each retry round.
+    #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = xlator_api::parse_duration)]
+    retry_delay: Duration,
 
     /// Start a new run even if the status file holds an unfinished one (or cannot be read).
     #[arg(long)]
@@ -293,6 +304,10 @@ fn run(cli: Cli) -> Result<State, String> {
 
     let cfg = Config {
         parallel: usize::from(cli.parallel),
+        retry: xlfs_rebalance::crawl::Retry {
+            rounds: cli.retries,
+            delay: cli.retry_delay,
+        },
         ..Config::new(cli.status.clone())
     };
     let stop = Stop::new();

@@ -3,7 +3,7 @@
 //! the counting, that a skipped or failed file keeps its directory uncommitted, the bound on
 //! migrations in flight, stop + restart and crash + restart resuming without resending done
 //! directories, loud failure against a distribute that does not know the xattrs, and a
-//! restart from the root when the bricks change.
+//! restart from the root when the bricks change, and the retries of transient skips.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -13,6 +13,7 @@ use std::time::Duration;
 
 use xlator_api::abi_stable::std_types::RString;
 use xlator_api::{Buf, Ctx, Errno, Gfid, Init, Loc, Subvol, Translator};
+use xlfs_rebalance::crawl::Retry;
 use xlfs_rebalance::dht::{COMMIT_LAYOUT, FIX_LAYOUT, MIGRATE_PREFIX};
 use xlfs_rebalance::status::{self, Begin, Mode, State, Status};
 use xlfs_rebalance::{Config, Stop, Target, run};
@@ -250,6 +251,10 @@ fn cfg(v: &Vol, parallel: usize) -> Config {
     Config {
         parallel,
         status_every: Duration::from_millis(20),
+        retry: Retry {
+            rounds: 3,
+            delay: Duration::from_millis(10),
+        },
         ..Config::new(v.status.clone())
     }
 }
@@ -307,7 +312,7 @@ async fn crawls_breadth_first_counts_every_answer_and_commits_only_clean_directo
             ("migrate a", Ok("moved 100")),
             ("migrate x", Ok("moved 5")),
             ("migrate s", Ok("skipped not-a-file")),
-            ("migrate y", Ok("skipped busy")),
+            ("migrate y", Ok("skipped hard-links")),
             ("migrate z", Err(Errno::ENOENT)),
             ("fix /d1", Ok("unchanged")),
         ]),
@@ -704,4 +709,128 @@ async fn progress_is_in_the_status_file_while_the_run_goes() {
     assert_eq!(mid.finished, None);
     let (end, _) = runner.await.expect("join");
     assert_eq!((end.state, end.files_scanned), (State::Completed, 3));
+}
+
+/// Answers `skipped <why>` to the migrate of `name` its first `times` times, then in-place.
+fn skip_first(name: &'static str, why: &'static str, times: usize) -> Answer {
+    let seen = AtomicUsize::new(0);
+    Box::new(move |c| match c {
+        Call::Migrate { name: n, .. }
+            if n == name && seen.fetch_add(1, Ordering::SeqCst) < times =>
+        {
+            Ok(format!("skipped {why}"))
+        }
+        _ => answers(&[])(c),
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_transient_skip_is_retried_after_the_crawl_then_its_directory_committed() {
+    let v = volume(
+        "retry",
+        &["/d1/", "/d2/", "/d1/x", "/d1/w", "/d2/y"],
+        skip_first("x", "busy", 2),
+        Duration::ZERO,
+    )
+    .await;
+    let (end, _) = start(Arc::new(v.top.clone()), &cfg(&v, 1), Stop::new()).await;
+    assert_eq!(
+        v.script.trace(),
+        s(&[
+            "fix /",
+            "commit /",
+            "fix /d1",
+            "migrate /d1/x",
+            "migrate /d1/w",
+            "fix /d2",
+            "migrate /d2/y",
+            "commit /d2",
+            // Retry rounds: busy once more, then in place, then the commit.
+            "migrate /d1/x",
+            "migrate /d1/x",
+            "commit /d1",
+        ])
+    );
+    assert_eq!(end.state, State::Completed);
+    // Scanned once each; no longer skipped.
+    assert_eq!((end.files_scanned, end.files_skipped), (3, 0));
+    let g = |p: &str| v.gfids[p].to_string();
+    assert_eq!(end.done_dirs, vec![g("/"), g("/d2"), g("/d1")]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn retries_end_after_their_rounds_and_permanent_skips_are_not_retried() {
+    let v = volume(
+        "retry-rounds",
+        &["/d1/", "/d1/x", "/d1/h"],
+        Box::new(|c| match c {
+            Call::Migrate { name, .. } if name == "x" => Ok("skipped locked".into()),
+            Call::Migrate { name, .. } if name == "h" => Ok("skipped hard-links".into()),
+            _ => answers(&[])(c),
+        }),
+        Duration::ZERO,
+    )
+    .await;
+    let (end, _) = start(Arc::new(v.top.clone()), &cfg(&v, 2), Stop::new()).await;
+    let trace = v.script.trace();
+    assert_eq!(
+        trace.iter().filter(|c| *c == "migrate /d1/x").count(),
+        4,
+        "{trace:?}"
+    );
+    assert_eq!(
+        trace.iter().filter(|c| *c == "migrate /d1/h").count(),
+        1,
+        "{trace:?}"
+    );
+    assert!(!trace.contains(&"commit /d1".to_owned()), "{trace:?}");
+    assert_eq!(end.state, State::Completed);
+    assert_eq!((end.files_scanned, end.files_skipped), (2, 2));
+    // Done (uncommitted) once the rounds are over.
+    assert_eq!(end.done_dirs.len(), 2);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stop_during_the_retries_leaves_the_directory_to_the_next_start() {
+    let v = volume(
+        "retry-stop",
+        &["/d1/", "/d1/x"],
+        skip_first("x", "busy", 1),
+        Duration::ZERO,
+    )
+    .await;
+    let target: Arc<dyn Target> = Arc::new(v.top.clone());
+    let stop = Stop::new();
+    let mut c = cfg(&v, 1);
+    c.retry.delay = Duration::from_secs(30);
+    let s2 = stop.clone();
+    let path = v.status.clone();
+    // Stop once the crawl is over and the retry pause began (the status file shows x).
+    tokio::spawn(async move {
+        loop {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+            if let Ok(Some(s)) = status::load(&path)
+                && s.files_skipped == 1
+            {
+                s2.request();
+                return;
+            }
+        }
+    });
+    let t = std::time::Instant::now();
+    let (end, _) = start(target.clone(), &c, stop).await;
+    assert!(
+        t.elapsed() < Duration::from_secs(10),
+        "the pause did not end on the stop"
+    );
+    assert_eq!(end.state, State::Stopped);
+    assert_eq!(end.done_dirs, vec![Gfid::ROOT.to_string()]);
+
+    v.script.calls.lock().expect("calls").clear();
+    let (end, _) = start(target, &cfg(&v, 1), Stop::new()).await;
+    assert_eq!(
+        v.script.trace(),
+        s(&["fix /d1", "migrate /d1/x", "commit /d1"])
+    );
+    assert_eq!((end.state, end.done_dirs.len()), (State::Completed, 2));
 }

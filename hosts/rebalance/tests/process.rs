@@ -1,7 +1,8 @@
 //! The binary over real bricks (storage/posix directories, features/locks on each for the
 //! migration barrier): a distribute 2 volume filled
 //! with 3,000 files in 30 directories gets a third brick; `xlfs-rebalance` is stopped with
-//! SIGTERM mid-run (exit 0, state stopped), started again (it resumes and completes), and
+//! SIGTERM mid-run (exit 0, state stopped), started again and killed with SIGKILL halfway
+//! (state running, a dead pid), started again (it resumes and completes), and
 //! then every file is readable with its bytes, on the brick its name hashes to, with no link
 //! file left. Prints the rate the run reported.
 
@@ -243,14 +244,36 @@ fn stopped_by_sigterm_resumed_and_completed_over_posix_bricks() {
     assert!(stopped.done_dirs.len() < DIRS + 1, "{stopped:?}");
     assert!(log1.contains("SIGTERM"), "{log1}");
 
-    // Started again: resumes and completes.
+    // Started again, then killed with SIGKILL halfway: the file says running, pid dead.
     let mut r = start(&vol3, &status_path, &root.join("run2.log"));
+    let t = Instant::now();
+    loop {
+        if let Ok(Some(s)) = status::load(&status_path)
+            && s.state == State::Running
+            && s.files_scanned > stopped.files_scanned + 300
+        {
+            break;
+        }
+        assert!(t.elapsed() < Duration::from_secs(60), "no progress to kill");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let pid = r.0.id();
+    // SAFETY: kill(2) on our own child's pid.
+    assert_eq!(unsafe { libc::kill(pid as i32, libc::SIGKILL) }, 0);
+    wait(&mut r, Duration::from_secs(10));
+    let crashed = status::load(&status_path).expect("load").expect("status");
+    assert_eq!((crashed.state, crashed.pid), (State::Running, pid));
+    assert!(crashed.done_dirs.len() < DIRS + 1, "{crashed:?}");
+    assert!(crashed.done_dirs.len() >= stopped.done_dirs.len());
+
+    // Started again: resumes and completes.
+    let mut r = start(&vol3, &status_path, &root.join("run3.log"));
     let code = wait(&mut r, Duration::from_secs(300));
-    let log2 = std::fs::read_to_string(root.join("run2.log")).expect("log");
-    assert_eq!(code, 0, "{log2}");
-    assert!(log2.contains("resumed"), "{log2}");
+    let log3 = std::fs::read_to_string(root.join("run3.log")).expect("log");
+    assert_eq!(code, 0, "{log3}");
+    assert!(log3.contains("resumed (it was Running)"), "{log3}");
     let end = status::load(&status_path).expect("load").expect("status");
-    assert_eq!(end.state, State::Completed, "{log2}");
+    assert_eq!(end.state, State::Completed, "{log3}");
     assert_eq!((end.failures, end.files_skipped), (0, 0), "{end:?}");
     assert_eq!(end.done_dirs.len(), DIRS + 1);
     assert!(end.files_scanned >= (DIRS * FILES) as u64, "{end:?}");
@@ -258,14 +281,17 @@ fn stopped_by_sigterm_resumed_and_completed_over_posix_bricks() {
     assert_eq!(end.started, stopped.started);
     println!(
         "rebalance over posix bricks (debug build, --parallel 2): {} files scanned, {} moved, \
-         {} bytes; second run {:.1} files/s, {:.3} MB/s; stopped run had {} files, {} dirs",
+         {} bytes; last run {:.1} files/s, {:.3} MB/s; stopped at {} files, {} dirs; killed at \
+         {} files, {} dirs",
         end.files_scanned,
         end.files_moved,
         end.bytes_moved,
         end.rate_files_per_s,
         end.rate_bytes_per_s / 1e6,
         stopped.files_scanned,
-        stopped.done_dirs.len()
+        stopped.done_dirs.len(),
+        crashed.files_scanned,
+        crashed.done_dirs.len()
     );
 
     // Every file on its hashed brick with its bytes, no link file.
