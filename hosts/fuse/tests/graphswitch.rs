@@ -347,18 +347,26 @@ fn names(n: usize) -> Vec<String> {
 #[test]
 fn open_files_and_a_listing_keep_working_across_a_graph_switch() {
     require_fuse!();
-    open_files_and_a_listing(Change::Stats);
+    open_files_and_a_listing(Change::Stats, &[]);
+}
+
+/// The same with the kernel's writeback cache (writes reach the mount later, through any
+/// writable fd of the file, and at fsync/close).
+#[test]
+fn open_files_and_a_listing_keep_working_across_a_switch_with_the_writeback_cache() {
+    require_fuse!();
+    open_files_and_a_listing(Change::Stats, &["--writeback-cache"]);
 }
 
 /// The same across add-brick: one brick, then a distribute over it and a new one.
 #[test]
 fn open_files_and_a_listing_keep_working_across_add_brick() {
     require_fuse!();
-    open_files_and_a_listing(Change::Distribute);
+    open_files_and_a_listing(Change::Distribute, &[]);
 }
 
-fn open_files_and_a_listing(change: Change) {
-    let s = Setup::start(change);
+fn open_files_and_a_listing(change: Change, extra: &[&str]) {
+    let s = Setup::start_with(change, extra);
     let m = s.mnt().to_path_buf();
     let data = pattern(256 << 10, 23);
     fs::write(m.join("r"), &data).expect("write r");
