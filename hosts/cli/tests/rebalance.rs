@@ -4,6 +4,7 @@
 //! and `xlfs-rebalance` next to `xlfs` (`cargo build --workspace`). Without them the tests
 //! say why and pass, unless `XLFS_E2E_REQUIRE=1`.
 //!
+//! `XLFS_KEEP_TEST_DIR=1` keeps each test's bricks, state and logs for a look after a failure.
 //! `XLFS_REBALANCE_FILES` sizes the process tests (files in up to 100 directories; default
 //! 10000 for the test with a writer, 3000 for the killed-and-resumed run).
 
@@ -44,6 +45,21 @@ fn text(o: &Output) -> String {
         String::from_utf8_lossy(&o.stdout),
         String::from_utf8_lossy(&o.stderr)
     )
+}
+
+/// A scratch directory; kept (bricks, state, logs) when `XLFS_KEEP_TEST_DIR=1`, to look at
+/// a failure (the processes are stopped either way).
+fn scratch_dir() -> tempfile::TempDir {
+    let keep = std::env::var_os("XLFS_KEEP_TEST_DIR").is_some_and(|v| v == "1");
+    let dir = tempfile::Builder::new()
+        .prefix("xlfs-rebalance-test.")
+        .disable_cleanup(keep)
+        .tempdir()
+        .expect("tempdir");
+    if keep {
+        eprintln!("keeping {}", dir.path().display());
+    }
+    dir
 }
 
 /// Skips unless xlfs-rebalance is built too.
@@ -316,7 +332,7 @@ fn add_brick_grows_a_mounted_distribute_2_and_the_mount_follows() {
     if skip_all("add_brick_grows_a_mounted_distribute_2_and_the_mount_follows") {
         return;
     }
-    let tmp = tempfile::tempdir().expect("tempdir");
+    let tmp = scratch_dir();
     let v = Vol::new(tmp.path(), "grow", 1);
     v.create_start_mount(2, 1);
     let mnt = v.mnt(0);
@@ -502,7 +518,7 @@ fn rebalance_after_add_brick_with_a_writer_moves_every_file_once() {
     }
     let t0 = Instant::now();
     let n_files = file_count(10_000);
-    let tmp = tempfile::tempdir().expect("tempdir");
+    let tmp = scratch_dir();
     let (v, files) = filled(tmp.path(), "reb", n_files);
     let (a, b) = (v.mnt(0), v.mnt(1));
     add_two(&v, 2);
@@ -566,7 +582,7 @@ fn a_rebalance_killed_halfway_resumes_and_finishes() {
     }
     let t0 = Instant::now();
     let n_files = file_count(3_000);
-    let tmp = tempfile::tempdir().expect("tempdir");
+    let tmp = scratch_dir();
     let (v, files) = filled(tmp.path(), "kill", n_files);
     add_two(&v, 2);
     ok(&v.vol("rebalance", &["start"]));
@@ -634,7 +650,7 @@ fn remove_brick_moves_the_files_off_then_commit_takes_it_out() {
     if skip_all("remove_brick_moves_the_files_off_then_commit_takes_it_out") {
         return;
     }
-    let tmp = tempfile::tempdir().expect("tempdir");
+    let tmp = scratch_dir();
     let v = Vol::new(tmp.path(), "shrink", 1);
     v.create_start_mount(3, 1);
     let mnt = v.mnt(0);
