@@ -122,3 +122,41 @@ fn help_has_examples_and_exit_codes() {
             .contains("--replica 2")
     );
 }
+
+#[test]
+fn add_brick_rebalance_remove_brick() {
+    let cli = parse(&["volume", "add-brick", "gv0", "/b2", "h3:/b"]).expect("parses");
+    let Command::Volume(VolumeCommand::AddBrick(a)) = cli.command else {
+        panic!("not add-brick")
+    };
+    assert_eq!(a.bricks, ["/b2", "h3:/b"]);
+    assert!(
+        parse(&["volume", "add-brick", "gv0"]).is_err(),
+        "a brick is required"
+    );
+
+    let cli = parse(&["volume", "rebalance", "gv0", "status", "--json"]).expect("parses");
+    let Command::Volume(VolumeCommand::Rebalance(a)) = cli.command else {
+        panic!("not rebalance")
+    };
+    assert_eq!(a.action, crate::cmd::rebalance::Action::Status);
+    assert!(a.json);
+    assert!(parse(&["volume", "rebalance", "gv0", "go"]).is_err());
+
+    let cli = parse(&[
+        "volume",
+        "remove-brick",
+        "gv0",
+        "/b2",
+        "/b3",
+        "commit",
+        "--force",
+    ])
+    .expect("parses");
+    let Command::Volume(VolumeCommand::RemoveBrick(a)) = cli.command else {
+        panic!("not remove-brick")
+    };
+    assert_eq!(a.words, ["/b2", "/b3", "commit"]);
+    assert!(a.force);
+    assert!(parse(&["volume", "remove-brick", "gv0"]).is_err());
+}
