@@ -604,6 +604,8 @@ async fn read_loop(
     let spin = Backoff::default();
     // Whether the last request came while the client had nothing else in flight.
     let mut last_alone = false;
+    // What a reply may carry (`max-read`, the frame limits): see `bounds`.
+    let read_cap = super::bounds::read_cap(shared.max_read, peer_max);
     loop {
         if last_alone {
             wait_for_next(reader, shared, &spin);
@@ -624,8 +626,12 @@ async fn read_loop(
                 call.req.restore_payload(&mut payloads)?;
                 // The ids it runs as: a local peer's own, squashed as configured.
                 identity::apply(&mut call.ctx, ids, &shared.squash);
-                if let Err(e) = call.ctx.check_ext() {
-                    // Over the extension limits: refused, the connection stays.
+                if let Err(e) = call
+                    .ctx
+                    .check_ext()
+                    .and_then(|()| super::bounds::apply(&mut call.req, read_cap))
+                {
+                    // Over the extension or size limits: refused, the connection stays.
                     if !reply_now(tx, call.id, Err(e), peer_max).await {
                         return Ok("disconnected");
                     }

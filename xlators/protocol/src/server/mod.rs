@@ -4,6 +4,7 @@
 //! pass through to the child.
 
 mod auth;
+mod bounds;
 mod conn;
 mod identity;
 mod options;
@@ -76,6 +77,8 @@ struct Shared {
     /// `root-squash`, `all-squash`, `anonuid`, `anongid` (see [`identity`]).
     squash: identity::Squash,
     max_frame: usize,
+    /// `max-read` (bytes): see [`bounds`].
+    max_read: usize,
     max_inflight: usize,
     /// Held while a connection's reader runs a fop itself (see `conn::read_loop`): one at a
     /// time, so the other runtime threads keep serving the network while it blocks.
@@ -432,6 +435,7 @@ impl Server {
             }),
             squash: identity::Squash::new(o.root_squash, o.all_squash, o.anonuid, o.anongid),
             max_frame: o.max_write as usize + HEADER_ROOM,
+            max_read: usize::try_from(o.max_read).unwrap_or(usize::MAX),
             max_inflight: o.max_inflight_per_connection as usize,
             inline_busy: AtomicBool::new(false),
             request_spin_us: AtomicU64::new(o.request_spin.as_micros() as u64),

@@ -64,7 +64,14 @@ impl Raw {
             .await
             .expect("read")
             .expect("a frame");
-        wire::decode::<ServerMsg>(body).expect("decode").0
+        let (mut msg, mut payloads) = wire::decode::<ServerMsg>(body).expect("decode");
+        // A reply's data (readv bytes) travels after the header: put it back.
+        if let ServerMsg::Reply(r) = &mut msg
+            && let Ok(body) = &mut r.result
+        {
+            body.restore_payload(&mut payloads).expect("reply payload");
+        }
+        msg
     }
 
     /// Sends one call with `ctx` and waits for its reply.

@@ -1,0 +1,218 @@
+//! Server-side bounds (issue 25 item 5): what one request may make the brick allocate.
+//! Sizes are checked before anything is allocated: `readv` and `readdirp` are clamped to
+//! `max-read`, an `rchecksum` over more is refused; the connection stays.
+
+mod common;
+
+use common::raw::Raw;
+use xlator_api::{Ctx, Errno, Fd, FdId, Gfid, Loc, Subvol};
+use xlfs_protocol::wire::{ReplyBody, Request, WireCtx};
+
+/// `name` in the root of `leaf` with `len` bytes of a pattern; its GFID.
+async fn file(leaf: &Subvol, name: &str, len: usize) -> Gfid {
+    let root = Ctx::root();
+    let f = Fd {
+        id: FdId(1_000_000),
+        gfid: Gfid::NULL,
+        flags: libc::O_RDWR,
+    };
+    let e = leaf
+        .create(&root, Loc::new(Gfid::ROOT, name), f, 0o644, 0)
+        .await
+        .expect("create");
+    let f = Fd {
+        gfid: e.attr.gfid,
+        ..f
+    };
+    let data: Vec<u8> = (0..len).map(|i| (i % 251) as u8).collect();
+    leaf.writev(&root, f, 0, data.into(), 0)
+        .await
+        .expect("write");
+    leaf.release(&root, f).await.expect("release");
+    e.attr.gfid
+}
+
+/// A posix brick served as volume "brick" with `o`.
+fn brick(o: &[(&str, &str)]) -> (Subvol, Subvol, std::net::SocketAddr, tempfile::TempDir) {
+    let (leaf, dir) = common::posix();
+    let (server, addr) = common::server(&leaf, o);
+    (leaf, server, addr, dir)
+}
+
+fn fd(id: u64, gfid: Gfid, flags: i32) -> Fd {
+    Fd {
+        id: FdId(id),
+        gfid,
+        flags,
+    }
+}
+
+/// A 4 GiB `readv` is answered with at most `max-read` bytes (before: the brick reserved
+/// 4 GiB for it, then the reply did not fit a frame and came back EOVERFLOW).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_huge_readv_is_clamped_to_max_read() {
+    let (leaf, _server, addr, _d) = brick(&[]);
+    let gfid = file(&leaf, "big", 3 << 20).await;
+    let mut raw = Raw::connect(addr, "brick").await;
+    let f = fd(1, gfid, libc::O_RDONLY);
+    raw.call(WireCtx::default(), Request::Open { fd: f })
+        .await
+        .expect("open");
+    for (offset, size) in [(0u64, u32::MAX), (1 << 20, (2 << 20) + 5)] {
+        let r = raw
+            .call(
+                WireCtx::default(),
+                Request::Readv {
+                    fd: f,
+                    offset,
+                    size,
+                },
+            )
+            .await;
+        let Ok(ReplyBody::Readv(reply)) = r else {
+            panic!("readv of {size} at {offset}: {r:?}");
+        };
+        assert_eq!(reply.data.len(), 1 << 20, "clamped to max-read (1 MiB)");
+        let want: Vec<u8> = (offset as usize..offset as usize + (1 << 20))
+            .map(|i| (i % 251) as u8)
+            .collect();
+        assert!(reply.data.as_slice() == want.as_slice(), "right bytes");
+    }
+    // A read under the cap is untouched.
+    let r = raw
+        .call(
+            WireCtx::default(),
+            Request::Readv {
+                fd: f,
+                offset: 0,
+                size: 4096,
+            },
+        )
+        .await;
+    assert!(
+        matches!(r, Ok(ReplyBody::Readv(ref x)) if x.data.len() == 4096),
+        "{r:?}"
+    );
+}
+
+/// `max-read` is an option: a smaller one clamps to it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn max_read_is_configurable() {
+    let (leaf, _server, addr, _d) = brick(&[("max-read", "64KiB")]);
+    let gfid = file(&leaf, "f", 200 << 10).await;
+    let mut raw = Raw::connect(addr, "brick").await;
+    let f = fd(1, gfid, libc::O_RDONLY);
+    raw.call(WireCtx::default(), Request::Open { fd: f })
+        .await
+        .expect("open");
+    let r = raw
+        .call(
+            WireCtx::default(),
+            Request::Readv {
+                fd: f,
+                offset: 0,
+                size: 1 << 20,
+            },
+        )
+        .await;
+    assert!(
+        matches!(r, Ok(ReplyBody::Readv(ref x)) if x.data.len() == 64 << 10),
+        "{r:?}"
+    );
+}
+
+/// An `rchecksum` over more than `max-read` is refused with EINVAL (a checksum of a shorter
+/// range would let a diff heal skip bytes nobody compared); the connection stays usable.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_rchecksum_over_max_read_is_refused() {
+    let (leaf, _server, addr, _d) = brick(&[]);
+    let gfid = file(&leaf, "f", 4096).await;
+    let mut raw = Raw::connect(addr, "brick").await;
+    let f = fd(1, gfid, libc::O_RDONLY);
+    raw.call(WireCtx::default(), Request::Open { fd: f })
+        .await
+        .expect("open");
+    let r = raw
+        .call(
+            WireCtx::default(),
+            Request::Rchecksum {
+                fd: f,
+                offset: 0,
+                len: u32::MAX,
+            },
+        )
+        .await;
+    assert_eq!(r.err(), Some(Errno::EINVAL));
+    let r = raw
+        .call(
+            WireCtx::default(),
+            Request::Rchecksum {
+                fd: f,
+                offset: 0,
+                len: 1 << 20,
+            },
+        )
+        .await;
+    assert!(
+        matches!(r, Ok(ReplyBody::Rchecksum(ref c)) if c.len == 4096),
+        "{r:?}"
+    );
+}
+
+/// A `readdirp` asking for 4 GiB is answered with at most about `max-read` worth of
+/// entries; continuing from the last cookie lists every name once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_huge_readdirp_is_clamped_to_max_read() {
+    let (leaf, _server, addr, _d) = brick(&[("max-read", "16KiB")]);
+    let root = Ctx::root();
+    let e = leaf
+        .mkdir(&root, Loc::new(Gfid::ROOT, "d"), 0o755, 0)
+        .await
+        .expect("mkdir");
+    let dir = e.attr.gfid;
+    let n = 400;
+    for i in 0..n {
+        leaf.mknod(
+            &root,
+            Loc::new(dir, format!("entry-with-a-longish-name-{i:04}")),
+            libc::S_IFREG | 0o644,
+            0,
+            0,
+        )
+        .await
+        .expect("mknod");
+    }
+    let mut raw = Raw::connect(addr, "brick").await;
+    let f = fd(1, dir, libc::O_RDONLY | libc::O_DIRECTORY);
+    raw.call(WireCtx::default(), Request::Opendir { fd: f })
+        .await
+        .expect("opendir");
+    let mut names = Vec::new();
+    let mut offset = 0;
+    let mut pages = 0;
+    loop {
+        let r = raw
+            .call(
+                WireCtx::default(),
+                Request::Readdirp {
+                    fd: f,
+                    offset,
+                    size: u32::MAX,
+                },
+            )
+            .await;
+        let Ok(ReplyBody::Readdirp(page)) = r else {
+            panic!("readdirp: {r:?}");
+        };
+        let Some(last) = page.last() else { break };
+        offset = last.next_offset;
+        pages += 1;
+        names.extend(page.iter().map(|e| e.name.to_string()));
+    }
+    names.retain(|n| n != "." && n != "..");
+    names.sort();
+    names.dedup();
+    assert_eq!(names.len(), n, "every name listed once");
+    // 400 entries of well over 100 bytes each do not fit 16 KiB: several pages.
+    assert!(pages >= 3, "{pages} pages: not clamped");
+}
