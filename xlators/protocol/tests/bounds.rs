@@ -216,3 +216,157 @@ async fn a_huge_readdirp_is_clamped_to_max_read() {
     // 400 entries of well over 100 bytes each do not fit 16 KiB: several pages.
     assert!(pages >= 3, "{pages} pages: not clamped");
 }
+
+/// Connects and expects the server to refuse at once: a `Refused` frame, then the end of
+/// the stream, well before any timeout of the server's (handshake-timeout is a minute in
+/// these tests). Returns the message.
+async fn refused_at_once(addr: std::net::SocketAddr) -> String {
+    use std::time::Duration;
+    use xlfs_protocol::wire::{self, FrameReader, ServerMsg};
+    let s = tokio::net::TcpStream::connect(addr).await.expect("connect");
+    let mut r = FrameReader::new(s, 1 << 16);
+    let body = tokio::time::timeout(Duration::from_secs(20), r.next(Duration::from_secs(20)))
+        .await
+        .expect("refused within seconds, not after handshake-timeout")
+        .expect("read")
+        .expect("a Refused frame");
+    let ServerMsg::Refused(why) = wire::decode::<ServerMsg>(body).expect("decode").0 else {
+        panic!("not refused")
+    };
+    let end = tokio::time::timeout(Duration::from_secs(20), r.next(Duration::from_secs(20)))
+        .await
+        .expect("closed");
+    assert!(matches!(end, Ok(None) | Err(_)), "closed after refusing");
+    why
+}
+
+/// Retries `f` (a connection that should be admitted again once the server has seen another
+/// one end) for up to 20 s.
+async fn eventually_admitted(addr: std::net::SocketAddr) -> Raw {
+    for _ in 0..200 {
+        if let Some(r) = Raw::try_connect(addr, "brick").await {
+            return r;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    panic!("never admitted again");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn connections_over_max_connections_are_closed_at_once() {
+    let (_leaf, server, addr, _d) =
+        brick(&[("max-connections", "3"), ("handshake-timeout", "60s")]);
+    let mut held = Vec::new();
+    for _ in 0..3 {
+        held.push(Raw::connect(addr, "brick").await);
+    }
+    let why = refused_at_once(addr).await;
+    assert!(why.contains("max-connections (3)"), "{why}");
+    let why = refused_at_once(addr).await;
+    assert!(why.contains("max-connections (3)"), "{why}");
+    assert_eq!(
+        common::json_field(&server, "over-limit"),
+        serde_json::json!(2)
+    );
+    // The admitted ones keep being served.
+    for r in &mut held {
+        r.call(WireCtx::default(), Request::Stat { gfid: Gfid::ROOT })
+            .await
+            .expect("stat");
+    }
+    // A place given back is taken again.
+    held.pop();
+    let mut r = eventually_admitted(addr).await;
+    r.call(WireCtx::default(), Request::Stat { gfid: Gfid::ROOT })
+        .await
+        .expect("stat");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn connections_over_max_connections_per_address_are_closed_at_once() {
+    let (_leaf, _server, addr, _d) = brick(&[
+        ("max-connections-per-address", "2"),
+        ("handshake-timeout", "60s"),
+    ]);
+    let mut held = vec![
+        Raw::connect(addr, "brick").await,
+        Raw::connect(addr, "brick").await,
+    ];
+    let why = refused_at_once(addr).await;
+    assert!(
+        why.contains("address 127.0.0.1 has max-connections-per-address (2)"),
+        "{why}"
+    );
+    held.pop();
+    eventually_admitted(addr).await;
+}
+
+/// Silent connections (no hello) are bounded by `max-pending-handshakes`: the next one is
+/// closed at once instead of holding its buffer for the handshake-timeout; completed
+/// handshakes do not count.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn silent_connections_are_bounded_by_max_pending_handshakes() {
+    let (_leaf, server, addr, _d) = brick(&[
+        ("max-pending-handshakes", "2"),
+        ("handshake-timeout", "60s"),
+    ]);
+    // Handshaken connections are not pending.
+    let _a = Raw::connect(addr, "brick").await;
+    let _b = Raw::connect(addr, "brick").await;
+    let _c = Raw::connect(addr, "brick").await;
+    let silent1 = tokio::net::TcpStream::connect(addr).await.expect("connect");
+    let silent2 = tokio::net::TcpStream::connect(addr).await.expect("connect");
+    // Until the server has accepted both, a third may still get in: wait for the count.
+    for _ in 0..200 {
+        if common::json_field(&server, "pending-handshakes") == serde_json::json!(2) {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    let why = refused_at_once(addr).await;
+    assert!(why.contains("max-pending-handshakes (2)"), "{why}");
+    drop((silent1, silent2));
+    eventually_admitted(addr).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn opens_beyond_max_fds_per_client_answer_emfile() {
+    let (_leaf, _server, addr, _d) = brick(&[("max-fds-per-client", "3")]);
+    let mut raw = Raw::connect(addr, "brick").await;
+    let dir = |id| fd(id, Gfid::ROOT, libc::O_RDONLY | libc::O_DIRECTORY);
+    for id in 1..=3 {
+        raw.call(WireCtx::default(), Request::Opendir { fd: dir(id) })
+            .await
+            .expect("opendir");
+    }
+    let r = raw
+        .call(WireCtx::default(), Request::Opendir { fd: dir(4) })
+        .await;
+    assert_eq!(r.err(), Some(Errno::EMFILE));
+    let f = fd(5, Gfid::NULL, libc::O_RDWR);
+    let r = raw
+        .call(
+            WireCtx::default(),
+            Request::Create {
+                loc: Loc::new(Gfid::ROOT, "f"),
+                fd: f,
+                mode: 0o644,
+                umask: 0,
+            },
+        )
+        .await;
+    assert_eq!(r.err(), Some(Errno::EMFILE), "create counts too");
+    // Another client has its own table.
+    let mut other = Raw::connect(addr, "brick").await;
+    other
+        .call(WireCtx::default(), Request::Opendir { fd: dir(1) })
+        .await
+        .expect("another client's opendir");
+    // A released fd makes room.
+    raw.call(WireCtx::default(), Request::Releasedir { fd: dir(2) })
+        .await
+        .expect("releasedir");
+    raw.call(WireCtx::default(), Request::Opendir { fd: dir(4) })
+        .await
+        .expect("opendir after a release");
+}

@@ -18,6 +18,7 @@ use xlator_api::{BackingWanted, ClientId, Errno, Fop, FopAttrs, PipePayloadOk};
 
 use super::Shared;
 use super::identity::{self, Peer};
+use super::limits::Slot;
 use super::session::Session;
 use crate::wire::spin::Backoff;
 use crate::wire::{
@@ -52,7 +53,8 @@ fn set_send_buffer(sock: &tokio::net::UnixStream, size: u64) -> std::io::Result<
 }
 
 /// Serves one accepted socket until it closes.
-pub async fn serve(shared: Arc<Shared>, sock: Stream, peer: SocketAddr) {
+/// `slot` is its place under the connection bounds (`limits`), given back when it ends.
+pub async fn serve(shared: Arc<Shared>, sock: Stream, peer: SocketAddr, mut slot: Slot) {
     // Who the kernel says a Unix-socket peer is (see `identity`).
     let ids = match &sock {
         Stream::Tcp(_) => Peer::Remote,
@@ -92,7 +94,10 @@ pub async fn serve(shared: Arc<Shared>, sock: Stream, peer: SocketAddr) {
     )
     .await
     {
-        Ok(Ok(Some(h))) => h,
+        Ok(Ok(Some(h))) => {
+            slot.handshake_done();
+            h
+        }
         Ok(Ok(None)) => {
             // Connected and closed without a byte: a port probe (`xlfs up` waits for the
             // brick this way), not a misbehaving client.
@@ -169,7 +174,11 @@ pub async fn serve(shared: Arc<Shared>, sock: Stream, peer: SocketAddr) {
         ids.describe()
     );
 
-    let session = Arc::new(Session::new(shared.child.clone(), shared.next_fd.clone()));
+    let session = Arc::new(Session::new(
+        shared.child.clone(),
+        shared.next_fd.clone(),
+        shared.max_fds,
+    ));
     shared.register(&session);
     let tx = FrameSender::start(w, 1024);
     let work = InFlight {

@@ -7,6 +7,7 @@ mod auth;
 mod bounds;
 mod conn;
 mod identity;
+mod limits;
 mod options;
 mod registry;
 mod session;
@@ -93,6 +94,10 @@ struct Shared {
     handshake_timeout: Duration,
     frame_receive_timeout: Duration,
     client_idle_timeout: Duration,
+    /// `max-connections`, `max-connections-per-address`, `max-pending-handshakes`.
+    limits: Arc<limits::Limits>,
+    /// `max-fds-per-client`.
+    max_fds: usize,
     /// Server-side fd ids, unique in the brick graph across all clients.
     next_fd: Arc<AtomicU64>,
     /// The next connection's [`xlator_api::ClientId`].
@@ -103,6 +108,8 @@ struct Shared {
     accepted: AtomicU64,
     refused: AtomicU64,
     dropped: AtomicU64,
+    /// Connections closed at accept for being over a bound of [`limits`].
+    over_limit: AtomicU64,
     volfiles_served: AtomicU64,
 }
 
@@ -381,7 +388,14 @@ async fn accept_loop(shared: Arc<Shared>, listener: Listener) {
         match accepted {
             Ok((sock, peer)) => {
                 shared.accepted.fetch_add(1, Ordering::Relaxed);
-                tokio::spawn(conn::serve(shared.clone(), sock, peer));
+                let addr = match &sock {
+                    Stream::Tcp(_) => Some(peer.ip()),
+                    Stream::Unix(_) => None,
+                };
+                match shared.limits.admit(addr) {
+                    Ok(slot) => drop(tokio::spawn(conn::serve(shared.clone(), sock, peer, slot))),
+                    Err(why) => refuse_over_limit(&shared, sock, peer, &why),
+                }
             }
             Err(e) => {
                 // EMFILE and friends: back off instead of spinning.
@@ -389,6 +403,36 @@ async fn accept_loop(shared: Arc<Shared>, listener: Listener) {
                 tokio::time::sleep(Duration::from_millis(100)).await;
             }
         }
+    }
+}
+
+/// Closes a connection over a bound of [`limits`] at once: a `Refused` frame saying which is
+/// written if the socket takes it without waiting, nothing is read. Logged at most once a
+/// second.
+fn refuse_over_limit(shared: &Shared, sock: Stream, peer: SocketAddr, why: &str) {
+    shared.over_limit.fetch_add(1, Ordering::Relaxed);
+    if let Some(suppressed) = shared.limits.should_log() {
+        let more = if suppressed > 0 {
+            format!(" ({suppressed} more refused since the last such line)")
+        } else {
+            String::new()
+        };
+        tracing::warn!(
+            "{}: closed a new connection from {peer}: {why}{more}; raise the option if this \
+             load is expected",
+            shared.name
+        );
+    }
+    let msg = wire::ServerMsg::Refused(format!("brick {:?} is busy: {why}", shared.name));
+    if let Ok(f) = wire::encode(&msg, Vec::new(), wire::HANDSHAKE_MAX_FRAME) {
+        let mut bytes = f.head.clone();
+        for p in &f.payload {
+            bytes.extend_from_slice(p);
+        }
+        let _ = match &sock {
+            Stream::Tcp(t) => t.try_write(&bytes),
+            Stream::Unix(u) => u.try_write(&bytes),
+        };
     }
 }
 
@@ -445,6 +489,12 @@ impl Server {
             handshake_timeout: o.handshake_timeout,
             frame_receive_timeout: o.frame_receive_timeout,
             client_idle_timeout: o.client_idle_timeout,
+            limits: limits::Limits::new(limits::Bounds {
+                total: o.max_connections as usize,
+                per_address: o.max_connections_per_address as usize,
+                pending: o.max_pending_handshakes as usize,
+            }),
+            max_fds: o.max_fds_per_client as usize,
             next_fd: Arc::new(AtomicU64::new(1)),
             next_client: AtomicU64::new(1),
             stop: stop_rx,
@@ -453,6 +503,7 @@ impl Server {
             accepted: AtomicU64::new(0),
             refused: AtomicU64::new(0),
             dropped: AtomicU64::new(0),
+            over_limit: AtomicU64::new(0),
             volfiles_served: AtomicU64::new(0),
         });
         tracing::info!(
@@ -555,6 +606,8 @@ impl Server {
             "accepted": s.accepted.load(Ordering::Relaxed),
             "refused": s.refused.load(Ordering::Relaxed),
             "dropped": s.dropped.load(Ordering::Relaxed),
+            "over-limit": s.over_limit.load(Ordering::Relaxed),
+            "pending-handshakes": s.limits.dump().1,
             "client-volfile": volfile,
             "volfiles-served": s.volfiles_served.load(Ordering::Relaxed),
             "open-fds": open_fds,

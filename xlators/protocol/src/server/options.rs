@@ -34,6 +34,24 @@ xlator_api::options! {
         /// EINVAL (its callers skip the whole range they asked for when checksums match).
         /// Never more than fits a reply frame (`max-write` and the client's own maximum).
         pub max_read: u64 = OptionSpec::size("max-read", "1MiB").range(4096, 67_108_864),
+        /// Connections the server holds at once (clients, volfile requests and watches,
+        /// connections still in their handshake). One over it is closed as soon as it is
+        /// accepted, before anything is read from it.
+        pub max_connections: u32 =
+            OptionSpec::int("max-connections", "1024").range(1, 1_000_000),
+        /// Connections from one TCP address at once (each mount keeps one per brick, plus
+        /// one volfile watch); more are closed as soon as they are accepted. Unix-socket
+        /// clients are not counted here (they all count as 127.0.0.1).
+        pub max_connections_per_address: u32 =
+            OptionSpec::int("max-connections-per-address", "64").range(1, 1_000_000),
+        /// Connections that have not sent their first frame yet (each may hold up to 64 KiB of
+        /// buffer for `handshake-timeout`); more are closed as soon as they are accepted.
+        pub max_pending_handshakes: u32 =
+            OptionSpec::int("max-pending-handshakes", "64").range(1, 1_000_000),
+        /// fds one connection may hold open at once (files and directories); an open,
+        /// create or opendir beyond answers EMFILE.
+        pub max_fds_per_client: u32 =
+            OptionSpec::int("max-fds-per-client", "65536").range(1, 16_777_216),
         /// A connection that has not completed the handshake within this time is closed.
         pub handshake_timeout: Duration =
             OptionSpec::duration("handshake-timeout", "10s").range(100, 600_000),

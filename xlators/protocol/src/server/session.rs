@@ -32,6 +32,8 @@ struct ServerFd {
 struct State {
     closed: bool,
     fds: HashMap<FdId, ServerFd>,
+    /// Opens sent down and not answered yet (they count against `max-fds-per-client`).
+    opening: usize,
     /// Inode locks granted: (domain, gfid, owner).
     inodelks: HashSet<(RString, Gfid, LkOwner)>,
     /// Entry locks granted (counted: they are re-entrant).
@@ -64,6 +66,8 @@ pub struct Session {
     child: Subvol,
     next_fd: Arc<AtomicU64>,
     state: Mutex<State>,
+    /// `max-fds-per-client`: fds held plus opens in progress at most.
+    max_fds: usize,
 }
 
 fn owner_ctx(owner: LkOwner) -> Ctx {
@@ -81,11 +85,12 @@ fn unlock_all(owner: LkOwner) -> Flock {
 }
 
 impl Session {
-    pub fn new(child: Subvol, next_fd: Arc<AtomicU64>) -> Session {
+    pub fn new(child: Subvol, next_fd: Arc<AtomicU64>, max_fds: usize) -> Session {
         Session {
             child,
             next_fd,
             state: Mutex::new(State::default()),
+            max_fds,
         }
     }
 
@@ -145,7 +150,7 @@ impl Session {
         let server_id = FdId(self.next_fd.fetch_add(1, Ordering::Relaxed));
         let mut client_fd = None;
         {
-            let st = self.state();
+            let mut st = self.state();
             req.visit_fds(&mut |fd| {
                 if fd.is_anonymous() || st.fds.contains_key(&fd.id) {
                     return Err(Errno::EBADF);
@@ -154,8 +159,17 @@ impl Session {
                 fd.id = server_id;
                 Ok(())
             })?;
+            if st.fds.len() + st.opening >= self.max_fds {
+                // `max-fds-per-client`: the client's fd table on this brick is full.
+                return Err(Errno::EMFILE);
+            }
+            st.opening += 1;
         }
-        let mut r = super::dispatch(&self.child, cx, req).await;
+        let mut r = {
+            // Given back even if this future is dropped half-way.
+            let _opening = Opening(self);
+            super::dispatch(&self.child, cx, req).await
+        };
         if let (Ok(body), Some(cfd)) = (&mut r, client_fd) {
             let gfid = match body {
                 ReplyBody::Create(e) => e.attr.gfid,
@@ -320,6 +334,15 @@ impl Session {
             tracing::debug!("forget_client({}) below the server: {e:?}", client.0);
         }
         n
+    }
+}
+
+/// An open in progress, counted in `State::opening` while it lives.
+struct Opening<'a>(&'a Session);
+
+impl Drop for Opening<'_> {
+    fn drop(&mut self) {
+        self.0.state().opening -= 1;
     }
 }
 

@@ -30,6 +30,14 @@ async fn write(w: &mut OwnedWriteHalf, f: &OutFrame) {
 impl Raw {
     /// Connects and handshakes for `volume`.
     pub async fn connect(addr: SocketAddr, volume: &str) -> Raw {
+        match Raw::try_connect(addr, volume).await {
+            Some(r) => r,
+            None => panic!("not welcomed by {addr}"),
+        }
+    }
+
+    /// [`connect`](Self::connect), `None` if the server refuses or closes.
+    pub async fn try_connect(addr: SocketAddr, volume: &str) -> Option<Raw> {
         let (r, mut w) = TcpStream::connect(addr)
             .await
             .expect("connect")
@@ -51,9 +59,10 @@ impl Raw {
             w,
             next_id: 1,
         };
-        match raw.next().await {
-            ServerMsg::Welcome(_) => raw,
-            other => panic!("not welcomed: {other:?}"),
+        let body = raw.r.next(Duration::from_secs(10)).await.ok()??;
+        match wire::decode::<ServerMsg>(body).ok()?.0 {
+            ServerMsg::Welcome(_) => Some(raw),
+            _ => None,
         }
     }
 
