@@ -54,9 +54,9 @@ pub struct Config {
 
 impl Config {
     /// Defaults: 4 files at once, the status file every second, a log line every 10 s,
-    /// transient skips retried 3 times, 10 s apart (longer than storage/posix keeps a removed
-    /// file's GFID, `unlinked-grace` 5 s, which makes a move interrupted by a crash answer
-    /// `busy` for that long).
+    /// transient skips retried 3 times, 10 s apart. (Seen with the current distribute: the
+    /// first migrate of a file whose move a kill -9 interrupted answers `busy`, the next one
+    /// moves it; files being written or locked need the pause.)
     pub fn new(status_path: PathBuf) -> Config {
         Config {
             status_path,
