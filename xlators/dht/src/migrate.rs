@@ -55,6 +55,16 @@ pub const BARRIER_DOMAIN: &str = "xlfs.dht.migrate";
 const TEMP_PREFIX: &str = ".xlfs-dht-move.";
 /// Bytes copied per read.
 const CHUNK: u32 = 1 << 20;
+/// Copy passes before the barrier, at most.
+const PRE_PASSES: usize = 3;
+/// The largest file copied again under the barrier (other clients' changes wait meanwhile);
+/// a larger one that changed since its last pass is skipped (`changing`).
+const RECOPY_UNDER_BARRIER_MAX: u64 = 64 << 20;
+
+/// What says a file changed: size, mtime, ctime.
+fn stamp(a: &Iatt) -> (u64, xlator_api::Timespec, xlator_api::Timespec) {
+    (a.size, a.mtime, a.ctime)
+}
 
 static NEXT_OWNER: AtomicU64 = AtomicU64::new(1);
 
@@ -420,9 +430,21 @@ impl Shared {
     ) -> Result<Moved, Errno> {
         let g = src.gfid;
         let root = Ctx::root();
-        let before = self.children[s].fstat(&root, src).await?;
-        let mut size = self.copy_data(s, d, src, dst, before.size).await?;
-        self.copy_xattrs(s, d, g).await?;
+        // Copy passes until a whole pass saw the file unchanged (or PRE_PASSES): the barrier
+        // then usually finds nothing to copy again, and holds other clients' writes only for
+        // the check and the switch.
+        let mut before = self.children[s].fstat(&root, src).await?;
+        let mut size = 0;
+        for pass in 0..PRE_PASSES {
+            size = self.copy_data(s, d, src, dst, before.size).await?;
+            self.copy_xattrs(s, d, g).await?;
+            let after = self.children[s].fstat(&root, src).await?;
+            let same = stamp(&after) == stamp(&before);
+            before = after;
+            if same || pass + 1 == PRE_PASSES {
+                break;
+            }
+        }
         let owner = SetAttr {
             uid: ROption::RSome(before.uid),
             gid: ROption::RSome(before.gid),
@@ -450,8 +472,13 @@ impl Shared {
         }
         let r = async {
             let now = self.children[s].fstat(&root, src).await?;
-            if (now.size, now.mtime, now.ctime) != (before.size, before.mtime, before.ctime) {
-                // Changed while being copied: again, now that nothing can change it.
+            if stamp(&now) != stamp(&before) {
+                if now.size > RECOPY_UNDER_BARRIER_MAX {
+                    // Still changing, and too large to copy again while writers wait (they
+                    // would time out): left for a later run.
+                    return Ok(Moved::Skipped("changing"));
+                }
+                // Changed since the last pass: again, now that nothing can change it.
                 size = self.copy_data(s, d, src, dst, now.size).await?;
                 self.copy_xattrs(s, d, g).await?;
                 if (now.uid, now.gid) != (before.uid, before.gid) {
