@@ -746,3 +746,95 @@ fn remove_brick_moves_the_files_off_then_commit_takes_it_out() {
     std::fs::write(mnt.join("d00/late"), b"late").expect("write after commit");
     assert_eq!(std::fs::read(mnt.join("d00/late")).expect("read"), b"late");
 }
+
+/// Removing the *first* replica set of a distribute 2 x replica 2: the set that stays keeps
+/// its names (`rs-replicate-1`, `rs-client-2/3`), ports and brick ids, its files read back,
+/// and a brick set added afterwards takes new ids (4, 5), not the removed ones.
+#[test]
+fn remove_brick_of_a_replica_set_keeps_the_other_sets_names() {
+    if skip_all("remove_brick_of_a_replica_set_keeps_the_other_sets_names") {
+        return;
+    }
+    let tmp = scratch_dir();
+    let v = Vol::new(tmp.path(), "rs", 1);
+    let list: Vec<String> = (0..4).map(|i| s(&v.brick(i))).collect();
+    let port = free_port();
+    let mut args = vec!["volume", "create", "rs"];
+    args.extend(list.iter().map(String::as_str));
+    let port_s = port.to_string();
+    args.extend(["--replica", "2", "--port", &port_s]);
+    ok(&v.x(&args));
+    ok(&v.vol("start", &[]));
+    let mnt = v.mnt(0);
+    ok(&v.x(&["mount", "rs", &s(&mnt)]));
+    let files = names(120, 2);
+    for d in 0..2 {
+        std::fs::create_dir(mnt.join(format!("d{d:02}"))).expect("mkdir");
+    }
+    for n in &files {
+        std::fs::write(mnt.join(n), content(n)).expect("write");
+    }
+    let expected: BTreeMap<String, Vec<u8>> =
+        files.iter().map(|n| (n.clone(), content(n))).collect();
+
+    // Half a set is refused.
+    let o = v.vol("remove-brick", &[&list[0], "start"]);
+    assert_eq!(code(&o), Some(3), "{}", text(&o));
+    assert!(
+        text(&o).contains("rs-replicate-0 is made of bricks"),
+        "{}",
+        text(&o)
+    );
+
+    ok(&v.vol("remove-brick", &[&list[0], &list[1], "start"]));
+    let st = v.wait_done("remove-brick", Duration::from_secs(300));
+    assert_eq!(st["state"], "completed", "{st}");
+    assert_eq!(st["failures"], 0, "{st}");
+    assert_eq!(st["files_skipped"], 0, "{st}");
+    ok(&v.vol("remove-brick", &[&list[0], &list[1], "commit"]));
+
+    let info = json(&v.vol("info", &["--json"]));
+    assert_eq!(info["layout"], "replica 2");
+    assert_eq!(info["brick_ids"], serde_json::json!([2, 3]));
+    assert_eq!(info["subvolumes"][0]["name"], "rs-replicate-1");
+    let vol = std::fs::read_to_string(tmp.path().join("state/volumes/rs/client.vol"))
+        .expect("client volfile");
+    assert!(vol.contains("\"rs-replicate-1\""), "{vol}");
+    assert!(vol.contains("\"rs-client-3\""), "{vol}");
+    assert!(!vol.contains("rs-client-0"), "{vol}");
+    assert!(
+        vol.contains(&format!("\"{}\"", port + 3)),
+        "port of id 3 kept: {vol}"
+    );
+    let st = json(&v.vol("status", &["--json"]));
+    assert_eq!(st["online"], true, "{st}");
+    let ids: Vec<u64> = st["bricks"]
+        .as_array()
+        .expect("bricks")
+        .iter()
+        .filter_map(|b| b["index"].as_u64())
+        .collect();
+    assert_eq!(ids, [2, 3]);
+    // Both copies of every file are on the set that stays.
+    for n in &files {
+        for b in [2, 3] {
+            assert!(v.brick(b).join(n).is_file(), "{n} missing on brick {b}");
+        }
+    }
+    std::thread::sleep(Duration::from_secs(1));
+    verify_all(&mnt, &files, &expected);
+
+    // Growing again: new ids.
+    ok(&v.vol("add-brick", &[&s(&v.brick(4)), &s(&v.brick(5))]));
+    let info = json(&v.vol("info", &["--json"]));
+    assert_eq!(info["brick_ids"], serde_json::json!([2, 3, 4, 5]));
+    let subs: Vec<&str> = info["subvolumes"]
+        .as_array()
+        .expect("subvolumes")
+        .iter()
+        .filter_map(|s| s["name"].as_str())
+        .collect();
+    assert_eq!(subs, ["rs-replicate-1", "rs-replicate-2"]);
+    std::thread::sleep(Duration::from_secs(2));
+    verify_all(&mnt, &files, &expected);
+}
