@@ -439,11 +439,12 @@ impl Shared {
             size = self.copy_data(s, d, src, dst, before.size).await?;
             self.copy_xattrs(s, d, g).await?;
             let after = self.children[s].fstat(&root, src).await?;
-            let same = stamp(&after) == stamp(&before);
-            before = after;
-            if same || pass + 1 == PRE_PASSES {
+            if stamp(&after) == stamp(&before) || pass + 1 == PRE_PASSES {
+                // `before` stays the state the copy started from: what the barrier compares
+                // with (a change during this last pass is seen there).
                 break;
             }
+            before = after;
         }
         let owner = SetAttr {
             uid: ROption::RSome(before.uid),
