@@ -631,6 +631,9 @@ fn a_rebalance_killed_halfway_resumes_and_finishes() {
         st["files_scanned"].as_u64() >= killed["files_scanned"].as_u64(),
         "counters were kept: {summary}"
     );
+    let vs = json(&v.vol("status", &["--json"]));
+    assert_eq!(vs["rebalance"]["state"], "completed", "{vs}");
+    assert_eq!(vs["rebalance"]["running"], false, "{vs}");
     let expected: BTreeMap<String, Vec<u8>> =
         files.iter().map(|n| (n.clone(), content(n))).collect();
     verify_all(&v.mnt(0), &files, &expected);

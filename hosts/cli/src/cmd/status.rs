@@ -26,6 +26,21 @@ struct Status {
     online: bool,
     bricks: Vec<BrickState>,
     mounts: Vec<Mount>,
+    /// The last rebalance / remove-brick run, if any left a status.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    rebalance: Option<Rebalance>,
+}
+
+#[derive(Serialize)]
+struct Rebalance {
+    mode: String,
+    state: String,
+    /// The runner process is alive.
+    running: bool,
+    files_scanned: u64,
+    files_moved: u64,
+    files_skipped: u64,
+    failures: u64,
 }
 
 #[derive(Serialize)]
@@ -51,12 +66,26 @@ pub fn run(ctx: &Ctx, a: Args) -> Result<u8> {
         })
         .collect();
     let online = bricks.iter().all(|b| b.online);
+    // A broken status file is `rebalance status`'s to report; here it is left out.
+    let rebalance = super::rebalance::read_status(&vd)
+        .ok()
+        .flatten()
+        .map(|(s, _)| Rebalance {
+            running: s.alive(),
+            mode: s.mode,
+            state: s.state,
+            files_scanned: s.files_scanned,
+            files_moved: s.files_moved,
+            files_skipped: s.files_skipped,
+            failures: s.failures,
+        });
     let status = Status {
         volume: spec.name.clone(),
         layout: spec.layout().to_string(),
         online,
         bricks,
         mounts,
+        rebalance,
     };
     if a.json {
         print_json(&status)?;
@@ -102,5 +131,16 @@ fn print_human(s: &Status) {
             (false, false) => "gone",
         };
         println!("  mount {}  pid {}  {state}", m.mountpoint, m.pid);
+    }
+    if let Some(r) = &s.rebalance {
+        let state = match (r.state.as_str(), r.running) {
+            ("running", false) => "interrupted",
+            (st, _) => st,
+        };
+        println!(
+            "  {} {state}: {} files scanned, {} moved, {} skipped, {} failed (xlfs volume \
+             rebalance {} status)",
+            r.mode, r.files_scanned, r.files_moved, r.files_skipped, r.failures, s.volume
+        );
     }
 }
