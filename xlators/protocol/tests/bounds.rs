@@ -370,3 +370,64 @@ async fn opens_beyond_max_fds_per_client_answer_emfile() {
         .await
         .expect("opendir after a release");
 }
+
+/// A client that stops reading its replies but keeps pinging (so the reader never sees it
+/// silent) used to keep its connection, fds and locks forever: the server's sends blocked on
+/// the full socket. Now the send that cannot finish within `send-timeout` closes the
+/// connection and its fds are released like at any disconnect.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_that_stops_reading_is_dropped_after_send_timeout() {
+    use std::time::{Duration, Instant};
+    let (leaf, server, addr, _d) = brick(&[
+        ("send-timeout", "2s"),
+        // Far longer than the test: the idle timeout is not what drops it.
+        ("client-idle-timeout", "600s"),
+    ]);
+    let gfid = file(&leaf, "big", 1 << 20).await;
+    let mut raw = Raw::connect(addr, "brick").await;
+    let f = fd(1, gfid, libc::O_RDONLY);
+    raw.call(WireCtx::default(), Request::Open { fd: f })
+        .await
+        .expect("open");
+    assert_eq!(
+        common::json_field(&server, "open-fds"),
+        serde_json::json!(1)
+    );
+    // 64 MiB of replies: more than the socket buffers of both ends hold.
+    for _ in 0..64 {
+        raw.send_only(
+            WireCtx::default(),
+            Request::Readv {
+                fd: f,
+                offset: 0,
+                size: 1 << 20,
+            },
+        )
+        .await;
+    }
+    let t0 = Instant::now();
+    let mut n = 0;
+    loop {
+        // Keep pinging, never read.
+        let pinged = tokio::time::timeout(Duration::from_secs(1), raw.ping_only(n)).await;
+        n += 1;
+        if common::json_field(&server, "open-fds") == serde_json::json!(0) {
+            break;
+        }
+        if matches!(pinged, Ok(Err(_))) {
+            // The server closed the socket; its cleanup follows.
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        } else {
+            tokio::time::sleep(Duration::from_millis(300)).await;
+        }
+        assert!(
+            t0.elapsed() < Duration::from_secs(60),
+            "a client that stopped reading still holds its fd after {:?}",
+            t0.elapsed()
+        );
+    }
+    assert_eq!(
+        common::json_field(&server, "connections"),
+        serde_json::json!(0)
+    );
+}

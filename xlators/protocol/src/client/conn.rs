@@ -417,6 +417,7 @@ impl Conn {
                 self.fail(match e {
                     SendError::Io(e) => format!("write to brick failed: {e}"),
                     SendError::Closed => "connection closed".into(),
+                    e @ SendError::TimedOut(_) => format!("write to brick failed: {e}"),
                 });
                 return Err(Errno::ENOTCONN);
             }

@@ -8,7 +8,7 @@
 
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use std::collections::HashMap;
@@ -22,8 +22,9 @@ use super::limits::Slot;
 use super::session::Session;
 use crate::wire::spin::Backoff;
 use crate::wire::{
-    self, ClientMsg, FrameReader, FrameSender, HANDSHAKE_MAX_FRAME, Hello, ReadHalf, ServerMsg,
-    Stream, VOLFILE_MAX_FRAME, VolfileReply, VolfileRequest, VolfileWatch, WireError, WriteHalf,
+    self, ClientMsg, FrameReader, FrameSender, HANDSHAKE_MAX_FRAME, Hello, ReadHalf, SendError,
+    ServerMsg, Stream, VOLFILE_MAX_FRAME, VolfileReply, VolfileRequest, VolfileWatch, WireError,
+    WriteHalf,
 };
 
 /// Gives `sock` a send buffer of `size` bytes as the kernel counts them (it doubles what it
@@ -180,7 +181,7 @@ pub async fn serve(shared: Arc<Shared>, sock: Stream, peer: SocketAddr, mut slot
         shared.max_fds,
     ));
     shared.register(&session);
-    let tx = FrameSender::start(w, 1024);
+    let tx = FrameSender::with_deadline(w, 1024, Some(shared.send_timeout));
     let work = InFlight {
         requests: Arc::new(Semaphore::new(shared.max_inflight)),
         locks: Arc::new(LockWaits::new()),
@@ -317,7 +318,20 @@ async fn serve_volfile(
     };
     match wire::encode(&msg, Vec::new(), VOLFILE_MAX_FRAME) {
         Ok(f) => {
-            let _ = wire::write_frames(&mut w, std::slice::from_ref(&f)).await;
+            // Up to 4 MiB: a peer that does not read it is dropped after `send-timeout`.
+            let write = wire::write_frames(&mut w, std::slice::from_ref(&f));
+            if tokio::time::timeout(shared.send_timeout, write)
+                .await
+                .is_err()
+            {
+                tracing::warn!(
+                    "{}: dropped {peer}: it did not read the volfile answer within the \
+                     send-timeout ({:?})",
+                    shared.name,
+                    shared.send_timeout
+                );
+                return;
+            }
         }
         Err(e) => tracing::error!("{}: cannot encode the volfile answer: {e}", shared.name),
     }
@@ -597,9 +611,78 @@ async fn start_lock_request(
     true
 }
 
-/// Reads requests until the client leaves (`Ok(why)`), sends bad input (`Err`), or the
-/// server stops.
+/// When a connection last showed life: a frame read from it, or one of its requests done.
+struct Activity {
+    start: tokio::time::Instant,
+    /// Milliseconds after `start`.
+    last_ms: AtomicU64,
+}
+
+impl Activity {
+    fn new() -> Activity {
+        Activity {
+            start: tokio::time::Instant::now(),
+            last_ms: AtomicU64::new(0),
+        }
+    }
+
+    fn touch(&self) {
+        let ms = u64::try_from(self.start.elapsed().as_millis()).unwrap_or(u64::MAX);
+        self.last_ms.fetch_max(ms, Ordering::Relaxed);
+    }
+
+    fn last(&self) -> tokio::time::Instant {
+        self.start + Duration::from_millis(self.last_ms.load(Ordering::Relaxed))
+    }
+
+    /// Resolves once nothing happened for `idle`.
+    async fn idle_for(&self, idle: Duration) {
+        loop {
+            let due = self.last() + idle;
+            if tokio::time::Instant::now() >= due {
+                return;
+            }
+            tokio::time::sleep_until(due).await;
+        }
+    }
+}
+
+/// Serves a connection's requests until the client leaves (`Ok(why)`), sends bad input or
+/// cannot be written to (`Err`), or the server stops.
+///
+/// Whatever the reader is doing (waiting for a frame, for a free request slot at
+/// `max-inflight-per-connection`, or to send a pong), two bounds hold: a reply that cannot be
+/// written within `send-timeout` closes the connection (a client that stopped reading), and
+/// a connection from which no frame arrived and none of whose requests finished for
+/// `client-idle-timeout` is closed. Either way the client's fds and locks are then released
+/// like at any disconnect: a client cannot keep them by not reading.
 async fn read_loop(
+    shared: &Arc<Shared>,
+    reader: &mut FrameReader<ReadHalf>,
+    session: &Arc<Session>,
+    client: (Client, &Peer),
+    tx: &Arc<FrameSender<WriteHalf>>,
+    work: &InFlight,
+    peer_max: usize,
+) -> Result<&'static str, WireError> {
+    let activity = Arc::new(Activity::new());
+    tokio::select! {
+        r = read_requests(shared, reader, session, client, tx, work, peer_max, &activity) => r,
+        () = activity.idle_for(shared.client_idle_timeout) => {
+            Ok("sent nothing and had no request finish for the client-idle-timeout; \
+                disconnected")
+        }
+        e = tx.broken() => Err(match e {
+            e @ SendError::TimedOut(_) => WireError::Io(std::io::Error::other(format!(
+                "a reply could not be sent within the send-timeout: {e}"
+            ))),
+            e => WireError::Io(std::io::Error::other(format!("writing a reply failed: {e}"))),
+        }),
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn read_requests(
     shared: &Arc<Shared>,
     reader: &mut FrameReader<ReadHalf>,
     session: &Arc<Session>,
@@ -607,6 +690,7 @@ async fn read_loop(
     tx: &Arc<FrameSender<WriteHalf>>,
     work: &InFlight,
     peer_max: usize,
+    activity: &Arc<Activity>,
 ) -> Result<&'static str, WireError> {
     let (inflight, locks) = (&work.requests, &work.locks);
     let mut stop = shared.stop.clone();
@@ -619,17 +703,15 @@ async fn read_loop(
         if last_alone {
             wait_for_next(reader, shared, &spin);
         }
-        let idle = shared.client_idle_timeout;
+        // `client-idle-timeout` is kept by `read_loop`, in every state.
         let next = tokio::select! {
-            r = tokio::time::timeout(idle, reader.next(shared.frame_receive_timeout)) => match r {
-                Ok(r) => r,
-                Err(_) => return Ok("was silent for the client-idle-timeout; disconnected"),
-            },
+            r = reader.next(shared.frame_receive_timeout) => r,
             _ = stop.wait_for(|s| *s) => return Ok("disconnected: server shutting down"),
         };
         let Some(body) = next? else {
             return Ok("disconnected");
         };
+        activity.touch();
         match wire::decode::<ClientMsg>(body)? {
             (ClientMsg::Call(mut call), mut payloads) => {
                 call.req.restore_payload(&mut payloads)?;
@@ -675,7 +757,7 @@ async fn read_loop(
                 let splice_min = shared.splice_read_min.load(Ordering::Relaxed);
                 let pipe_ok = matches!(&call.req, wire::Request::Readv { fd, size, .. }
                     if splice_min > 0 && u64::from(*size) >= splice_min && !fd.is_anonymous());
-                let (session, tx) = (session.clone(), tx.clone());
+                let (session, tx, activity) = (session.clone(), tx.clone(), activity.clone());
                 // Run on a blocking-pool thread: the brick's disk work happens right there
                 // and the reply goes out from it, with no further thread switch (one
                 // wakeup per request instead of three). See `poll_here_then_spawn`.
@@ -690,6 +772,7 @@ async fn read_loop(
                     if let Ok(f) = frame {
                         let _ = tx.send(f).await;
                     }
+                    activity.touch();
                     drop(permit);
                 };
                 if reads_an_open_fd {

@@ -94,6 +94,7 @@ struct Shared {
     handshake_timeout: Duration,
     frame_receive_timeout: Duration,
     client_idle_timeout: Duration,
+    send_timeout: Duration,
     /// `max-connections`, `max-connections-per-address`, `max-pending-handshakes`.
     limits: Arc<limits::Limits>,
     /// `max-fds-per-client`.
@@ -489,6 +490,7 @@ impl Server {
             handshake_timeout: o.handshake_timeout,
             frame_receive_timeout: o.frame_receive_timeout,
             client_idle_timeout: o.client_idle_timeout,
+            send_timeout: o.send_timeout,
             limits: limits::Limits::new(limits::Bounds {
                 total: o.max_connections as usize,
                 per_address: o.max_connections_per_address as usize,

@@ -55,10 +55,17 @@ xlator_api::options! {
         /// A connection that has not completed the handshake within this time is closed.
         pub handshake_timeout: Duration =
             OptionSpec::duration("handshake-timeout", "10s").range(100, 600_000),
-        /// A client that sends nothing (clients ping at least every 10 s) for this long is
-        /// disconnected and its fds and locks released: it crashed or the network is gone.
+        /// A client that sends nothing (clients ping at least every 10 s) and none of whose
+        /// requests finishes for this long is disconnected and its fds and locks released:
+        /// it crashed or the network is gone. Holds whatever the server is doing for the
+        /// connection (reading, waiting for a free request slot, sending).
         pub client_idle_timeout: Duration =
             OptionSpec::duration("client-idle-timeout", "60s").range(5_000, 3_600_000),
+        /// A reply (or a batch of replies, at most 4 MiB) the client has not taken within
+        /// this time closes the connection, releasing its fds and locks like any disconnect:
+        /// a client that stops reading cannot keep them.
+        pub send_timeout: Duration =
+            OptionSpec::duration("send-timeout", "30s").range(100, 3_600_000),
         /// Once a frame has started, all of it must arrive within this time, else the
         /// connection is closed (slow or stalled senders).
         pub frame_receive_timeout: Duration =

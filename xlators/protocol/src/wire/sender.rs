@@ -12,6 +12,12 @@
 //! Frames never interleave (one lock guards the socket). A direct write whose future is
 //! dropped half-way would leave a partial frame on the stream, so the socket is then shut and
 //! everything after fails: the peer sees a truncated frame, never a corrupt one.
+//!
+//! With a send deadline ([`FrameSender::with_deadline`], the server's `send-timeout`), a write
+//! (one frame, or one batch of at most `COALESCE_BYTES`) that has not finished within it is
+//! abandoned the same way: the socket is shut, and [`FrameSender::broken`] tells whoever
+//! serves the connection, so a peer that stopped reading cannot hold a task, its queue and
+//! whatever the connection holds (a brick client's fds and locks) forever.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -32,6 +38,21 @@ pub enum SendError {
     Closed,
     /// Writing this frame failed; the socket is now closed.
     Io(String),
+    /// The peer did not take the frame within the send deadline; the socket is now closed.
+    TimedOut(std::time::Duration),
+}
+
+impl std::fmt::Display for SendError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            SendError::Closed => write!(f, "the connection is closed"),
+            SendError::Io(e) => write!(f, "{e}"),
+            SendError::TimedOut(d) => write!(
+                f,
+                "the peer took none of the data for {d:?} (it stopped reading)"
+            ),
+        }
+    }
 }
 
 /// See the module documentation.
@@ -43,6 +64,10 @@ pub struct FrameSender<W> {
     queued: AtomicUsize,
     /// Set by `close`: a write blocked on a peer that stopped reading gives up.
     closing: watch::Sender<bool>,
+    /// The longest one write may take (`None`: no limit).
+    deadline: Option<std::time::Duration>,
+    /// Why the socket broke (a failed or timed-out write), once it has.
+    broken: watch::Sender<Option<SendError>>,
 }
 
 impl<W: AsyncWrite + PipeSink + Unpin + Send + 'static> FrameSender<W> {
@@ -50,12 +75,24 @@ impl<W: AsyncWrite + PipeSink + Unpin + Send + 'static> FrameSender<W> {
     /// the sender is closed or dropped). `queue` bounds the frames waiting for the task;
     /// senders wait when it is full.
     pub fn start(w: W, queue: usize) -> Arc<FrameSender<W>> {
+        Self::with_deadline(w, queue, None)
+    }
+
+    /// [`start`](Self::start) with a send deadline: a write that does not finish within
+    /// `deadline` shuts the socket (see the module documentation).
+    pub fn with_deadline(
+        w: W,
+        queue: usize,
+        deadline: Option<std::time::Duration>,
+    ) -> Arc<FrameSender<W>> {
         let (tx, rx) = mpsc::channel(queue);
         let sender = Arc::new(FrameSender {
             sock: Mutex::new(Some(w)),
             queue: tx,
             queued: AtomicUsize::new(0),
             closing: watch::channel(false).0,
+            deadline,
+            broken: watch::channel(None).0,
         });
         tokio::spawn(write_queued(Arc::downgrade(&sender), rx));
         sender
@@ -67,8 +104,13 @@ impl<W: AsyncWrite + PipeSink + Unpin + Send + 'static> FrameSender<W> {
             && self.queued.load(Ordering::Acquire) == 0
         {
             return self
-                .unless_closing(write_now(&mut sock, std::slice::from_ref(&frame)))
-                .await;
+                .unless_closing(write_now(
+                    &mut sock,
+                    std::slice::from_ref(&frame),
+                    self.deadline,
+                ))
+                .await
+                .inspect_err(|e| self.broke(e));
         }
         self.queued.fetch_add(1, Ordering::AcqRel);
         self.queue.send(frame).await.map_err(|_| {
@@ -89,6 +131,36 @@ impl<W: AsyncWrite + PipeSink + Unpin + Send + 'static> FrameSender<W> {
         }
     }
 
+    /// Records why the socket broke (the first failed or timed-out write).
+    fn broke(&self, e: &SendError) {
+        if matches!(e, SendError::Io(_) | SendError::TimedOut(_)) {
+            self.broken.send_if_modified(|b| {
+                if b.is_none() {
+                    *b = Some(e.clone());
+                    true
+                } else {
+                    false
+                }
+            });
+        }
+    }
+
+    /// Resolves when a write has failed or missed the deadline (the socket is shut), with
+    /// why; never if that does not happen.
+    pub async fn broken(&self) -> SendError {
+        let mut rx = self.broken.subscribe();
+        let why = rx
+            .wait_for(Option::is_some)
+            .await
+            .ok()
+            .and_then(|b| b.clone());
+        match why {
+            Some(e) => e,
+            // The sender itself is gone (it owns the watch): cannot happen while `self` lives.
+            None => std::future::pending().await,
+        }
+    }
+
     /// Queues `frame` without waiting (for pings: a full queue means traffic is flowing).
     pub fn try_queue(&self, frame: OutFrame) {
         self.queued.fetch_add(1, Ordering::AcqRel);
@@ -105,8 +177,25 @@ impl<W: AsyncWrite + PipeSink + Unpin + Send + 'static> FrameSender<W> {
     }
 }
 
-/// Writes `frames` on the socket in `sock`, closing it on error or if dropped half-way.
+/// Writes `frames` on the socket in `sock`, closing it on error, if dropped half-way, or if
+/// it takes longer than `deadline`.
 async fn write_now<W: AsyncWrite + PipeSink + Unpin>(
+    sock: &mut Option<W>,
+    frames: &[OutFrame],
+    deadline: Option<std::time::Duration>,
+) -> Result<(), SendError> {
+    match deadline {
+        None => write_unbounded(sock, frames).await,
+        // The timer is only set up if the write does not finish at its first poll.
+        Some(d) => match tokio::time::timeout(d, write_unbounded(sock, frames)).await {
+            Ok(r) => r,
+            // The write was dropped half-way: its guard shut the socket.
+            Err(_) => Err(SendError::TimedOut(d)),
+        },
+    }
+}
+
+async fn write_unbounded<W: AsyncWrite + PipeSink + Unpin>(
     sock: &mut Option<W>,
     frames: &[OutFrame],
 ) -> Result<(), SendError> {
@@ -154,7 +243,10 @@ async fn write_queued<W: AsyncWrite + PipeSink + Unpin + Send + 'static>(
             return;
         };
         let mut sock = sender.sock.lock().await;
-        let r = sender.unless_closing(write_now(&mut sock, &batch)).await;
+        let r = sender
+            .unless_closing(write_now(&mut sock, &batch, sender.deadline))
+            .await
+            .inspect_err(|e| sender.broke(e));
         // Still under the socket's lock: a direct sender that takes it next sees the count
         // these frames leave.
         sender.queued.fetch_sub(batch.len(), Ordering::AcqRel);
@@ -237,6 +329,55 @@ mod tests {
             t.await.expect("sender task");
         }
         assert_eq!(reader.await.expect("reader"), [20; 16]);
+    }
+
+    /// A peer that stops reading: the write that cannot finish within the deadline shuts
+    /// the socket, later sends fail at once, and `broken` says why.
+    #[tokio::test]
+    async fn a_write_past_the_deadline_shuts_the_socket() {
+        let (a, mut b) = tokio::io::duplex(64);
+        let d = std::time::Duration::from_millis(200);
+        let sender = FrameSender::with_deadline(a, 8, Some(d));
+        let r = sender.send(frame(3, 10_000)).await;
+        assert_eq!(r, Err(SendError::TimedOut(d)));
+        assert_eq!(
+            tokio::time::timeout(std::time::Duration::from_secs(10), sender.broken())
+                .await
+                .expect("broken"),
+            SendError::TimedOut(d)
+        );
+        assert_eq!(sender.send(frame(4, 10)).await, Err(SendError::Closed));
+        let mut all = Vec::new();
+        b.read_to_end(&mut all).await.expect("read");
+        assert!(all.len() < 10_000, "only the cut frame's start arrived");
+    }
+
+    /// A queued frame's write is bounded too: senders waiting behind it are released.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_queued_write_past_the_deadline_breaks_the_sender() {
+        let (a, _b) = tokio::io::duplex(64);
+        let d = std::time::Duration::from_millis(200);
+        let sender = FrameSender::with_deadline(a, 2, Some(d));
+        {
+            // Busy: these queue for the writer task, which then cannot finish them.
+            let _busy = sender.sock.lock().await;
+            sender.try_queue(frame(1, 10_000));
+        }
+        let why = tokio::time::timeout(std::time::Duration::from_secs(10), sender.broken())
+            .await
+            .expect("broken");
+        assert_eq!(why, SendError::TimedOut(d));
+        let r = tokio::time::timeout(std::time::Duration::from_secs(10), async {
+            for _ in 0..10 {
+                if sender.send(frame(2, 10)).await.is_err() {
+                    return true;
+                }
+            }
+            false
+        })
+        .await
+        .expect("sends do not hang");
+        assert!(r, "sends fail once the socket broke");
     }
 
     /// After close, sends fail and the peer sees the end of the stream.

@@ -83,6 +83,25 @@ impl Raw {
         msg
     }
 
+    /// Sends one call and does not read its reply (a client that stopped reading); its id.
+    pub async fn send_only(&mut self, ctx: WireCtx, req: Request) -> u64 {
+        let id = self.next_id;
+        self.next_id += 1;
+        let f = wire::encode_call(id, ctx, req, 1 << 21).expect("encode");
+        write(&mut self.w, &f).await;
+        id
+    }
+
+    /// Sends a ping without reading anything.
+    pub async fn ping_only(&mut self, n: u64) -> std::io::Result<()> {
+        let f = wire::encode(&ClientMsg::Ping(n), Vec::new(), HANDSHAKE_MAX_FRAME).expect("encode");
+        let mut v = f.head.clone();
+        for p in &f.payload {
+            v.extend_from_slice(p);
+        }
+        self.w.write_all(&v).await
+    }
+
     /// Sends one call with `ctx` and waits for its reply.
     pub async fn call(&mut self, ctx: WireCtx, req: Request) -> Result<ReplyBody, Errno> {
         let id = self.next_id;
