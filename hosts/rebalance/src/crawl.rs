@@ -224,9 +224,11 @@ impl Crawler {
                                 old = %k,
                                 new = %now,
                                 "the volume's bricks changed: every directory is fixed again, \
-                                 from the root (counters kept)"
+                                 from the root (counters kept but files_skipped, recounted)"
                             );
                             book.forget_done();
+                            // Every file is answered again: the skips are counted anew.
+                            book.status.files_skipped = 0;
                             true
                         }
                         _ => false,
@@ -234,6 +236,8 @@ impl Crawler {
                 };
                 if changed {
                     queue.clear();
+                    // Their directories are done again from scratch.
+                    self.pending().clear();
                     if dir != Gfid::ROOT {
                         queue.push_back((Gfid::ROOT, "/".to_owned()));
                         continue;

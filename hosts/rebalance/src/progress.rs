@@ -59,12 +59,12 @@ impl Book {
         self.status.last_error = Some(msg);
     }
 
-    /// Records `dir` as finished.
+    /// Records `dir` as finished (once: a directory already recorded is not counted again).
     pub fn finish_dir(&mut self, dir: Gfid) {
         if self.done.insert(dir) {
             self.status.done_dirs.push(dir.to_string());
+            self.status.dirs_done += 1;
         }
-        self.status.dirs_done += 1;
     }
 
     /// Forgets the finished directories (the topology changed: they must be fixed again).

@@ -834,3 +834,40 @@ async fn a_stop_during_the_retries_leaves_the_directory_to_the_next_start() {
     );
     assert_eq!((end.state, end.done_dirs.len()), (State::Completed, 2));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bricks_changing_with_retries_pending_redo_the_directory_once() {
+    let topology = Arc::new(Mutex::new("dht=c0,c1".to_owned()));
+    let t = topology.clone();
+    let busy_once = skip_first("x", "busy", 1);
+    let v = volume(
+        "topology-retry",
+        &["/d1/", "/d2/", "/d3/", "/d1/x"],
+        Box::new(move |c| {
+            if matches!(c, Call::Fix(d) if d == "/d2") {
+                *t.lock().expect("t") = "dht=c0,c1,c2".to_owned();
+            }
+            busy_once(c)
+        }),
+        Duration::ZERO,
+    )
+    .await;
+    let target: Arc<dyn Target> = Arc::new(Moving {
+        top: v.top.clone(),
+        topology,
+    });
+    let (end, _) = start(target, &cfg(&v, 1), Stop::new()).await;
+    let trace = v.script.trace();
+    // /d1 waited for its retry when the bricks changed: redone from the root, committed once.
+    assert_eq!(
+        trace.iter().filter(|c| *c == "commit /d1").count(),
+        1,
+        "{trace:?}"
+    );
+    assert_eq!(end.state, State::Completed);
+    assert!(
+        trace.iter().filter(|c| *c == "fix /").count() == 2,
+        "no restart: {trace:?}"
+    );
+    assert_eq!((end.done_dirs.len(), end.files_skipped), (4, 0), "{end:?}");
+}
