@@ -680,6 +680,23 @@ fn remove_brick_moves_the_files_off_then_commit_takes_it_out() {
     let o = v.vol("remove-brick", &[&b2, "begin"]);
     assert_eq!(code(&o), Some(3), "{}", text(&o));
 
+    // start then stop cancels: the option goes, the brick stays, commit is refused.
+    ok(&v.vol("remove-brick", &[&b2, "start"]));
+    let o = v.vol("remove-brick", &[&s(&v.brick(1)), "stop"]);
+    assert_eq!(code(&o), Some(5), "another brick's removal: {}", text(&o));
+    let o = v.vol("remove-brick", &[&b2, "stop"]);
+    ok(&o);
+    assert!(text(&o).contains("cancelled"), "{}", text(&o));
+    let info = json(&v.vol("info", &["--json"]));
+    assert!(
+        info["options"]["cluster.distribute.decommissioned"].is_null(),
+        "{info}"
+    );
+    assert_eq!(info["bricks"].as_array().map(Vec::len), Some(3));
+    let o = v.vol("remove-brick", &[&b2, "commit"]);
+    assert_eq!(code(&o), Some(5), "{}", text(&o));
+    verify_all(&mnt, &files, &expected);
+
     let o = v.vol("remove-brick", &[&b2, "start"]);
     ok(&o);
     let info = json(&v.vol("info", &["--json"]));

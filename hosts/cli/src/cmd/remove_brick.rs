@@ -115,13 +115,21 @@ pub fn run(ctx: &Ctx, a: Args) -> Result<u8> {
             Ok(0)
         }
         Action::Stop => {
-            let stopped = stop_runner(&vd)?;
             if pending.is_empty() {
                 return Err(CliError::State(format!(
                     "no removal is pending on volume {}",
                     spec.name
                 )));
             }
+            if !bricks.is_empty() && children != pending {
+                return Err(CliError::State(format!(
+                    "volume {} is removing {}, not {}; name those bricks (or none) to stop it",
+                    spec.name,
+                    pending.join(", "),
+                    children.join(", ")
+                )));
+            }
+            let stopped = stop_runner(&vd)?;
             cancel(&vd, spec.clone())?;
             if let Some(s) = stopped {
                 println!("remove-brick runner stopped ({})", s.state);
