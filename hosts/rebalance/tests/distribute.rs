@@ -3,7 +3,8 @@
 //! over the same leaves plus an empty one, as add-brick's graph switch does), then a
 //! rebalance must complete with every file readable with its bytes, on the child its name
 //! hashes to in its directory's new layout, and no link file left anywhere; a second run
-//! finds nothing to move.
+//! finds nothing to move. In remove-brick mode, with a child decommissioned, every file
+//! leaves it.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -220,4 +221,73 @@ async fn add_brick_then_rebalance_puts_every_file_on_its_hashed_child() {
         (State::Completed, 0, 0)
     );
     assert_eq!(end.files_scanned, files.len() as u64);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn remove_brick_mode_empties_the_decommissioned_child() {
+    let leaves: Vec<Subvol> = (0..3).map(|_| MemLeaf::new()).collect();
+    let all = MockCluster::with_leaves(leaves.clone());
+    let before = all.build::<Distribute>(&[("min-free-disk", "0")]);
+    let cx = Ctx::root();
+    let d = before
+        .mkdir(&cx, Loc::new(Gfid::ROOT, "d"), 0o755, 0)
+        .await
+        .expect("mkdir")
+        .attr
+        .gfid;
+    let mut files = Vec::new();
+    for (dir, n) in [(Gfid::ROOT, 30), (d, 60)] {
+        for k in 0..n {
+            let name = format!("r{k}");
+            let data = vec![k as u8; k * 13 + 1];
+            files.push((
+                dir,
+                name.clone(),
+                create(&before, dir, &name, &data).await,
+                data,
+            ));
+        }
+    }
+    drop(before);
+    let mut on_leaving = 0;
+    for (dir, name, _, _) in &files {
+        if held(&leaves[1], *dir, name).await.is_some() {
+            on_leaving += 1;
+        }
+    }
+    assert!(on_leaving > 5, "the child to remove holds files");
+
+    // remove-brick start: child 1 decommissioned.
+    let again = MockCluster::with_leaves(leaves.clone());
+    let leaving = again.children()[1].name().to_string();
+    let top = again.build::<Distribute>(&[("min-free-disk", "0"), ("decommissioned", &leaving)]);
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let cfg = Config::new(tmp.path().join("rb.json"));
+    let (start, _) = status::begin(None, Mode::RemoveBrick, false, None, 1, status::now_s());
+    let end = run(Arc::new(top.clone()), start, &cfg, Stop::new())
+        .await
+        .expect("run");
+    assert_eq!(end.state, State::Completed, "{end:?}");
+    assert_eq!(
+        (end.mode, end.failures, end.files_skipped),
+        (Mode::RemoveBrick, 0, 0)
+    );
+    assert!(end.files_moved >= on_leaving, "{end:?}");
+    for (dir, name, gfid, data) in &files {
+        assert_eq!(
+            held(&leaves[1], *dir, name).await,
+            None,
+            "{name} still on the leaving child"
+        );
+        assert_eq!(&read_all(&top, *gfid).await, data, "{name}");
+    }
+    // Only the directory copies stay (remove-brick commit drops the brick).
+    assert_eq!(
+        names(&leaves[1], Gfid::ROOT).await,
+        vec![("d".to_owned(), false)]
+    );
+    assert!(
+        names(&leaves[1], d).await.is_empty(),
+        "names left on the leaving child"
+    );
 }
