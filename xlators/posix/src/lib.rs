@@ -19,6 +19,7 @@ mod entry;
 mod fdtable;
 mod gfid;
 mod handle;
+mod health;
 mod iatt;
 mod index;
 mod inode;
@@ -33,6 +34,8 @@ mod xlator;
 
 pub use gfid::{GfidReq, ino_of};
 pub use handle::{Layout, META_DIR};
+#[doc(hidden)]
+pub use health::{ProbeHook, set_probe_hook};
 pub use index::{
     Found, INDEX_DIR, Located, PENDING_PREFIX, entries as index_entries, index_path, locate,
 };

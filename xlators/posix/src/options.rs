@@ -58,6 +58,17 @@ xlator_api::options! {
         /// files are always allowed). Turn it on for volumes whose users need device nodes
         /// (a root file system, conformance suites such as pjdfstest).
         pub allow_devices: bool = OptionSpec::bool("allow-devices", "off").reconfigurable(),
+        /// How often a thread writes, fsyncs and reads back `<brick>/.xlfs/health` (GlusterFS
+        /// `storage.health-check-interval`). If that fails or takes longer than
+        /// `health-check-timeout`, the brick marks itself down for good: every fop answers
+        /// EIO at once (clients get errors in seconds instead of after their frame-timeout)
+        /// and the reason is logged at error level; restart the brick once the disk is fixed.
+        /// 0: off.
+        pub health_check_interval: std::time::Duration =
+            OptionSpec::duration("health-check-interval", "10s").range(0, 3_600_000),
+        /// How long one health check may take before the disk counts as hung.
+        pub health_check_timeout: std::time::Duration =
+            OptionSpec::duration("health-check-timeout", "20s").range(100, 3_600_000),
     }
 }
 

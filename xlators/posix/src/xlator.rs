@@ -22,6 +22,9 @@ use crate::options::PosixOptions;
 pub struct Posix {
     brick: Arc<Brick>,
     services: HostServices,
+    /// Down once the disk failed its health check: every fop answers EIO.
+    health: Arc<crate::health::Health>,
+    _health_check: Option<crate::health::Checker>,
 }
 
 impl Posix {
@@ -64,14 +67,16 @@ impl Posix {
         let brick = self.brick.clone();
         let mut caller = Caller::from_ctx(cx);
         let services = self.services;
+        let health = self.health.clone();
         async move {
-            services
-                .spawn_blocking(move || {
-                    let _g =
-                        creds::enter(&mut caller, brick.root_mode, &brick.base_groups, creating)?;
-                    f(&brick, &caller)
-                })
-                .await?
+            if health.is_down() {
+                return Err(Errno::EIO);
+            }
+            let job = services.spawn_blocking(move || {
+                let _g = creds::enter(&mut caller, brick.root_mode, &brick.base_groups, creating)?;
+                f(&brick, &caller)
+            });
+            health.or_down(job).await?
         }
     }
 }
@@ -110,9 +115,20 @@ impl Translator for Posix {
         let brick = Arc::new(brick);
         crate::reaper::Reaper::start(&brick, brick.clean_marker());
         crate::index::start_scans(&brick);
+        let health = crate::health::Health::new();
+        let health_check = crate::health::start(
+            &health,
+            brick.h.brick().to_path_buf(),
+            init.options.directory.clone(),
+            init.options.health_check_interval,
+            init.options.health_check_timeout,
+        )
+        .map_err(|e| format!("{}: {e}", init.name))?;
         Ok(Posix {
             brick,
             services: init.services,
+            health,
+            _health_check: health_check,
         })
     }
 
@@ -141,6 +157,12 @@ impl Translator for Posix {
                 self.brick.gx().name().to_string_lossy().into_owned(),
             )
             .with("open-fds", self.brick.fds.len())
+            .with(
+                "health",
+                self.health
+                    .reason()
+                    .map_or_else(|| "ok".to_owned(), |why| format!("down: {why}")),
+            )
             .with("cluster", self.brick.stats.dump())
     }
 
@@ -229,6 +251,9 @@ impl Translator for Posix {
         self.run(cx, move |b, _| b.opendir(&fd)).await
     }
     async fn readv(&self, cx: &Ctx, fd: Fd, offset: u64, size: u32) -> Result<ReadReply, Errno> {
+        if self.health.is_down() {
+            return Err(Errno::EIO);
+        }
         // Cached data is read right here, on the polling thread: no handoff to the pool.
         // (Copying cached pages costs less than moving them through a pipe one by one: a
         // 1 MiB sequential read measured about half as fast spliced.)

@@ -431,3 +431,83 @@ async fn a_client_that_stops_reading_is_dropped_after_send_timeout() {
         serde_json::json!(0)
     );
 }
+
+/// A brick whose disk hangs (a health-check probe that does not finish within
+/// `health-check-timeout`: a test hook makes it slow) marks itself down: a client through
+/// the wire gets EIO within seconds for every fop, cached reads included, instead of waiting
+/// for its frame-timeout.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hung_disk_takes_the_brick_down_and_clients_get_eio_in_seconds() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::time::{Duration, Instant};
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().to_str().expect("utf-8").to_owned();
+    let hang = Arc::new(AtomicBool::new(false));
+    let h = hang.clone();
+    xlfs_posix::set_probe_hook(
+        dir.path(),
+        Some(Arc::new(move || {
+            if h.load(Ordering::Relaxed) {
+                // A disk that hangs: the probe does not finish within the timeout.
+                std::thread::sleep(Duration::from_secs(5));
+            }
+            Ok(())
+        })),
+    );
+    let leaf = xlfs_testkit::build::try_build::<xlfs_posix::Posix>(
+        "brick",
+        &[
+            ("directory", path.as_str()),
+            ("health-check-interval", "200ms"),
+            ("health-check-timeout", "1s"),
+        ],
+        Vec::new(),
+    )
+    .expect("posix init");
+    let gfid = file(&leaf, "f", 4096).await;
+    let (_server, addr) = common::server(&leaf, &[("volume-name", "memory")]);
+    let top = common::client(addr, &[]);
+    common::wait_up(&top).await;
+    let cx = Ctx::root();
+    let f = fd(77, gfid, libc::O_RDONLY);
+    top.open(&cx, f).await.expect("open");
+    top.readv(&cx, f, 0, 4096)
+        .await
+        .expect("a healthy brick reads");
+    // Several probes pass: a healthy disk stays up.
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    top.stat(&cx, Gfid::ROOT).await.expect("still up");
+
+    hang.store(true, Ordering::Relaxed);
+    let t0 = Instant::now();
+    loop {
+        match top.stat(&cx, Gfid::ROOT).await {
+            Err(Errno::EIO) => break,
+            Ok(_) => {}
+            Err(e) => panic!("stat: {e}"),
+        }
+        assert!(
+            t0.elapsed() < Duration::from_secs(30),
+            "the hung brick still serves after {:?}",
+            t0.elapsed()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    // Every fop, at once: a read of cached data too.
+    let t1 = Instant::now();
+    assert_eq!(top.readv(&cx, f, 0, 4096).await.err(), Some(Errno::EIO));
+    assert_eq!(
+        top.lookup(&cx, Loc::new(Gfid::ROOT, "f")).await.err(),
+        Some(Errno::EIO)
+    );
+    assert!(t1.elapsed() < Duration::from_secs(5), "{:?}", t1.elapsed());
+    let health = common::json_field(&leaf, "health");
+    assert!(
+        health
+            .as_str()
+            .is_some_and(|h| h.starts_with("down: ") && h.contains("did not finish")),
+        "{health}"
+    );
+    xlfs_posix::set_probe_hook(dir.path(), None);
+}

@@ -20,6 +20,8 @@ pub fn try_brick(dir: &Path, extra: &[(&str, &str)]) -> Result<Subvol, String> {
     options.set("direct-read-share-window", "30s");
     options.set("backing-files", "on");
     options.set("allow-devices", "off");
+    options.set("health-check-interval", "10s");
+    options.set("health-check-timeout", "20s");
     for (k, v) in extra {
         options.set(k, v);
     }
