@@ -151,9 +151,11 @@ impl Brick {
         self.release_handle_after(g, ino, self.unlinked_grace)
     }
 
-    /// [`Brick::release_handle`] with no grace: gone for GFID lookups at once.
+    /// [`Brick::release_handle`] with no grace, and the handle removed before the reply (not
+    /// by the reaper): gone for GFID lookups at once, and the GFID free for a new object at
+    /// once (rebalance makes a new copy of a file with the GFID of the one it removed).
     pub fn release_handle_now(&self, g: Gfid, ino: u64) -> Result<(), Errno> {
-        self.release_handle_after(g, ino, std::time::Duration::ZERO)
+        self.h.drop_if_last(g, ino).map(drop)
     }
 
     fn release_handle_after(

@@ -877,6 +877,21 @@ async fn an_exact_unlink_checks_the_gfid_and_skips_the_grace() {
         .expect("read through the open fd");
     assert_eq!(r.data.as_slice(), b"moved");
     top.release(&cx, o).await.expect("release");
+    // The GFID is free at once: a new object may take it (rebalance copying a file back).
+    let again = xlator_api::Ctx::builder(0, 0)
+        .ext(&xlator_api::GfidReq(f.attr.gfid))
+        .build();
+    let n = top
+        .create(
+            &again,
+            loc(Gfid::ROOT, "f2"),
+            fd(Gfid::NULL, libc::O_RDWR),
+            0o644,
+            0,
+        )
+        .await
+        .expect("create with the freed GFID");
+    assert_eq!(n.attr.gfid, f.attr.gfid);
     // An ordinary unlink keeps the grace.
     top.unlink(&cx, loc(Gfid::ROOT, "g")).await.expect("unlink");
     assert!(top.stat(&cx, g.attr.gfid).await.is_ok());
