@@ -159,6 +159,98 @@ impl Layout {
         }
     }
 
+    /// A new layout of directory `gfid` over `n` children (those in `without` get no range)
+    /// that moves as few names as it can from the layout the children hold now (`old`, per
+    /// child; anomalous or partial is fine): the same equal ranges as
+    /// [`Layout::generate_over`], but each range given to the child whose current range
+    /// overlaps it most (greedy, largest overlap first, ties by position then child), the
+    /// rest in order. Going from 2 to 3 children then moves a third of the names, not most of
+    /// them (GlusterFS: `dht_selfheal_layout_maximize_overlap`). Deterministic in `old`: two
+    /// clients repairing at once write the same ranges. With no usable old range it is
+    /// `generate_over`.
+    pub fn generate_keeping(
+        gfid: Gfid,
+        n: usize,
+        without: &[usize],
+        old: &[Option<Slice>],
+        trusted: bool,
+    ) -> Layout {
+        let base = Layout::generate_over(gfid, n, without, trusted);
+        let held: Vec<Option<(u64, u64)>> = (0..base.count)
+            .map(|i| {
+                old.get(i)
+                    .copied()
+                    .flatten()
+                    .filter(|s| s.flags & EMPTY == 0)
+                    .map(|s| (u64::from(s.start), u64::from(s.stop) + 1))
+            })
+            .collect();
+        if held.iter().all(Option::is_none) {
+            return base;
+        }
+        let active: Vec<usize> = base.ranges.iter().map(|r| r.2).collect();
+        let overlap = |p: usize, c: usize| -> u64 {
+            let (start, stop, _) = base.ranges[p];
+            let (a, b) = (u64::from(start), u64::from(stop) + 1);
+            held[c].map_or(0, |(x, y)| b.min(y).saturating_sub(a.max(x)))
+        };
+        let mut pairs: Vec<(u64, usize, usize)> = Vec::new();
+        for p in 0..base.ranges.len() {
+            for &c in &active {
+                let o = overlap(p, c);
+                if o > 0 {
+                    pairs.push((o, p, c));
+                }
+            }
+        }
+        pairs.sort_by(|x, y| y.0.cmp(&x.0).then(x.1.cmp(&y.1)).then(x.2.cmp(&y.2)));
+        let mut owner: Vec<Option<usize>> = vec![None; base.ranges.len()];
+        let mut placed = vec![false; base.count];
+        for (_, p, c) in pairs {
+            if owner[p].is_none() && !placed[c] {
+                owner[p] = Some(c);
+                placed[c] = true;
+            }
+        }
+        // The rest: the unplaced children, in the order generate_over would give them.
+        let mut rest = base.ranges.iter().map(|r| r.2).filter(|c| !placed[*c]);
+        let greedy: Vec<usize> = (0..base.ranges.len())
+            .map(|p| owner[p].or_else(|| rest.next()).unwrap_or(base.ranges[p].2))
+            .collect();
+        // Greedy is not always best: the rotations of the children over the ranges (one of
+        // them is generate_over's own) compete with it; the most overlap wins, ties to the
+        // earlier candidate.
+        let k = active.len();
+        let total =
+            |a: &[usize]| -> u64 { a.iter().enumerate().map(|(p, &c)| overlap(p, c)).sum() };
+        let mut best = (total(&greedy), greedy);
+        for r in 0..k {
+            let cand: Vec<usize> = (0..k).map(|p| active[(p + r) % k]).collect();
+            let t = total(&cand);
+            if t > best.0 {
+                best = (t, cand);
+            }
+        }
+        let ranges = base
+            .ranges
+            .iter()
+            .zip(best.1)
+            .map(|(&(start, stop, _), c)| (start, stop, c))
+            .collect();
+        Layout { ranges, ..base }
+    }
+
+    /// Whether every child that has a range here held exactly that range in `old` (counts
+    /// aside): no name changes child from `old` to this layout.
+    pub fn keeps_ranges_of(&self, old: &[Option<Slice>]) -> bool {
+        self.ranges.iter().all(|&(start, stop, c)| {
+            old.get(c)
+                .copied()
+                .flatten()
+                .is_some_and(|s| s.flags & EMPTY == 0 && (s.start, s.stop) == (start, stop))
+        })
+    }
+
     /// The children that have no range, sorted.
     pub fn empty_children(&self) -> &[usize] {
         &self.empty
@@ -367,6 +459,53 @@ mod tests {
                 }
                 // A layout with a range on every child is not the same ranges.
                 assert!(!Layout::generate(gfid, n, false).same_ranges(&s));
+            }
+        }
+    }
+
+    /// The fraction of `names` whose child differs between two layouts.
+    fn moved(a: &Layout, b: &Layout, names: &[String]) -> f64 {
+        let m = names.iter().filter(|n| a.hashed(n) != b.hashed(n)).count();
+        m as f64 / names.len() as f64
+    }
+
+    #[test]
+    fn growing_keeps_as_many_names_in_place_as_equal_ranges_allow() {
+        let names: Vec<String> = (0..4000).map(|i| format!("file-{i}")).collect();
+        for (from, to) in [(1, 2), (2, 3), (2, 4), (3, 4), (4, 6), (5, 6)] {
+            for g in 0..6u8 {
+                let mut gfid = Gfid::random();
+                gfid.0[15] = g;
+                let old = Layout::generate(gfid, from, true);
+                let mut slices = slices(&old, from);
+                slices.resize(to, None);
+                let new = Layout::generate_keeping(gfid, to, &[], &slices, false);
+                let back = Layout::merge(&self::slices(&new, to)).expect("complete");
+                assert_eq!(back, new);
+                // The least any layout can move is 1 - from/to; equal ranges, one per child,
+                // sometimes need more (3 -> 4: a third, not a quarter; 5 -> 6: 0.3, not 0.17).
+                let ideal = 1.0 - from as f64 / to as f64;
+                let m = moved(&old, &new, &names);
+                assert!(
+                    m <= ideal + 0.15,
+                    "{from} -> {to}: {m:.2} of the names move, ideal {ideal:.2}"
+                );
+                let plain = moved(&old, &Layout::generate(gfid, to, false), &names);
+                assert!(
+                    m <= plain + 0.01,
+                    "{from} -> {to}: {m:.2}, plain equal ranges {plain:.2}"
+                );
+                if (from, to) == (2, 3) || (from, to) == (1, 2) || (from, to) == (2, 4) {
+                    assert!(
+                        m <= ideal + 0.04,
+                        "{from} -> {to}: {m:.2}, ideal {ideal:.2}"
+                    );
+                }
+                // Deterministic, and a no-op when nothing changes.
+                assert_eq!(new, Layout::generate_keeping(gfid, to, &[], &slices, false));
+                let same =
+                    Layout::generate_keeping(gfid, from, &[], &self::slices(&old, from), true);
+                assert!(same.keeps_ranges_of(&self::slices(&old, from)));
             }
         }
     }

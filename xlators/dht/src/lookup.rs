@@ -116,13 +116,16 @@ impl Shared {
         }
     }
 
-    /// Writes a new layout of `dir` to every child. It is trusted when it places every name
-    /// as before (each child keeps its slice, all trusted) or the directory is empty on every
-    /// child; otherwise a file may sit on a child its hash no longer names.
+    /// Writes a new layout of `dir` to every child: equal ranges over the children not
+    /// decommissioned, each given to the child whose current range overlaps it most (so
+    /// adding a child moves as few names as equal ranges allow, [`Layout::generate_keeping`]).
+    /// It is trusted when it places every name as before (each child with a range keeps its
+    /// range, all trusted) or the directory is empty on every child; otherwise a file may sit
+    /// on a child its hash no longer names.
     pub(crate) async fn repair_layout(&self, dir: Gfid, slices: &[Option<Slice>]) -> Arc<Layout> {
         Shared::bump(&self.counters.layouts_repaired);
-        let fresh = self.fresh_layout(dir, true);
-        let same = fresh.same_ranges(slices)
+        let fresh = Layout::generate_keeping(dir, self.n(), &self.excluded(), slices, true);
+        let same = fresh.keeps_ranges_of(slices)
             && slices
                 .iter()
                 .flatten()

@@ -191,10 +191,7 @@ impl Shared {
         }
         self.forget_layout(dir);
         let slices = self.read_slices(dir).await?;
-        let fresh = self.fresh_layout(dir, false);
-        if let Some(l) = self.settled(&slices)
-            && fresh.same_ranges(&slices)
-        {
+        if let Some(l) = self.settled(&slices) {
             self.remember_layout(dir, std::sync::Arc::new(l));
             return Ok("unchanged");
         }
@@ -221,10 +218,10 @@ impl Shared {
     pub async fn commit_layout(&self, dir: Gfid) -> Result<&'static str, Errno> {
         self.require_all_up()?;
         let slices = self.read_slices(dir).await?;
-        let fresh = self.fresh_layout(dir, true);
-        let Some(l) = self.settled(&slices).filter(|_| fresh.same_ranges(&slices)) else {
+        let Some(l) = self.settled(&slices) else {
             return Err(Errno::EAGAIN);
         };
+        let fresh = l.with_trust(true);
         if l.trusted {
             return Ok("unchanged");
         }
