@@ -858,3 +858,52 @@ fn remove_brick_of_a_replica_set_keeps_the_other_sets_names() {
     std::thread::sleep(Duration::from_secs(2));
     verify_all(&mnt, &files, &expected);
 }
+
+/// A plain one-brick volume, mounted, given a second brick becomes distribute 2 with the old
+/// brick first: the mount follows, old files read back, a rebalance spreads them.
+#[test]
+fn a_plain_volume_grows_into_distribute_2_under_a_mount() {
+    if skip_all("a_plain_volume_grows_into_distribute_2_under_a_mount") {
+        return;
+    }
+    let tmp = scratch_dir();
+    let v = Vol::new(tmp.path(), "plain", 1);
+    v.create_start_mount(1, 1);
+    let mnt = v.mnt(0);
+    let files = names(100, 2);
+    for d in 0..2 {
+        std::fs::create_dir(mnt.join(format!("d{d:02}"))).expect("mkdir");
+    }
+    for n in &files {
+        std::fs::write(mnt.join(n), content(n)).expect("write");
+    }
+    let expected: BTreeMap<String, Vec<u8>> =
+        files.iter().map(|n| (n.clone(), content(n))).collect();
+    let o = v.vol("add-brick", &[&s(&v.brick(1))]);
+    ok(&o);
+    assert!(text(&o).contains("plain -> distribute 2"), "{}", text(&o));
+    let info = json(&v.vol("info", &["--json"]));
+    let subs: Vec<&str> = info["subvolumes"]
+        .as_array()
+        .expect("subvolumes")
+        .iter()
+        .filter_map(|s| s["name"].as_str())
+        .collect();
+    assert_eq!(subs, ["plain-client-0", "plain-client-1"]);
+    let end = Instant::now() + Duration::from_secs(15);
+    while !text(&v.vol("statedump", &["--client", &s(&mnt), "--json"])).contains("plain-dht") {
+        assert!(
+            Instant::now() < end,
+            "the mount did not switch to distribute"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    verify_all(&mnt, &files, &expected);
+    ok(&v.vol("rebalance", &["start"]));
+    let st = v.wait_done("rebalance", Duration::from_secs(120));
+    assert_eq!(st["state"], "completed", "{st}");
+    assert_eq!(st["failures"], 0, "{st}");
+    verify_all(&mnt, &files, &expected);
+    let per = placement(&[v.brick(0), v.brick(1)], &files, true);
+    assert!(per[1] > 10, "the new brick got too few files: {per:?}");
+}
