@@ -100,8 +100,13 @@ pub fn run(ctx: &Ctx, a: Args) -> Result<u8> {
             .iter()
             .find(|r| r.index == id)
             .map_or_else(String::new, |r| format!("  pid {}", r.pid));
+        let remote = if grown.bricks[p].is_on(&names) {
+            ""
+        } else {
+            "  (on another host: start it there, `xlfs volume start` starts what is missing)"
+        };
         println!(
-            "  brick {id}  {}  port {}{pid}",
+            "  brick {id}  {}  port {}{pid}{remote}",
             grown.bricks[p],
             grown.brick_port(p)
         );
