@@ -511,3 +511,78 @@ async fn a_hung_disk_takes_the_brick_down_and_clients_get_eio_in_seconds() {
     );
     xlfs_posix::set_probe_hook(dir.path(), None);
 }
+
+/// A leaf whose disk "hangs": `readlink` never answers; `statfs` answers EIO once
+/// [`HUNG_DOWN`] is set (as storage/posix does once its health check marked it down).
+struct HungLeaf;
+
+static HUNG_DOWN: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+impl xlator_api::Translator for HungLeaf {
+    const TYPE: &'static str = "test/hung";
+    const MIN_CHILDREN: u32 = 0;
+    const MAX_CHILDREN: u32 = 0;
+    type Options = ();
+
+    fn init(_init: xlator_api::Init<()>) -> Result<Self, String> {
+        Ok(HungLeaf)
+    }
+
+    fn children(&self) -> &[Subvol] {
+        &[]
+    }
+
+    async fn stat(&self, _cx: &Ctx, _gfid: Gfid) -> Result<xlator_api::Iatt, Errno> {
+        Ok(xlator_api::Iatt::default())
+    }
+
+    async fn readlink(
+        &self,
+        _cx: &Ctx,
+        _gfid: Gfid,
+    ) -> Result<xlator_api::abi_stable::std_types::RString, Errno> {
+        std::future::pending().await
+    }
+
+    async fn statfs(&self, _cx: &Ctx, _gfid: Gfid) -> Result<xlator_api::Statfs, Errno> {
+        if HUNG_DOWN.load(std::sync::atomic::Ordering::Relaxed) {
+            Err(Errno::EIO)
+        } else {
+            Ok(xlator_api::Statfs::default())
+        }
+    }
+}
+
+/// A request stuck on the brick's disk when the brick goes down cannot be answered by the
+/// brick (its thread is in the kernel): the server answers it EIO once the brick says it is
+/// down, instead of leaving the client to its frame-timeout (30 minutes). A request stuck on
+/// a brick that is not down keeps waiting.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn requests_stuck_on_a_brick_that_went_down_get_eio() {
+    use std::time::{Duration, Instant};
+    let leaf = xlfs_testkit::build::try_build::<HungLeaf>("memory", &[], Vec::new()).expect("leaf");
+    let (_server, addr) = common::server(&leaf, &[]);
+    let top = common::client(addr, &[]);
+    common::wait_up(&top).await;
+    let cx = Ctx::root();
+    let stuck = {
+        let (top, cx) = (top.clone(), cx.clone());
+        tokio::spawn(async move { top.readlink(&cx, Gfid::ROOT).await })
+    };
+    // Stuck past the server's threshold, on a brick that is not down: still waiting.
+    tokio::time::sleep(Duration::from_secs(8)).await;
+    assert!(
+        !stuck.is_finished(),
+        "a slow request on a healthy brick got an answer"
+    );
+    HUNG_DOWN.store(true, std::sync::atomic::Ordering::Relaxed);
+    let t0 = Instant::now();
+    let r = tokio::time::timeout(Duration::from_secs(60), stuck)
+        .await
+        .expect("the stuck request is answered within seconds")
+        .expect("join");
+    assert_eq!(r.err(), Some(Errno::EIO));
+    assert!(t0.elapsed() < Duration::from_secs(30), "{:?}", t0.elapsed());
+    // The connection is still up and serving.
+    top.stat(&cx, Gfid::ROOT).await.expect("stat");
+}

@@ -20,6 +20,7 @@ use super::Shared;
 use super::identity::{self, Peer};
 use super::limits::Slot;
 use super::session::Session;
+use super::stuck::{self, Running as Requests};
 use crate::wire::spin::Backoff;
 use crate::wire::{
     self, ClientMsg, FrameReader, FrameSender, HANDSHAKE_MAX_FRAME, Hello, ReadHalf, SendError,
@@ -185,12 +186,20 @@ pub async fn serve(shared: Arc<Shared>, sock: Stream, peer: SocketAddr, mut slot
     let work = InFlight {
         requests: Arc::new(Semaphore::new(shared.max_inflight)),
         locks: Arc::new(LockWaits::new()),
+        running: Arc::new(Requests::default()),
     };
 
     let client = Client {
         id: ClientId(shared.next_client.fetch_add(1, Ordering::Relaxed)),
         local,
     };
+    // A task of its own: it must run even while this connection's reader is the thread
+    // stuck in a fop (see `stuck`).
+    let sweeper = tokio::spawn({
+        let (name, child) = (shared.name.clone(), shared.child.clone());
+        let (running, tx) = (work.running.clone(), tx.clone());
+        async move { stuck::answer_stuck(&name, &child, &running, &tx, peer_max).await }
+    });
     let outcome = read_loop(
         &shared,
         &mut reader,
@@ -216,6 +225,7 @@ pub async fn serve(shared: Arc<Shared>, sock: Stream, peer: SocketAddr, mut slot
     }
     // Close the socket now; replies still being computed are discarded. Waiting lock
     // requests stop waiting (their futures are dropped).
+    sweeper.abort();
     tx.close().await;
     drop(reader);
     work.locks.cancel_all();
@@ -466,6 +476,8 @@ struct Cancel {
 struct InFlight {
     requests: Arc<Semaphore>,
     locks: Arc<LockWaits>,
+    /// The requests (not lock requests) running, for [`stuck::answer_stuck`].
+    running: Arc<Requests>,
 }
 
 /// Most lock requests of one connection in flight; more are answered ENOLCK.
@@ -758,6 +770,8 @@ async fn read_requests(
                 let pipe_ok = matches!(&call.req, wire::Request::Readv { fd, size, .. }
                     if splice_min > 0 && u64::from(*size) >= splice_min && !fd.is_anonymous());
                 let (session, tx, activity) = (session.clone(), tx.clone(), activity.clone());
+                let running = work.running.clone();
+                running.start(call.id);
                 // Run on a blocking-pool thread: the brick's disk work happens right there
                 // and the reply goes out from it, with no further thread switch (one
                 // wakeup per request instead of three). See `poll_here_then_spawn`.
@@ -765,12 +779,15 @@ async fn read_requests(
                     let cx = request_ctx(&call, client, pipe_ok);
                     let fop = call.req.fop();
                     let result = session.execute(&cx, call.req).await;
-                    let frame = wire::encode_reply(call.id, result, peer_max).or_else(|e| {
-                        tracing::warn!("reply to {fop} (call {}) not sendable: {e}", call.id);
-                        wire::encode_reply(call.id, Err(Errno::EOVERFLOW), peer_max)
-                    });
-                    if let Ok(f) = frame {
-                        let _ = tx.send(f).await;
+                    // Unless the server answered it already (stuck on a brick gone down).
+                    if running.finish(call.id) {
+                        let frame = wire::encode_reply(call.id, result, peer_max).or_else(|e| {
+                            tracing::warn!("reply to {fop} (call {}) not sendable: {e}", call.id);
+                            wire::encode_reply(call.id, Err(Errno::EOVERFLOW), peer_max)
+                        });
+                        if let Ok(f) = frame {
+                            let _ = tx.send(f).await;
+                        }
                     }
                     activity.touch();
                     drop(permit);

@@ -11,6 +11,7 @@ mod limits;
 mod options;
 mod registry;
 mod session;
+mod stuck;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
