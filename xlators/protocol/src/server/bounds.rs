@@ -3,11 +3,14 @@
 //! leaf reserves that much before it reads (storage/posix reserves the read buffer up front),
 //! so without this one 4 GiB `readv` from any client made the brick allocate 4 GiB.
 //!
-//! `readv` and `readdirp` are clamped to the cap: a short read (the caller reads on from where
-//! the data ends) and a listing that stops early (the caller continues from the last cookie)
-//! are both answers every caller handles. `rchecksum` is refused with EINVAL instead: its
-//! callers (afr's diff heal) compare two checksums and skip the whole range they asked for
-//! when they match, so a checksum of a shorter range would skip bytes nobody compared.
+//! A `readv` over the cap is refused with **EINVAL**, as protocol/client refuses one over its
+//! own `max-write`: it is not clamped, because in this fop table a short read means end of
+//! file (`xlator_api::for_each_fop!`), and a read cut short would make its caller (the
+//! kernel's page cache, through FUSE) believe the file ends there. `rchecksum` is refused the
+//! same way: its callers (afr's diff heal) skip the whole range they asked for when two
+//! checksums match, so a checksum of a shorter range would skip bytes nobody compared. A
+//! `readdirp` is **clamped**: its size is a budget ("at most about `size` bytes' worth") and a
+//! listing that stops early is continued from its last cookie by every caller.
 //!
 //! `fallocate`, `discard` and `zerofill` take 64-bit lengths but allocate nothing for them
 //! (the kernel does the work; posix's zerofill fallback writes from one 1 MiB buffer of
@@ -27,11 +30,13 @@ pub fn read_cap(max_read: usize, peer_max: usize) -> u32 {
 /// Clamps `req` to `cap` (see the module doc); `Err` for a request that must be refused.
 pub fn apply(req: &mut Request, cap: u32) -> Result<(), Errno> {
     match req {
-        Request::Readv { size, .. } | Request::Readdirp { size, .. } => {
+        Request::Readdirp { size, .. } => {
             *size = (*size).min(cap);
             Ok(())
         }
-        Request::Rchecksum { len, .. } if *len > cap => Err(Errno::EINVAL),
+        Request::Readv { size: len, .. } | Request::Rchecksum { len, .. } if *len > cap => {
+            Err(Errno::EINVAL)
+        }
         _ => Ok(()),
     }
 }
@@ -50,7 +55,7 @@ mod tests {
     }
 
     #[test]
-    fn readv_and_readdirp_are_clamped_rchecksum_refused() {
+    fn readdirp_is_clamped_readv_and_rchecksum_refused() {
         let cap = read_cap(1 << 20, (1 << 20) + HEADER_ROOM);
         assert_eq!(cap, 1 << 20);
         let mut r = Request::Readv {
@@ -58,7 +63,13 @@ mod tests {
             offset: 0,
             size: u32::MAX,
         };
-        apply(&mut r, cap).expect("clamped");
+        assert_eq!(apply(&mut r, cap), Err(Errno::EINVAL));
+        let mut r = Request::Readv {
+            fd: fd(),
+            offset: 0,
+            size: 1 << 20,
+        };
+        apply(&mut r, cap).expect("at the cap");
         assert!(matches!(r, Request::Readv { size, .. } if size == 1 << 20));
         let mut r = Request::Readdirp {
             fd: fd(),

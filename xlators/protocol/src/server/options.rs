@@ -27,12 +27,12 @@ xlator_api::options! {
         /// Largest read or write payload; frames are at most this plus 64 KiB. Bigger
         /// frames close the connection.
         pub max_write: u64 = OptionSpec::size("max-write", "1MiB").range(65_536, 67_108_864),
-        /// Largest `readv` (and `readdirp`) a client may ask for, checked before anything is
-        /// allocated for the answer: a bigger `readv` or `readdirp` is answered with at most
-        /// this much (a short read and a shorter listing are both legal answers; callers read
-        /// on from where the answer ends), an `rchecksum` over a longer range fails with
-        /// EINVAL (its callers skip the whole range they asked for when checksums match).
-        /// Never more than fits a reply frame (`max-write` and the client's own maximum).
+        /// Largest `readv` and `rchecksum` a client may ask for, and the most a `readdirp` is
+        /// answered with, checked before anything is allocated for the answer: a bigger
+        /// `readv` or `rchecksum` fails with EINVAL (a short read would mean end of file), a
+        /// bigger `readdirp` is answered with a shorter listing (callers continue from its
+        /// last cookie). Never more than fits a reply frame (`max-write` and the client's own
+        /// maximum).
         pub max_read: u64 = OptionSpec::size("max-read", "1MiB").range(4096, 67_108_864),
         /// Connections the server holds at once (clients, volfile requests and watches,
         /// connections still in their handshake). One over it is closed as soon as it is
