@@ -584,3 +584,37 @@ async fn requests_stuck_on_a_brick_that_went_down_get_eio() {
     // The connection is still up and serving.
     top.stat(&cx, Gfid::ROOT).await.expect("stat");
 }
+
+/// The idle timeout holds while the reader waits for a free request slot: a client whose
+/// requests all hang and that then sends nothing is disconnected after
+/// `client-idle-timeout` (before, the reader waited for the slot with no timeout at all, and
+/// the connection, with its fds and locks, stayed forever).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_idle_timeout_holds_while_the_reader_waits_for_a_request_slot() {
+    use std::time::{Duration, Instant};
+    let leaf = xlfs_testkit::build::try_build::<HungLeaf>("memory", &[], Vec::new()).expect("leaf");
+    let (server, addr) = common::server(
+        &leaf,
+        &[
+            ("client-idle-timeout", "5s"),
+            ("max-inflight-per-connection", "1"),
+        ],
+    );
+    let mut raw = Raw::connect(addr, "memory").await;
+    // The first takes the only slot and hangs; the reader then waits for the slot to read
+    // past the second.
+    for _ in 0..2 {
+        raw.send_only(WireCtx::default(), Request::Readlink { gfid: Gfid::ROOT })
+            .await;
+    }
+    let t0 = Instant::now();
+    while common::json_field(&server, "connections") != serde_json::json!(0) {
+        assert!(
+            t0.elapsed() < Duration::from_secs(60),
+            "still connected after {:?}",
+            t0.elapsed()
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    assert!(t0.elapsed() >= Duration::from_secs(4), "{:?}", t0.elapsed());
+}
