@@ -222,6 +222,34 @@ impl CtxExtension for UnlinkExact {
     }
 }
 
+/// Makes an `unlink` conditional on what the name is: the leaf removes it unless its object is
+/// a regular file whose permission bits are exactly `perm` and that carries the xattr named
+/// `xattr`; such an object is left alone and the answer is EEXIST (which `unlink` never
+/// answers otherwise). cluster/distribute unlinks a name on its hashed child in one call this
+/// way: a data file goes, a link file (the data is elsewhere) stays for the slower path.
+/// Crosses the wire.
+#[derive(Clone, PartialEq, Eq, Debug)]
+pub struct UnlinkUnlessMarked {
+    pub perm: u32,
+    pub xattr: String,
+}
+
+impl CtxExtension for UnlinkUnlessMarked {
+    const KEY: &'static str = "xlfs/unlink-unless-marked";
+    fn encode(&self) -> Vec<u8> {
+        let mut out = self.perm.to_le_bytes().to_vec();
+        out.extend_from_slice(self.xattr.as_bytes());
+        out
+    }
+    fn decode(bytes: &[u8]) -> Option<Self> {
+        let (p, x) = bytes.split_at_checked(4)?;
+        Some(UnlinkUnlessMarked {
+            perm: u32::from_le_bytes(p.try_into().ok()?),
+            xattr: String::from_utf8(x.to_vec()).ok()?,
+        })
+    }
+}
+
 /// Tells the leaf that whoever asked for this read can send its data straight out of a pipe
 /// ([`crate::Buf::from_pipe`]): protocol/server sets it on large reads, and storage/posix
 /// then fills a pipe with `splice` instead of copying the data into memory. Any translator

@@ -55,7 +55,7 @@ pub use backing::{BackingFile, BackingWanted, Opened};
 pub use buf::{Buf, pipe_with_room};
 pub use ctx::{
     CreateXattrs, Ctx, CtxBuilder, CtxExtension, ExtScope, GfidReq, PipePayloadOk, UnlinkExact,
-    XattrReq,
+    UnlinkUnlessMarked, XattrReq,
 };
 pub use dump::{Dump, DumpField, DumpValue, json_string};
 pub use fops::{Fop, FopAttrs};

@@ -122,6 +122,20 @@ impl Table {
         if victim.kind == FileType::Directory {
             return Err(Errno::EISDIR);
         }
+        // The conditions storage/posix honours.
+        if cx
+            .ext::<xlator_api::UnlinkExact>()
+            .is_some_and(|x| x.0 != gfid)
+        {
+            return Err(Errno::ESTALE);
+        }
+        if let Some(u) = cx.ext::<xlator_api::UnlinkUnlessMarked>()
+            && victim.kind == FileType::Regular
+            && victim.perm & 0o7777 == u.perm
+            && self.get(gfid)?.xattrs.contains_key(&u.xattr)
+        {
+            return Err(Errno::EEXIST);
+        }
         perm::check_sticky(cx, &p, &victim)?;
         let now = Timespec::now();
         let parent = self.get_mut(loc.parent)?;

@@ -270,7 +270,24 @@ impl Shared {
         Ok(e)
     }
 
+    /// Unlink: first on the name's hashed child, refused there if it is a link file
+    /// ([`xlator_api::UnlinkUnlessMarked`]): a file on its hashed child (most of them) goes in
+    /// one call. A link file there, or (layout not trusted) no name there, takes the lookup
+    /// path: the data's name first, then its link file.
     pub async fn unlink(&self, cx: &Ctx, loc: Loc) -> Result<Removed, Errno> {
+        let layout = self.layout_of(loc.parent).await?;
+        let h = layout.hashed(&loc.name);
+        let keep = xlator_api::UnlinkUnlessMarked {
+            perm: crate::shared::LINK_MODE,
+            xattr: crate::shared::LINKTO_XATTR.into(),
+        };
+        let hcx = cx.to_builder().ext(&keep).build();
+        match self.children[h].unlink(&hcx, loc.clone()).await {
+            Err(Errno::EEXIST) => {}
+            Err(Errno::ENOENT) if !layout.trusted && self.cfg().lookup_unhashed => {}
+            Err(Errno::ENOTCONN) => {}
+            r => return r,
+        }
         let r = self.resolve(cx, &loc).await?;
         match r.found {
             Some(Found::File { child, .. }) => {

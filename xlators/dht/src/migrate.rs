@@ -501,8 +501,7 @@ impl Shared {
             };
             if let Err(e) = self.children[d].setattr(&root, g, final_attrs).await {
                 // Still a link file to S on D: put the name back as it was.
-                let _ = self.unlink_exact(d, loc, g).await;
-                let _ = self.make_linkfile(d, loc, s).await;
+                self.undo_switch(s, d, loc, g).await;
                 return Err(e);
             }
             let _ = self.children[d]
@@ -516,8 +515,7 @@ impl Shared {
                     return Err(Errno::ENOENT);
                 }
                 Err(e) => {
-                    let _ = self.unlink_exact(d, loc, g).await;
-                    let _ = self.make_linkfile(d, loc, s).await;
+                    self.undo_switch(s, d, loc, g).await;
                     return Err(e);
                 }
             }
@@ -546,6 +544,16 @@ impl Shared {
             );
         }
         r
+    }
+
+    /// Takes the copy renamed into place on D away again; the name on D becomes a link file
+    /// to S if S still holds the file under it (else the name went meanwhile: nothing).
+    async fn undo_switch(&self, s: usize, d: usize, loc: &Loc, g: Gfid) {
+        let _ = self.unlink_exact(d, loc, g).await;
+        let on_s = self.children[s].lookup(&Ctx::root(), loc.clone()).await;
+        if on_s.is_ok_and(|e| e.attr.gfid == g) {
+            let _ = self.make_linkfile(d, loc, s).await;
+        }
     }
 
     /// Copies `size` bytes from `src` on child `s` into `dst` on child `d` (all-zero chunks

@@ -949,3 +949,63 @@ async fn with_lookup_unhashed_off_the_hashed_childs_miss_is_final() {
         e.attr.gfid
     );
 }
+
+/// An unlink of a file on its hashed child is one call there (no lookup first); a name whose
+/// hashed child holds only a link file is refused there and takes the lookup path, which
+/// removes the data and the link file.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unlink_of_a_placed_file_is_one_call_and_a_link_file_is_never_taken_for_the_file() {
+    let (cluster, top) = setup(3, &[]);
+    let d = mkdir(&top, Gfid::ROOT, "u").await;
+    let g = create_with(&top, d, "placed", b"x").await;
+    let layout = leaf_layout(&cluster, d).await;
+    let h = layout.hashed("placed");
+    for i in 0..3 {
+        cluster.handle(i).take_calls();
+    }
+    top.unlink(&root(), Loc::new(d, "placed"))
+        .await
+        .expect("unlink");
+    let fops: Vec<Vec<Fop>> = (0..3)
+        .map(|i| {
+            cluster
+                .handle(i)
+                .take_calls()
+                .iter()
+                .map(|c| c.fop())
+                .collect()
+        })
+        .collect();
+    for (i, f) in fops.iter().enumerate() {
+        let want = if i == h { vec![Fop::Unlink] } else { vec![] };
+        assert_eq!(f, &want, "child {i} (hashed {h})");
+    }
+    assert!(
+        everywhere(&cluster, d, "placed")
+            .await
+            .iter()
+            .all(|x| *x == Held::Nothing)
+    );
+    let _ = g;
+
+    // A rename across children leaves the data on its child and a link file on the new
+    // name's hashed child; the unlink of the new name must remove both.
+    let ((a, ha), (b, hb)) = names_on_different_children(&layout, "r");
+    assert_ne!(ha, hb);
+    create_with(&top, d, &a, b"moved").await;
+    top.rename(&root(), Loc::new(d, a.as_str()), Loc::new(d, b.as_str()), 0)
+        .await
+        .expect("rename");
+    assert!(matches!(held(&cluster, hb, d, &b).await, Held::Link(_)));
+    top.unlink(&root(), Loc::new(d, b.as_str()))
+        .await
+        .expect("unlink");
+    assert!(
+        everywhere(&cluster, d, &b)
+            .await
+            .iter()
+            .all(|x| *x == Held::Nothing),
+        "{:?}",
+        everywhere(&cluster, d, &b).await
+    );
+}

@@ -90,6 +90,17 @@ fn made_at(
     }
 }
 
+/// Conditions on an `unlink` from the context ([`xlator_api::UnlinkExact`],
+/// [`xlator_api::UnlinkUnlessMarked`]).
+#[derive(Default)]
+pub struct UnlinkIf {
+    /// Only while the name names this GFID (else ESTALE); the object is then unreachable by
+    /// GFID at once if this was its last name.
+    pub exact: Option<Gfid>,
+    /// Not a regular file with exactly these permission bits carrying this xattr (EEXIST).
+    pub unless: Option<xlator_api::UnlinkUnlessMarked>,
+}
+
 impl Brick {
     pub fn lookup(&self, loc: &Loc, want: Option<&XattrReq>) -> Result<Entry, Errno> {
         let name = self.entry_name(loc.parent, &loc.name, NameUse::Lookup)?;
@@ -297,10 +308,9 @@ impl Brick {
         Err(Errno::EAGAIN)
     }
 
-    /// Removes a non-directory name. `exact` ([`xlator_api::UnlinkExact`]): only while the
-    /// name names that GFID (else ESTALE), and the object is unreachable by GFID at once if
-    /// this was its last name.
-    pub fn unlink(&self, loc: &Loc, exact: Option<Gfid>) -> Result<Removed, Errno> {
+    /// Removes a non-directory name, under the conditions of `cond`.
+    pub fn unlink(&self, loc: &Loc, cond: &UnlinkIf) -> Result<Removed, Errno> {
+        let exact = cond.exact;
         let name = self.entry_name(loc.parent, &loc.name, NameUse::Modify)?;
         let pfd = self.h.resolve_dir(loc.parent)?;
         let st = sys::fstatat(pfd.as_fd(), &name, libc::AT_SYMLINK_NOFOLLOW)?;
@@ -310,6 +320,23 @@ impl Brick {
         let g = self.child_gfid(loc.parent, pfd.as_fd(), &loc.name, &st)?;
         if exact.is_some_and(|x| x != g) {
             return Err(Errno::ESTALE);
+        }
+        if let Some(u) = &cond.unless
+            && st.st_mode & libc::S_IFMT == libc::S_IFREG
+            && st.st_mode & 0o7777 == u.perm
+        {
+            let x = std::ffi::CString::new(u.xattr.as_str()).map_err(|_| Errno::EINVAL)?;
+            let marked = creds::as_root(|| {
+                let p = sys::proc_child(pfd.as_fd(), name.to_str().map_err(|_| Errno::EINVAL)?)?;
+                match sys::getxattr(XTarget::NoFollow(&p), &x) {
+                    Ok(_) => Ok(true),
+                    Err(Errno::ENODATA) => Ok(false),
+                    Err(e) => Err(e),
+                }
+            })?;
+            if marked {
+                return Err(Errno::EEXIST);
+            }
         }
         let _g = self.stripe(g);
         sys::unlinkat(pfd.as_fd(), &name, 0)?;

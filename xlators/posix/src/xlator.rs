@@ -209,8 +209,11 @@ impl Translator for Posix {
             .await
     }
     async fn unlink(&self, cx: &Ctx, loc: Loc) -> Result<Removed, Errno> {
-        let exact = cx.ext::<xlator_api::UnlinkExact>().map(|u| u.0);
-        self.run(cx, move |b, _| b.unlink(&loc, exact)).await
+        let cond = crate::entry::UnlinkIf {
+            exact: cx.ext::<xlator_api::UnlinkExact>().map(|u| u.0),
+            unless: cx.ext::<xlator_api::UnlinkUnlessMarked>(),
+        };
+        self.run(cx, move |b, _| b.unlink(&loc, &cond)).await
     }
     async fn rmdir(&self, cx: &Ctx, loc: Loc) -> Result<Removed, Errno> {
         self.run(cx, move |b, _| b.rmdir(&loc)).await

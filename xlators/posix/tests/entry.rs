@@ -896,3 +896,44 @@ async fn an_exact_unlink_checks_the_gfid_and_skips_the_grace() {
     top.unlink(&cx, loc(Gfid::ROOT, "g")).await.expect("unlink");
     assert!(top.stat(&cx, g.attr.gfid).await.is_ok());
 }
+
+/// `UnlinkUnlessMarked` (distribute's one-call unlink on a hashed child): a regular file with
+/// exactly the given mode and xattr stays (EEXIST); anything else goes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unlink_unless_marked_leaves_the_marked_file() {
+    let (_d, top) = new_brick();
+    let cx = root();
+    let made = xlator_api::CreateXattrs(vec![("trusted.mark".into(), b"x".to_vec())]);
+    let mcx = xlator_api::Ctx::builder(0, 0).ext(&made).build();
+    top.mknod(&mcx, loc(Gfid::ROOT, "m"), libc::S_IFREG | 0o1000, 0, 0)
+        .await
+        .expect("marked file");
+    top.mknod(
+        &cx,
+        loc(Gfid::ROOT, "same-mode"),
+        libc::S_IFREG | 0o1000,
+        0,
+        0,
+    )
+    .await
+    .expect("same mode, no xattr");
+    mkfile(&top, &cx, Gfid::ROOT, "plain", b"data").await;
+    let ucx = xlator_api::Ctx::builder(0, 0)
+        .ext(&xlator_api::UnlinkUnlessMarked {
+            perm: 0o1000,
+            xattr: "trusted.mark".into(),
+        })
+        .build();
+    assert_eq!(
+        top.unlink(&ucx, loc(Gfid::ROOT, "m")).await.err(),
+        Some(Errno::EEXIST)
+    );
+    assert!(top.lookup(&cx, loc(Gfid::ROOT, "m")).await.is_ok());
+    top.unlink(&ucx, loc(Gfid::ROOT, "same-mode"))
+        .await
+        .expect("no xattr: removed");
+    top.unlink(&ucx, loc(Gfid::ROOT, "plain"))
+        .await
+        .expect("plain file: removed");
+    assert_eq!(names(&top, &cx, Gfid::ROOT).await, vec!["m".to_string()]);
+}
