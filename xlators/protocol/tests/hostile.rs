@@ -183,6 +183,18 @@ async fn wait_field(server: &Subvol, key: &str, want: serde_json::Value) {
     }
 }
 
+/// Asserts the good client did ops since `before` (its op count then): it was served during
+/// the phase that just ended, not only before and after it.
+fn served_during(log: &Mutex<GoodLog>, before: u64, phase: &str) -> u64 {
+    let now = log.lock().expect("log").ops;
+    assert!(now > before, "the good client did no op during {phase}");
+    eprintln!(
+        "hostile: good client did {} ops during {phase}",
+        now - before
+    );
+    now
+}
+
 fn fd(id: u64, gfid: Gfid, flags: i32) -> Fd {
     Fd {
         id: FdId(id),
@@ -525,6 +537,7 @@ async fn hostile_clients_do_not_stop_a_good_client_being_served() {
     };
     let mut dropped = 0u64;
     let mut over_limit = 0u64;
+    let mut ops = log.lock().expect("log").ops;
 
     // 4. Slow readers (started first: they run while the garbage goes in). Each asks for
     // 64 MiB of replies and reads none; send-timeout (3 s) must cut each off.
@@ -539,6 +552,7 @@ async fn hostile_clients_do_not_stop_a_good_client_being_served() {
         eprintln!("hostile: a slow reader was cut off {took:?} after its last request");
         dropped += 1;
     }
+    ops = served_during(&log, ops, "the garbage and the slow readers");
 
     // 3. Idle connections. 1,500 handshakes from one address: exactly max-connections-per-
     // address of them are welcomed, the rest refused at once.
@@ -561,6 +575,7 @@ async fn hostile_clients_do_not_stop_a_good_client_being_served() {
         "no refusal said which bound"
     );
     over_limit += refused.len() as u64;
+    ops = served_during(&log, ops, "1,500 handshakes from one address");
 
     // 300 silent connections (no hello) from another: max-pending-handshakes are held, the
     // others closed at once; the held ones are closed after handshake-timeout (5 s).
@@ -605,6 +620,7 @@ async fn hostile_clients_do_not_stop_a_good_client_being_served() {
         t0.elapsed()
     );
     dropped += PENDING as u64;
+    ops = served_during(&log, ops, "the silent connections");
     wait_field(&server, "pending-handshakes", serde_json::json!(0)).await;
 
     // While 127.0.0.2 holds its 200, a new client from another address is served.
@@ -643,6 +659,7 @@ async fn hostile_clients_do_not_stop_a_good_client_being_served() {
         );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
+    served_during(&log, ops, "the brick full at max-connections");
     drop((idle, more));
     wait_field(&server, "connections", serde_json::json!(1)).await;
 
@@ -661,7 +678,12 @@ async fn hostile_clients_do_not_stop_a_good_client_being_served() {
         log.slowest.0,
         log.slowest.1
     );
-    assert!(log.errors.is_empty(), "good client: {:?}", log.errors);
+    assert!(
+        log.errors.is_empty(),
+        "good client: {} errors or slow ops, the first: {:?}",
+        log.errors.len(),
+        &log.errors[..log.errors.len().min(20)]
+    );
     assert!(rounds >= 20, "the good client did only {rounds} rounds");
 
     // The brick is still up and serves a new protocol/client.
