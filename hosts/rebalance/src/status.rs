@@ -229,10 +229,30 @@ pub fn store(path: &Path, s: &Status) -> Result<(), StatusError> {
     store_bytes(path, &render(s))
 }
 
-/// Whether `pid` is a live process named `xlfs-rebalance` (its `/proc/PID/comm`).
+/// Whether `pid` is a live process named `xlfs-rebalance` (its `/proc/PID/comm`). A zombie
+/// (killed, not yet reaped: state `Z` in `/proc/PID/stat`) is dead: it does no work and its
+/// status file is to be resumed (a start right after `kill -9` used to be refused until the
+/// parent reaped it).
 pub fn is_live_runner(pid: u32) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/comm"))
+    let named = std::fs::read_to_string(format!("/proc/{pid}/comm"))
         .map(|c| c.trim_end() == "xlfs-rebalance")
+        .unwrap_or(false);
+    named && !is_zombie(pid)
+}
+
+/// Whether `pid`'s state in `/proc/PID/stat` is `Z` (or `X`, dead).
+fn is_zombie(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|st| {
+            // "PID (COMM) STATE ...": COMM may hold spaces and parentheses; the state
+            // follows the last ')'.
+            let after = &st[st.rfind(')')? + 1..];
+            after
+                .split_whitespace()
+                .next()
+                .map(|s| s == "Z" || s == "X")
+        })
         .unwrap_or(false)
 }
 
@@ -545,6 +565,21 @@ mod tests {
         s.pid = child.id();
         let r = check_not_running(&path, Some(&s), std::process::id());
         let _ = child.kill();
+        // Killed but not reaped yet: a zombie, no longer a live runner.
+        for _ in 0..200 {
+            if is_zombie(s.pid) {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        assert!(
+            is_zombie(s.pid),
+            "the killed child is a zombie until waited for"
+        );
+        assert!(
+            check_not_running(&path, Some(&s), std::process::id()).is_ok(),
+            "a zombie runner does not block a start"
+        );
         let _ = child.wait();
         let e = r.expect_err("live runner").to_string();
         assert!(e.contains(&format!("pid {}", s.pid)), "{e}");
