@@ -15,27 +15,9 @@ use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
+mod common;
+
 use xlfs_dht::{LAYOUT_XATTR, LINKTO_XATTR, Layout, Slice};
-
-fn profile_dir() -> PathBuf {
-    let exe = std::env::current_exe().expect("current exe");
-    let deps = exe.parent().expect("deps dir").to_path_buf();
-    if deps.ends_with("deps") {
-        deps.parent().expect("profile").to_path_buf()
-    } else {
-        deps
-    }
-}
-
-fn xlfs_bin() -> PathBuf {
-    let p = profile_dir().join("xlfs");
-    assert!(
-        p.is_file(),
-        "{} missing: run `cargo build --workspace` first",
-        p.display()
-    );
-    p
-}
 
 fn missing_prerequisite() -> Option<String> {
     if !Path::new("/dev/fuse").exists() {
@@ -56,22 +38,11 @@ struct Volume {
 
 impl Volume {
     fn xlfs(&self, args: &[&str]) -> Output {
-        Command::new(xlfs_bin())
-            .args(args)
-            .env("XLFS_STATE_DIR", &self.state)
-            .output()
-            .expect("run xlfs")
+        common::cli::xlfs(&self.state, args)
     }
 
     fn ok(&self, args: &[&str]) -> String {
-        let o = self.xlfs(args);
-        assert!(
-            o.status.success(),
-            "xlfs {args:?}: {}{}",
-            String::from_utf8_lossy(&o.stdout),
-            String::from_utf8_lossy(&o.stderr)
-        );
-        String::from_utf8_lossy(&o.stdout).into_owned()
+        common::cli::xlfs_ok(&self.state, args)
     }
 
     fn brick(&self, i: usize) -> PathBuf {

@@ -15,7 +15,10 @@
 //! fails.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Output;
+
+mod common;
+use common::cli::profile_dir;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -27,16 +30,6 @@ use xlfs_core::volume::Volume;
 // Linked in for its built-in type protocol/client, as the hosts do.
 use xlfs_protocol as _;
 
-fn profile_dir() -> PathBuf {
-    let exe = std::env::current_exe().expect("current exe");
-    let deps = exe.parent().expect("deps dir").to_path_buf();
-    if deps.ends_with("deps") {
-        deps.parent().expect("profile").to_path_buf()
-    } else {
-        deps
-    }
-}
-
 struct Bricks {
     state: PathBuf,
     root: PathBuf,
@@ -44,22 +37,11 @@ struct Bricks {
 
 impl Bricks {
     fn xlfs(&self, args: &[&str]) -> Output {
-        Command::new(profile_dir().join("xlfs"))
-            .args(args)
-            .env("XLFS_STATE_DIR", &self.state)
-            .output()
-            .expect("run xlfs")
+        common::cli::xlfs(&self.state, args)
     }
 
     fn ok(&self, args: &[&str]) -> String {
-        let o = self.xlfs(args);
-        assert!(
-            o.status.success(),
-            "xlfs {args:?}: {}{}",
-            String::from_utf8_lossy(&o.stdout),
-            String::from_utf8_lossy(&o.stderr)
-        );
-        String::from_utf8_lossy(&o.stdout).into_owned()
+        common::cli::xlfs_ok(&self.state, args)
     }
 
     fn brick(&self, i: usize) -> PathBuf {

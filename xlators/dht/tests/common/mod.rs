@@ -2,6 +2,8 @@
 //! and looks at what each leaf holds.
 #![allow(dead_code)]
 
+pub mod cli;
+
 use xlator_api::abi_stable::std_types::{RString, RVec};
 use xlator_api::{Buf, Ctx, Entry, Errno, Fd, FdId, Gfid, Loc, Subvol, XattrReq};
 use xlfs_dht::{Distribute, LAYOUT_XATTR, LINK_MODE, LINKTO_XATTR, Layout, Slice};
