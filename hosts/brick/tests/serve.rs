@@ -136,6 +136,7 @@ async fn serves_survives_kill_and_restart_and_stops_on_sigterm() {
 /// `--client-volfile-name`), after the secret check.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn hands_out_the_client_volfile() {
+    use xlfs_protocol::Credentials;
     use xlfs_protocol::fetch::{FetchError, VolfileServer, fetch_volfile};
     let dir = tempfile::tempdir().expect("tempdir");
     let vol = dir.path().join("client.vol");
@@ -167,8 +168,8 @@ async fn hands_out_the_client_volfile() {
         volume: v.into(),
     };
     let t = Duration::from_secs(5);
-    let got = fetch_volfile(&at("gv0"), Some("s3"), t).await;
-    let wrong = fetch_volfile(&at("gv1"), Some("s3"), t).await;
+    let got = fetch_volfile(&at("gv0"), &Credentials::secret(Some("s3")), t).await;
+    let wrong = fetch_volfile(&at("gv1"), &Credentials::secret(Some("s3")), t).await;
     let _ = child.kill();
     let _ = child.wait();
     assert_eq!(got.expect("fetch"), text);

@@ -13,6 +13,7 @@ use std::time::Duration;
 use xlfs_core::source::{Source, SourceError};
 use xlfs_core::volfile::{Volfile, VolfileError};
 use xlfs_core::volume::{Reload, Volume};
+use xlfs_protocol::Credentials;
 use xlfs_protocol::fetch::{
     FetchError, VolfileServer, fetch_volfile, volfile_version, watch_volfile,
 };
@@ -28,7 +29,7 @@ pub enum VolfileLoader {
     Core(Source),
     Fetch {
         server: VolfileServer,
-        secret: Option<String>,
+        creds: Credentials,
         timeout: Duration,
     },
 }
@@ -54,10 +55,10 @@ impl VolfileLoader {
             VolfileLoader::Core(s) => Ok(s.load()?),
             VolfileLoader::Fetch {
                 server,
-                secret,
+                creds,
                 timeout,
             } => {
-                let text = fetch_volfile(server, secret.as_deref(), *timeout).await?;
+                let text = fetch_volfile(server, creds, *timeout).await?;
                 let origin = server.to_string();
                 Volfile::parse(&text, &origin).map_err(|e| LoadError::Fetched {
                     server: origin,
@@ -142,9 +143,9 @@ impl VolfileLoader {
             let text = match &*self {
                 VolfileLoader::Fetch {
                     server,
-                    secret,
+                    creds,
                     timeout,
-                } => watch_volfile(server, secret.as_deref(), known, WATCH_HOLD, *timeout)
+                } => watch_volfile(server, creds, known, WATCH_HOLD, *timeout)
                     .await
                     .map_err(|e| e.to_string()),
                 VolfileLoader::Core(Source::File(path)) => {

@@ -116,7 +116,7 @@ fn run(cli: Cli, source: GraphSource, mountpoint: PathBuf) -> Result<(), Error> 
         GraphSource::Local(d) => VolfileLoader::Core(Source::Local(d)),
         GraphSource::Fetch(server) => VolfileLoader::Fetch {
             server,
-            secret: cli.secret.clone(),
+            creds: xlfs_protocol::Credentials::secret(cli.secret.as_deref()),
             timeout: cli.fetch_timeout,
         },
     };

@@ -102,7 +102,7 @@ fn run(cli: Cli) -> Result<(), Error> {
     let source = match (&cli.server, &cli.volfile, &cli.local) {
         (Some(s), _, _) => VolfileLoader::Fetch {
             server: s.clone(),
-            secret: cli.secret.clone(),
+            creds: xlfs_protocol::Credentials::secret(cli.secret.as_deref()),
             timeout: cli.fetch_timeout,
         },
         (None, Some(f), _) => VolfileLoader::Core(Source::File(f.clone())),

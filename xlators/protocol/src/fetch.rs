@@ -23,6 +23,7 @@ use std::fmt;
 use std::str::FromStr;
 use std::time::Duration;
 
+use crate::creds::Credentials;
 use tokio::net::TcpStream;
 
 use crate::wire::{
@@ -170,14 +171,13 @@ pub enum FetchError {
 }
 
 /// Fetches the client volfile (RON text) of `server.volume` from the brick at
-/// `server.host:server.port`, presenting `secret` (empty or `None`: no secret), all within
-/// `timeout`.
+/// `server.host:server.port`, presenting `creds`, all within `timeout`.
 pub async fn fetch_volfile(
     server: &VolfileServer,
-    secret: Option<&str>,
+    creds: &Credentials,
     timeout: Duration,
 ) -> Result<String, FetchError> {
-    match tokio::time::timeout(timeout, fetch_inner(server, secret, timeout, None)).await {
+    match tokio::time::timeout(timeout, fetch_inner(server, creds, timeout, None)).await {
         Ok(r) => r,
         Err(_) => Err(FetchError::Timeout {
             addr: server.addr(),
@@ -194,14 +194,14 @@ pub async fn fetch_volfile(
 /// (`xlfs volume set`) reaches the watcher within a fraction of a second.
 pub async fn watch_volfile(
     server: &VolfileServer,
-    secret: Option<&str>,
+    creds: &Credentials,
     known: u64,
     hold: Duration,
     timeout: Duration,
 ) -> Result<String, FetchError> {
     let total = hold + timeout;
     let watch = Some((known, hold));
-    match tokio::time::timeout(total, fetch_inner(server, secret, total, watch)).await {
+    match tokio::time::timeout(total, fetch_inner(server, creds, total, watch)).await {
         Ok(r) => r,
         Err(_) => Err(FetchError::Timeout {
             addr: server.addr(),
@@ -284,7 +284,7 @@ fn identity() -> String {
 
 async fn fetch_inner(
     server: &VolfileServer,
-    secret: Option<&str>,
+    creds: &Credentials,
     timeout: Duration,
     watch: Option<(u64, Duration)>,
 ) -> Result<String, FetchError> {
@@ -310,7 +310,7 @@ async fn fetch_inner(
         schema: SCHEMA,
         volume: server.volume.clone(),
         client: identity(),
-        secret: secret.filter(|s| !s.is_empty()).map(str::to_owned),
+        secret: creds.secret.clone(),
     };
     let msg = match watch {
         None => ClientMsg::GetVolfile(req),

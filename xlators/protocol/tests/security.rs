@@ -354,6 +354,7 @@ async fn a_live_unix_socket_is_never_taken_over() {
 /// the type; a client-side graph is served as before (the same path `watch_volfile` takes).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_fetched_volfile_with_a_server_side_type_is_refused() {
+    use xlfs_protocol::Credentials;
     use xlfs_protocol::fetch::{FetchError, VolfileServer, fetch_volfile, watch_volfile};
     let files = tempfile::tempdir().expect("tempdir");
     let path = files.path().join("client.vol");
@@ -374,7 +375,12 @@ async fn a_fetched_volfile_with_a_server_side_type_is_refused() {
         (name: "wb", type: "performance/write-behind", subvolumes: ["c"]),
     ])"#;
     std::fs::write(&path, good).expect("write");
-    assert_eq!(fetch_volfile(&at, None, t).await.expect("fetch"), good);
+    assert_eq!(
+        fetch_volfile(&at, &Credentials::default(), t)
+            .await
+            .expect("fetch"),
+        good
+    );
     for (t_name, bad) in [
         (
             "storage/posix",
@@ -393,15 +399,23 @@ async fn a_fetched_volfile_with_a_server_side_type_is_refused() {
         ),
     ] {
         std::fs::write(&path, bad).expect("write");
-        let e = fetch_volfile(&at, None, t).await.expect_err(t_name);
+        let e = fetch_volfile(&at, &Credentials::default(), t)
+            .await
+            .expect_err(t_name);
         assert!(matches!(e, FetchError::Forbidden { .. }), "{e}");
         let msg = e.to_string();
         assert!(msg.contains(&format!("type {t_name},")), "{msg}");
         assert!(!msg.contains('\n'), "one line: {msg}");
         // A reload (watch) takes the same check.
-        let e = watch_volfile(&at, None, 0, std::time::Duration::from_millis(100), t)
-            .await
-            .expect_err(t_name);
+        let e = watch_volfile(
+            &at,
+            &Credentials::default(),
+            0,
+            std::time::Duration::from_millis(100),
+            t,
+        )
+        .await
+        .expect_err(t_name);
         assert!(matches!(e, FetchError::Forbidden { .. }), "{e}");
     }
 }

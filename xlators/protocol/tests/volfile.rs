@@ -6,6 +6,7 @@ mod common;
 
 use std::time::Duration;
 
+use xlfs_protocol::Credentials;
 use xlfs_protocol::fetch::{FetchError, VolfileServer, fetch_volfile};
 use xlfs_protocol::wire::{self, ClientMsg, FrameReader, MAGIC, PROTOCOL_VERSION, ServerMsg};
 use xlfs_testkit::memfs::MemLeaf;
@@ -21,7 +22,7 @@ fn at(addr: std::net::SocketAddr, volume: &str) -> VolfileServer {
 }
 
 async fn refusal(s: &VolfileServer, secret: Option<&str>) -> String {
-    match fetch_volfile(s, secret, T).await {
+    match fetch_volfile(s, &Credentials::secret(secret), T).await {
         Err(FetchError::Refused { reason, .. }) => reason,
         Err(e) => panic!("expected a refusal, got {e}"),
         Ok(t) => panic!("expected a refusal, got a volfile: {t}"),
@@ -44,13 +45,13 @@ async fn serves_the_client_volfile_after_the_client_checks() {
         ],
     );
 
-    let text = fetch_volfile(&at(addr, "gv0"), Some("s3"), T)
+    let text = fetch_volfile(&at(addr, "gv0"), &Credentials::secret(Some("s3")), T)
         .await
         .expect("fetch");
     assert_eq!(text, "// v1\n( volumes: [] )\n");
     // Re-read at every request: a regenerated volfile is served at once.
     std::fs::write(&path, "// v2\n").expect("rewrite");
-    let text = fetch_volfile(&at(addr, "gv0"), Some("s3"), T)
+    let text = fetch_volfile(&at(addr, "gv0"), &Credentials::secret(Some("s3")), T)
         .await
         .expect("fetch again");
     assert_eq!(text, "// v2\n");
@@ -69,7 +70,7 @@ async fn serves_the_client_volfile_after_the_client_checks() {
     assert!(r.contains("not served by this brick"), "{r}");
 
     // The error names where it asked and what it asked for.
-    let e = fetch_volfile(&at(addr, "nope"), Some("s3"), T)
+    let e = fetch_volfile(&at(addr, "nope"), &Credentials::secret(Some("s3")), T)
         .await
         .expect_err("refused")
         .to_string();
@@ -118,7 +119,7 @@ async fn refusals_without_a_volfile_or_from_a_refused_address() {
         volume: "gv0".into(),
     };
     assert!(matches!(
-        fetch_volfile(&s, None, T).await,
+        fetch_volfile(&s, &Credentials::default(), T).await,
         Err(FetchError::Connect { .. })
     ));
 }
@@ -196,7 +197,7 @@ async fn a_watch_answers_when_the_volfile_changes_or_after_its_hold() {
     let s = at(addr, "gv0");
     // A client with another text gets the current one at once.
     let t0 = std::time::Instant::now();
-    let text = watch_volfile(&s, None, 0, Duration::from_secs(20), T)
+    let text = watch_volfile(&s, &Credentials::default(), 0, Duration::from_secs(20), T)
         .await
         .expect("watch");
     assert_eq!(text, "// v1\n");
@@ -204,9 +205,15 @@ async fn a_watch_answers_when_the_volfile_changes_or_after_its_hold() {
     // The same text: held until the hold passes, then the same text.
     let known = volfile_version(&text);
     let t0 = std::time::Instant::now();
-    let same = watch_volfile(&s, None, known, Duration::from_millis(700), T)
-        .await
-        .expect("held watch");
+    let same = watch_volfile(
+        &s,
+        &Credentials::default(),
+        known,
+        Duration::from_millis(700),
+        T,
+    )
+    .await
+    .expect("held watch");
     assert_eq!(same, "// v1\n");
     assert!(
         t0.elapsed() >= Duration::from_millis(600),
@@ -220,9 +227,15 @@ async fn a_watch_answers_when_the_volfile_changes_or_after_its_hold() {
         std::fs::write(&path2, "// v2\n").expect("rewrite");
     });
     let t0 = std::time::Instant::now();
-    let changed = watch_volfile(&s, None, known, Duration::from_secs(20), T)
-        .await
-        .expect("watch");
+    let changed = watch_volfile(
+        &s,
+        &Credentials::default(),
+        known,
+        Duration::from_secs(20),
+        T,
+    )
+    .await
+    .expect("watch");
     assert_eq!(changed, "// v2\n");
     let waited = t0.elapsed();
     assert!(
@@ -231,7 +244,15 @@ async fn a_watch_answers_when_the_volfile_changes_or_after_its_hold() {
     );
     writer.await.expect("writer");
     // A watch for a volume the brick does not serve is refused at once.
-    match watch_volfile(&at(addr, "nope"), None, known, Duration::from_secs(20), T).await {
+    match watch_volfile(
+        &at(addr, "nope"),
+        &Credentials::default(),
+        known,
+        Duration::from_secs(20),
+        T,
+    )
+    .await
+    {
         Err(FetchError::Refused { reason, .. }) => {
             assert!(reason.contains("not served"), "{reason}")
         }
