@@ -304,13 +304,14 @@ async fn fetch_inner(
         })?;
     let _ = sock.set_nodelay(true);
     let (r, mut w) = sock.into_split();
+    let nonce = crate::creds::nonce();
     let req = VolfileRequest {
         magic: MAGIC,
         version: PROTOCOL_VERSION,
         schema: SCHEMA,
         volume: server.volume.clone(),
         client: identity(),
-        secret: creds.secret.clone(),
+        nonce: nonce.to_vec(),
     };
     let msg = match watch {
         None => ClientMsg::GetVolfile(req),
@@ -337,10 +338,22 @@ async fn fetch_inner(
         }
         Err(e) => return Err(proto(e.to_string())),
     };
-    match wire::decode::<ServerMsg>(body)
+    let first = wire::decode::<ServerMsg>(body)
         .map_err(|e| proto(format!("bad answer: {e}")))?
-        .0
-    {
+        .0;
+    let answer = wire::answer_challenge(
+        &mut reader,
+        &mut w,
+        first,
+        creds.secret.as_deref(),
+        &server.volume,
+        &nonce,
+        timeout,
+        "--secret-file",
+    )
+    .await
+    .map_err(proto)?;
+    match answer {
         ServerMsg::Volfile(v) if v.volume == server.volume => match check_remote_volfile(&v.text) {
             Ok(()) => Ok(v.text),
             Err(reason) => Err(FetchError::Forbidden {
@@ -358,7 +371,10 @@ async fn fetch_inner(
             volume,
             reason,
         }),
-        ServerMsg::Welcome(_) | ServerMsg::Pong(_) | ServerMsg::Reply(_) => Err(proto(
+        ServerMsg::Welcome(_)
+        | ServerMsg::Pong(_)
+        | ServerMsg::Reply(_)
+        | ServerMsg::Challenge(_) => Err(proto(
             "the server answered with something other than a volfile".into(),
         )),
     }

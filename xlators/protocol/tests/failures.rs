@@ -25,7 +25,10 @@ fn target(addr: std::net::SocketAddr, volume: &str, secret: Option<&str>) -> Tar
 
 async fn refusal(t: &Target) -> String {
     match handshake(t, "test-client", Duration::from_secs(5)).await {
+        // Refused by the brick, or by the client (the secret's challenge: a brick that cannot
+        // prove it holds the client's secret, or asks for one the client does not have).
         Err(ConnectError::Refused { reason, .. }) => reason,
+        Err(ConnectError::Unexpected { what, .. }) => what,
         Err(e) => panic!("expected a refusal, got {e}"),
         Ok(_) => panic!("expected a refusal, got a welcome"),
     }
@@ -36,9 +39,15 @@ async fn handshake_refusals_say_what_to_fix() {
     let leaf = MemLeaf::new();
     let (_s, addr) = common::server(&leaf, &[("secret", "s3cret"), ("volume-name", "vol0")]);
     let r = refusal(&target(addr, "memory", None)).await;
-    assert!(r.contains("requires a secret"), "{r}");
+    assert!(
+        r.contains("requires the volume's secret") && r.contains("secret-file"),
+        "{r}"
+    );
     let r = refusal(&target(addr, "memory", Some("guess"))).await;
-    assert!(r.contains("wrong secret"), "{r}");
+    assert!(
+        r.contains("could not prove it holds the secret") && r.contains("another volume's"),
+        "{r}"
+    );
     let r = refusal(&target(addr, "other", Some("s3cret"))).await;
     assert!(
         r.contains("\"other\" is not served here") && r.contains("\"vol0\""),
@@ -71,7 +80,7 @@ async fn handshake_refusals_say_what_to_fix() {
     assert!(t0.elapsed() < Duration::from_secs(5));
     let last = common::json_field(&top, "last-error").to_string();
     assert!(
-        last.contains("refused") && last.contains("wrong secret"),
+        last.contains("could not prove it holds the secret"),
         "{last}"
     );
 }
@@ -265,5 +274,11 @@ async fn reconfigure_changes_secret_for_new_connections() {
         .reconfigure(options_for::<xlfs_protocol::Server>(&[("secret", "new")]))
         .expect("reconfigure");
     let r = refusal(&target(addr, "memory", None)).await;
-    assert!(r.contains("requires a secret"), "{r}");
+    assert!(r.contains("requires the volume's secret"), "{r}");
+    // And a client holding a secret refuses a brick that has none: it may be an impostor.
+    server
+        .reconfigure(options_for::<xlfs_protocol::Server>(&[]))
+        .expect("reconfigure");
+    let r = refusal(&target(addr, "memory", Some("new"))).await;
+    assert!(r.contains("did not ask for the volume's secret"), "{r}");
 }

@@ -79,7 +79,7 @@ fn hello() -> Hello {
         schema: SCHEMA,
         volume: "memory".into(),
         client: "hostile-test".into(),
-        secret: None,
+        nonce: vec![0; 32],
         max_frame: 1 << 21,
     }
 }

@@ -24,6 +24,8 @@ fn at(addr: std::net::SocketAddr, volume: &str) -> VolfileServer {
 async fn refusal(s: &VolfileServer, secret: Option<&str>) -> String {
     match fetch_volfile(s, &Credentials::secret(secret), T).await {
         Err(FetchError::Refused { reason, .. }) => reason,
+        // Refused by the fetching side: the secret's challenge failed.
+        Err(FetchError::Protocol { what, .. }) if what.contains("secret") => what,
         Err(e) => panic!("expected a refusal, got {e}"),
         Ok(t) => panic!("expected a refusal, got a volfile: {t}"),
     }
@@ -62,9 +64,12 @@ async fn serves_the_client_volfile_after_the_client_checks() {
         "{r}"
     );
     let r = refusal(&at(addr, "gv0"), Some("guess")).await;
-    assert!(r.contains("wrong secret") && r.contains("--secret"), "{r}");
+    assert!(
+        r.contains("could not prove it holds the secret") && r.contains("--secret-file"),
+        "{r}"
+    );
     let r = refusal(&at(addr, "gv0"), None).await;
-    assert!(r.contains("requires a secret"), "{r}");
+    assert!(r.contains("requires the volume's secret"), "{r}");
     // The brick's own name is for protocol/client, not a volfile.
     let r = refusal(&at(addr, "memory"), Some("s3")).await;
     assert!(r.contains("not served by this brick"), "{r}");
@@ -155,7 +160,7 @@ async fn a_volfile_request_mid_connection_drops_it() {
         schema: wire::SCHEMA,
         volume: "memory".into(),
         client: "t".into(),
-        secret: None,
+        nonce: vec![0; 32],
         max_frame: 1 << 20,
     };
     let req = wire::VolfileRequest {
@@ -164,7 +169,7 @@ async fn a_volfile_request_mid_connection_drops_it() {
         schema: wire::SCHEMA,
         volume: "memory".into(),
         client: "t".into(),
-        secret: None,
+        nonce: vec![0; 32],
     };
     let frames = [
         wire::encode(&ClientMsg::Hello(hello), Vec::new(), 1 << 16).expect("hello"),

@@ -158,13 +158,14 @@ async fn handshake_inner(
     };
     let (r, mut writer) = sock.into_split();
     let mut reader = FrameReader::new(r, HANDSHAKE_MAX_FRAME);
+    let nonce = crate::creds::nonce();
     let hello = Hello {
         magic: MAGIC,
         version: PROTOCOL_VERSION,
         schema: SCHEMA,
         volume: target.volume.clone(),
         client: client_id.to_owned(),
-        secret: target.secret.clone(),
+        nonce: nonce.to_vec(),
         max_frame: u32::try_from(target.max_frame).unwrap_or(u32::MAX),
     };
     let proto = |source| ConnectError::Protocol {
@@ -182,7 +183,25 @@ async fn handshake_inner(
             what: "the server closed the connection without answering".into(),
         });
     };
-    match wire::decode::<ServerMsg>(body).map_err(proto)?.0 {
+    let first = wire::decode::<ServerMsg>(body).map_err(proto)?.0;
+    // A brick of a local Unix socket is vouched for by the kernel (it is the process that
+    // owns the socket path root made); it still asks for the secret when it has one.
+    let answer = wire::answer_challenge(
+        &mut reader,
+        &mut writer,
+        first,
+        target.secret.as_deref(),
+        &target.volume,
+        &nonce,
+        timeout,
+        "the client's `secret-file` option",
+    )
+    .await
+    .map_err(|what| ConnectError::Unexpected {
+        addr: addr.clone(),
+        what,
+    })?;
+    match answer {
         ServerMsg::Welcome(welcome) => {
             reader.set_max(target.max_frame);
             Ok(Handshaken {
@@ -193,12 +212,13 @@ async fn handshake_inner(
             })
         }
         ServerMsg::Refused(reason) => Err(ConnectError::Refused { addr, reason }),
-        ServerMsg::Pong(_) | ServerMsg::Reply(_) | ServerMsg::Volfile(_) => {
-            Err(ConnectError::Unexpected {
-                addr,
-                what: "the server answered the hello with something other than a welcome".into(),
-            })
-        }
+        ServerMsg::Pong(_)
+        | ServerMsg::Reply(_)
+        | ServerMsg::Volfile(_)
+        | ServerMsg::Challenge(_) => Err(ConnectError::Unexpected {
+            addr,
+            what: "the server answered the hello with something other than a welcome".into(),
+        }),
     }
 }
 
@@ -589,7 +609,10 @@ impl Conn {
                 Ok(())
             }
             ServerMsg::Pong(_) => Ok(()),
-            ServerMsg::Welcome(_) | ServerMsg::Refused(_) | ServerMsg::Volfile(_) => {
+            ServerMsg::Welcome(_)
+            | ServerMsg::Refused(_)
+            | ServerMsg::Volfile(_)
+            | ServerMsg::Challenge(_) => {
                 Err("brick sent a handshake message mid-connection".into())
             }
         }

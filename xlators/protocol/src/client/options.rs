@@ -24,8 +24,13 @@ xlator_api::options! {
         pub frame_timeout: Duration = OptionSpec::duration("frame-timeout", "1800s")
             .range(0, 86_400_000)
             .reconfigurable(),
-        /// Shared secret the server requires (its `secret` option); empty: none.
+        /// The volume's secret, when its bricks have one (their `secret`); empty: none. It
+        /// never crosses the wire (a challenge-response both ways), and a brick that cannot
+        /// prove it holds the same secret is refused. Prefer `secret-file`.
         pub secret: String = OptionSpec::string("secret", ""),
+        /// A file whose first line is the secret (mode 0600: a file others may read is
+        /// refused). Not with `secret`.
+        pub secret_file: String = OptionSpec::string("secret-file", ""),
         /// Largest read or write payload; frames are at most this plus 64 KiB. Larger
         /// `readv`/`writev` calls fail with EINVAL.
         pub max_write: u64 = OptionSpec::size("max-write", "1MiB").range(65_536, 67_108_864),
@@ -110,7 +115,7 @@ impl Target {
         Ok(Target {
             port,
             volume: o.remote_subvolume.clone(),
-            secret: (!o.secret.is_empty()).then(|| o.secret.clone()),
+            secret: crate::creds::secret_of(&o.secret, &o.secret_file)?,
             max_frame: o.max_write as usize + crate::wire::HEADER_ROOM,
             unix_socket: (!o.unix_socket_dir.is_empty() && is_loopback(&host)).then(|| {
                 crate::wire::unix_socket_path(std::path::Path::new(&o.unix_socket_dir), port)
@@ -141,6 +146,7 @@ mod tests {
             ping_timeout: Duration::from_secs(10),
             frame_timeout: Duration::from_secs(1800),
             secret: String::new(),
+            secret_file: String::new(),
             max_write: 1 << 20,
             filter_o_direct: true,
             reply_spin: Duration::from_micros(50),

@@ -1,4 +1,4 @@
-//! Access control at handshake: the address allow-list and the shared secret.
+//! Access control at handshake: the address allow-list (the secret: [`crate::creds`]).
 
 use std::net::IpAddr;
 
@@ -89,17 +89,6 @@ fn in_net(peer: IpAddr, net: IpAddr, prefix: u8) -> bool {
     (p >> shift) == (n >> shift)
 }
 
-/// Compares secrets in time independent of where they differ.
-pub fn secret_matches(expected: &str, given: Option<&str>) -> bool {
-    let given = given.unwrap_or("").as_bytes();
-    let expected = expected.as_bytes();
-    let mut diff = u8::from(given.len() != expected.len());
-    for (i, b) in expected.iter().enumerate() {
-        diff |= b ^ given.get(i).copied().unwrap_or(0);
-    }
-    diff == 0
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -126,14 +115,5 @@ mod tests {
         assert!(AllowList::parse("10.0.0.0/33").is_err());
         assert!(AllowList::parse("host.example").is_err());
         assert!(AllowList::parse(" , ").is_err());
-    }
-
-    #[test]
-    fn secrets() {
-        assert!(secret_matches("", None));
-        assert!(secret_matches("s3", Some("s3")));
-        assert!(!secret_matches("s3", Some("s4")));
-        assert!(!secret_matches("s3", Some("s33")));
-        assert!(!secret_matches("s3", None));
     }
 }

@@ -58,8 +58,8 @@ fn set_send_buffer(sock: &tokio::net::UnixStream, size: u64) -> std::io::Result<
 /// `slot` is its place under the connection bounds (`limits`), given back when it ends.
 pub async fn serve(shared: Arc<Shared>, sock: Stream, peer: SocketAddr, mut slot: Slot) {
     // Who the kernel says a Unix-socket peer is (see `identity`).
-    let ids = match &sock {
-        Stream::Tcp(_) => Peer::Remote,
+    let mut ids = match &sock {
+        Stream::Tcp(_) => Peer::Remote { trusted: false },
         Stream::Unix(u) => match Peer::of_unix(std::os::fd::AsFd::as_fd(u)) {
             Ok(p) => p,
             Err(e) => {
@@ -127,7 +127,68 @@ pub async fn serve(shared: Arc<Shared>, sock: Stream, peer: SocketAddr, mut slot
             return;
         }
     };
+    // The secret's challenge, once the request passed the other checks (a refused one is
+    // answered with its refusal below).
+    let (volume, nonce, checked) = match &first {
+        First::OtherVersion(v) => {
+            shared.refused.fetch_add(1, Ordering::Relaxed);
+            let reason = format!(
+                "client speaks protocol version {v}, this brick speaks {}: run the same xlfs \
+                 release on clients and bricks",
+                wire::PROTOCOL_VERSION
+            );
+            tracing::warn!("{}: refused {peer}: {reason}", shared.name);
+            refuse(&mut w, reason).await;
+            return;
+        }
+        First::Hello(h) => (&h.volume, &h.nonce, shared.admit(h, peer).map(drop)),
+        First::Volfile(r) => (&r.volume, &r.nonce, shared.volfile_for(r, peer).map(drop)),
+        First::Watch(w) => (
+            &w.request.volume,
+            &w.request.nonce,
+            shared.volfile_for(&w.request, peer).map(drop),
+        ),
+    };
+    if let (Ok(()), Some(secret)) = (checked, shared.secret()) {
+        let from = match first {
+            First::Hello(_) => super::CLIENT_SECRET,
+            _ => super::FETCH_SECRET,
+        };
+        let exchange = challenge(&mut reader, &mut w, &secret, volume, nonce, from);
+        match tokio::time::timeout(shared.handshake_timeout, exchange).await {
+            Ok(Ok(())) => {
+                if let Peer::Remote { trusted } = &mut ids {
+                    *trusted = true;
+                }
+            }
+            Ok(Err(Challenged::Refuse(reason))) => {
+                shared.refused.fetch_add(1, Ordering::Relaxed);
+                tracing::warn!("{}: refused {peer}: {reason}", shared.name);
+                refuse(&mut w, reason).await;
+                return;
+            }
+            Ok(Err(Challenged::Gone(why))) => {
+                shared.refused.fetch_add(1, Ordering::Relaxed);
+                tracing::warn!(
+                    "{}: {peer} did not answer the secret's challenge ({why}): a client \
+                     without the volume's secret, or with another one",
+                    shared.name
+                );
+                return;
+            }
+            Err(_) => {
+                shared.dropped.fetch_add(1, Ordering::Relaxed);
+                tracing::warn!(
+                    "{}: dropping {peer}: no answer to the secret's challenge within {:?}",
+                    shared.name,
+                    shared.handshake_timeout
+                );
+                return;
+            }
+        }
+    }
     let hello = match first {
+        First::OtherVersion(_) => return,
         First::Hello(h) => h,
         First::Volfile(req) => return serve_volfile(&shared, w, req, peer, false).await,
         First::Watch(watch) => return serve_watch(&shared, w, watch, peer).await,
@@ -141,12 +202,7 @@ pub async fn serve(shared: Arc<Shared>, sock: Stream, peer: SocketAddr, mut slot
                 shared.name,
                 hello.client
             );
-            if let Ok(f) =
-                wire::encode(&ServerMsg::Refused(reason), Vec::new(), HANDSHAKE_MAX_FRAME)
-            {
-                let _ = wire::write_frames(&mut w, std::slice::from_ref(&f)).await;
-            }
-            let _ = tokio::io::AsyncWriteExt::shutdown(&mut w).await;
+            refuse(&mut w, reason).await;
             return;
         }
     };
@@ -243,8 +299,80 @@ pub async fn serve(shared: Arc<Shared>, sock: Stream, peer: SocketAddr, mut slot
     }
 }
 
+/// Sends a refusal and closes the connection.
+async fn refuse(w: &mut WriteHalf, reason: String) {
+    if let Ok(f) = wire::encode(&ServerMsg::Refused(reason), Vec::new(), HANDSHAKE_MAX_FRAME) {
+        let _ = wire::write_frames(w, std::slice::from_ref(&f)).await;
+    }
+    let _ = tokio::io::AsyncWriteExt::shutdown(w).await;
+}
+
+/// How the secret's challenge failed.
+enum Challenged {
+    /// The client answered wrongly: tell it why.
+    Refuse(String),
+    /// It went away or sent something else (a client without the secret closes when it sees
+    /// the challenge; one with another secret closes when the brick's proof does not match).
+    Gone(String),
+}
+
+/// The brick's half of the challenge-response (see [`crate::creds`]): sends its nonce and
+/// proof, then checks the client's proof.
+async fn challenge(
+    reader: &mut FrameReader<ReadHalf>,
+    w: &mut WriteHalf,
+    secret: &str,
+    volume: &str,
+    client_nonce: &[u8],
+    from: &str,
+) -> Result<(), Challenged> {
+    use crate::creds::{self, Role};
+    if client_nonce.len() != creds::NONCE_LEN {
+        return Err(Challenged::Refuse(format!(
+            "the client's nonce has {} bytes, not {}",
+            client_nonce.len(),
+            creds::NONCE_LEN
+        )));
+    }
+    let nonce = creds::nonce();
+    let msg = ServerMsg::Challenge(wire::Challenge {
+        nonce: nonce.to_vec(),
+        proof: creds::proof(secret, Role::Server, volume, client_nonce, &nonce),
+    });
+    let f = wire::encode(&msg, Vec::new(), HANDSHAKE_MAX_FRAME)
+        .map_err(|e| Challenged::Gone(e.to_string()))?;
+    wire::write_frames(w, std::slice::from_ref(&f))
+        .await
+        .map_err(|e| Challenged::Gone(e.to_string()))?;
+    let body = match reader.next(HANDSHAKE_TIMEOUT_CAP).await {
+        Ok(Some(b)) => b,
+        Ok(None) => return Err(Challenged::Gone("it closed the connection".into())),
+        Err(e) => return Err(Challenged::Gone(e.to_string())),
+    };
+    match wire::decode::<ClientMsg>(body).map(|m| m.0) {
+        Ok(ClientMsg::Prove(p))
+            if creds::verify(secret, Role::Client, volume, client_nonce, &nonce, &p) =>
+        {
+            Ok(())
+        }
+        Ok(ClientMsg::Prove(_)) => Err(Challenged::Refuse(format!(
+            "wrong secret: {from} does not hold this volume's secret"
+        ))),
+        Ok(_) => Err(Challenged::Gone(
+            "it sent another message than its proof".into(),
+        )),
+        Err(e) => Err(Challenged::Gone(e.to_string())),
+    }
+}
+
+/// A bound on one frame of the challenge (the whole exchange is under `handshake-timeout`).
+const HANDSHAKE_TIMEOUT_CAP: Duration = Duration::from_secs(600);
+
 /// What a connection starts with.
 enum First {
+    /// A hello or volfile request of another protocol version (which this brick cannot
+    /// decode): refused with a message naming both versions.
+    OtherVersion(u32),
     Hello(Hello),
     Volfile(VolfileRequest),
     Watch(VolfileWatch),
@@ -258,6 +386,11 @@ async fn read_first(
     let Some(body) = reader.next(shared.frame_receive_timeout).await? else {
         return Ok(None);
     };
+    if let Some(v) = wire::claimed_version(&body)
+        && v != wire::PROTOCOL_VERSION
+    {
+        return Ok(Some(First::OtherVersion(v)));
+    }
     match wire::decode::<ClientMsg>(body)?.0 {
         ClientMsg::Hello(h) => Ok(Some(First::Hello(h))),
         ClientMsg::GetVolfile(r) => Ok(Some(First::Volfile(r))),
@@ -830,7 +963,8 @@ async fn read_requests(
             (ClientMsg::Cancel(id), _) => locks.cancel(id).await,
             (ClientMsg::Hello(_), _)
             | (ClientMsg::GetVolfile(_), _)
-            | (ClientMsg::WatchVolfile(_), _) => {
+            | (ClientMsg::WatchVolfile(_), _)
+            | (ClientMsg::Prove(_), _) => {
                 return Err(WireError::Io(std::io::Error::other(
                     "handshake message in the middle of a connection",
                 )));

@@ -6,27 +6,26 @@
 //!   `SO_PEERGROUPS`). If it is root on this machine (it could read the brick directory
 //!   anyway), its calls run as sent: it is a mount or NFS server speaking for its own users.
 //!   Any other local peer acts only as itself: the ids it sends are replaced by its own.
-//! - A **TCP** peer cannot be told apart from anyone who can reach the port. There is no client
-//!   authentication yet (a shared secret at most), so its ids are believed, unless the brick
-//!   squashes them: `root-squash` maps uid 0 (and gid 0, and group 0) to `anonuid`/`anongid`;
-//!   `all-squash` maps every caller to `anonuid`/`anongid` with no groups. Both also apply to
-//!   non-root Unix-socket peers (after their ids were replaced), never to a root one.
+//! - A **TCP** peer is *trusted* if it proved it holds the brick's secret (the handshake's
+//!   challenge-response, [`crate::creds`]): it is a mount, NFS server, self-heal or rebalance
+//!   of the volume, and its ids are believed. Any other TCP peer (every one, on a brick
+//!   without a secret) is root-squashed by default.
 //!
-//! Squashing is off by default: it would break clients that need root on the brick (self-heal
-//! and other cluster bookkeeping, chown by a root user, `trusted.*` xattrs), and while no
-//! client proves who it is, an exception for the trusted ones cannot be made. A later step
-//! (TLS or a secret with challenge-response) turns root-squash on for untrusted clients.
+//! `root-squash` maps uid 0 (and gid 0, and group 0) to `anonuid`/`anongid`: `auto` (the
+//! default) for untrusted TCP peers, `on` for every peer but local root, `off` for none.
+//! `all-squash` maps every caller to `anonuid`/`anongid` with no groups. Both also apply to
+//! non-root Unix-socket peers (after their ids were replaced), never to a root one.
 
 use std::os::fd::{AsRawFd, BorrowedFd};
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU32, Ordering};
 
 use crate::wire::WireCtx;
 
 /// What the kernel says of a connection's peer.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Peer {
-    /// A TCP peer: its ids are as believable as the network it came from.
-    Remote,
+    /// A TCP peer; `trusted` when it proved it holds the brick's secret.
+    Remote { trusted: bool },
     /// Root on this machine, through the Unix socket.
     LocalRoot,
     /// Another local user, through the Unix socket: it acts only as itself.
@@ -89,7 +88,8 @@ impl Peer {
     /// For logs.
     pub fn describe(&self) -> String {
         match self {
-            Peer::Remote => "a network peer".into(),
+            Peer::Remote { trusted: true } => "a network peer holding the secret".into(),
+            Peer::Remote { trusted: false } => "an unauthenticated network peer".into(),
             Peer::LocalRoot => "root on this machine".into(),
             Peer::LocalUser { uid, gid, .. } => format!("local uid {uid} gid {gid}"),
         }
@@ -126,18 +126,46 @@ fn peer_groups(sock: BorrowedFd<'_>) -> std::io::Result<Vec<u32>> {
     }
 }
 
+/// `root-squash`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RootSquash {
+    /// Untrusted peers only.
+    Auto = 0,
+    On = 1,
+    Off = 2,
+}
+
+impl RootSquash {
+    /// The option's value (`auto`, `on`, `off`; the schema allows no other).
+    pub fn parse(v: &str) -> RootSquash {
+        match v {
+            "on" => RootSquash::On,
+            "off" => RootSquash::Off,
+            _ => RootSquash::Auto,
+        }
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            RootSquash::Auto => "auto",
+            RootSquash::On => "on",
+            RootSquash::Off => "off",
+        }
+    }
+}
+
 /// The squash options (reconfigurable, read at every request).
 pub struct Squash {
-    root: AtomicBool,
+    root: AtomicU8,
     all: AtomicBool,
     anonuid: AtomicU32,
     anongid: AtomicU32,
 }
 
 impl Squash {
-    pub fn new(root: bool, all: bool, anonuid: u32, anongid: u32) -> Squash {
+    pub fn new(root: RootSquash, all: bool, anonuid: u32, anongid: u32) -> Squash {
         let s = Squash {
-            root: AtomicBool::new(false),
+            root: AtomicU8::new(RootSquash::Off as u8),
             all: AtomicBool::new(false),
             anonuid: AtomicU32::new(0),
             anongid: AtomicU32::new(0),
@@ -146,35 +174,49 @@ impl Squash {
         s
     }
 
-    pub fn set(&self, root: bool, all: bool, anonuid: u32, anongid: u32) {
+    pub fn set(&self, root: RootSquash, all: bool, anonuid: u32, anongid: u32) {
         self.anonuid.store(anonuid, Ordering::Relaxed);
         self.anongid.store(anongid, Ordering::Relaxed);
-        self.root.store(root, Ordering::Relaxed);
+        self.root.store(root as u8, Ordering::Relaxed);
         self.all.store(all, Ordering::Relaxed);
     }
 
     /// For the statedump: `root-squash`, `all-squash`, `anonuid`, `anongid`.
     pub fn dump(&self) -> serde_json::Value {
         serde_json::json!({
-            "root-squash": self.root.load(Ordering::Relaxed),
+            "root-squash": self.root_mode().name(),
             "all-squash": self.all.load(Ordering::Relaxed),
             "anonuid": self.anonuid.load(Ordering::Relaxed),
             "anongid": self.anongid.load(Ordering::Relaxed),
         })
     }
+
+    fn root_mode(&self) -> RootSquash {
+        match self.root.load(Ordering::Relaxed) {
+            0 => RootSquash::Auto,
+            1 => RootSquash::On,
+            _ => RootSquash::Off,
+        }
+    }
 }
 
 /// Rewrites the ids of a call from `peer` as the module docs say.
 pub fn apply(ctx: &mut WireCtx, peer: &Peer, squash: &Squash) {
-    match peer {
+    let trusted = match peer {
         Peer::LocalRoot => return,
         Peer::LocalUser { uid, gid, groups } => {
             ctx.uid = *uid;
             ctx.gid = *gid;
             ctx.groups.clone_from(groups);
+            false
         }
-        Peer::Remote => {}
-    }
+        Peer::Remote { trusted } => *trusted,
+    };
+    let squash_root = match squash.root_mode() {
+        RootSquash::On => true,
+        RootSquash::Auto => !trusted,
+        RootSquash::Off => false,
+    };
     let (anonuid, anongid) = (
         squash.anonuid.load(Ordering::Relaxed),
         squash.anongid.load(Ordering::Relaxed),
@@ -183,7 +225,7 @@ pub fn apply(ctx: &mut WireCtx, peer: &Peer, squash: &Squash) {
         ctx.uid = anonuid;
         ctx.gid = anongid;
         ctx.groups.clear();
-    } else if squash.root.load(Ordering::Relaxed) {
+    } else if squash_root {
         if ctx.uid == 0 {
             ctx.uid = anonuid;
         }
@@ -213,25 +255,37 @@ mod tests {
 
     #[test]
     fn squashing() {
-        let off = Squash::new(false, false, 65534, 65534);
-        let root = Squash::new(true, false, 99, 98);
-        let all = Squash::new(false, true, 99, 98);
+        let off = Squash::new(RootSquash::Off, false, 65534, 65534);
+        let root = Squash::new(RootSquash::On, false, 99, 98);
+        let all = Squash::new(RootSquash::Off, true, 99, 98);
+        let auto = Squash::new(RootSquash::Auto, false, 99, 98);
+        const UNTRUSTED: Peer = Peer::Remote { trusted: false };
+        const TRUSTED: Peer = Peer::Remote { trusted: true };
         let mut c = call(0, 0, &[0, 5]);
-        apply(&mut c, &Peer::Remote, &off);
+        apply(&mut c, &UNTRUSTED, &off);
         assert_eq!(ids(&c), (0, 0, vec![0, 5]), "off: believed");
-        apply(&mut c, &Peer::Remote, &root);
+        apply(&mut c, &TRUSTED, &auto);
+        assert_eq!(
+            ids(&c),
+            (0, 0, vec![0, 5]),
+            "auto: a peer with the secret is believed"
+        );
+        apply(&mut c, &UNTRUSTED, &auto);
+        assert_eq!(ids(&c), (99, 98, vec![98, 5]), "auto: others are squashed");
+        let mut c = call(0, 0, &[0, 5]);
+        apply(&mut c, &TRUSTED, &root);
         assert_eq!(ids(&c), (99, 98, vec![98, 5]));
         let mut c = call(1000, 0, &[]);
-        apply(&mut c, &Peer::Remote, &root);
+        apply(&mut c, &UNTRUSTED, &root);
         assert_eq!(
             ids(&c),
             (1000, 98, vec![]),
             "gid 0 of a user is squashed too"
         );
         let mut c = call(1000, 1000, &[7]);
-        apply(&mut c, &Peer::Remote, &root);
+        apply(&mut c, &UNTRUSTED, &root);
         assert_eq!(ids(&c), (1000, 1000, vec![7]), "a user keeps its ids");
-        apply(&mut c, &Peer::Remote, &all);
+        apply(&mut c, &UNTRUSTED, &all);
         assert_eq!(ids(&c), (99, 98, vec![]));
         // Local root is never squashed; a local user is itself, then squashed.
         let mut c = call(0, 0, &[]);

@@ -37,7 +37,8 @@ pub const TYPE: &str = "protocol/server";
 /// Access policy (reconfigurable).
 struct Policy {
     allow: AllowList,
-    secret: String,
+    /// `secret` or the first line of `secret-file`.
+    secret: Option<String>,
     volfile: Option<ServedVolfile>,
 }
 
@@ -116,8 +117,8 @@ struct Shared {
 }
 
 /// Where the client's secret comes from, for refusal messages.
-const CLIENT_SECRET: &str = "the client's `secret` option";
-const FETCH_SECRET: &str = "the mount's --secret (or $XLFS_SECRET)";
+pub(crate) const CLIENT_SECRET: &str = "the client's `secret-file` option";
+pub(crate) const FETCH_SECRET: &str = "the mount's --secret-file";
 
 impl Shared {
     /// The checks a hello and a volfile request share. The address is checked first, so a
@@ -129,9 +130,7 @@ impl Shared {
         magic: [u8; 4],
         version: u32,
         schema: u64,
-        secret: Option<&str>,
         peer: SocketAddr,
-        secret_from: &str,
     ) -> Result<(), String> {
         if magic != MAGIC {
             return Err("not an xlfs client (bad magic)".into());
@@ -156,33 +155,22 @@ impl Shared {
                 wire::SCHEMA
             ));
         }
-        if !auth::secret_matches(&policy.secret, secret) {
-            return Err(match (secret, policy.secret.is_empty()) {
-                (None, false) => {
-                    format!("this brick requires a secret: set {secret_from} to the brick's")
-                }
-                (Some(_), true) => format!(
-                    "the client sent a secret but this brick has none: remove {secret_from} or \
-                     set the brick's"
-                ),
-                _ => format!("wrong secret: {secret_from} does not match the brick's"),
-            });
-        }
         Ok(())
     }
 
-    /// Admits or refuses a client.
+    /// The brick's secret, which a client must prove it holds (see [`crate::creds`]).
+    fn secret(&self) -> Option<String> {
+        self.policy
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .secret
+            .clone()
+    }
+
+    /// Admits or refuses a client (before the secret's challenge).
     fn admit(&self, hello: &Hello, peer: SocketAddr) -> Result<Welcome, String> {
         let policy = self.policy.read().unwrap_or_else(PoisonError::into_inner);
-        self.check_peer(
-            &policy,
-            hello.magic,
-            hello.version,
-            hello.schema,
-            hello.secret.as_deref(),
-            peer,
-            CLIENT_SECRET,
-        )?;
+        self.check_peer(&policy, hello.magic, hello.version, hello.schema, peer)?;
         if !self.volume_names.contains(&hello.volume) {
             return Err(format!(
                 "volume {:?} is not served here; this brick serves {}: fix the client's \
@@ -205,15 +193,7 @@ impl Shared {
     /// Checks a volfile request; returns the file to send.
     fn volfile_for(&self, req: &VolfileRequest, peer: SocketAddr) -> Result<PathBuf, String> {
         let policy = self.policy.read().unwrap_or_else(PoisonError::into_inner);
-        self.check_peer(
-            &policy,
-            req.magic,
-            req.version,
-            req.schema,
-            req.secret.as_deref(),
-            peer,
-            FETCH_SECRET,
-        )?;
+        self.check_peer(&policy, req.magic, req.version, req.schema, peer)?;
         match &policy.volfile {
             Some(v) if v.name == req.volume => Ok(v.path.clone()),
             Some(v) => Err(format!(
@@ -476,10 +456,15 @@ impl Server {
             volume_names,
             policy: RwLock::new(Policy {
                 allow,
-                secret: o.secret,
+                secret: crate::creds::secret_of(&o.secret, &o.secret_file)?,
                 volfile,
             }),
-            squash: identity::Squash::new(o.root_squash, o.all_squash, o.anonuid, o.anongid),
+            squash: identity::Squash::new(
+                identity::RootSquash::parse(&o.root_squash),
+                o.all_squash,
+                o.anonuid,
+                o.anongid,
+            ),
             max_frame: o.max_write as usize + HEADER_ROOM,
             max_read: usize::try_from(o.max_read).unwrap_or(usize::MAX),
             max_inflight: o.max_inflight_per_connection as usize,
@@ -555,6 +540,7 @@ impl Server {
     fn reconfigure_options(&self, o: ServerOptions) -> Result<(), String> {
         let allow = AllowList::parse(&o.auth_allow)?;
         let volfile = ServedVolfile::from_options(&o)?;
+        let secret = crate::creds::secret_of(&o.secret, &o.secret_file)?;
         self.shared
             .request_spin_us
             .store(o.request_spin.as_micros() as u64, Ordering::Relaxed);
@@ -567,9 +553,12 @@ impl Server {
         self.shared
             .splice_read_min
             .store(o.splice_read_min, Ordering::Relaxed);
-        self.shared
-            .squash
-            .set(o.root_squash, o.all_squash, o.anonuid, o.anongid);
+        self.shared.squash.set(
+            identity::RootSquash::parse(&o.root_squash),
+            o.all_squash,
+            o.anonuid,
+            o.anongid,
+        );
         let mut p = self
             .shared
             .policy
@@ -577,7 +566,7 @@ impl Server {
             .unwrap_or_else(PoisonError::into_inner);
         *p = Policy {
             allow,
-            secret: o.secret,
+            secret,
             volfile,
         };
         Ok(())

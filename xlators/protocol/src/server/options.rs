@@ -17,9 +17,14 @@ xlator_api::options! {
         /// (`10.0.0.7`, `::1`) and networks (`10.0.0.0/8`, `fd00::/8`). Others are refused
         /// at handshake with a message naming their address.
         pub auth_allow: String = OptionSpec::string("auth-allow", "*").reconfigurable(),
-        /// Shared secret clients must present (their `secret` option); empty: none. Sent in
-        /// clear by clients: it keeps out misconfigured clients, not eavesdroppers.
+        /// Shared secret clients must prove they hold (their `secret` or `secret-file`);
+        /// empty: none. It never crosses the wire: client and brick each prove they hold it
+        /// by a challenge-response, so a client also knows it reached the real brick. Prefer
+        /// `secret-file`, which keeps it out of the volfile.
         pub secret: String = OptionSpec::string("secret", "").reconfigurable(),
+        /// A file whose first line is the secret (see `secret`); it must be readable by its
+        /// owner only (mode 0600). Read at start and at each reconfigure. Not with `secret`.
+        pub secret_file: String = OptionSpec::string("secret-file", "").reconfigurable(),
         /// Requests of one connection running at once; the server stops reading from a
         /// connection at this limit (back-pressure), as GlusterFS's outstanding-rpc-limit.
         pub max_inflight_per_connection: u32 =
@@ -125,12 +130,16 @@ xlator_api::options! {
         pub client_volfile_name: String =
             OptionSpec::string("client-volfile-name", "").reconfigurable(),
         /// Run calls a client makes as uid 0 as `anonuid` instead (and gid 0, or group 0, as
-        /// `anongid`), as NFS's root_squash. Applies to TCP clients and to non-root peers of
-        /// the Unix socket; root on this machine, through the Unix socket, is never squashed
-        /// (it could read the brick directory anyway). Off by default: there is no client
-        /// authentication yet to tell trusted clients (self-heal and other cluster bookkeeping
-        /// need root on the brick) from others, so this squashes every TCP client alike.
-        pub root_squash: bool = OptionSpec::bool("root-squash", "off").reconfigurable(),
+        /// `anongid`), as NFS's root_squash. `auto` (the default): squash the TCP clients that
+        /// did not prove they hold the brick's secret (so every TCP client of a brick without
+        /// one), and non-root peers of the Unix socket; believe clients that proved it (mounts,
+        /// self-heal and rebalance of the volume need root on the brick). `on`: squash every
+        /// client but root on this machine. `off`: squash nobody. Root on this machine,
+        /// through the Unix socket, is never squashed (it could read the brick directory
+        /// anyway).
+        pub root_squash: String =
+            OptionSpec::enumeration("root-squash", "auto", &["auto", "on", "off"])
+                .reconfigurable(),
         /// Run every call (of the same clients as `root-squash`) as `anonuid`/`anongid` with
         /// no supplementary groups, whoever the client says it is.
         pub all_squash: bool = OptionSpec::bool("all-squash", "off").reconfigurable(),

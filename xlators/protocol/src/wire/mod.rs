@@ -9,12 +9,14 @@
 //! bytes after the header.
 //!
 //! A connection starts with [`Hello`] (protocol version, fop table fingerprint, volume name,
-//! client identity, optional secret) answered by [`Welcome`] or by a [`ServerMsg::Refused`]
-//! message meant for the user.
+//! client identity, a nonce) answered by [`Welcome`] or by a [`ServerMsg::Refused`]
+//! message meant for the user. A brick with a secret answers first with a [`Challenge`] (its
+//! proof over the nonces), which the client checks and answers with [`ClientMsg::Prove`]
+//! before the welcome (see [`crate::creds`]).
 //!
 //! Instead of a hello, a connection may start with a [`VolfileRequest`] (how
 //! `xlfs-mount HOST:/VOLUME` gets its graph): the server checks it like a hello (address,
-//! version, fop table, secret), answers [`ServerMsg::Volfile`] or [`ServerMsg::Refused`] and
+//! version, fop table, the secret's challenge-response), answers [`ServerMsg::Volfile`] or [`ServerMsg::Refused`] and
 //! closes the connection; no session is attached.
 
 mod fops;
@@ -37,8 +39,21 @@ pub use stream::{ReadHalf, Stream, WriteHalf, unix_socket_path};
 /// extensions ([`WireCtx::ext`]: `GfidReq`, `XattrReq`, `CreateXattrs`, plugins' keys),
 /// xattrs in entry replies (`Entry::xattrs`, `DirEntry::xattrs`), the fops of xlator-api 0.2
 /// (`rchecksum`, `getxattrs`, `setxattrs`; `forget_client` is refused from the wire) and
-/// [`ClientMsg::Cancel`] for abandoned calls.
-pub const PROTOCOL_VERSION: u32 = 4;
+/// [`ClientMsg::Cancel`] for abandoned calls. 5: the secret never crosses the wire: a
+/// challenge-response both ways ([`Challenge`], [`ClientMsg::Prove`]; see [`crate::creds`]).
+pub const PROTOCOL_VERSION: u32 = 5;
+
+/// The protocol version a client's first frame claims, when the frame is a hello or a
+/// volfile request of any version (variant 0, 3 or 5; the magic; the version as one varint
+/// byte): how a brick names an older client's version although it cannot decode its hello.
+pub fn claimed_version(first: &[u8]) -> Option<u32> {
+    match first {
+        [0 | 3 | 5, m0, m1, m2, m3, v, ..] if [*m0, *m1, *m2, *m3] == MAGIC && *v < 0x80 => {
+            Some(u32::from(*v))
+        }
+        _ => None,
+    }
+}
 /// Most extensions one call carries.
 pub const MAX_WIRE_EXTENSIONS: usize = 32;
 /// Most bytes (keys and values) the extensions of one call carry.
@@ -165,9 +180,9 @@ pub struct Hello {
     pub volume: String,
     /// Who is connecting (host, process, translator), for logs and statedumps.
     pub client: String,
-    /// The shared secret, when the client has one. Sent in clear: it keeps out misconfigured
-    /// clients, not eavesdroppers (there is no TLS yet).
-    pub secret: Option<String>,
+    /// A fresh random nonce ([`crate::creds::NONCE_LEN`] bytes): a brick with a secret proves
+    /// it holds the secret over it ([`ServerMsg::Challenge`]).
+    pub nonce: Vec<u8>,
     /// The largest frame the client accepts.
     pub max_frame: u32,
 }
@@ -183,7 +198,7 @@ pub struct Welcome {
 }
 
 /// Asks for the client volfile of a volume, instead of a [`Hello`]. Checked like a hello
-/// (address allow-list, magic, version, fop table, secret); the connection closes after the
+/// (address allow-list, magic, version, fop table, secret's challenge); the connection closes after the
 /// answer.
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
 pub struct VolfileRequest {
@@ -195,8 +210,17 @@ pub struct VolfileRequest {
     pub volume: String,
     /// Who asks (host, process), for logs.
     pub client: String,
-    /// The shared secret, when the client has one (sent in clear, as in [`Hello`]).
-    pub secret: Option<String>,
+    /// A fresh random nonce, as in [`Hello`].
+    pub nonce: Vec<u8>,
+}
+
+/// A brick with a secret answers a [`Hello`] or a volfile request with this: its own nonce,
+/// and its proof ([`crate::creds::proof`], role server) over both nonces. The client checks
+/// the proof (an impostor brick cannot make it) and answers with [`ClientMsg::Prove`].
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
+pub struct Challenge {
+    pub nonce: Vec<u8>,
+    pub proof: Vec<u8>,
 }
 
 /// The answer to a [`VolfileRequest`].
@@ -253,6 +277,8 @@ pub enum ClientMsg {
     /// server answers only once the volfile's text differs from the one the client has
     /// ([`VolfileWatch::known`]), or after [`VolfileWatch::hold_ms`] with the same text.
     WatchVolfile(VolfileWatch),
+    /// The client's answer to a [`ServerMsg::Challenge`]: its proof over both nonces.
+    Prove(Vec<u8>),
 }
 
 /// A long poll for a client volfile: how clients learn that a volume's graph changed
@@ -280,6 +306,77 @@ pub enum ServerMsg {
     Reply(Reply),
     /// The answer to [`ClientMsg::GetVolfile`]; the server closes the connection after it.
     Volfile(VolfileReply),
+    /// See [`Challenge`].
+    Challenge(Challenge),
+}
+
+/// The client's half of the secret's challenge-response (see [`crate::creds`]), given the
+/// brick's first answer to a hello or volfile request: a [`Challenge`] is checked against
+/// `secret` and answered with the client's proof, and the brick's next answer returned; any
+/// other answer is returned as it is, unless the client holds a secret and the brick did not
+/// ask for it (then the brick has none, or is not the brick it claims to be: refused). `from`
+/// names where the client's secret comes from, for messages.
+#[allow(clippy::too_many_arguments)]
+pub(crate) async fn answer_challenge<R, W>(
+    reader: &mut FrameReader<R>,
+    w: &mut W,
+    first: ServerMsg,
+    secret: Option<&str>,
+    volume: &str,
+    client_nonce: &[u8],
+    timeout: std::time::Duration,
+    from: &str,
+) -> Result<ServerMsg, String>
+where
+    R: tokio::io::AsyncRead + Unpin,
+    W: tokio::io::AsyncWrite + Unpin + frame::PipeSink,
+{
+    use crate::creds::{self, Role};
+    let challenge = match (first, secret) {
+        (ServerMsg::Challenge(c), _) => c,
+        (m @ ServerMsg::Refused(_), _) | (m, None) => return Ok(m),
+        (_, Some(_)) => {
+            return Err(format!(
+                "the brick did not ask for the volume's secret: it has none, or it is not the \
+                 brick it claims to be (remove {from} only if that brick really has no secret)"
+            ));
+        }
+    };
+    let Some(secret) = secret else {
+        return Err(format!(
+            "this brick requires the volume's secret: give it with {from} (a file whose first \
+             line is the secret, mode 0600; `xlfs volume create` keeps it in \
+             <state>/volumes/<VOLUME>/secret)"
+        ));
+    };
+    if !creds::verify(
+        secret,
+        Role::Server,
+        volume,
+        client_nonce,
+        &challenge.nonce,
+        &challenge.proof,
+    ) {
+        return Err(format!(
+            "the brick could not prove it holds the secret of {from}: that is another \
+             volume's secret, or this is not the brick it claims to be"
+        ));
+    }
+    let proof = creds::proof(secret, Role::Client, volume, client_nonce, &challenge.nonce);
+    let f = encode(&ClientMsg::Prove(proof), Vec::new(), HANDSHAKE_MAX_FRAME)
+        .map_err(|e| e.to_string())?;
+    write_frames(w, std::slice::from_ref(&f))
+        .await
+        .map_err(|e| format!("cannot send the proof: {e}"))?;
+    match reader.next(timeout).await {
+        Ok(Some(body)) => decode::<ServerMsg>(body)
+            .map(|m| m.0)
+            .map_err(|e| format!("bad answer to the proof: {e}")),
+        Ok(None) | Err(WireError::Truncated) => {
+            Err("the brick closed the connection after the proof".into())
+        }
+        Err(e) => Err(e.to_string()),
+    }
 }
 
 /// Messages that may carry payloads.
@@ -528,9 +625,17 @@ mod tests {
             schema: SCHEMA,
             volume: "gv0".into(),
             client: "host:1:xlfs-mount".into(),
-            secret: Some("s3".into()),
+            nonce: vec![7; 32],
         };
         let f = encode(&ClientMsg::GetVolfile(req.clone()), Vec::new(), 1 << 20).expect("enc");
+        assert_eq!(claimed_version(&f.head[4..]), Some(PROTOCOL_VERSION));
+        // A version-4 hello (the secret where the nonce is now) still shows its version.
+        let mut v4 = vec![0u8];
+        v4.extend_from_slice(&MAGIC);
+        v4.extend_from_slice(&[4, 1, 2, 3]);
+        assert_eq!(claimed_version(&v4), Some(4));
+        assert_eq!(claimed_version(b"\x00XLFZ\x05"), None);
+        assert_eq!(claimed_version(&[1, 5]), None, "a ping is not a hello");
         match decode::<ClientMsg>(body(&f)).expect("decode").0 {
             ClientMsg::GetVolfile(r) => assert_eq!(r, req),
             other => panic!("{other:?}"),

@@ -12,6 +12,16 @@ use xlator_api::{Ctx, Errno, Subvol};
 use xlfs_protocol::{Client, Server};
 use xlfs_testkit::build::try_build;
 
+/// `overrides` with `root-squash off` unless they set it: these tests' clients act as root
+/// over TCP without the secret, which `auto` would squash (the squash tests set it).
+fn unsquashed<'a>(overrides: &[(&'a str, &'a str)]) -> Vec<(&'a str, &'a str)> {
+    let mut o = overrides.to_vec();
+    if !o.iter().any(|(k, _)| *k == "root-squash") {
+        o.push(("root-squash", "off"));
+    }
+    o
+}
+
 /// A protocol/server over `leaf` on 127.0.0.1 (port 0 unless given). Each gets its own
 /// instance name: tests of one binary run side by side, and `listen_addr` tells servers apart
 /// by name.
@@ -21,7 +31,8 @@ pub fn server(leaf: &Subvol, overrides: &[(&str, &str)]) -> (Subvol, SocketAddr)
         "server-{}",
         N.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
     );
-    let server = try_build::<Server>(&name, overrides, vec![leaf.clone()]).expect("server init");
+    let server = try_build::<Server>(&name, &unsquashed(overrides), vec![leaf.clone()])
+        .expect("server init");
     let addr = xlfs_protocol::server::listen_addr(&server).expect("listen address");
     (server, addr)
 }
@@ -30,7 +41,7 @@ pub fn server(leaf: &Subvol, overrides: &[(&str, &str)]) -> (Subvol, SocketAddr)
 pub async fn server_on(leaf: &Subvol, port: u16, overrides: &[(&str, &str)]) -> Subvol {
     let port = port.to_string();
     let mut o: Vec<(&str, &str)> = vec![("listen-port", port.as_str())];
-    o.extend_from_slice(overrides);
+    o.extend_from_slice(&unsquashed(overrides));
     for _ in 0..100 {
         match try_build::<Server>("server", &o, vec![leaf.clone()]) {
             Ok(s) => return s,

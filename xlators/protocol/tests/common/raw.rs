@@ -48,7 +48,7 @@ impl Raw {
             schema: SCHEMA,
             volume: volume.into(),
             client: "raw-test".into(),
-            secret: None,
+            nonce: vec![0; 32],
             max_frame: 1 << 21,
         };
         let f = wire::encode(&ClientMsg::Hello(hello), Vec::new(), HANDSHAKE_MAX_FRAME)
