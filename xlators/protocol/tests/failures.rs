@@ -204,7 +204,7 @@ async fn hung_server_is_declared_down_within_the_ping_timeout() {
             let welcome = ServerMsg::Welcome(Welcome {
                 volume: "memory".into(),
                 server: "hung".into(),
-                max_frame: 1 << 21,
+                max_frame: 1 << 21, boot_id: 1,
             });
             let f = wire::encode(&welcome, Vec::new(), 1 << 16).expect("encode");
             wire::write_frames(&mut w, std::slice::from_ref(&f))

@@ -78,6 +78,7 @@ async fn the_secret_never_crosses_the_wire_and_the_brick_proves_it_too() {
             volume: h.volume.clone(),
             server: "fake".into(),
             max_frame: 1 << 21,
+            boot_id: 1,
         })));
         out
     })
@@ -147,6 +148,7 @@ async fn an_impostor_brick_is_refused_before_the_client_proves_anything() {
             volume: h.volume.clone(),
             server: "fake".into(),
             max_frame: 1 << 21,
+            boot_id: 1,
         }))
     })
     .await;

@@ -286,6 +286,8 @@ impl Undo {
 pub struct Conn {
     /// Counts connections of one client: fds opened on an older generation are stale.
     pub generation: u64,
+    /// The brick's [`crate::wire::Welcome::boot_id`].
+    pub boot_id: u64,
     pub peer: String,
     /// Largest frame the server accepts.
     send_max: usize,
@@ -325,6 +327,7 @@ impl Conn {
         let (rx, buffered, max) = hs.reader.into_parts();
         let conn = Arc::new_cyclic(|me| Conn {
             generation,
+            boot_id: hs.welcome.boot_id,
             peer: target.addr(),
             send_max: (hs.welcome.max_frame as usize).min(target.max_frame),
             sender,

@@ -7,6 +7,12 @@
 //! not re-opened: it fails with EBADF, so the application learns that its lock is gone instead
 //! of writing unprotected (GlusterFS's `strict-locks`). A re-open that fails (the file was
 //! removed meanwhile) also gives EBADF.
+//!
+//! Writes the brick acknowledged but nobody synced are lost if its machine crashes. Each fd
+//! remembers the brick's boot id ([`crate::wire::Welcome::boot_id`]) its unsynced writes were
+//! acknowledged under; re-opened on a brick with another boot id, its next fsync or flush
+//! fails with EIO (once, as the kernel reports a lost writeback on each fd once), instead of
+//! the 0 that would tell the application its data is safe. A successful fsync clears it.
 
 use std::collections::HashMap;
 use std::sync::{Mutex, MutexGuard, PoisonError};
@@ -25,6 +31,11 @@ struct OpenFd {
     generation: u64,
     /// A POSIX lock was taken through it.
     locked: bool,
+    /// The boot id its writes not yet synced were acknowledged under.
+    unsynced: Option<u64>,
+    /// Such writes were acknowledged by a brick that has rebooted since: the next fsync or
+    /// flush fails with EIO.
+    lost: bool,
 }
 
 #[derive(Default)]
@@ -52,6 +63,8 @@ impl FdTable {
             dir,
             generation,
             locked: false,
+            unsynced: None,
+            lost: false,
         };
         self.map().insert(fd.id, o);
     }
@@ -59,6 +72,40 @@ impl FdTable {
     /// Forgets `id`; returns the generation it was open on.
     pub fn closed(&self, id: FdId) -> Option<u64> {
         self.map().remove(&id).map(|o| o.generation)
+    }
+
+    /// A write through `id` was acknowledged by a brick of boot id `boot` (not for O_SYNC or
+    /// O_DSYNC fds, whose writes are synced before they are acknowledged).
+    pub fn wrote(&self, fd: &Fd, boot: u64) {
+        if fd.flags & (libc::O_SYNC | libc::O_DSYNC) != 0 {
+            return;
+        }
+        if let Some(o) = self.map().get_mut(&fd.id) {
+            o.unsynced.get_or_insert(boot);
+        }
+    }
+
+    /// An fsync of `id` succeeded: its writes are safe.
+    pub fn synced(&self, id: FdId) {
+        if let Some(o) = self.map().get_mut(&id) {
+            o.unsynced = None;
+        }
+    }
+
+    /// Whether `id` lost acknowledged writes to a brick reboot, given the boot id of the
+    /// brick now (`None`: not connected, not known yet); reported once.
+    pub fn take_lost(&self, id: FdId, boot_now: Option<u64>) -> bool {
+        let mut map = self.map();
+        let Some(o) = map.get_mut(&id) else {
+            return false;
+        };
+        if let (Some(then), Some(now)) = (o.unsynced, boot_now)
+            && then != now
+        {
+            o.lost = true;
+            o.unsynced = None;
+        }
+        std::mem::take(&mut o.lost)
     }
 
     pub fn mark_locked(&self, id: FdId) {
@@ -114,6 +161,18 @@ impl FdTable {
                 Ok(_) => {
                     if let Some(o) = self.map().get_mut(&id) {
                         o.generation = conn.generation;
+                        if o.unsynced.is_some_and(|b| b != conn.boot_id) {
+                            tracing::warn!(
+                                "{}: fd {} (gfid {}) had writes the brick acknowledged before \
+                                 its machine restarted and nobody synced: they may be lost; \
+                                 its next fsync or flush fails with EIO",
+                                conn.peer,
+                                id.0,
+                                o.gfid
+                            );
+                            o.lost = true;
+                            o.unsynced = None;
+                        }
                     }
                     tracing::debug!(
                         "{}: re-opened fd {} (gfid {}) after reconnect",

@@ -280,6 +280,13 @@ impl Client {
                 self.shared.locked().insert(fd.gfid);
             }
             Request::Flush { fd } if !self.shared.locked().contains(&fd.gfid) => {
+                let boot_now = match &*self.shared.state.borrow() {
+                    State::Up(c) if !c.is_closed() => Some(c.boot_id),
+                    _ => None,
+                };
+                if self.shared.fds.take_lost(fd.id, boot_now) {
+                    return Err(Errno::EIO);
+                }
                 return Ok(ReplyBody::Flush(()));
             }
             _ => {}
@@ -322,6 +329,20 @@ impl Client {
             return Ok(body);
         }
         self.shared.fds.revalidate(&conn, &mut req).await?;
+        let durability = match &req {
+            Request::Fsync { fd, .. } | Request::Flush { fd } => Some(fd.id),
+            _ => None,
+        };
+        if let Some(id) = durability
+            && self.shared.fds.take_lost(id, Some(conn.boot_id))
+        {
+            return Err(Errno::EIO);
+        }
+        let wrote = fop
+            .attrs()
+            .contains(FopAttrs::WRITES_DATA)
+            .then_some(fd_arg)
+            .flatten();
         let locks_fd = match &req {
             Request::Lk { fd, cmd, lock }
                 if *cmd != LkCmd::Get && lock.kind != LockKind::Unlock =>
@@ -330,9 +351,16 @@ impl Client {
             }
             _ => None,
         };
+        let fsync = matches!(req, Request::Fsync { .. });
         let body = conn.call(cx, req).await?;
         if let Some(id) = locks_fd {
             self.shared.fds.mark_locked(id);
+        }
+        if let Some(fd) = wrote {
+            self.shared.fds.wrote(&fd, conn.boot_id);
+        }
+        if fsync && let Some(id) = durability {
+            self.shared.fds.synced(id);
         }
         Ok(body)
     }

@@ -80,6 +80,8 @@ struct Shared {
     /// `root-squash`, `all-squash`, `anonuid`, `anongid` (see [`identity`]).
     squash: identity::Squash,
     max_frame: usize,
+    /// See [`Welcome::boot_id`] and option `boot-id`.
+    boot_id: u64,
     /// `max-read` (bytes): see [`bounds`].
     max_read: usize,
     max_inflight: usize,
@@ -187,6 +189,7 @@ impl Shared {
             volume: hello.volume.clone(),
             server: self.id.clone(),
             max_frame: u32::try_from(self.max_frame).unwrap_or(u32::MAX),
+            boot_id: self.boot_id,
         })
     }
 
@@ -418,6 +421,25 @@ fn refuse_over_limit(shared: &Shared, sock: Stream, peer: SocketAddr, why: &str)
     }
 }
 
+/// The boot id of option `boot-id`: the kernel's (hashed to 64 bits) for `host`, else (or if
+/// the kernel does not say) a random one.
+fn boot_id(mode: &str) -> u64 {
+    let random = || u64::from_be_bytes(crate::creds::nonce()[..8].try_into().unwrap_or([7; 8]));
+    if mode != "host" {
+        return random();
+    }
+    match std::fs::read_to_string("/proc/sys/kernel/random/boot_id") {
+        Ok(text) => {
+            let d = ring::digest::digest(&ring::digest::SHA256, text.trim().as_bytes());
+            u64::from_be_bytes(d.as_ref()[..8].try_into().unwrap_or([7; 8]))
+        }
+        Err(e) => {
+            tracing::warn!("no kernel boot id ({e}): a new boot id at every brick start");
+            random()
+        }
+    }
+}
+
 fn identity(name: &str) -> String {
     let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
         .map(|h| h.trim().to_owned())
@@ -466,6 +488,7 @@ impl Server {
                 o.anongid,
             ),
             max_frame: o.max_write as usize + HEADER_ROOM,
+            boot_id: boot_id(&o.boot_id),
             max_read: usize::try_from(o.max_read).unwrap_or(usize::MAX),
             max_inflight: o.max_inflight_per_connection as usize,
             inline_busy: AtomicBool::new(false),

@@ -126,6 +126,14 @@ xlator_api::options! {
         pub unix_send_buffer: u64 = OptionSpec::size("unix-send-buffer", "4MiB")
             .range(0, 67_108_864)
             .reconfigurable(),
+        /// What the brick's boot id (sent to clients at handshake) follows. `host`: the
+        /// kernel's boot id, so it changes when the brick's machine reboots, the only time
+        /// writes the brick acknowledged but did not sync are lost (a restarted brick process
+        /// finds them in the page cache). `process`: a new id at every start, for leaves
+        /// whose data lives in the brick process itself. Clients fail the next fsync and flush
+        /// of an fd with such writes with EIO when the boot id changed.
+        pub boot_id: String =
+            OptionSpec::enumeration("boot-id", "host", &["host", "process"]),
         /// The volume name `client-volfile` is served under; required with it.
         pub client_volfile_name: String =
             OptionSpec::string("client-volfile-name", "").reconfigurable(),

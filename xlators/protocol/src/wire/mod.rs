@@ -40,7 +40,8 @@ pub use stream::{ReadHalf, Stream, WriteHalf, unix_socket_path};
 /// xattrs in entry replies (`Entry::xattrs`, `DirEntry::xattrs`), the fops of xlator-api 0.2
 /// (`rchecksum`, `getxattrs`, `setxattrs`; `forget_client` is refused from the wire) and
 /// [`ClientMsg::Cancel`] for abandoned calls. 5: the secret never crosses the wire: a
-/// challenge-response both ways ([`Challenge`], [`ClientMsg::Prove`]; see [`crate::creds`]).
+/// challenge-response both ways ([`Challenge`], [`ClientMsg::Prove`]; see [`crate::creds`]);
+/// the brick's boot id in the [`Welcome`].
 pub const PROTOCOL_VERSION: u32 = 5;
 
 /// The protocol version a client's first frame claims, when the frame is a hello or a
@@ -195,6 +196,11 @@ pub struct Welcome {
     pub server: String,
     /// The largest frame the server accepts.
     pub max_frame: u32,
+    /// Changes when what the brick acknowledged but did not sync may have been lost (its
+    /// machine rebooted, or, with `boot-id process`, its process restarted): a client whose
+    /// writes were acknowledged under another boot id fails their fd's next fsync and flush
+    /// with EIO instead of reporting them safe.
+    pub boot_id: u64,
 }
 
 /// Asks for the client volfile of a volume, instead of a [`Hello`]. Checked like a hello
