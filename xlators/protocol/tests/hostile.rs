@@ -605,6 +605,15 @@ async fn hostile_clients_do_not_stop_a_good_client_being_served() {
         said.first()
     );
     over_limit += said.len() as u64;
+    // While they hold every pending slot, a new client from another address still gets in:
+    // the silent address's oldest pending connection is evicted for it. Before, it was
+    // refused until the handshake-timeout freed a slot.
+    let mut newcomer = Raw::connect(addr, "memory").await;
+    newcomer
+        .call(WireCtx::default(), Request::Stat { gfid: Gfid::ROOT })
+        .await
+        .expect("a new client while the pending slots are held");
+    drop(newcomer);
     let checks = held
         .into_iter()
         .map(|s| closed_within(s, Duration::from_secs(20)));

@@ -90,12 +90,22 @@ pub async fn serve(shared: Arc<Shared>, sock: Stream, peer: SocketAddr, mut slot
     }
     let (r, mut w) = sock.into_split();
     let mut reader = FrameReader::new(r, HANDSHAKE_MAX_FRAME);
-    let first = match tokio::time::timeout(
-        shared.handshake_timeout,
-        read_first(&mut reader, &shared),
-    )
-    .await
-    {
+    let first_frame = async {
+        tokio::select! {
+            r = tokio::time::timeout(shared.handshake_timeout, read_first(&mut reader, &shared)) => Some(r),
+            () = slot.evicted() => None,
+        }
+    };
+    let Some(first) = first_frame.await else {
+        shared.dropped.fetch_add(1, Ordering::Relaxed);
+        tracing::debug!(
+            "{}: {peer} evicted before its handshake: max-pending-handshakes is full and its \
+             address held the most pending connections",
+            shared.name
+        );
+        return;
+    };
+    let first = match first {
         Ok(Ok(Some(h))) => {
             slot.handshake_done();
             h

@@ -10,6 +10,12 @@
 //! logged at most once a second per server (with how many were refused since the last line):
 //! a flood of connections must not become a flood of log lines.
 //!
+//! When `max-pending-handshakes` is full, a new connection from an address that holds fewer
+//! pending connections than the address holding the most does not get refused: that other
+//! address's oldest pending connection is evicted (closed) to make room. So one address that
+//! opens connections and never speaks cannot keep every other client out, while a burst of
+//! handshakes from one host with nobody else waiting is still admitted whole.
+//!
 //! Unix-socket peers count towards `max-connections` and `max-pending-handshakes` but not
 //! towards the per-address bound: they all count as 127.0.0.1, and the kernel says who each
 //! one is.
@@ -32,6 +38,34 @@ struct Counts {
     total: usize,
     pending: usize,
     by_address: HashMap<IpAddr, usize>,
+    /// The pending connections of each address (`None`: the Unix socket), oldest first.
+    pending_by: HashMap<Option<IpAddr>, std::collections::VecDeque<(u64, Arc<Evict>)>>,
+    next_id: u64,
+}
+
+/// Tells a pending connection it was evicted to make room (see the module documentation).
+#[derive(Default)]
+pub struct Evict {
+    flag: std::sync::atomic::AtomicBool,
+    notify: tokio::sync::Notify,
+}
+
+impl Evict {
+    fn fire(&self) {
+        self.flag.store(true, std::sync::atomic::Ordering::Release);
+        self.notify.notify_waiters();
+    }
+
+    /// Returns once the connection is evicted.
+    pub async fn evicted(&self) {
+        loop {
+            let n = self.notify.notified();
+            if self.flag.load(std::sync::atomic::Ordering::Acquire) {
+                return;
+            }
+            n.await;
+        }
+    }
 }
 
 /// Refusals since the last log line, and when that was.
@@ -52,6 +86,8 @@ pub struct Slot {
     limits: Arc<Limits>,
     addr: Option<IpAddr>,
     pending: bool,
+    id: u64,
+    evict: Arc<Evict>,
 }
 
 /// How often refusals are logged at most.
@@ -85,10 +121,29 @@ impl Limits {
             ));
         }
         if c.pending >= b.pending {
-            return Err(format!(
-                "max-pending-handshakes ({}) connections have not completed their handshake yet",
-                b.pending
-            ));
+            let mine = c.pending_by.get(&addr).map_or(0, |q| q.len());
+            let hog = c
+                .pending_by
+                .iter()
+                .max_by_key(|(_, q)| q.len())
+                .filter(|(_, q)| q.len() > mine + 1)
+                .map(|(a, _)| *a);
+            let Some(hog) = hog else {
+                return Err(format!(
+                    "max-pending-handshakes ({}) connections have not completed their \
+                     handshake yet",
+                    b.pending
+                ));
+            };
+            // The oldest pending connection of the address holding the most gives way; its
+            // slot stops counting as pending now (its task closes it).
+            if let Some((_, victim)) = c.pending_by.get_mut(&hog).and_then(|q| q.pop_front()) {
+                victim.fire();
+                c.pending -= 1;
+            }
+            if c.pending_by.get(&hog).is_some_and(|q| q.is_empty()) {
+                c.pending_by.remove(&hog);
+            }
         }
         if let Some(a) = addr {
             let n = c.by_address.entry(a).or_insert(0);
@@ -102,10 +157,19 @@ impl Limits {
         }
         c.total += 1;
         c.pending += 1;
+        c.next_id += 1;
+        let id = c.next_id;
+        let evict = Arc::new(Evict::default());
+        c.pending_by
+            .entry(addr)
+            .or_default()
+            .push_back((id, evict.clone()));
         Ok(Slot {
             limits: self.clone(),
             addr,
             pending: true,
+            id,
+            evict,
         })
     }
 
@@ -137,18 +201,44 @@ impl Slot {
     /// The first frame has been read: the connection no longer counts as pending.
     pub fn handshake_done(&mut self) {
         if std::mem::take(&mut self.pending) {
-            self.limits.counts().pending -= 1;
+            self.limits.done_pending(self.addr, self.id);
         }
+    }
+}
+
+impl Slot {
+    /// Returns once this connection is evicted from the pending handshakes.
+    pub async fn evicted(&self) {
+        self.evict.evicted().await
+    }
+}
+
+impl Limits {
+    /// `id` of `addr` no longer counts as pending (unless it was evicted: then it was taken
+    /// off already).
+    fn done_pending(&self, addr: Option<IpAddr>, id: u64) {
+        let mut c = self.counts();
+        let Some(q) = c.pending_by.get_mut(&addr) else {
+            return;
+        };
+        let Some(i) = q.iter().position(|(x, _)| *x == id) else {
+            return;
+        };
+        q.remove(i);
+        if q.is_empty() {
+            c.pending_by.remove(&addr);
+        }
+        c.pending -= 1;
     }
 }
 
 impl Drop for Slot {
     fn drop(&mut self) {
+        if self.pending {
+            self.limits.done_pending(self.addr, self.id);
+        }
         let mut c = self.limits.counts();
         c.total -= 1;
-        if self.pending {
-            c.pending -= 1;
-        }
         if let Some(a) = self.addr
             && let Some(n) = c.by_address.get_mut(&a)
         {
@@ -206,6 +296,29 @@ mod tests {
         assert_eq!(l.dump(), (3, 2));
         drop(s1);
         assert_eq!(l.dump(), (2, 2));
+    }
+
+    #[test]
+    fn one_address_cannot_hold_every_pending_slot() {
+        let hog: IpAddr = "10.0.0.9".parse().expect("ip");
+        let good: IpAddr = "10.0.0.1".parse().expect("ip");
+        let l = limits(100, 100, 4);
+        let held: Vec<Slot> = (0..4).map(|_| l.admit(Some(hog)).expect("hog")).collect();
+        // Alone, a burst from one address is admitted up to the bound, then refused.
+        assert!(l.admit(Some(hog)).is_err(), "its own fifth is refused");
+        // Another address gets in: the hog's oldest pending connection is evicted.
+        let mut g = l.admit(Some(good)).expect("another address gets in");
+        let evicted = |s: &Slot| s.evict.flag.load(std::sync::atomic::Ordering::Acquire);
+        assert!(evicted(&held[0]) && !evicted(&held[1]));
+        assert_eq!(l.dump().1, 4);
+        // Shares even out: 3 and 1, then 2 and 2; at 2 and 2 nobody is evicted.
+        let _g2 = l.admit(Some(good)).expect("second");
+        assert!(evicted(&held[1]));
+        assert!(l.admit(Some(good)).is_err(), "equal shares: refused");
+        g.handshake_done();
+        drop(held);
+        assert_eq!(l.dump(), (2, 1));
+        assert!(l.counts().pending_by.get(&Some(hog)).is_none());
     }
 
     #[test]
