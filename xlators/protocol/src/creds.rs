@@ -18,6 +18,10 @@
 //! [`crate::server::identity`]).
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use rustls_pki_types::pem::PemObject;
+use rustls_pki_types::{CertificateDer, PrivateKeyDer, ServerName};
 
 use ring::hmac;
 use ring::rand::{SecureRandom, SystemRandom};
@@ -150,6 +154,233 @@ pub fn verify(
             .zip(given)
             .fold(0u8, |acc, (a, b)| acc | (a ^ b))
             == 0
+}
+
+/// The files of a translator's `tls`, `tls-cert`, `tls-key`, `tls-ca` options (`None`: TLS
+/// off); all three files are required with `tls on`.
+pub fn tls_files_of(on: bool, cert: &str, key: &str, ca: &str) -> Result<Option<TlsFiles>, String> {
+    if !on {
+        return Ok(None);
+    }
+    let missing: Vec<&str> = [("tls-cert", cert), ("tls-key", key), ("tls-ca", ca)]
+        .iter()
+        .filter(|(_, v)| v.trim().is_empty())
+        .map(|(k, _)| *k)
+        .collect();
+    if !missing.is_empty() {
+        return Err(format!(
+            "tls is on but {} not set: give the PEM files (`xlfs tls` makes them)",
+            missing.join(", ")
+        ));
+    }
+    Ok(Some(TlsFiles {
+        cert: cert.into(),
+        key: key.into(),
+        ca: ca.into(),
+    }))
+}
+
+fn load_identity(
+    f: &TlsFiles,
+) -> Result<
+    (
+        Vec<CertificateDer<'static>>,
+        PrivateKeyDer<'static>,
+        rustls::RootCertStore,
+    ),
+    String,
+> {
+    let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(&f.cert)
+        .and_then(|i| i.collect::<Result<_, _>>())
+        .map_err(|e| format!("tls-cert {}: {e}", f.cert.display()))?;
+    if certs.is_empty() {
+        return Err(format!(
+            "tls-cert {}: no certificate in it",
+            f.cert.display()
+        ));
+    }
+    let key = PrivateKeyDer::from_pem_file(&f.key)
+        .map_err(|e| format!("tls-key {}: {e}", f.key.display()))?;
+    let mut roots = rustls::RootCertStore::empty();
+    let cas: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(&f.ca)
+        .and_then(|i| i.collect::<Result<_, _>>())
+        .map_err(|e| format!("tls-ca {}: {e}", f.ca.display()))?;
+    for ca in cas {
+        roots
+            .add(ca)
+            .map_err(|e| format!("tls-ca {}: {e}", f.ca.display()))?;
+    }
+    if roots.is_empty() {
+        return Err(format!(
+            "tls-ca {}: no CA certificate in it",
+            f.ca.display()
+        ));
+    }
+    Ok((certs, key, roots))
+}
+
+/// The server side of TLS: mutual authentication against `tls-ca`, then the certificate-name
+/// allow-list `tls-allow` (GlusterFS's `auth.ssl-allow`).
+pub struct ServerTls {
+    pub acceptor: tokio_rustls::TlsAcceptor,
+    /// DNS names one of which the client's certificate must carry; empty: any the CA signed.
+    allow: Vec<String>,
+}
+
+impl ServerTls {
+    pub fn new(f: &TlsFiles, allow: &str) -> Result<ServerTls, String> {
+        let (certs, key, roots) = load_identity(f)?;
+        let verifier = rustls::server::WebPkiClientVerifier::builder(Arc::new(roots))
+            .build()
+            .map_err(|e| format!("tls-ca {}: {e}", f.ca.display()))?;
+        let config = rustls::ServerConfig::builder()
+            .with_client_cert_verifier(verifier)
+            .with_single_cert(certs, key)
+            .map_err(|e| format!("tls-cert/tls-key: {e}"))?;
+        let allow = allow
+            .split(',')
+            .map(str::trim)
+            .filter(|s| !s.is_empty() && *s != "*")
+            .map(str::to_owned)
+            .collect::<Vec<_>>();
+        for a in &allow {
+            ServerName::try_from(a.as_str())
+                .map_err(|_| format!("tls-allow: {a:?} is not a certificate (DNS) name"))?;
+        }
+        Ok(ServerTls {
+            acceptor: tokio_rustls::TlsAcceptor::from(Arc::new(config)),
+            allow,
+        })
+    }
+
+    /// Whether the verified client certificate `cert` is allowed; the refusal names it.
+    pub fn allows(&self, cert: Option<&CertificateDer<'_>>) -> Result<(), String> {
+        if self.allow.is_empty() {
+            return Ok(());
+        }
+        let Some(cert) = cert else {
+            return Err("the client sent no certificate".into());
+        };
+        let ee = webpki::EndEntityCert::try_from(cert)
+            .map_err(|e| format!("the client's certificate cannot be read: {e:?}"))?;
+        let ok = self.allow.iter().any(|a| {
+            ServerName::try_from(a.as_str())
+                .is_ok_and(|n| ee.verify_is_valid_for_subject_name(&n).is_ok())
+        });
+        if ok {
+            Ok(())
+        } else {
+            Err(format!(
+                "the client's certificate carries none of the names in tls-allow ({})",
+                self.allow.join(", ")
+            ))
+        }
+    }
+}
+
+/// The client side of TLS: its certificate for the brick, and the brick's checked against
+/// `tls-ca` (and `tls-server-name` when set).
+#[derive(Clone)]
+pub struct ClientTls {
+    pub connector: tokio_rustls::TlsConnector,
+    pub server_name: ServerName<'static>,
+    files: TlsFiles,
+}
+
+impl std::fmt::Debug for ClientTls {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "ClientTls({:?}, {:?})", self.files, self.server_name)
+    }
+}
+
+impl PartialEq for ClientTls {
+    fn eq(&self, o: &ClientTls) -> bool {
+        self.files == o.files && self.server_name == o.server_name
+    }
+}
+
+impl Eq for ClientTls {}
+
+/// What a client connects to when `tls-server-name` is empty: any name the CA signed passes.
+const ANY_BRICK: &str = "xlfs-brick";
+
+impl ClientTls {
+    pub fn new(f: &TlsFiles, server_name: &str) -> Result<ClientTls, String> {
+        let (certs, key, roots) = load_identity(f)?;
+        let webpki = rustls::client::WebPkiServerVerifier::builder(Arc::new(roots))
+            .build()
+            .map_err(|e| format!("tls-ca {}: {e}", f.ca.display()))?;
+        let any_name = server_name.trim().is_empty();
+        let name = if any_name {
+            ANY_BRICK
+        } else {
+            server_name.trim()
+        };
+        let server_name = ServerName::try_from(name.to_owned())
+            .map_err(|_| format!("tls-server-name {name:?} is not a certificate (DNS) name"))?;
+        let config = rustls::ClientConfig::builder()
+            .dangerous()
+            .with_custom_certificate_verifier(Arc::new(BrickVerifier { webpki, any_name }))
+            .with_client_auth_cert(certs, key)
+            .map_err(|e| format!("tls-cert/tls-key: {e}"))?;
+        Ok(ClientTls {
+            connector: tokio_rustls::TlsConnector::from(Arc::new(config)),
+            server_name,
+            files: f.clone(),
+        })
+    }
+}
+
+/// webpki's check of the brick's certificate against the CA; with no `tls-server-name`, any
+/// name the CA signed is accepted (the CA is the volume's own).
+#[derive(Debug)]
+struct BrickVerifier {
+    webpki: Arc<rustls::client::WebPkiServerVerifier>,
+    any_name: bool,
+}
+
+impl rustls::client::danger::ServerCertVerifier for BrickVerifier {
+    fn verify_server_cert(
+        &self,
+        end_entity: &CertificateDer<'_>,
+        intermediates: &[CertificateDer<'_>],
+        server_name: &ServerName<'_>,
+        ocsp: &[u8],
+        now: rustls_pki_types::UnixTime,
+    ) -> Result<rustls::client::danger::ServerCertVerified, rustls::Error> {
+        use rustls::{CertificateError, Error};
+        match self
+            .webpki
+            .verify_server_cert(end_entity, intermediates, server_name, ocsp, now)
+        {
+            Err(Error::InvalidCertificate(
+                CertificateError::NotValidForName | CertificateError::NotValidForNameContext { .. },
+            )) if self.any_name => Ok(rustls::client::danger::ServerCertVerified::assertion()),
+            r => r,
+        }
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &rustls::DigitallySignedStruct,
+    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
+        self.webpki.verify_tls12_signature(message, cert, dss)
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &rustls::DigitallySignedStruct,
+    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
+        self.webpki.verify_tls13_signature(message, cert, dss)
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<rustls::SignatureScheme> {
+        self.webpki.supported_verify_schemes()
+    }
 }
 
 #[cfg(test)]

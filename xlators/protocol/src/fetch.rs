@@ -303,6 +303,20 @@ async fn fetch_inner(
             source,
         })?;
     let _ = sock.set_nodelay(true);
+    let sock = match &creds.tls {
+        None => crate::wire::Stream::Tcp(sock),
+        Some(files) => {
+            let name = creds.tls_server_name.as_deref().unwrap_or("");
+            let tls = crate::creds::ClientTls::new(files, name).map_err(&proto)?;
+            let s = tls
+                .connector
+                .connect(tls.server_name.clone(), sock)
+                .await
+                .map_err(|e| proto(format!("TLS handshake failed: {e}")))?;
+            let (sock, conn) = s.into_inner();
+            crate::wire::Stream::Tls(crate::wire::tls::TlsIo::new(sock, conn))
+        }
+    };
     let (r, mut w) = sock.into_split();
     let nonce = crate::creds::nonce();
     let req = VolfileRequest {

@@ -20,6 +20,7 @@ fn target(addr: std::net::SocketAddr, volume: &str, secret: Option<&str>) -> Tar
         secret: secret.map(str::to_owned),
         max_frame: (1 << 20) + wire::HEADER_ROOM,
         unix_socket: None,
+        tls: None,
     }
 }
 
@@ -204,7 +205,8 @@ async fn hung_server_is_declared_down_within_the_ping_timeout() {
             let welcome = ServerMsg::Welcome(Welcome {
                 volume: "memory".into(),
                 server: "hung".into(),
-                max_frame: 1 << 21, boot_id: 1,
+                max_frame: 1 << 21,
+                boot_id: 1,
             });
             let f = wire::encode(&welcome, Vec::new(), 1 << 16).expect("encode");
             wire::write_frames(&mut w, std::slice::from_ref(&f))

@@ -45,7 +45,8 @@ async fn fake_brick(
                     &ServerMsg::Welcome(Welcome {
                         volume: h.volume,
                         server: "fake".into(),
-                        max_frame: 1 << 21, boot_id: 1,
+                        max_frame: 1 << 21,
+                        boot_id: 1,
                     }),
                     Vec::new(),
                     HANDSHAKE_MAX_FRAME,

@@ -29,6 +29,7 @@ fn target(addr: std::net::SocketAddr, secret: Option<&str>) -> Target {
         secret: secret.map(str::to_owned),
         max_frame: (1 << 20) + wire::HEADER_ROOM,
         unix_socket: None,
+        tls: None,
     }
 }
 

@@ -126,7 +126,19 @@ async fn connect(target: &Target, addr: &str) -> Result<Stream, ConnectError> {
             source,
         })?;
     let _ = sock.set_nodelay(true);
-    Ok(Stream::Tcp(sock))
+    let Some(tls) = &target.tls else {
+        return Ok(Stream::Tcp(sock));
+    };
+    let s = tls
+        .connector
+        .connect(tls.server_name.clone(), sock)
+        .await
+        .map_err(|e| ConnectError::Unexpected {
+            addr: addr.to_owned(),
+            what: format!("TLS handshake failed: {e}"),
+        })?;
+    let (sock, conn) = s.into_inner();
+    Ok(Stream::Tls(crate::wire::tls::TlsIo::new(sock, conn)))
 }
 
 /// Connects to `target` and handshakes, all within `timeout`.
@@ -154,7 +166,7 @@ async fn handshake_inner(
         Stream::Unix(u) => super::backing::peer_pidfd(u)
             .inspect_err(|e| tracing::debug!("{addr}: no pidfd of the brick: {e}"))
             .ok(),
-        Stream::Tcp(_) => None,
+        Stream::Tcp(_) | Stream::Tls(_) => None,
     };
     let (r, mut writer) = sock.into_split();
     let mut reader = FrameReader::new(r, HANDSHAKE_MAX_FRAME);

@@ -31,6 +31,17 @@ xlator_api::options! {
         /// A file whose first line is the secret (mode 0600: a file others may read is
         /// refused). Not with `secret`.
         pub secret_file: String = OptionSpec::string("secret-file", ""),
+        /// TLS to the brick (TCP only; the Unix socket of a local brick needs none): this
+        /// client's certificate, and the brick's checked against `tls-ca`.
+        pub tls: bool = OptionSpec::bool("tls", "off"),
+        /// This client's certificate chain (PEM).
+        pub tls_cert: String = OptionSpec::string("tls-cert", ""),
+        /// Its private key (PEM).
+        pub tls_key: String = OptionSpec::string("tls-key", ""),
+        /// The CA certificates (PEM) the brick's certificate must chain to.
+        pub tls_ca: String = OptionSpec::string("tls-ca", ""),
+        /// The name the brick's certificate must carry; empty: any name the CA signed.
+        pub tls_server_name: String = OptionSpec::string("tls-server-name", ""),
         /// Largest read or write payload; frames are at most this plus 64 KiB. Larger
         /// `readv`/`writev` calls fail with EINVAL.
         pub max_write: u64 = OptionSpec::size("max-write", "1MiB").range(65_536, 67_108_864),
@@ -76,6 +87,8 @@ pub struct Target {
     pub port: u16,
     pub volume: String,
     pub secret: Option<String>,
+    /// TLS to the brick (over TCP), when on.
+    pub tls: Option<crate::creds::ClientTls>,
     pub max_frame: usize,
     /// The brick's Unix socket, tried before TCP (a local brick with `unix-socket-dir`).
     pub unix_socket: Option<std::path::PathBuf>,
@@ -116,6 +129,9 @@ impl Target {
             port,
             volume: o.remote_subvolume.clone(),
             secret: crate::creds::secret_of(&o.secret, &o.secret_file)?,
+            tls: crate::creds::tls_files_of(o.tls, &o.tls_cert, &o.tls_key, &o.tls_ca)?
+                .map(|f| crate::creds::ClientTls::new(&f, &o.tls_server_name))
+                .transpose()?,
             max_frame: o.max_write as usize + crate::wire::HEADER_ROOM,
             unix_socket: (!o.unix_socket_dir.is_empty() && is_loopback(&host)).then(|| {
                 crate::wire::unix_socket_path(std::path::Path::new(&o.unix_socket_dir), port)
@@ -147,6 +163,11 @@ mod tests {
             frame_timeout: Duration::from_secs(1800),
             secret: String::new(),
             secret_file: String::new(),
+            tls: false,
+            tls_cert: String::new(),
+            tls_key: String::new(),
+            tls_ca: String::new(),
+            tls_server_name: String::new(),
             max_write: 1 << 20,
             filter_o_direct: true,
             reply_spin: Duration::from_micros(50),

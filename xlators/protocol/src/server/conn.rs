@@ -57,9 +57,50 @@ fn set_send_buffer(sock: &tokio::net::UnixStream, size: u64) -> std::io::Result<
 /// Serves one accepted socket until it closes.
 /// `slot` is its place under the connection bounds (`limits`), given back when it ends.
 pub async fn serve(shared: Arc<Shared>, sock: Stream, peer: SocketAddr, mut slot: Slot) {
-    // Who the kernel says a Unix-socket peer is (see `identity`).
+    let sock = match (sock, &shared.tls) {
+        (Stream::Tcp(t), Some(tls)) => {
+            let _ = t.set_nodelay(true);
+            let accept = tokio::time::timeout(shared.handshake_timeout, tls.acceptor.accept(t));
+            let s = tokio::select! {
+                r = accept => r,
+                () = slot.evicted() => return,
+            };
+            let s = match s {
+                Ok(Ok(s)) => s,
+                Ok(Err(e)) => {
+                    shared.refused.fetch_add(1, Ordering::Relaxed);
+                    tracing::warn!("{}: refused {peer}: TLS handshake failed: {e}", shared.name);
+                    return;
+                }
+                Err(_) => {
+                    shared.dropped.fetch_add(1, Ordering::Relaxed);
+                    tracing::warn!(
+                        "{}: dropping {peer}: no TLS handshake within {:?}",
+                        shared.name,
+                        shared.handshake_timeout
+                    );
+                    return;
+                }
+            };
+            let (io, conn) = s.into_inner();
+            if let Err(why) = tls.allows(conn.peer_certificates().and_then(|c| c.first())) {
+                shared.refused.fetch_add(1, Ordering::Relaxed);
+                tracing::warn!("{}: refused {peer}: {why}", shared.name);
+                let mut w = Stream::Tls(crate::wire::tls::TlsIo::new(io, conn))
+                    .into_split()
+                    .1;
+                refuse(&mut w, format!("refused by brick {:?}: {why}", shared.name)).await;
+                return;
+            }
+            Stream::Tls(crate::wire::tls::TlsIo::new(io, conn))
+        }
+        (s, _) => s,
+    };
+    // Who the kernel says a Unix-socket peer is (see `identity`); a TLS peer's certificate
+    // was checked.
     let mut ids = match &sock {
         Stream::Tcp(_) => Peer::Remote { trusted: false },
+        Stream::Tls(_) => Peer::Remote { trusted: true },
         Stream::Unix(u) => match Peer::of_unix(std::os::fd::AsFd::as_fd(u)) {
             Ok(p) => p,
             Err(e) => {
@@ -79,6 +120,7 @@ pub async fn serve(shared: Arc<Shared>, sock: Stream, peer: SocketAddr, mut slot
         Stream::Tcp(t) => {
             let _ = t.set_nodelay(true);
         }
+        Stream::Tls(_) => {}
         Stream::Unix(u) => {
             let size = shared.unix_send_buffer.load(Ordering::Relaxed);
             if size > 0

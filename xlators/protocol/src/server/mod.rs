@@ -80,6 +80,8 @@ struct Shared {
     /// `root-squash`, `all-squash`, `anonuid`, `anongid` (see [`identity`]).
     squash: identity::Squash,
     max_frame: usize,
+    /// Option `tls` and its files.
+    tls: Option<crate::creds::ServerTls>,
     /// See [`Welcome::boot_id`] and option `boot-id`.
     boot_id: u64,
     /// `max-read` (bytes): see [`bounds`].
@@ -374,7 +376,7 @@ async fn accept_loop(shared: Arc<Shared>, listener: Listener) {
             Ok((sock, peer)) => {
                 shared.accepted.fetch_add(1, Ordering::Relaxed);
                 let addr = match &sock {
-                    Stream::Tcp(_) => Some(peer.ip()),
+                    Stream::Tcp(_) | Stream::Tls(_) => Some(peer.ip()),
                     Stream::Unix(_) => None,
                 };
                 match shared.limits.admit(addr) {
@@ -417,6 +419,7 @@ fn refuse_over_limit(shared: &Shared, sock: Stream, peer: SocketAddr, why: &str)
         let _ = match &sock {
             Stream::Tcp(t) => t.try_write(&bytes),
             Stream::Unix(u) => u.try_write(&bytes),
+            Stream::Tls(_) => Ok(0),
         };
     }
 }
@@ -489,6 +492,9 @@ impl Server {
             ),
             max_frame: o.max_write as usize + HEADER_ROOM,
             boot_id: boot_id(&o.boot_id),
+            tls: crate::creds::tls_files_of(o.tls, &o.tls_cert, &o.tls_key, &o.tls_ca)?
+                .map(|f| crate::creds::ServerTls::new(&f, &o.tls_allow))
+                .transpose()?,
             max_read: usize::try_from(o.max_read).unwrap_or(usize::MAX),
             max_inflight: o.max_inflight_per_connection as usize,
             inline_busy: AtomicBool::new(false),

@@ -126,6 +126,20 @@ xlator_api::options! {
         pub unix_send_buffer: u64 = OptionSpec::size("unix-send-buffer", "4MiB")
             .range(0, 67_108_864)
             .reconfigurable(),
+        /// TLS on every TCP connection (fops and volfile fetches), with mutual certificate
+        /// authentication: a client must present a certificate `tls-ca` signed, and one of the
+        /// names in `tls-allow`. Such a client is trusted (not root-squashed). Unix-socket
+        /// clients need none (the kernel vouches for them).
+        pub tls: bool = OptionSpec::bool("tls", "off"),
+        /// The brick's certificate chain (PEM).
+        pub tls_cert: String = OptionSpec::string("tls-cert", ""),
+        /// The brick's private key (PEM).
+        pub tls_key: String = OptionSpec::string("tls-key", ""),
+        /// The CA certificates (PEM) client certificates must chain to.
+        pub tls_ca: String = OptionSpec::string("tls-ca", ""),
+        /// Certificate (DNS) names, comma-separated, one of which a client's certificate must
+        /// carry; `*`: any certificate the CA signed.
+        pub tls_allow: String = OptionSpec::string("tls-allow", "*"),
         /// What the brick's boot id (sent to clients at handshake) follows. `host`: the
         /// kernel's boot id, so it changes when the brick's machine reboots, the only time
         /// writes the brick acknowledged but did not sync are lost (a restarted brick process

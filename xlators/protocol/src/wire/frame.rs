@@ -301,7 +301,9 @@ pub async fn write_frames<W: AsyncWrite + Unpin + PipeSink>(
             slices.push(IoSlice::new(p));
         }
     }
-    write_all_vectored(w, &mut slices).await
+    write_all_vectored(w, &mut slices).await?;
+    // A no-op on a socket; TLS may hold the last record until flushed.
+    tokio::io::AsyncWriteExt::flush(w).await
 }
 
 /// Writes every byte of `slices`.

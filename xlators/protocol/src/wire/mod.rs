@@ -24,6 +24,7 @@ mod frame;
 mod sender;
 pub mod spin;
 mod stream;
+pub mod tls;
 
 use serde::{Deserialize, Serialize};
 use xlator_api::{Buf, Ctx, CtxBuilder, Errno, ExtScope, LkOwner};

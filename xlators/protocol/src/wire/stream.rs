@@ -1,5 +1,6 @@
-//! The two transports a connection may use: TCP, and a Unix socket for a client on the
-//! brick's own machine (same wire protocol; no TCP/IP stack on the path).
+//! The transports a connection may use: TCP, TLS over TCP ([`super::tls`]), and a Unix socket
+//! for a client on the brick's own machine (same wire protocol; no TCP/IP stack on the path;
+//! the kernel vouches for both ends, so no TLS there).
 
 use std::io::{self, IoSlice};
 use std::pin::Pin;
@@ -7,13 +8,18 @@ use std::task::{Context, Poll};
 
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 
+use std::sync::Arc;
 use tokio::io::{AsyncRead, AsyncWrite, Interest, ReadBuf};
+
 use tokio::net::{TcpStream, UnixStream, tcp, unix};
+
+use super::tls::TlsIo;
 
 /// A connected socket.
 pub enum Stream {
     Tcp(TcpStream),
     Unix(UnixStream),
+    Tls(Arc<TlsIo>),
 }
 
 impl Stream {
@@ -27,6 +33,7 @@ impl Stream {
                 let (r, w) = s.into_split();
                 (ReadHalf::Unix(r), WriteHalf::Unix(w))
             }
+            Stream::Tls(t) => (ReadHalf::Tls(t.clone()), WriteHalf::Tls(t)),
         }
     }
 }
@@ -35,6 +42,7 @@ impl Stream {
 pub enum ReadHalf {
     Tcp(tcp::OwnedReadHalf),
     Unix(unix::OwnedReadHalf),
+    Tls(Arc<TlsIo>),
 }
 
 impl ReadHalf {
@@ -43,6 +51,7 @@ impl ReadHalf {
         match self {
             ReadHalf::Tcp(_) => "tcp",
             ReadHalf::Unix(_) => "unix",
+            ReadHalf::Tls(_) => "tls",
         }
     }
 
@@ -51,6 +60,7 @@ impl ReadHalf {
         match self {
             ReadHalf::Tcp(r) => r.readable().await,
             ReadHalf::Unix(r) => r.readable().await,
+            ReadHalf::Tls(t) => t.readable().await,
         }
     }
 
@@ -62,6 +72,7 @@ impl ReadHalf {
         let fd = match self {
             ReadHalf::Tcp(r) => r.as_ref().as_raw_fd(),
             ReadHalf::Unix(r) => r.as_ref().as_raw_fd(),
+            ReadHalf::Tls(t) => return t.ready_now(),
         };
         let mut byte = 0u8;
         // SAFETY: a one-byte peek into a local buffer on a socket this half keeps open.
@@ -81,6 +92,12 @@ impl ReadHalf {
         match self {
             ReadHalf::Tcp(r) => r.try_read_buf(v),
             ReadHalf::Unix(r) => r.try_read_buf(v),
+            ReadHalf::Tls(t) => {
+                let mut chunk = [0u8; 16 << 10];
+                let n = t.try_read(&mut chunk)?;
+                v.extend_from_slice(&chunk[..n]);
+                Ok(n)
+            }
         }
     }
 }
@@ -94,6 +111,7 @@ impl AsyncRead for ReadHalf {
         match self.get_mut() {
             ReadHalf::Tcp(r) => Pin::new(r).poll_read(cx, buf),
             ReadHalf::Unix(r) => Pin::new(r).poll_read(cx, buf),
+            ReadHalf::Tls(t) => t.poll_read(cx, buf),
         }
     }
 }
@@ -102,6 +120,7 @@ impl AsyncRead for ReadHalf {
 pub enum WriteHalf {
     Tcp(tcp::OwnedWriteHalf),
     Unix(unix::OwnedWriteHalf),
+    Tls(Arc<TlsIo>),
 }
 
 impl WriteHalf {
@@ -110,6 +129,11 @@ impl WriteHalf {
     /// If the kernel refuses to splice into this socket before any byte has moved, the bytes
     /// are read out of the pipe and written instead.
     pub async fn splice_from(&mut self, pipe: OwnedFd, len: usize) -> io::Result<()> {
+        if let WriteHalf::Tls(_) = self {
+            // Bytes must pass through rustls to be encrypted.
+            let bytes = xlator_api::Buf::from_pipe(pipe, len);
+            return tokio::io::AsyncWriteExt::write_all(self, &bytes).await;
+        }
         let mut left = len;
         while left > 0 {
             let r = match self {
@@ -127,6 +151,7 @@ impl WriteHalf {
                         splice_out(&pipe, s.as_raw_fd(), left)
                     })
                 }
+                WriteHalf::Tls(_) => unreachable!("TLS returned above"),
             };
             match r {
                 Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
@@ -173,6 +198,7 @@ impl AsyncWrite for WriteHalf {
         match self.get_mut() {
             WriteHalf::Tcp(w) => Pin::new(w).poll_write(cx, buf),
             WriteHalf::Unix(w) => Pin::new(w).poll_write(cx, buf),
+            WriteHalf::Tls(t) => t.poll_write_vectored(cx, &[IoSlice::new(buf)]),
         }
     }
 
@@ -184,6 +210,7 @@ impl AsyncWrite for WriteHalf {
         match self.get_mut() {
             WriteHalf::Tcp(w) => Pin::new(w).poll_write_vectored(cx, bufs),
             WriteHalf::Unix(w) => Pin::new(w).poll_write_vectored(cx, bufs),
+            WriteHalf::Tls(t) => t.poll_write_vectored(cx, bufs),
         }
     }
 
@@ -195,6 +222,7 @@ impl AsyncWrite for WriteHalf {
         match self.get_mut() {
             WriteHalf::Tcp(w) => Pin::new(w).poll_flush(cx),
             WriteHalf::Unix(w) => Pin::new(w).poll_flush(cx),
+            WriteHalf::Tls(t) => t.poll_flush(cx),
         }
     }
 
@@ -202,6 +230,7 @@ impl AsyncWrite for WriteHalf {
         match self.get_mut() {
             WriteHalf::Tcp(w) => Pin::new(w).poll_shutdown(cx),
             WriteHalf::Unix(w) => Pin::new(w).poll_shutdown(cx),
+            WriteHalf::Tls(t) => t.poll_shutdown(cx),
         }
     }
 }
