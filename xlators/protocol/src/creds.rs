@@ -383,6 +383,98 @@ impl rustls::client::danger::ServerCertVerifier for BrickVerifier {
     }
 }
 
+/// Writes `bytes` to `path` with mode `mode`, atomically (a temporary file renamed over it).
+fn write_private(path: &Path, bytes: &[u8], mode: u32) -> Result<(), String> {
+    use std::io::Write as _;
+    use std::os::unix::fs::OpenOptionsExt;
+    let tmp = path.with_extension("tmp");
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(mode)
+        .open(&tmp)
+        .map_err(|e| format!("{}: {e}", tmp.display()))?;
+    f.write_all(bytes)
+        .and_then(|()| f.sync_all())
+        .map_err(|e| format!("{}: {e}", tmp.display()))?;
+    std::fs::rename(&tmp, path).map_err(|e| format!("{}: {e}", path.display()))
+}
+
+/// `xlfs tls ca DIR`: makes a CA, `DIR/ca.pem` (0644) and its key `DIR/ca.key` (0600).
+/// Refuses to replace an existing one (every certificate it signed would stop working).
+pub fn make_ca(dir: &Path, name: &str) -> Result<PathBuf, String> {
+    let (pem, key) = (dir.join("ca.pem"), dir.join("ca.key"));
+    if pem.exists() || key.exists() {
+        return Err(format!(
+            "{} already holds a CA (ca.pem, ca.key): certificates it signed would stop \
+             working if it were replaced; remove them first to start over",
+            dir.display()
+        ));
+    }
+    std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    let k = rcgen::KeyPair::generate().map_err(|e| e.to_string())?;
+    let mut p = rcgen::CertificateParams::new(Vec::<String>::new()).map_err(|e| e.to_string())?;
+    p.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+    p.key_usages = vec![
+        rcgen::KeyUsagePurpose::KeyCertSign,
+        rcgen::KeyUsagePurpose::CrlSign,
+    ];
+    p.distinguished_name
+        .push(rcgen::DnType::CommonName, format!("xlfs CA {name}"));
+    p.not_after = rcgen::date_time_ymd(2100, 1, 1);
+    let cert = p.self_signed(&k).map_err(|e| e.to_string())?;
+    write_private(&key, k.serialize_pem().as_bytes(), 0o600)?;
+    write_private(&pem, cert.pem().as_bytes(), 0o644)?;
+    Ok(pem)
+}
+
+/// `xlfs tls issue DIR NAME`: a certificate for `NAME` (its common name and DNS name: what
+/// `tls-allow` and `tls-server-name` match) signed by the CA in `DIR`, written to
+/// `DIR/NAME.pem` (0644) and `DIR/NAME.key` (0600). Good for client and server use.
+pub fn issue(dir: &Path, name: &str) -> Result<TlsFiles, String> {
+    if ServerName::try_from(name).is_err() || name.contains('/') {
+        return Err(format!(
+            "{name:?} is not a certificate name: use letters, digits, dots and dashes \
+             (brick1.gv0, client.gv0)"
+        ));
+    }
+    let (ca_pem, ca_key) = (dir.join("ca.pem"), dir.join("ca.key"));
+    let read = |p: &Path| {
+        std::fs::read_to_string(p).map_err(|e| {
+            format!(
+                "{}: {e} (make the CA first: xlfs tls ca {})",
+                p.display(),
+                dir.display()
+            )
+        })
+    };
+    let ca_k = rcgen::KeyPair::from_pem(&read(&ca_key)?).map_err(|e| e.to_string())?;
+    let ca_params = rcgen::CertificateParams::from_ca_cert_pem(&read(&ca_pem)?)
+        .map_err(|e| format!("{}: {e}", ca_pem.display()))?;
+    let ca = ca_params.self_signed(&ca_k).map_err(|e| e.to_string())?;
+    let k = rcgen::KeyPair::generate().map_err(|e| e.to_string())?;
+    let mut p = rcgen::CertificateParams::new(vec![name.to_owned()]).map_err(|e| e.to_string())?;
+    p.distinguished_name.push(rcgen::DnType::CommonName, name);
+    p.extended_key_usages = vec![
+        rcgen::ExtendedKeyUsagePurpose::ServerAuth,
+        rcgen::ExtendedKeyUsagePurpose::ClientAuth,
+    ];
+    p.not_after = rcgen::date_time_ymd(2100, 1, 1);
+    let cert = p.signed_by(&k, &ca, &ca_k).map_err(|e| e.to_string())?;
+    let (pem, key) = (
+        dir.join(format!("{name}.pem")),
+        dir.join(format!("{name}.key")),
+    );
+    write_private(&key, k.serialize_pem().as_bytes(), 0o600)?;
+    write_private(&pem, cert.pem().as_bytes(), 0o644)?;
+    Ok(TlsFiles {
+        cert: pem,
+        key,
+        ca: ca_pem,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -405,6 +497,27 @@ mod tests {
             "replayed"
         );
         assert!(!verify("k", Role::Client, "v", &c, &s, &p[..31]), "short");
+    }
+
+    #[test]
+    fn a_made_ca_signs_identities_that_load_and_never_is_replaced() {
+        use std::os::unix::fs::PermissionsExt;
+        let d = tempfile::tempdir().expect("dir");
+        make_ca(d.path(), "gv0").expect("ca");
+        assert!(
+            make_ca(d.path(), "gv0")
+                .expect_err("again")
+                .contains("already")
+        );
+        let f = issue(d.path(), "brick.gv0").expect("issue");
+        let mode = |p: &Path| std::fs::metadata(p).expect("meta").permissions().mode() & 0o777;
+        assert_eq!(mode(&f.key), 0o600);
+        assert_eq!(mode(&d.path().join("ca.key")), 0o600);
+        ServerTls::new(&f, "client.gv0").expect("server config loads");
+        ClientTls::new(&f, "brick.gv0").expect("client config loads");
+        assert!(issue(d.path(), "a/b").is_err());
+        let e = issue(&d.path().join("none"), "x").expect_err("no ca");
+        assert!(e.contains("xlfs tls ca"), "{e}");
     }
 
     #[test]

@@ -97,10 +97,11 @@ fn target(addr: std::net::SocketAddr, tls: Option<&TlsFiles>) -> Target {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn fops_and_data_go_over_tls_both_ways_authenticated() {
+    // The files `xlfs tls` makes.
     let d = tempfile::tempdir().expect("dir");
-    let ca = Ca::new(d.path(), "ca");
-    let brick = ca.issue("brick.vol");
-    let client = ca.issue("client.vol");
+    xlfs_protocol::creds::make_ca(d.path(), "gv0").expect("ca");
+    let brick = xlfs_protocol::creds::issue(d.path(), "brick.gv0").expect("brick");
+    let client = xlfs_protocol::creds::issue(d.path(), "client.gv0").expect("client");
     let leaf = MemLeaf::new();
     let addr = tls_server(&leaf, &brick, &[]);
     let top = common::client(
