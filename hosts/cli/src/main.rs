@@ -80,6 +80,9 @@ pub enum Command {
     /// Translator types: list them, show one's options, or start a new one.
     #[command(subcommand)]
     Translator(cmd::translator::Command),
+    /// TLS certificates: a volume's CA, and certificates for its bricks and clients.
+    #[command(subcommand)]
+    Tls(cmd::tls::Command),
 }
 
 #[derive(Subcommand, Debug)]

@@ -17,6 +17,7 @@ pub mod start;
 pub mod statedump;
 pub mod status;
 pub mod stop;
+pub mod tls;
 pub mod translator;
 pub mod umount;
 pub mod up;
@@ -83,6 +84,7 @@ pub fn run(cli: Cli) -> Result<u8> {
         Command::Umount(a) => umount::run(&ctx, a),
         Command::Up(a) => up::run(&ctx, a),
         Command::Translator(c) => translator::run(&ctx, c),
+        Command::Tls(c) => tls::run(c),
     }
 }
 
