@@ -43,6 +43,10 @@
 #                         xlfs-replica2  xlfs volume, replica 2 (2 bricks)
 #                         xlfs-stripe4   xlfs volume, stripe 4 (4 bricks)
 #                         xlfs-dist4     xlfs volume, distribute 4 (4 bricks)
+#                         xlfs-tcp       single brick, the mount reaching it over TCP (no
+#                                        Unix socket): the baseline of xlfs-tls
+#                         xlfs-tls       single brick over TCP with TLS (certificates from
+#                                        `xlfs tls`, mutual authentication)
 #                         gluster, gluster-replica2, gluster-dist4, gluster-shard4
 #                                        GlusterFS peers with the same brick layouts (shard 4
 #                                        stands in for stripe 4, which GlusterFS removed);
@@ -98,7 +102,7 @@ REL=$ROOT/target/release
 XLFS=$REL/xlfs
 BENCH_BIN=$REL/xlfs-bench
 
-ALL_TARGETS="brick,bindfs,bindfs-mt,xlfs,xlfs-2m,xlfs-base,xlfs-pt,xlfs-replica2,xlfs-stripe4,xlfs-dist4,gluster,gluster-replica2,gluster-dist4,gluster-shard4"
+ALL_TARGETS="brick,bindfs,bindfs-mt,xlfs,xlfs-2m,xlfs-base,xlfs-pt,xlfs-replica2,xlfs-stripe4,xlfs-dist4,xlfs-tcp,xlfs-tls,gluster,gluster-replica2,gluster-dist4,gluster-shard4"
 QUICK=0; ROUNDS=3; ONLY=w1,w2,w3,w4,w5,w6; TARGETS=$ALL_TARGETS; OUT=$HERE/results
 BASELINE=; BUILD=1; INSTALL=1; MOUNT_OPTS=; VOLUME_OPTS=; REMOUNT=0; GLUSTER=auto; CLEANUP_ONLY=0; TIMEOUT=
 BENCH_DIR=${BENCH_DIR:-/var/tmp/xlfs-bench}
@@ -407,7 +411,7 @@ setup_bindfs() { # setup_bindfs NAME [bindfs options]
 }
 
 setup_xlfs() { # setup_xlfs NAME: volume create (volgen), start, mount
-    local name=$1 vol=bench-$1 bricks=() args=() n=1 layout err i pt= XLFS=$XLFS
+    local name=$1 vol=bench-$1 bricks=() args=() n=1 layout err i pt= XLFS=$XLFS sets=()
     case $name in
         xlfs) n=1; layout="single brick";;
         xlfs-2m) n=1; layout="single brick, mounted twice (W3, W5: half the work through each mount, at once)";;
@@ -416,6 +420,20 @@ setup_xlfs() { # setup_xlfs NAME: volume create (volgen), start, mount
         xlfs-replica2) n=2; args=(--replica 2); layout="replica 2";;
         xlfs-stripe4) n=4; args=(--stripe 4); layout="stripe 4";;
         xlfs-dist4) n=4; layout="distribute 4";;
+        xlfs-tcp) n=1; layout="single brick over TCP"
+            sets=("protocol.client.unix-socket-dir=");;
+        xlfs-tls) n=1; layout="single brick over TCP with TLS"
+            local tls=$BENCH_DIR/tls
+            if [ ! -e "$tls/ca.pem" ]; then
+                "$XLFS" tls ca "$tls" --name bench >> "$LOG" 2>&1 &&
+                    "$XLFS" tls issue "$tls" brick.bench client.bench >> "$LOG" 2>&1 ||
+                    { skip "$name" "xlfs tls failed (see $LOG)"; return; }
+            fi
+            sets=("protocol.client.unix-socket-dir="
+                "protocol.server.tls=on" "protocol.server.tls-cert=$tls/brick.bench.pem"
+                "protocol.server.tls-key=$tls/brick.bench.key" "protocol.server.tls-ca=$tls/ca.pem"
+                "protocol.client.tls=on" "protocol.client.tls-cert=$tls/client.bench.pem"
+                "protocol.client.tls-key=$tls/client.bench.key" "protocol.client.tls-ca=$tls/ca.pem");;
     esac
     for ((i = 0; i < n; i++)); do bricks+=("$BENCH_DIR/bricks/$name/b$i"); done
     if ! err=$("$XLFS" volume create "$vol" "${bricks[@]}" "${args[@]}" 2>&1); then
@@ -427,7 +445,7 @@ setup_xlfs() { # setup_xlfs NAME: volume create (volgen), start, mount
     VOLUMES+=("$vol")
     [ "$XLFS" = "$REL/xlfs" ] || VOLUME_BIN[$vol]=$XLFS
     local kv
-    for kv in $VOLUME_OPTS; do
+    for kv in "${sets[@]}" $VOLUME_OPTS; do
         if ! err=$("$XLFS" volume set "$vol" "${kv%%=*}" "${kv#*=}" 2>&1); then
             skip "$name" "$layout: xlfs volume set $kv refused: $(echo "$err" | one_line)"; return
         fi
