@@ -49,7 +49,11 @@ pub fn run(c: Command) -> Result<u8> {
                     .unwrap_or_else(|| "xlfs".into())
             });
             let pem = xlfs_protocol::creds::make_ca(&dir, &name).map_err(fail)?;
-            println!("made CA {name:?}: {} (key {})", pem.display(), dir.join("ca.key").display());
+            println!(
+                "made CA {name:?}: {} (key {})",
+                pem.display(),
+                dir.join("ca.key").display()
+            );
         }
         Command::Issue { dir, names } => {
             for n in names {
