@@ -137,8 +137,16 @@ impl Volume {
         };
         wait_mounted(&a, &mut up, &log);
         let blog = dir.path().join("b.log");
+        // The volume's secret, made by `xlfs up` in its state directory.
+        let secret = dir
+            .path()
+            .join("vol/state/volumes")
+            .join(name)
+            .join("secret");
         let child = Command::new(bin("xlfs-mount"))
             .arg(format!("127.0.0.1:{port}:/{name}"))
+            .arg("--secret-file")
+            .arg(&secret)
             .arg(&bm)
             .args(mount_args)
             .stdout(Stdio::null())
@@ -199,6 +207,8 @@ impl Volume {
             let log = dir.path().join(format!("{m}.log"));
             let child = Command::new(bin("xlfs-mount"))
                 .arg(format!("127.0.0.1:{port}:/{name}"))
+                .arg("--secret-file")
+                .arg(state.join("volumes").join(name).join("secret"))
                 .arg(&mnt)
                 .stdout(Stdio::null())
                 .stderr(File::create(&log).expect("log"))
@@ -225,12 +235,23 @@ impl Volume {
         }
     }
 
+    /// The volume's secret file (made by `xlfs up` or `xlfs volume create`).
+    fn secret_file(&self) -> PathBuf {
+        let state = match &self.state {
+            Some(s) => s.clone(),
+            None => self.dir.path().join("vol/state"),
+        };
+        state.join("volumes").join(&self.name).join("secret")
+    }
+
     /// An NFSv3 server of the volume (`xlfs-nfsd` fetching the client volfile from the
     /// brick) and its port.
     fn nfs(&self) -> (Proc, u16) {
         let log = self.dir.path().join("nfs.log");
         let mut child = Command::new(bin("xlfs-nfsd"))
             .arg(format!("127.0.0.1:{}:/{}", self.port, self.name))
+            .arg("--secret-file")
+            .arg(self.secret_file())
             .args(["--port", "0", "--no-root-squash"])
             .stdout(Stdio::piped())
             .stderr(File::create(&log).expect("log"))

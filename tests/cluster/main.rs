@@ -224,7 +224,15 @@ impl Cluster {
         fs::create_dir_all(&mnt).expect("mkdir mount point");
         let log = self.dir.path().join(format!("m{i}.log"));
         let mut cmd = Command::new(bin("xlfs-mount"));
-        cmd.arg(format!("127.0.0.1:{}:/{}", self.port, self.name));
+        cmd.arg(format!("127.0.0.1:{}:/{}", self.port, self.name))
+            .arg("--secret-file")
+            .arg(
+                self.dir
+                    .path()
+                    .join("state/volumes")
+                    .join(&self.name)
+                    .join("secret"),
+            );
         self.mounts.push(Mount::start(cmd, &mnt, &log));
         mnt
     }
@@ -786,7 +794,15 @@ impl NetVolume {
         fs::create_dir_all(&mnt).expect("mkdir mount point");
         let log = self.dir.path().join(format!("m{host}.log"));
         let mut cmd = self.net.command(host, &bin("xlfs-mount"));
-        cmd.arg(format!("{}:{}:/{}", self.net.addr(0), self.port, self.name));
+        cmd.arg(format!("{}:{}:/{}", self.net.addr(0), self.port, self.name))
+            .arg("--secret-file")
+            .arg(
+                self.dir
+                    .path()
+                    .join("state/volumes")
+                    .join(&self.name)
+                    .join("secret"),
+            );
         self.mounts.push(Mount::start(cmd, &mnt, &log));
     }
 

@@ -218,10 +218,19 @@ impl Gen<'_> {
         if !spec.auth_allow.is_empty() {
             out.push(("auth-allow", spec.auth_allow.join(",")));
         }
-        if let Some(secret) = &spec.secret {
-            out.push(("secret", secret.clone()));
-        }
+        out.extend(self.secret_options());
         out
+    }
+
+    /// How protocol/server and protocol/client get the volume's secret: the file's path, or
+    /// (volumes made before secret files) the secret itself.
+    fn secret_options(&self) -> Option<(&'static str, String)> {
+        let spec = self.spec;
+        match (&spec.secret_file, &spec.secret) {
+            (Some(file), _) => Some(("secret-file", file.to_string_lossy().into_owned())),
+            (None, Some(secret)) => Some(("secret", secret.clone())),
+            (None, None) => None,
+        }
     }
 
     fn client(&self) -> Result<Volfile, VolgenError> {
@@ -239,9 +248,7 @@ impl Gen<'_> {
                 ("remote-port", spec.brick_port(pos).to_string()),
                 ("remote-subvolume", brick_volume_name(&spec.name, i)),
             ];
-            if let Some(secret) = &spec.secret {
-                generated.push(("secret", secret.clone()));
-            }
+            generated.extend(self.secret_options());
             let name = self.name(&format!("client-{i}"));
             st.push(
                 name.clone(),

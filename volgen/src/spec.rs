@@ -2,7 +2,7 @@
 
 use std::collections::BTreeMap;
 use std::fmt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
@@ -35,9 +35,14 @@ pub struct VolumeSpec {
     /// Client addresses the bricks accept (empty: the brick's own default).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub auth_allow: Vec<String>,
-    /// Shared secret checked when a client connects.
+    /// Shared secret checked when a client connects, written inline into the volfiles
+    /// (volumes made before secret files; prefer `secret_file`). Not with `secret_file`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub secret: Option<String>,
+    /// The file holding the volume's secret (first line, mode 0600): the volfiles name it
+    /// (`secret-file`) instead of carrying the secret. `xlfs volume create` makes one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub secret_file: Option<PathBuf>,
     /// `volume set` overrides by full key (`performance.write-behind.window-size`).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub options: BTreeMap<String, String>,
@@ -110,6 +115,7 @@ impl VolumeSpec {
             transport: Transport::default(),
             auth_allow: Vec::new(),
             secret: None,
+            secret_file: None,
             options: BTreeMap::new(),
             brick_ids: Vec::new(),
             next_brick_id: 0,

@@ -60,7 +60,8 @@ const FROM_BRICKS: &str = "volgen derives it from the bricks and ports";
 const FROM_LISTEN: &str =
     "it comes from the volume's listen address (`xlfs volume create --listen-host`)";
 const FROM_AUTH: &str = "it comes from the volume's auth allow-list (`auth.allow`)";
-const FROM_SECRET: &str = "it comes from the volume's secret (`xlfs volume create --secret`)";
+const FROM_SECRET: &str =
+    "it comes from the volume's secret file (`xlfs volume create` makes one; --secret-file)";
 const FROM_START: &str = "`xlfs volume start` makes every brick serve the volume's client volfile (xlfsd --client-volfile)";
 
 /// Every slot, server stack bottom to top, then client stack bottom to top.
@@ -96,6 +97,7 @@ pub static SLOTS: &[Slot] = &[
             ("listen-port", FROM_BRICKS),
             ("auth-allow", FROM_AUTH),
             ("secret", FROM_SECRET),
+            ("secret-file", FROM_SECRET),
             ("client-volfile", FROM_START),
             ("client-volfile-name", FROM_START),
         ],
@@ -110,6 +112,7 @@ pub static SLOTS: &[Slot] = &[
             ("remote-port", FROM_BRICKS),
             ("remote-subvolume", FROM_BRICKS),
             ("secret", FROM_SECRET),
+            ("secret-file", FROM_SECRET),
         ],
     },
     Slot {

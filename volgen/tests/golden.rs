@@ -46,7 +46,8 @@ fn cases() -> Vec<Case> {
         types: Types::real_plus(&PERFORMANCE),
     });
 
-    // Distribute over three hosts, with access control and a secret.
+    // Distribute over three hosts, with access control and an inline secret (volumes made
+    // before secret files).
     let mut s = spec(
         "dist",
         &[
@@ -64,9 +65,10 @@ fn cases() -> Vec<Case> {
         types: Types::real_plus(&CLUSTER),
     });
 
-    // Two copies.
+    // Two copies, the secret in a file the volfiles name.
     let mut s = spec("mirror", &["server1:/export/m", "server2:/export/m"]);
     s.replica = 2;
+    s.secret_file = Some("/var/lib/xlfs/volumes/mirror/secret".into());
     s.options
         .insert("cluster.replicate.quorum-type".into(), "fixed".into());
     out.push(Case {

@@ -51,8 +51,12 @@ struct Args {
     /// Client addresses allowed for --brick: `*`, addresses and networks, comma-separated.
     #[arg(long, default_value = "*", requires = "brick")]
     auth_allow: String,
-    /// Shared secret clients must present, for --brick (also from $XLFSD_SECRET).
-    #[arg(long, env = "XLFSD_SECRET", hide_env_values = true, requires = "brick")]
+    /// For --brick: a file whose first line is the secret clients must prove they hold
+    /// (mode 0600); it never crosses the wire. Without it, TCP clients are root-squashed.
+    #[arg(long, value_name = "FILE", requires = "brick")]
+    secret_file: Option<PathBuf>,
+    /// Refused: a secret on the command line is seen by every user (ps); use --secret-file.
+    #[arg(long, value_name = "SECRET", hide = true)]
     secret: Option<String>,
     /// A client volfile to hand out to `xlfs-mount HOST[:PORT]:/NAME` and
     /// `xlfs-nfsd HOST[:PORT]:/NAME` (after the same address and secret checks as clients).
@@ -100,6 +104,9 @@ enum Error {
     ClientVolfile { path: String, why: String },
     #[error("cannot start: {0}")]
     Runtime(std::io::Error),
+    /// `--secret` given, or an unusable `--secret-file`.
+    #[error("{0}")]
+    Secret(String),
     #[error(transparent)]
     Lock(#[from] lock::LockError),
 }
@@ -130,13 +137,32 @@ fn load(args: &Args) -> Result<(String, String), Error> {
         .canonicalize()
         .map_err(|e| Error::Brick(dir.display().to_string(), e))?;
     let dir = dir.display().to_string();
+    if args.secret.is_some() {
+        return Err(Error::Secret(
+            "--secret is gone (a secret on the command line is visible to every user): put it \
+             in a file (chmod 600) and give --secret-file FILE"
+                .into(),
+        ));
+    }
+    let secret_file = match &args.secret_file {
+        Some(f) => {
+            // Checked now, so a bad file stops the start with its reason; the server reads
+            // it again itself (and at each reconfigure).
+            xlfs_protocol::creds::read_secret_file(f)
+                .map_err(|e| Error::Secret(format!("--secret-file: {e}")))?;
+            let abs = std::path::absolute(f)
+                .map_err(|e| Error::Secret(format!("--secret-file {}: {e}", f.display())))?;
+            Some(abs.display().to_string())
+        }
+        None => None,
+    };
     let text = volfile::generate(&volfile::BrickSpec {
         volume_name: &args.volume_name,
         directory: &dir,
         host: &args.host,
         port: args.port,
         auth_allow: &args.auth_allow,
-        secret: args.secret.as_deref(),
+        secret_file: secret_file.as_deref(),
     });
     Ok((text, format!("<generated for brick {dir}>")))
 }

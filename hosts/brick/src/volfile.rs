@@ -8,7 +8,8 @@ pub struct BrickSpec<'a> {
     pub host: &'a str,
     pub port: u16,
     pub auth_allow: &'a str,
-    pub secret: Option<&'a str>,
+    /// The file holding the secret clients must prove they hold (named, not copied in).
+    pub secret_file: Option<&'a str>,
 }
 
 /// A RON string literal.
@@ -29,8 +30,8 @@ fn lit(s: &str) -> String {
 /// The volfile text. Clients attach with `remote-subvolume` = the volume name.
 pub fn generate(b: &BrickSpec<'_>) -> String {
     let n = b.volume_name;
-    let secret = match b.secret {
-        Some(s) => format!(", \"secret\": {}", lit(s)),
+    let secret = match b.secret_file {
+        Some(f) => format!(", \"secret-file\": {}", lit(f)),
         None => String::new(),
     };
     format!(
@@ -78,12 +79,15 @@ mod tests {
             host: "127.0.0.1",
             port: 0,
             auth_allow: "*",
-            secret: Some("s"),
+            secret_file: Some("/etc/xlfs/s"),
         });
         let vf = xlfs_core::volfile::Volfile::parse(&text, "<generated>").expect("parses");
         assert_eq!(vf.top_name(), "vol0-server");
         assert_eq!(vf.build_order().len(), 4);
         let posix = vf.get("vol0-posix").expect("posix");
         assert_eq!(posix.option("directory"), Some("/data/b \"1\""));
+        let server = vf.get("vol0-server").expect("server");
+        assert_eq!(server.option("secret-file"), Some("/etc/xlfs/s"));
+        assert_eq!(server.option("secret"), None);
     }
 }

@@ -132,6 +132,60 @@ async fn serves_survives_kill_and_restart_and_stops_on_sigterm() {
     assert!(status.success(), "{status:?}");
 }
 
+fn write_secret(path: &std::path::Path, mode: u32) {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::write(path, "s3\n").expect("write the secret");
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).expect("chmod");
+}
+
+/// `--brick --secret-file`: a file others may read, or a secret on the command line, stops
+/// the start with the reason; the generated volfile names the file, not the secret.
+#[test]
+fn the_secret_comes_from_a_private_file() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let brick = dir.path().join("brick");
+    std::fs::create_dir(&brick).expect("mkdir");
+    let secret = dir.path().join("secret");
+    let xlfsd = |extra: &[&std::ffi::OsStr]| {
+        Command::new(env!("CARGO_BIN_EXE_xlfsd"))
+            .arg("--brick")
+            .arg(&brick)
+            .args(extra)
+            .output()
+            .expect("run xlfsd")
+    };
+    write_secret(&secret, 0o644);
+    let o = xlfsd(&[
+        "--secret-file".as_ref(),
+        secret.as_ref(),
+        "--print-volfile".as_ref(),
+    ]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success() && err.contains("chmod 600"), "{err}");
+    write_secret(&secret, 0o600);
+    let o = xlfsd(&[
+        "--secret-file".as_ref(),
+        secret.as_ref(),
+        "--print-volfile".as_ref(),
+    ]);
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(
+        text.contains(&format!("\"secret-file\": {:?}", secret)) && !text.contains("\"s3\""),
+        "{text}"
+    );
+    let o = xlfsd(&[
+        "--secret".as_ref(),
+        "s3".as_ref(),
+        "--print-volfile".as_ref(),
+    ]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        !o.status.success() && err.contains("--secret-file FILE"),
+        "{err}"
+    );
+}
+
 /// `--client-volfile`: the brick hands the file out under its top volume's name (or
 /// `--client-volfile-name`), after the secret check.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -148,12 +202,16 @@ async fn hands_out_the_client_volfile() {
     std::fs::write(&vol, text).expect("write");
     let brick = dir.path().join("brick");
     std::fs::create_dir(&brick).expect("mkdir");
+    let secret = dir.path().join("secret");
+    write_secret(&secret, 0o600);
     let mut child = Command::new(env!("CARGO_BIN_EXE_xlfsd"))
         .arg("--brick")
         .arg(&brick)
         .arg("--client-volfile")
         .arg(&vol)
-        .args(["--print-port", "--log-level", "warn", "--secret", "s3"])
+        .arg("--secret-file")
+        .arg(&secret)
+        .args(["--print-port", "--log-level", "warn"])
         .stdout(Stdio::piped())
         .spawn()
         .expect("spawn xlfsd");
@@ -170,9 +228,12 @@ async fn hands_out_the_client_volfile() {
     let t = Duration::from_secs(5);
     let got = fetch_volfile(&at("gv0"), &Credentials::secret(Some("s3")), t).await;
     let wrong = fetch_volfile(&at("gv1"), &Credentials::secret(Some("s3")), t).await;
+    let none = fetch_volfile(&at("gv0"), &Credentials::default(), t).await;
     let _ = child.kill();
     let _ = child.wait();
     assert_eq!(got.expect("fetch"), text);
+    let e = none.expect_err("fetched without the secret").to_string();
+    assert!(e.contains("requires the volume's secret"), "{e}");
     match wrong {
         Err(FetchError::Refused { reason, .. }) => assert!(
             reason.contains("volume \"gv1\" is not served by this brick; it serves: \"gv0\""),

@@ -7,7 +7,7 @@
 //! <state>/volumes/<name>/brick-<i>.vol   server volfile of brick id i
 //! <state>/volumes/<name>/run.json        running bricks and mounts started by xlfs
 //! <state>/volumes/<name>/rebalance.json  progress of the last rebalance / remove-brick run
-//! <state>/volumes/<name>/secret          the volume's secret, for xlfs-rebalance (0600)
+//! <state>/volumes/<name>/secret          the volume's secret (0600): the volfiles name it
 //! <state>/volumes/<name>/log/            brick-<i>.log, mount-<n>.log, rebalance.log
 //! <state>/volumes/<name>/ctl/            control sockets: brick-<i>.sock, mount-<hash>.sock
 //! ```
@@ -149,7 +149,8 @@ impl VolumeDir {
     pub fn rebalance_log(&self) -> PathBuf {
         self.log_dir().join("rebalance.log")
     }
-    /// The volume's secret for xlfs-rebalance's `--secret-file`.
+    /// The volume's secret (first line; mode 0600), named by its volfiles' `secret-file` and
+    /// given to xlfs-mount and xlfs-rebalance as `--secret-file`.
     pub fn secret_file(&self) -> PathBuf {
         self.dir.join("secret")
     }

@@ -223,3 +223,113 @@ fn up_refuses_a_bad_setting_before_starting() {
         "nothing was started"
     );
 }
+
+/// Every volume gets a secret file (0600) that its volfiles name without carrying the secret;
+/// `--secret-file` copies one in (mode checked), `--no-secret` opts out, `--secret` is refused.
+#[test]
+fn volumes_get_a_secret_file() {
+    use std::os::unix::fs::PermissionsExt;
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let state = tmp.path().join("state");
+    let b = |n: &str| tmp.path().join(n).to_string_lossy().into_owned();
+    let vol = |n: &str| state.join("volumes").join(n);
+    let mode = |p: &Path| std::fs::metadata(p).expect("stat").permissions().mode() & 0o777;
+    let no_secret_text = |n: &str, secret: &str| {
+        for f in ["volume.ron", "client.vol", "brick-0.vol"] {
+            let text = std::fs::read_to_string(vol(n).join(f)).expect("state file");
+            assert!(
+                !text.contains(secret),
+                "{n}/{f} carries the secret:\n{text}"
+            );
+            if f != "volume.ron" {
+                let named = format!("\"secret-file\": {:?}", vol(n).join("secret"));
+                assert!(text.contains(&named), "{n}/{f} lacks {named}:\n{text}");
+            }
+        }
+    };
+
+    let o = xlfs(
+        &state,
+        &["volume", "create", "gen", &b("gen"), "--port", "43000"],
+    );
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    let secret = std::fs::read_to_string(vol("gen").join("secret")).expect("secret file");
+    assert_eq!(secret.trim().len(), 64, "{secret:?}");
+    assert_eq!(mode(&vol("gen").join("secret")), 0o600);
+    no_secret_text("gen", secret.trim());
+    let o = xlfs(&state, &["volume", "info", "gen"]);
+    assert!(stdout(&o).contains("secret      in "), "{}", stdout(&o));
+
+    // An existing file: copied in; one others may read is refused, and nothing is written.
+    let mine = tmp.path().join("mine");
+    std::fs::write(&mine, "my own secret\n").expect("write");
+    std::fs::set_permissions(&mine, std::fs::Permissions::from_mode(0o644)).expect("chmod");
+    let mine_s = mine.to_string_lossy().into_owned();
+    let args = [
+        "volume",
+        "create",
+        "own",
+        &b("own"),
+        "--port",
+        "43010",
+        "--secret-file",
+        &mine_s,
+    ];
+    let o = xlfs(&state, &args);
+    assert_ne!(code(&o), 0);
+    assert!(stderr(&o).contains("chmod 600"), "{}", stderr(&o));
+    assert!(!vol("own").exists(), "nothing written");
+    std::fs::set_permissions(&mine, std::fs::Permissions::from_mode(0o600)).expect("chmod");
+    let o = xlfs(&state, &args);
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    assert_eq!(
+        std::fs::read_to_string(vol("own").join("secret")).expect("copy"),
+        "my own secret\n"
+    );
+    assert_eq!(mode(&vol("own").join("secret")), 0o600);
+    no_secret_text("own", "my own secret");
+
+    let o = xlfs(
+        &state,
+        &[
+            "volume",
+            "create",
+            "open",
+            &b("open"),
+            "--port",
+            "43020",
+            "--no-secret",
+        ],
+    );
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    assert!(!vol("open").join("secret").exists());
+    let client = std::fs::read_to_string(vol("open").join("client.vol")).expect("client.vol");
+    assert!(!client.contains("secret"), "{client}");
+
+    let o = xlfs(
+        &state,
+        &["volume", "create", "argv", &b("argv"), "--secret", "s3"],
+    );
+    assert_ne!(code(&o), 0);
+    assert!(stderr(&o).contains("--secret-file FILE"), "{}", stderr(&o));
+    assert!(!vol("argv").exists(), "nothing written");
+}
+
+/// A volume made before secret files (`secret` in its description) keeps its inline secret.
+#[test]
+fn an_inline_secret_of_an_older_volume_is_kept() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let state = tmp.path().join("state");
+    let vol = state.join("volumes/old");
+    std::fs::create_dir_all(&vol).expect("mkdir");
+    let brick = tmp.path().join("b").to_string_lossy().into_owned();
+    std::fs::write(
+        vol.join("volume.ron"),
+        format!("(name: \"old\", bricks: [{brick:?}], secret: Some(\"legacy\"))"),
+    )
+    .expect("write");
+    let o = xlfs(&state, &["volume", "set", "old", "ping-timeout", "5s"]);
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    let client = std::fs::read_to_string(vol.join("client.vol")).expect("client.vol");
+    assert!(client.contains("\"secret\": \"legacy\""), "{client}");
+}

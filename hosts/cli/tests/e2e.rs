@@ -4,6 +4,7 @@
 //! Without them the tests say why and pass, unless `XLFS_E2E_REQUIRE=1` (CI) makes that a
 //! failure.
 
+use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
@@ -96,6 +97,7 @@ fn create_start_mount_smoke_stop() {
     );
 }
 
+/// `xlfs up DIR` serves until SIGINT; a second run reuses the volume, its data and its secret.
 #[test]
 fn up_serves_until_interrupted() {
     if skip("up_serves_until_interrupted") {
@@ -103,11 +105,29 @@ fn up_serves_until_interrupted() {
     }
     let tmp = tempfile::tempdir().expect("tempdir");
     let dir = tmp.path().join("demo");
+    let secret_file = dir.join("state/volumes/demo/secret");
+    let port = free_port().to_string();
+    up_until_interrupted(&dir, &port, true);
+    let secret = std::fs::read_to_string(&secret_file).expect("the volume's secret file");
+    let mode = std::fs::metadata(&secret_file).expect("stat").mode();
+    assert_eq!(mode & 0o777, 0o600, "{mode:o}");
+    assert_eq!(secret.trim().len(), 64, "{secret:?}");
+    up_until_interrupted(&dir, &port, false);
+    assert_eq!(
+        std::fs::read_to_string(&secret_file).expect("the secret file"),
+        secret,
+        "a rerun kept the secret"
+    );
+}
+
+/// Runs `xlfs up DIR`, checks the mount (`fresh`: a new volume, else the data the first run
+/// wrote is still there), interrupts it and checks everything stopped.
+fn up_until_interrupted(dir: &Path, port: &str, fresh: bool) {
     let mnt = dir.join("mnt");
     let child = Command::new(bin("xlfs"))
         .arg("up")
-        .arg(&dir)
-        .args(["--port", &free_port().to_string()])
+        .arg(dir)
+        .args(["--port", port])
         .env_remove("XLFS_STATE_DIR")
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
@@ -133,7 +153,15 @@ fn up_serves_until_interrupted() {
         }
         std::thread::sleep(Duration::from_millis(100));
     }
-    smoke(&mnt, &dir.join("brick"));
+    if fresh {
+        smoke(&mnt, &dir.join("brick"));
+        std::fs::write(mnt.join("kept"), b"across runs").expect("write through the mount");
+    } else {
+        assert_eq!(
+            std::fs::read(mnt.join("kept")).expect("read through the mount"),
+            b"across runs"
+        );
+    }
 
     let mut child = guard.children.pop().expect("child");
     // SAFETY: kill(2) on the child we spawned.
@@ -188,6 +216,8 @@ fn a_passthrough_mount_reads_the_bricks_file_directly() {
     ok(&xlfs(&state, &["volume", "start", "pt"]));
     let mount = Command::new(bin("xlfs-mount"))
         .arg(format!("127.0.0.1:{port}:/pt"))
+        .arg("--secret-file")
+        .arg(state.join("volumes/pt/secret"))
         .arg(&mnt)
         .args(["--passthrough", "--dump-on-exit"])
         .stdout(Stdio::piped())

@@ -9,6 +9,7 @@
 
 use std::fs::{File, OpenOptions};
 use std::io::{Read, Write};
+use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
 use std::sync::Arc;
@@ -151,15 +152,40 @@ fn mount_by_host_port_volume_fetches_the_volfile() {
             &s(&brick),
             "--port",
             &port.to_string(),
-            "--secret",
-            "s3cret",
         ],
     );
     xlfs(&state, &["volume", "start", "fetched"]);
 
+    // The volume got a secret (0600) that its volfiles name but do not carry.
+    let vol = state.join("volumes/fetched");
+    let secret_file = vol.join("secret");
+    let secret = std::fs::read_to_string(&secret_file).expect("the volume's secret file");
+    let secret = secret.trim();
+    assert_eq!(secret.len(), 64, "{secret:?}");
+    let mode = std::fs::metadata(&secret_file)
+        .expect("stat")
+        .permissions()
+        .mode();
+    assert_eq!(mode & 0o777, 0o600, "{mode:o}");
+    for f in ["client.vol", "brick-0.vol", "volume.ron"] {
+        let text = std::fs::read_to_string(vol.join(f)).expect("state file");
+        assert!(!text.contains(secret), "{f} carries the secret:\n{text}");
+    }
+    let client = std::fs::read_to_string(vol.join("client.vol")).expect("client.vol");
+    assert!(client.contains("\"secret-file\""), "{client}");
+
+    // A copy elsewhere, as a machine without the state directory would have.
+    let copy = tmp.path().join("my-secret");
+    std::fs::write(&copy, format!("{secret}\n")).expect("copy");
+    std::fs::set_permissions(&copy, std::fs::Permissions::from_mode(0o600)).expect("chmod");
     let server = format!("127.0.0.1:{port}:/fetched");
-    let args = vec![server.clone(), "--secret".into(), "s3cret".into()];
+    let args = vec![server.clone(), "--secret-file".into(), s(&copy)];
+    // The fetched volfile names the state's file; the mount must use its own instead (the
+    // brick read the secret when it started).
+    let aside = vol.join("secret.aside");
+    std::fs::rename(&secret_file, &aside).expect("move the state's secret aside");
     mount(&args, &mnt, &tmp.path().join("mount.log"), &mut guard);
+    std::fs::rename(&aside, &secret_file).expect("put it back");
     let (m, b) = (mnt.clone(), brick.clone());
     within(
         Duration::from_secs(30),
@@ -183,12 +209,13 @@ fn mount_by_host_port_volume_fetches_the_volfile() {
         },
     );
 
-    // An unknown volume, a wrong secret, no secret, a bad spelling: clear errors, no mount.
+    // An unknown volume, another volume's secret, no secret, a secret file others may read,
+    // a secret on the command line, a bad spelling: clear errors, no mount.
     let err = mount_fails(
         &[
             format!("127.0.0.1:{port}:/nope"),
-            "--secret".into(),
-            "s3cret".into(),
+            "--secret-file".into(),
+            s(&copy),
         ],
         &mnt2,
     );
@@ -196,20 +223,32 @@ fn mount_by_host_port_volume_fetches_the_volfile() {
         err.contains("volume \"nope\" is not served by this brick; it serves: \"fetched\""),
         "{err}"
     );
-    let err = mount_fails(&[server.clone(), "--secret".into(), "guess".into()], &mnt2);
+    let other = tmp.path().join("other-secret");
+    std::fs::write(&other, "another volume's secret\n").expect("write");
+    std::fs::set_permissions(&other, std::fs::Permissions::from_mode(0o600)).expect("chmod");
+    let err = mount_fails(&[server.clone(), "--secret-file".into(), s(&other)], &mnt2);
     assert!(
-        err.contains("refused") && err.contains("wrong secret"),
+        err.contains("could not prove it holds the secret") && err.contains("--secret-file"),
         "{err}"
     );
     let err = mount_fails(std::slice::from_ref(&server), &mnt2);
-    assert!(err.contains("requires a secret"), "{err}");
+    assert!(
+        err.contains("requires the volume's secret") && err.contains("--secret-file"),
+        "{err}"
+    );
+    std::fs::set_permissions(&copy, std::fs::Permissions::from_mode(0o644)).expect("chmod");
+    let err = mount_fails(&[server.clone(), "--secret-file".into(), s(&copy)], &mnt2);
+    assert!(err.contains("chmod 600"), "{err}");
+    std::fs::set_permissions(&copy, std::fs::Permissions::from_mode(0o600)).expect("chmod");
+    let err = mount_fails(&[server.clone(), "--secret".into(), secret.into()], &mnt2);
+    assert!(err.contains("--secret-file FILE"), "{err}");
     let err = mount_fails(&[format!("127.0.0.1:{port}:fetched")], &mnt2);
     assert!(err.contains("HOST:/VOLUME"), "{err}");
 
     // xlfs-nfsd loads the same way (when it is built).
     if bin("xlfs-nfsd").is_file() {
         let mut nfsd = Command::new(bin("xlfs-nfsd"))
-            .args([&server, "--secret", "s3cret", "--port", "0"])
+            .args([&server, "--secret-file", &s(&copy), "--port", "0"])
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
@@ -308,7 +347,11 @@ fn kill_9_of_the_brick_fails_fast_and_the_mount_recovers() {
     eprintln!("client graph (bottom to top): {types:?}");
     assert!(client_vol.contains(&format!("\"ping-timeout\": \"{ping}\"")));
     mount(
-        &[format!("127.0.0.1:{port}:/k9")],
+        &[
+            format!("127.0.0.1:{port}:/k9"),
+            "--secret-file".into(),
+            s(&state.join("volumes/k9/secret")),
+        ],
         &mnt,
         &tmp.path().join("mount.log"),
         &mut guard,

@@ -202,6 +202,8 @@ fn a_scaffolded_translator_joins_a_running_volume_by_graph_switch() {
     let sock2 = s.tmp.path().join("mnt2.sock");
     let child = Command::new(bin("xlfs-mount"))
         .arg(format!("127.0.0.1:{port}:/gs"))
+        .arg("--secret-file")
+        .arg(s.state.join("volumes/gs/secret"))
         .arg(&mnt2)
         .arg("--control-socket")
         .arg(&sock2)

@@ -7,11 +7,12 @@
 
 pub mod control;
 
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
 use xlfs_core::source::{Source, SourceError};
-use xlfs_core::volfile::{Volfile, VolfileError};
+use xlfs_core::volfile::{OptionDecl, Volfile, VolfileError};
 use xlfs_core::volume::{Reload, Volume};
 use xlfs_protocol::Credentials;
 use xlfs_protocol::fetch::{
@@ -31,6 +32,10 @@ pub enum VolfileLoader {
         server: VolfileServer,
         creds: Credentials,
         timeout: Duration,
+        /// The file `creds.secret` was read from: the fetched volfile's protocol/clients are
+        /// given it (`secret-file`, `secret` dropped), as the file the volfile names is one on
+        /// the brick's machine.
+        secret_file: Option<PathBuf>,
     },
 }
 
@@ -57,13 +62,10 @@ impl VolfileLoader {
                 server,
                 creds,
                 timeout,
+                ..
             } => {
                 let text = fetch_volfile(server, creds, *timeout).await?;
-                let origin = server.to_string();
-                Volfile::parse(&text, &origin).map_err(|e| LoadError::Fetched {
-                    server: origin,
-                    source: Box::new(e),
-                })
+                self.parse(&text)
             }
         }
     }
@@ -77,10 +79,18 @@ impl VolfileLoader {
             VolfileLoader::Core(Source::Local(dir)) => format!("<generated for {}>", dir.display()),
             VolfileLoader::Fetch { server, .. } => server.to_string(),
         };
-        Volfile::parse(text, &origin).map_err(|e| LoadError::Fetched {
+        let mut vf = Volfile::parse(text, &origin).map_err(|e| LoadError::Fetched {
             server: origin.clone(),
             source: Box::new(e),
-        })
+        })?;
+        if let VolfileLoader::Fetch {
+            secret_file: Some(file),
+            ..
+        } = self
+        {
+            use_secret_file(&mut vf, file);
+        }
+        Ok(vf)
     }
 
     /// SIGHUP: reads (or fetches) the volfile again and applies it to `volume`, logging the
@@ -99,6 +109,38 @@ impl VolfileLoader {
             }
         };
         reload_line(volume.reload(vf), "")
+    }
+}
+
+/// The credentials of a host's `--secret-file` (read and its mode checked now; none without).
+pub fn credentials(secret_file: Option<&Path>) -> Result<Credentials, String> {
+    let secret = secret_file
+        .map(xlfs_protocol::creds::read_secret_file)
+        .transpose()?;
+    Ok(Credentials::secret(secret.as_deref()))
+}
+
+/// Gives every protocol/client of `vf` the secret file `file` (its `secret-file`, replacing a
+/// `secret` or another `secret-file`): a fetched volfile names the file on the brick's machine,
+/// which this one may not have.
+pub fn use_secret_file(vf: &mut Volfile, file: &Path) {
+    for v in vf
+        .volumes
+        .iter_mut()
+        .filter(|v| v.type_name == "protocol/client")
+    {
+        let pos = v
+            .options
+            .iter()
+            .find(|o| o.key == "secret" || o.key == "secret-file")
+            .map_or(v.pos, |o| o.pos);
+        v.options
+            .retain(|o| o.key != "secret" && o.key != "secret-file");
+        v.options.push(OptionDecl {
+            key: "secret-file".into(),
+            value: file.to_string_lossy().into_owned(),
+            pos,
+        });
     }
 }
 
@@ -145,6 +187,7 @@ impl VolfileLoader {
                     server,
                     creds,
                     timeout,
+                    ..
                 } => watch_volfile(server, creds, known, WATCH_HOLD, *timeout)
                     .await
                     .map_err(|e| e.to_string()),
@@ -214,6 +257,42 @@ pub fn wait_until_up(volume: &Volume) {
             "{} not heard from after {WAIT_UP:?} (bricks unreachable?); serving anyway: \
              requests that need them fail with ENOTCONN until they connect",
             silent.join(", ")
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fetched_clients_get_the_mounts_secret_file() {
+        let text = r#"(
+            volumes: [
+                (name: "c0", type: "protocol/client",
+                 options: {"remote-host": "h", "secret-file": "/brick/side/secret"}),
+                (name: "c1", type: "protocol/client", options: {"secret": "inline"}),
+                (name: "c2", type: "protocol/client", options: {"remote-host": "h"}),
+                (name: "d", type: "cluster/distribute", subvolumes: ["c0", "c1", "c2"],
+                 options: {"secret-file": "not a client's"}),
+            ],
+        )"#;
+        let mut vf = Volfile::parse(text, "t").expect("parses");
+        use_secret_file(&mut vf, Path::new("/mine/secret"));
+        for name in ["c0", "c1", "c2"] {
+            let v = vf.get(name).expect("volume");
+            assert_eq!(v.option("secret-file"), Some("/mine/secret"), "{name}");
+            assert_eq!(v.option("secret"), None, "{name}");
+            assert_eq!(
+                v.options.iter().filter(|o| o.key == "secret-file").count(),
+                1,
+                "{name}"
+            );
+        }
+        assert_eq!(vf.get("c0").expect("c0").option("remote-host"), Some("h"));
+        assert_eq!(
+            vf.get("d").expect("d").option("secret-file"),
+            Some("not a client's")
         );
     }
 }

@@ -61,6 +61,9 @@ enum Error {
     Graph(Box<xlfs_core::graph::GraphError>),
     #[error(transparent)]
     Mount(#[from] MountError),
+    /// An unusable `--secret-file`.
+    #[error("--secret-file: {0}")]
+    Secret(String),
     #[error("{what}: {source}")]
     Io {
         what: &'static str,
@@ -116,8 +119,9 @@ fn run(cli: Cli, source: GraphSource, mountpoint: PathBuf) -> Result<(), Error> 
         GraphSource::Local(d) => VolfileLoader::Core(Source::Local(d)),
         GraphSource::Fetch(server) => VolfileLoader::Fetch {
             server,
-            creds: xlfs_protocol::Credentials::secret(cli.secret.as_deref()),
+            creds: xlfs_host::credentials(cli.secret_file.as_deref()).map_err(Error::Secret)?,
             timeout: cli.fetch_timeout,
+            secret_file: cli.secret_file.clone(),
         },
     };
     let mountpoint = mount::preflight(&mountpoint, cli.force_unmount_stale)?;

@@ -24,7 +24,7 @@ pub const DEFAULT_MAX_WRITE: u32 = 1 << 20;
   HOST:/VOLUME, HOST:PORT:/VOLUME   the client volfile of VOLUME, fetched from a running
                                     brick (one started by `xlfs volume start`, or
                                     `xlfsd --client-volfile`), after its auth-allow and
-                                    secret checks (--secret); PORT defaults to 49152
+                                    secret checks (--secret-file); PORT defaults to 49152
                                     (brick 0 of a volume created without --port);
                                     IPv6 in brackets: [::1]:/gv0
   --volfile FILE                    a client volfile on disk
@@ -32,7 +32,7 @@ pub const DEFAULT_MAX_WRITE: u32 = 1 << 20;
 
 Examples:
   xlfs-mount server1:/gv0 /mnt/gv0
-  xlfs-mount 127.0.0.1:24010:/gv0 /mnt/gv0 --secret S3
+  xlfs-mount 127.0.0.1:24010:/gv0 /mnt/gv0 --secret-file /etc/xlfs/gv0.secret
   xlfs-mount --volfile /var/lib/xlfs/volumes/gv0/client.vol /mnt/gv0
   xlfs-mount --local /srv/x /mnt/x")]
 pub struct Cli {
@@ -52,14 +52,15 @@ pub struct Cli {
     #[arg(value_name = "[HOST:/VOLUME] MOUNTPOINT", num_args = 1..=2, required = true)]
     pub positional: Vec<PathBuf>,
 
-    /// Shared secret presented to the brick when fetching the volfile (HOST:/VOLUME); the
-    /// fetched volfile carries the one its protocol/clients use.
-    #[arg(
-        long,
-        value_name = "SECRET",
-        env = "XLFS_SECRET",
-        hide_env_values = true
-    )]
+    /// A file whose first line is the volume's secret (mode 0600; `xlfs volume create` makes
+    /// `<state>/volumes/VOLUME/secret`): proven to the brick when fetching the volfile
+    /// (HOST:/VOLUME) and used by every protocol/client of the fetched graph. With --volfile,
+    /// the volfile names its own (`secret-file`).
+    #[arg(long, value_name = "FILE")]
+    pub secret_file: Option<PathBuf>,
+
+    /// Refused: a secret on the command line is seen by every user (ps); use --secret-file.
+    #[arg(long, value_name = "SECRET", hide = true)]
     pub secret: Option<String>,
 
     /// How long fetching the volfile may take (connect, checks, answer).
@@ -292,7 +293,21 @@ impl Cli {
             _ => return Err("give the mount point".into()),
         };
         let source = match (server, &self.volfile, &self.local) {
+            _ if self.secret.is_some() => {
+                return Err(
+                    "--secret is gone (a secret on the command line is visible to \
+                     every user): put it in a file (chmod 600) and give --secret-file FILE"
+                        .to_owned(),
+                );
+            }
             (Some(s), None, None) => GraphSource::Fetch(s),
+            (None, _, _) if self.secret_file.is_some() => {
+                return Err(
+                    "--secret-file is for HOST:/VOLUME mounts: a volfile on disk names \
+                     its clients' secret file itself (their `secret-file` option)"
+                        .to_owned(),
+                );
+            }
             (None, Some(f), None) => GraphSource::File(f.clone()),
             (None, None, Some(d)) => GraphSource::Local(d.clone()),
             (None, None, None) => {
@@ -447,7 +462,8 @@ mod tests {
 
     #[test]
     fn host_volume_sources() {
-        let (s, mp) = source(&["127.0.0.1:24010:/gv0", "/mnt/x", "--secret", "s"]).expect("ok");
+        let (s, mp) =
+            source(&["127.0.0.1:24010:/gv0", "/mnt/x", "--secret-file", "/f"]).expect("ok");
         assert_eq!(mp, PathBuf::from("/mnt/x"));
         let GraphSource::Fetch(v) = s else {
             panic!("{s:?}")
@@ -458,6 +474,10 @@ mod tests {
         );
         let (s, _) = source(&["server1:/gv0", "/mnt"]).expect("ok");
         assert!(matches!(s, GraphSource::Fetch(v) if v.port == xlfs_protocol::fetch::DEFAULT_PORT));
+        let e = source(&["h:/gv0", "/mnt", "--secret", "s"]).expect_err("argv secret");
+        assert!(e.contains("--secret-file FILE"), "{e}");
+        let e = source(&["--volfile", "v", "/mnt", "--secret-file", "/f"]).expect_err("volfile");
+        assert!(e.contains("HOST:/VOLUME"), "{e}");
         let (s, mp) = source(&["--volfile", "c.vol", "/mnt"]).expect("ok");
         assert_eq!(s, GraphSource::File("c.vol".into()));
         assert_eq!(mp, PathBuf::from("/mnt"));

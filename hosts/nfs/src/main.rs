@@ -62,6 +62,9 @@ enum Error {
     Load(#[from] LoadError),
     #[error(transparent)]
     Graph(Box<xlfs_core::graph::GraphError>),
+    /// `--secret` given, or an unusable `--secret-file`.
+    #[error("{0}")]
+    Secret(String),
     #[error("{what}: {source}")]
     Io {
         what: String,
@@ -99,12 +102,28 @@ fn main() -> ExitCode {
 }
 
 fn run(cli: Cli) -> Result<(), Error> {
+    if cli.secret.is_some() {
+        return Err(Error::Secret(
+            "--secret is gone (a secret on the command line is visible to every user): put it \
+             in a file (chmod 600) and give --secret-file FILE"
+                .into(),
+        ));
+    }
     let source = match (&cli.server, &cli.volfile, &cli.local) {
         (Some(s), _, _) => VolfileLoader::Fetch {
             server: s.clone(),
-            creds: xlfs_protocol::Credentials::secret(cli.secret.as_deref()),
+            creds: xlfs_host::credentials(cli.secret_file.as_deref())
+                .map_err(|e| Error::Secret(format!("--secret-file: {e}")))?,
             timeout: cli.fetch_timeout,
+            secret_file: cli.secret_file.clone(),
         },
+        (None, _, _) if cli.secret_file.is_some() => {
+            return Err(Error::Secret(
+                "--secret-file is for HOST:/VOLUME: a volfile on disk names its clients' secret \
+                 file itself (their `secret-file` option)"
+                    .into(),
+            ));
+        }
         (None, Some(f), _) => VolfileLoader::Core(Source::File(f.clone())),
         (None, None, Some(d)) => VolfileLoader::Core(Source::Local(d.clone())),
         // clap's required group guarantees one of them.

@@ -26,7 +26,7 @@ use crate::export::Allow;
 #[command(group(ArgGroup::new("source").required(true).args(["volfile", "local", "server"])))]
 #[command(after_help = "Examples:
   xlfs-nfsd server1:/gv0 --address 0.0.0.0 --allow 10.0.0.0/8
-  xlfs-nfsd 127.0.0.1:24010:/gv0 --secret S3 --port 0
+  xlfs-nfsd 127.0.0.1:24010:/gv0 --secret-file /etc/xlfs/gv0.secret --port 0
   xlfs-nfsd --volfile /var/lib/xlfs/volumes/gv0/client.vol")]
 pub struct Cli {
     /// `HOST[:PORT]:/VOLUME`: fetch the client volfile of VOLUME from the brick there (one
@@ -34,13 +34,14 @@ pub struct Cli {
     #[arg(value_name = "HOST:/VOLUME", value_parser = VolfileServer::parse)]
     pub server: Option<VolfileServer>,
 
-    /// Shared secret presented to the brick when fetching the volfile (HOST:/VOLUME).
-    #[arg(
-        long,
-        value_name = "SECRET",
-        env = "XLFS_SECRET",
-        hide_env_values = true
-    )]
+    /// A file whose first line is the volume's secret (mode 0600; `xlfs volume create` makes
+    /// `<state>/volumes/VOLUME/secret`): proven to the brick when fetching the volfile
+    /// (HOST:/VOLUME) and used by every protocol/client of the fetched graph.
+    #[arg(long, value_name = "FILE")]
+    pub secret_file: Option<PathBuf>,
+
+    /// Refused: a secret on the command line is seen by every user (ps); use --secret-file.
+    #[arg(long, value_name = "SECRET", hide = true)]
     pub secret: Option<String>,
 
     /// How long fetching the volfile may take (connect, checks, answer).
@@ -155,10 +156,10 @@ mod tests {
         assert!(parse(&["--local", "/d", "--volfile", "v"]).is_err());
         assert!(parse(&["h:/gv0", "--local", "/d"]).is_err());
         assert!(parse(&["not-a-volume"]).is_err());
-        let cli = parse(&["127.0.0.1:24010:/gv0", "--secret", "s"]).expect("parse");
+        let cli = parse(&["127.0.0.1:24010:/gv0", "--secret-file", "/f"]).expect("parse");
         let s = cli.server.expect("server");
         assert_eq!((s.port, s.volume.as_str()), (24010, "gv0"));
-        assert_eq!(cli.secret.as_deref(), Some("s"));
+        assert_eq!(cli.secret_file, Some(PathBuf::from("/f")));
         assert!(parse(&["--local", "/d", "--allow", "nope"]).is_err());
     }
 }

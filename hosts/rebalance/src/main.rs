@@ -91,7 +91,8 @@ struct Cli {
     volfile: Option<PathBuf>,
 
     /// A file holding the shared secret presented to the brick when fetching the volfile
-    /// (first line). XLFS_SECRET in the environment is used when no file is given.
+    /// (first line; mode 0600) and used by the fetched graph's protocol/clients. XLFS_SECRET
+    /// in the environment is used when no file is given.
     #[arg(long, value_name = "FILE")]
     secret_file: Option<PathBuf>,
 
@@ -165,15 +166,7 @@ fn parse_cli() -> Cli {
 
 fn read_secret(cli: &Cli) -> Result<Option<String>, String> {
     match &cli.secret_file {
-        Some(f) => {
-            let text = std::fs::read_to_string(f)
-                .map_err(|e| format!("cannot read the secret file {}: {e}", f.display()))?;
-            let line = text.lines().next().unwrap_or("").trim().to_owned();
-            if line.is_empty() {
-                return Err(format!("the secret file {} is empty", f.display()));
-            }
-            Ok(Some(line))
-        }
+        Some(f) => xlfs_protocol::creds::read_secret_file(f).map(Some),
         None => Ok(std::env::var("XLFS_SECRET").ok().filter(|s| !s.is_empty())),
     }
 }
@@ -187,6 +180,7 @@ fn loader(cli: &Cli) -> Result<VolfileLoader, String> {
                 server,
                 creds: xlfs_protocol::Credentials::secret(read_secret(cli)?.as_deref()),
                 timeout: cli.fetch_timeout,
+                secret_file: cli.secret_file.clone(),
             })
         }
         (None, None, Some(f)) => Ok(VolfileLoader::Core(Source::File(f.clone()))),

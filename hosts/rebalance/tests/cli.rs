@@ -205,6 +205,28 @@ fn a_missing_secret_file_is_named() {
 }
 
 #[test]
+fn a_secret_file_others_may_read_is_refused() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let status = dir.path().join("rb.json");
+    let secret = dir.path().join("secret");
+    std::fs::write(&secret, "s3\n").expect("write");
+    std::fs::set_permissions(&secret, std::fs::Permissions::from_mode(0o644)).expect("chmod");
+    let o = rebalance(&[
+        "--server",
+        "127.0.0.1:1",
+        "--volume",
+        "gv0",
+        "--secret-file",
+        secret.to_str().expect("utf8"),
+        "--status",
+        status.to_str().expect("utf8"),
+    ]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stderr(&o).contains("chmod 600"), "{}", stderr(&o));
+}
+
+#[test]
 fn a_graph_without_distribute_is_refused() {
     let dir = tempfile::tempdir().expect("tempdir");
     let brick = dir.path().join("brick");

@@ -1,21 +1,25 @@
 //! `xlfs volume create NAME BRICK...`: checks the description, generates the volfiles and
 //! writes them to the state directory. Nothing is written when anything is rejected.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use xlfs_volgen::{Brick, DEFAULT_BASE_PORT, VolumeSpec, check_auth_entry, check_name};
 
 use super::Ctx;
 use crate::error::{CliError, Result};
 use crate::procs;
-use crate::state::State;
+use crate::state::{State, write_atomic};
 
 #[derive(clap::Args, Debug)]
 #[command(after_help = "\
 Examples:
   xlfs volume create gv0 /data/gv0/brick
   xlfs volume create gv1 server1:/export/b server2:/export/b --replica 2
-  xlfs volume create gv2 /d/b0 /d/b1 /d/b2 --port 24010 --auth-allow 10.0.0.0/8,127.0.0.1")]
+  xlfs volume create gv2 /d/b0 /d/b1 /d/b2 --port 24010 --auth-allow 10.0.0.0/8,127.0.0.1
+
+Every volume gets a random secret in <state>/volumes/NAME/secret (mode 0600); bricks let in
+only clients that prove they hold it (it never crosses the wire). Mount from another machine
+with a copy of it: xlfs-mount HOST:/NAME MOUNTPOINT --secret-file FILE.")]
 pub struct Args {
     /// Volume name: letters, digits, `-` and `_`.
     pub name: String,
@@ -37,14 +41,31 @@ pub struct Args {
     /// Client addresses the bricks accept: `*`, addresses, networks, comma-separated.
     #[arg(long, value_name = "LIST", value_delimiter = ',')]
     pub auth_allow: Vec<String>,
-    /// Shared secret clients must present.
-    #[arg(long, value_name = "SECRET")]
+    /// Use this file's first line as the volume's secret (copied into the state directory)
+    /// instead of a generated one. It must be readable by its owner only (chmod 600).
+    #[arg(long, value_name = "FILE", conflicts_with = "no_secret")]
+    pub secret_file: Option<PathBuf>,
+    /// No secret: INSECURE, every peer that can reach a brick (and passes --auth-allow) is let
+    /// in, root-squashed. By default every volume gets a generated secret, which mounts,
+    /// self-heal and rebalance prove they hold.
+    #[arg(long)]
+    pub no_secret: bool,
+    /// Refused: a secret on the command line is seen by every user (ps); use --secret-file.
+    #[arg(long, value_name = "SECRET", hide = true)]
     pub secret: Option<String>,
 }
 
 pub fn run(ctx: &Ctx, a: Args) -> Result<u8> {
+    if a.secret.is_some() {
+        return Err(CliError::Rejected(
+            "--secret is gone (a secret on the command line is visible to every user): put \
+             it in a file (chmod 600) and give --secret-file FILE, or leave both out for a \
+             generated one"
+                .into(),
+        ));
+    }
     let state = ctx.state();
-    let spec = build(&state, &a)?;
+    let mut spec = build(&state, &a)?;
     let vd = state.volume_dir(&spec.name);
     if vd.spec_path().exists() {
         return Err(CliError::State(format!(
@@ -53,7 +74,12 @@ pub fn run(ctx: &Ctx, a: Args) -> Result<u8> {
             state.root.display()
         )));
     }
-    create(&state, &spec)?;
+    let secret = match (&a.secret_file, a.no_secret) {
+        (_, true) => NewSecret::None,
+        (Some(f), false) => NewSecret::From(f.clone()),
+        (None, false) => NewSecret::Generate,
+    };
+    create(&state, &mut spec, secret)?;
     let layout = spec.layout();
     let n = spec.bricks.len();
     println!(
@@ -69,6 +95,13 @@ pub fn run(ctx: &Ctx, a: Args) -> Result<u8> {
         );
     }
     println!("  volfiles in {}", vd.dir.display());
+    match &spec.secret_file {
+        Some(f) => println!(
+            "  secret in {} (copy it to mount from elsewhere)",
+            f.display()
+        ),
+        None => println!("  no secret: any peer that reaches a brick is let in (root-squashed)"),
+    }
     println!("next: xlfs volume start {}", spec.name);
     Ok(0)
 }
@@ -101,8 +134,35 @@ fn build(state: &State, a: &Args) -> Result<VolumeSpec> {
     Ok(spec)
 }
 
-/// Validates everything, creates the local brick directories, then writes the state.
-pub fn create(state: &State, spec: &VolumeSpec) -> Result<()> {
+/// Where a new volume's secret comes from.
+#[derive(Clone, Debug)]
+pub enum NewSecret {
+    /// A random one (the default).
+    Generate,
+    /// The first line of this file (its mode checked as the hosts check it).
+    From(PathBuf),
+    /// None (`--no-secret`).
+    None,
+}
+
+/// Validates everything, creates the local brick directories, then writes the state: the
+/// secret file first (`spec.secret_file` is set to it), then the description and volfiles.
+pub fn create(state: &State, spec: &mut VolumeSpec, secret: NewSecret) -> Result<()> {
+    let vd = state.volume_dir(&spec.name);
+    let secret = match secret {
+        NewSecret::Generate => Some(xlfs_protocol::creds::generate_secret()),
+        NewSecret::From(f) => Some(
+            xlfs_protocol::creds::read_secret_file(&f)
+                .map_err(|e| CliError::Rejected(format!("--secret-file: {e}")))?,
+        ),
+        NewSecret::None => None,
+    };
+    if secret.is_some() {
+        // Absolute: the bricks and mounts read it from wherever they run.
+        let file = vd.secret_file();
+        spec.secret = None;
+        spec.secret_file = Some(std::path::absolute(&file).map_err(CliError::io(&file))?);
+    }
     let names = procs::local_host_names();
     let local: Vec<&Brick> = spec.bricks.iter().filter(|b| b.is_on(&names)).collect();
     for b in &local {
@@ -113,7 +173,10 @@ pub fn create(state: &State, spec: &VolumeSpec) -> Result<()> {
     for b in &local {
         std::fs::create_dir_all(b.path()).map_err(CliError::io(b.path()))?;
     }
-    let vd = state.volume_dir(&spec.name);
+    std::fs::create_dir_all(&vd.dir).map_err(CliError::io(&vd.dir))?;
+    if let Some(secret) = secret {
+        write_atomic(&vd.secret_file(), &format!("{secret}\n"))?;
+    }
     vd.write(spec, &generated)?;
     Ok(())
 }

@@ -59,7 +59,7 @@ pub fn run(ctx: &Ctx, a: Args) -> Result<u8> {
         stripe: spec.stripe,
         base_port: spec.transport.base_port,
         auth_allow: spec.auth_allow.clone(),
-        secret: spec.secret.is_some(),
+        secret: spec.secret.is_some() || spec.secret_file.is_some(),
         options: spec.options.clone(),
         state_dir: vd.dir.display().to_string(),
     };
@@ -81,8 +81,10 @@ pub fn run(ctx: &Ctx, a: Args) -> Result<u8> {
     if !info.auth_allow.is_empty() {
         println!("  auth.allow  {}", info.auth_allow.join(","));
     }
-    if info.secret {
-        println!("  secret      (set)");
+    match (&spec.secret_file, info.secret) {
+        (Some(f), _) => println!("  secret      in {}", f.display()),
+        (None, true) => println!("  secret      (set, inline in the volfiles)"),
+        (None, false) => println!("  secret      none: any peer that reaches a brick is let in"),
     }
     for (k, v) in &info.options {
         println!("  {k} = {v}");

@@ -101,6 +101,22 @@ pub fn generate_and_write(vd: &VolumeDir, spec: &VolumeSpec) -> Result<Generated
     Ok(generated)
 }
 
+/// The file holding the volume's secret, for hosts' `--secret-file`: the one the description
+/// names, or (volumes made with an inline secret) the state's copy, rewritten from it.
+pub fn secret_file(vd: &VolumeDir, spec: &VolumeSpec) -> Result<Option<PathBuf>> {
+    match (&spec.secret_file, &spec.secret) {
+        (Some(f), _) => Ok(Some(f.clone())),
+        (None, Some(secret)) => {
+            let file = vd.secret_file();
+            crate::state::write_atomic(&file, &format!("{secret}\n"))?;
+            Ok(Some(
+                std::path::absolute(&file).map_err(CliError::io(&file))?,
+            ))
+        }
+        (None, None) => Ok(None),
+    }
+}
+
 /// Prints `value` as pretty JSON.
 pub fn print_json<T: Serialize>(value: &T) -> Result<()> {
     let text = serde_json::to_string_pretty(value).map_err(|e| CliError::Other(e.to_string()))?;

@@ -86,6 +86,8 @@ fn mount_args(vd: &VolumeDir, spec: &VolumeSpec, mp: &Path, extra: &[String]) ->
         "--control-socket".into(),
         vd.mount_socket(mp).into(),
     ];
+    // No --secret-file: the client volfile names the volume's secret file itself
+    // (`secret-file`; a volume made with an inline secret carries it there).
     args.extend(extra.iter().map(OsString::from));
     args.push(mp.into());
     args

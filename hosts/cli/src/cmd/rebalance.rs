@@ -20,7 +20,7 @@ use super::{Ctx, brick_states, print_json};
 use crate::error::{CliError, Result};
 use crate::procs;
 use crate::sibling;
-use crate::state::{VolumeDir, write_atomic};
+use crate::state::VolumeDir;
 
 /// Name of the rebalance runner binary.
 pub const XLFS_REBALANCE: &str = "xlfs-rebalance";
@@ -190,10 +190,9 @@ pub fn start_runner(vd: &VolumeDir, spec: &VolumeSpec, mode: &str) -> Result<Sta
         "--mode".into(),
         mode.into(),
     ];
-    if let Some(secret) = &spec.secret {
-        write_atomic(&vd.secret_file(), secret)?;
+    if let Some(file) = super::secret_file(vd, spec)? {
         args.push("--secret-file".into());
-        args.push(vd.secret_file().into());
+        args.push(file.into());
     }
     std::fs::create_dir_all(vd.log_dir()).map_err(CliError::io(vd.log_dir()))?;
     let log = vd.rebalance_log();

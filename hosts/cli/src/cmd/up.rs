@@ -63,11 +63,12 @@ pub fn run(ctx: &Ctx, a: Args) -> Result<u8> {
             let brick = dir.join("brick");
             let brick = Brick::parse(&brick.to_string_lossy())?;
             let mut spec = VolumeSpec::new(&name, vec![brick]);
+            // A new volume gets a secret; a rerun finds the volume and keeps its secret.
             spec.transport.base_port = match a.port {
                 Some(p) => p,
                 None => super::create::pick_base_port(&spec, &state.others(&name)?),
             };
-            super::create::create(&state, &spec)?;
+            super::create::create(&state, &mut spec, super::create::NewSecret::Generate)?;
             (state.volume_dir(&name), spec)
         }
         Err(e) => return Err(e),

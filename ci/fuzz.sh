@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# Builds the `server_frames` fuzz target (fuzz/, stable Rust: plain cargo with libFuzzer's
+# coverage instrumentation, no nightly, no cargo-fuzz) and runs it for SECONDS (default 120)
+# over a copy of the seed corpus. Prints the executions and the coverage reached; exits
+# non-zero on a finding, printing where the input that caused it was kept
+# (fuzz/artifacts/server_frames/). See fuzz/README.md.
+#
+#   ci/fuzz.sh [SECONDS]
+#
+# Environment: FUZZ_ARGS extra libFuzzer flags (e.g. "-max_len=8192"); FUZZ_KEEP_CORPUS=DIR
+# keeps the grown corpus there.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export PATH="$PATH:${CARGO_HOME:-$HOME/.cargo}/bin"
+seconds="${1:-120}"
+root="$PWD"
+
+host="$(rustc -vV | sed -n 's/^host: //p')"
+# libFuzzer's coverage feedback, as cargo-fuzz sets it, minus the sanitizer (which needs
+# nightly). `--target` keeps these flags off build scripts and proc macros.
+export RUSTFLAGS="-Cpasses=sancov-module -Cllvm-args=-sanitizer-coverage-level=4 \
+-Cllvm-args=-sanitizer-coverage-inline-8bit-counters -Cllvm-args=-sanitizer-coverage-pc-table \
+-Cllvm-args=-sanitizer-coverage-trace-compares --cfg fuzzing"
+t0=$SECONDS
+(cd fuzz && cargo build --locked --release --target "$host" --bin server_frames)
+echo "fuzz: build took $((SECONDS - t0)) s"
+bin="$root/fuzz/target/$host/release/server_frames"
+
+work="$(mktemp -d /tmp/xlfs-fuzz.XXXXXX)"
+trap 'rm -rf "$work"' EXIT
+mkdir -p "$work/corpus" "$work/artifacts" "$work/brick"
+cp fuzz/corpus/server_frames/* "$work/corpus/"
+artifacts="$root/fuzz/artifacts/server_frames"
+
+run=("$bin" "$work/corpus" -max_total_time="$seconds" -timeout=60 -print_final_stats=1
+     -artifact_prefix="$work/artifacts/" ${FUZZ_ARGS:-})
+export XLFS_FUZZ_DIR="$work/brick"
+status=0
+if [ "$(id -u)" = 0 ] && command -v unshare >/dev/null; then
+    # As root, the fuzzed requests run as root on this machine's disk: in a mount namespace
+    # of its own, everything but the work directory is read-only, so a path bug the fuzzer
+    # finds in storage/posix cannot write outside the brick. The namespace ends with the run.
+    unshare --mount --propagation private -- sh -c '
+        mount --bind "$1" "$1" && mount -o remount,bind,ro / || exit 97
+        shift; exec "$@"' sh "$work" "${run[@]}" 2>&1 | tee "$work/log" || status=$?
+else
+    "${run[@]}" 2>&1 | tee "$work/log" || status=$?
+fi
+
+# The last stats line: executions, coverage (edges) and features.
+execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$work/log" | tail -1)
+rate=$(sed -n 's/^stat::average_exec_per_sec: *//p' "$work/log" | tail -1)
+cov=$(grep -o 'cov: [0-9]*' "$work/log" | tail -1 | cut -d' ' -f2)
+ft=$(grep -o 'ft: [0-9]*' "$work/log" | tail -1 | cut -d' ' -f2)
+corpus=$(ls "$work/corpus" | wc -l)
+echo "fuzz: ${execs:-?} executions (${rate:-?}/s), coverage ${cov:-?} edges, ${ft:-?} features, corpus $corpus inputs"
+if [ -n "${FUZZ_KEEP_CORPUS:-}" ]; then
+    mkdir -p "$FUZZ_KEEP_CORPUS" && cp -n "$work/corpus/"* "$FUZZ_KEEP_CORPUS/"
+fi
+if ls "$work/artifacts/"* >/dev/null 2>&1; then
+    mkdir -p "$artifacts"
+    cp "$work/artifacts/"* "$artifacts/"
+    for f in "$work/artifacts/"*; do
+        echo "fuzz: FINDING kept in $artifacts/$(basename "$f") (reproduce: $bin $artifacts/$(basename "$f"))"
+    done
+    exit 1
+fi
+if [ "$status" != 0 ]; then
+    echo "fuzz: the fuzzer exited with status $status and kept no input"
+    exit "$status"
+fi
