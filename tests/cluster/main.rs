@@ -40,6 +40,11 @@ macro_rules! require {
     };
 }
 
+/// The secret `xlfs volume create` made for volume `name` in the state directory under `dir`.
+fn secret_file(dir: &Path, name: &str) -> PathBuf {
+    dir.join("state/volumes").join(name).join("secret")
+}
+
 /// A mount process, stopped and its mount detached when dropped.
 struct Mount {
     child: Child,
@@ -226,13 +231,7 @@ impl Cluster {
         let mut cmd = Command::new(bin("xlfs-mount"));
         cmd.arg(format!("127.0.0.1:{}:/{}", self.port, self.name))
             .arg("--secret-file")
-            .arg(
-                self.dir
-                    .path()
-                    .join("state/volumes")
-                    .join(&self.name)
-                    .join("secret"),
-            );
+            .arg(secret_file(self.dir.path(), &self.name));
         self.mounts.push(Mount::start(cmd, &mnt, &log));
         mnt
     }
@@ -796,13 +795,7 @@ impl NetVolume {
         let mut cmd = self.net.command(host, &bin("xlfs-mount"));
         cmd.arg(format!("{}:{}:/{}", self.net.addr(0), self.port, self.name))
             .arg("--secret-file")
-            .arg(
-                self.dir
-                    .path()
-                    .join("state/volumes")
-                    .join(&self.name)
-                    .join("secret"),
-            );
+            .arg(secret_file(self.dir.path(), &self.name));
         self.mounts.push(Mount::start(cmd, &mnt, &log));
     }
 
