@@ -32,8 +32,14 @@ mkdir -p "$work/corpus" "$work/artifacts" "$work/brick"
 cp fuzz/corpus/server_frames/* "$work/corpus/"
 artifacts="$root/fuzz/artifacts/server_frames"
 
-run=("$bin" "$work/corpus" -max_total_time="$seconds" -timeout=60 -print_final_stats=1
-     -artifact_prefix="$work/artifacts/" ${FUZZ_ARGS:-})
+# Inputs of bugs found before run first, every time (read-only: new inputs go to the first
+# directory only).
+regressions=()
+if ls fuzz/regressions/server_frames/* >/dev/null 2>&1; then
+    regressions=("$root/fuzz/regressions/server_frames")
+fi
+run=("$bin" "$work/corpus" "${regressions[@]}" -max_total_time="$seconds" -timeout=60
+     -print_final_stats=1 -artifact_prefix="$work/artifacts/" ${FUZZ_ARGS:-})
 export XLFS_FUZZ_DIR="$work/brick"
 status=0
 if [ "$(id -u)" = 0 ] && command -v unshare >/dev/null; then
