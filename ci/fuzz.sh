@@ -54,6 +54,12 @@ else
 fi
 
 # The last stats line: executions, coverage (edges) and features.
+# Whatever TIME_WAIT sockets the run left must be gone before other tests bind ports.
+for _ in $(seq 90); do
+    [ "$(ss -Htan state time-wait 2>/dev/null | wc -l)" -lt 500 ] && break
+    sleep 1
+done
+
 execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$work/log" | tail -1)
 rate=$(sed -n 's/^stat::average_exec_per_sec: *//p' "$work/log" | tail -1)
 cov=$(grep -o 'cov: [0-9]*' "$work/log" | tail -1 | cut -d' ' -f2)

@@ -40,6 +40,23 @@ impl Conn {
     pub fn tcp(addr: SocketAddr) -> std::io::Result<Conn> {
         let s = TcpStream::connect(addr)?;
         s.set_nodelay(true)?;
+        // Closed with a reset, not into TIME_WAIT: hundreds of connections a second would
+        // otherwise hold tens of thousands of this machine's ephemeral ports for a minute,
+        // and the tests that run after the fuzzer (CI) could not bind their brick ports.
+        let linger = libc::linger {
+            l_onoff: 1,
+            l_linger: 0,
+        };
+        // SAFETY: a valid socket fd and a linger struct of the size passed.
+        unsafe {
+            libc::setsockopt(
+                std::os::fd::AsRawFd::as_raw_fd(&s),
+                libc::SOL_SOCKET,
+                libc::SO_LINGER,
+                (&raw const linger).cast(),
+                std::mem::size_of::<libc::linger>() as libc::socklen_t,
+            )
+        };
         Ok(Conn::Tcp(s))
     }
 
