@@ -143,6 +143,9 @@ fn rebalance(v: &Vol, status: &Path) -> (i32, String) {
             "dv",
         ])
         .args(["--status", status.to_str().expect("utf8")])
+        // The volume's secret, which `xlfs volume create` made and its bricks require.
+        .arg("--secret-file")
+        .arg(v.state.join("volumes/dv/secret"))
         .env_remove("RUST_LOG")
         .stdin(Stdio::null())
         .output()
