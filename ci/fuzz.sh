@@ -8,7 +8,8 @@
 #   ci/fuzz.sh [SECONDS]
 #
 # Environment: FUZZ_ARGS extra libFuzzer flags (e.g. "-max_len=8192"); FUZZ_KEEP_CORPUS=DIR
-# keeps the grown corpus there.
+# starts from the inputs in DIR too and copies the grown corpus back there at the end (to resume
+# a long run).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="$PATH:${CARGO_HOME:-$HOME/.cargo}/bin"
@@ -30,6 +31,9 @@ work="$(mktemp -d /tmp/xlfs-fuzz.XXXXXX)"
 trap 'rm -rf "$work"' EXIT
 mkdir -p "$work/corpus" "$work/artifacts" "$work/brick"
 cp fuzz/corpus/server_frames/* "$work/corpus/"
+if [ -n "${FUZZ_KEEP_CORPUS:-}" ] && [ -d "$FUZZ_KEEP_CORPUS" ]; then
+    find "$FUZZ_KEEP_CORPUS" -maxdepth 1 -type f -exec cp -n {} "$work/corpus/" \;
+fi
 artifacts="$root/fuzz/artifacts/server_frames"
 
 # Inputs of bugs found before run first, every time (read-only: new inputs go to the first
@@ -53,13 +57,13 @@ else
     "${run[@]}" 2>&1 | tee "$work/log" || status=$?
 fi
 
-# The last stats line: executions, coverage (edges) and features.
 # Whatever TIME_WAIT sockets the run left must be gone before other tests bind ports.
 for _ in $(seq 90); do
     [ "$(ss -Htan state time-wait 2>/dev/null | wc -l)" -lt 500 ] && break
     sleep 1
 done
 
+# The last stats line: executions, coverage (edges) and features.
 execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$work/log" | tail -1)
 rate=$(sed -n 's/^stat::average_exec_per_sec: *//p' "$work/log" | tail -1)
 cov=$(grep -o 'cov: [0-9]*' "$work/log" | tail -1 | cut -d' ' -f2)
@@ -68,6 +72,7 @@ corpus=$(ls "$work/corpus" | wc -l)
 echo "fuzz: ${execs:-?} executions (${rate:-?}/s), coverage ${cov:-?} edges, ${ft:-?} features, corpus $corpus inputs"
 if [ -n "${FUZZ_KEEP_CORPUS:-}" ]; then
     mkdir -p "$FUZZ_KEEP_CORPUS" && cp -n "$work/corpus/"* "$FUZZ_KEEP_CORPUS/"
+    echo "fuzz: corpus kept in $FUZZ_KEEP_CORPUS"
 fi
 if ls "$work/artifacts/"* >/dev/null 2>&1; then
     mkdir -p "$artifacts"

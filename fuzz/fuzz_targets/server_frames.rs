@@ -21,10 +21,22 @@ fn brick() -> &'static Brick {
     })
 }
 
+/// At exit (libFuzzer ends with `exit`): the brick's temporary directory goes. Not after a
+/// finding (an abort): the brick's state may help understand it.
+extern "C" fn at_exit() {
+    if let Some(b) = BRICK.get() {
+        b.remove_temp_dir();
+    }
+}
+
 fuzz_target!(
     init: {
         run::init();
         let b = brick();
+        // SAFETY: registers a function with no preconditions, called once at exit.
+        unsafe {
+            libc::atexit(at_exit);
+        }
         eprintln!("xlfs-fuzz: brick on {} and {} in {}", b.tcp, b.unix.display(), b.dir.display());
     },
     |data: &[u8]| -> Corpus {

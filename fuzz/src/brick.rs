@@ -29,7 +29,8 @@ pub struct Brick {
     pub dir: PathBuf,
     /// The server's tasks run on it (for the life of the process).
     rt: tokio::runtime::Runtime,
-    _tmp: Option<tempfile::TempDir>,
+    /// The temporary directory the brick made for itself (none under `XLFS_FUZZ_DIR`).
+    tmp: std::sync::Mutex<Option<tempfile::TempDir>>,
 }
 
 /// An instance of `T` with its schema's defaults and `set` (as the core would build it).
@@ -131,8 +132,21 @@ impl Brick {
             posix,
             dir,
             rt,
-            _tmp: tmp,
+            tmp: std::sync::Mutex::new(tmp),
         })
+    }
+
+    /// Removes the temporary directory the brick made for itself, if it did: for a brick in a
+    /// `static`, which is never dropped (the fuzz target calls this at exit).
+    pub fn remove_temp_dir(&self) {
+        if let Some(t) = self
+            .tmp
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .take()
+        {
+            let _ = t.close();
+        }
     }
 
     /// Runs `f` (a fop called on the graph in this process) on the brick's runtime.

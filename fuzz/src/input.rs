@@ -19,6 +19,13 @@
 //!                 up (an fd opened, a lock held, a file created).
 //! ```
 //!
+//! After the last chunk the harness ends the connection's input. On the Unix socket: end of
+//! stream. Over TCP: an empty frame, which the server refuses and closes on, so that the server
+//! sends the first FIN and the harness answers it with a reset, and no TIME_WAIT is left behind
+//! (an input that ends inside a frame first gets that frame completed with zero bytes: the
+//! empty frame would only extend its body). Either way the server has read everything before
+//! it closes.
+//!
 //! A length past the end of the input takes what is left. Every input parses: the format never
 //! rejects bytes, so mutations stay meaningful. [`Plan::to_bytes`] is the inverse, for the seed
 //! corpus.
@@ -87,7 +94,7 @@ impl Plan {
     /// The input that parses back to this plan. Panics on a frame or raw chunk over 65,535
     /// bytes (seeds are small).
     pub fn to_bytes(&self) -> Vec<u8> {
-        let mode = u8::from(self.handshake) * HANDSHAKE | u8::from(self.unix) * UNIX;
+        let mode = (u8::from(self.handshake) * HANDSHAKE) | (u8::from(self.unix) * UNIX);
         let mut out = vec![mode];
         for step in &self.steps {
             let (tag, bytes) = match step {
@@ -134,6 +141,12 @@ pub fn frame_len(len: usize) -> [u8; 4] {
 /// the first incomplete one. Empty frames are skipped (a reader refuses them and stops; this is
 /// only an upper bound of what the server may see).
 pub fn frames(stream: &[u8]) -> Vec<&[u8]> {
+    cut(stream).0
+}
+
+/// [`frames`], and the bytes after the last whole frame: the start of a frame the reader is
+/// still waiting for the rest of.
+pub fn cut(stream: &[u8]) -> (Vec<&[u8]>, &[u8]) {
     let mut out = Vec::new();
     let mut rest = stream;
     while let [a, b, c, d, after @ ..] = rest {
@@ -147,7 +160,28 @@ pub fn frames(stream: &[u8]) -> Vec<&[u8]> {
         }
         rest = after;
     }
-    out
+    (out, rest)
+}
+
+/// The largest frame any reader of the server takes (`max-write` 1 MiB + 64 KiB of headers):
+/// a longer length is refused as soon as it is read.
+pub const LARGEST_FRAME: usize = (1 << 20) + (64 << 10);
+
+/// Zero bytes that complete `partial` (what [`cut`] left: the start of a frame) into a whole
+/// frame; none if its length is over [`LARGEST_FRAME`] (the server closes on the length
+/// alone).
+pub fn completion(partial: &[u8]) -> Vec<u8> {
+    if partial.is_empty() {
+        return Vec::new();
+    }
+    let mut head = [0u8; 4];
+    let n = partial.len().min(4);
+    head[..n].copy_from_slice(&partial[..n]);
+    let len = u32::from_be_bytes(head) as usize;
+    if len > LARGEST_FRAME {
+        return vec![0; 4 - n];
+    }
+    vec![0; 4 - n + len - (partial.len() - n)]
 }
 
 #[cfg(test)]
@@ -205,5 +239,27 @@ mod tests {
         };
         let stream = plan.stream();
         assert_eq!(frames(&stream), vec![&[1u8, 2][..], &[5u8][..]]);
+        assert_eq!(cut(&stream).1, &[0, 0, 0, 9, 1]);
+        assert_eq!(cut(&[0, 0, 0, 1, 7]).1, &[] as &[u8]);
+    }
+
+    #[test]
+    fn an_unfinished_frame_is_completed_with_zeros() {
+        let done = |p: &[u8]| {
+            let mut s = p.to_vec();
+            s.extend(completion(p));
+            s
+        };
+        assert!(completion(&[]).is_empty());
+        // Three bytes of a five-byte body: two more.
+        assert_eq!(done(&[0, 0, 0, 5, 1, 2, 3]), [0, 0, 0, 5, 1, 2, 3, 0, 0]);
+        // Half a length: the rest of it, then its body.
+        assert_eq!(done(&[0, 0]), [0, 0, 0, 0]);
+        assert_eq!(done(&[0, 0, 1]), [vec![0, 0, 1, 0], vec![0; 256]].concat());
+        // A length no server takes: only the length is finished, no body follows.
+        assert_eq!(done(&[0xff, 0xff]), [0xff, 0xff, 0, 0]);
+        for p in [&[0, 0, 0, 5, 1, 2, 3][..], &[0, 0, 1], &[0]] {
+            assert!(cut(&done(p)).1.is_empty(), "{p:?}");
+        }
     }
 }

@@ -27,6 +27,12 @@ fn settle_reports_a_connection_that_is_still_open() {
     let b = brick();
     let mut c = b.connect(false).expect("connect");
     client::handshake(&mut c, &mut Reader::after_hello(), b.deadline).expect("handshake");
+    // The server counts the connection just after it sent the welcome.
+    let t0 = std::time::Instant::now();
+    while b.server.dump().find_u64("connections") != Some(1) {
+        assert!(t0.elapsed() < Duration::from_secs(5), "never counted");
+        std::thread::sleep(Duration::from_millis(1));
+    }
     let e = b.settle().expect_err("a connection is open");
     assert!(e.contains("the server still has connections"), "{e}");
     drop(c);
