@@ -6,8 +6,8 @@
 //! Smaller helpers for a translator's own tests: building an instance with schema defaults
 //! ([`build`]), a leaf with fixed answers ([`stub_leaf`]), a call of every fop
 //! ([`every_fop`]), a file served by a mock for caching translators ([`remote`]), GFID/fd
-//! values and observations ([`fixtures`]), and loading a translator from its `.so`
-//! ([`plugin`]).
+//! values and observations ([`fixtures`]), loading a translator from its `.so`
+//! ([`plugin`]), and fixed TCP ports no other test is given ([`ports`]).
 //!
 //! ```
 //! # #[tokio::main(flavor = "multi_thread", worker_threads = 2)] async fn main() {
@@ -27,6 +27,7 @@ pub mod memfs;
 pub mod mock;
 pub mod on_file;
 pub mod plugin;
+pub mod ports;
 pub mod remote;
 pub mod stub_leaf;
 

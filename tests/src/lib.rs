@@ -77,25 +77,6 @@ macro_rules! require_e2e {
     };
 }
 
-/// The first of `n` consecutive TCP ports on 127.0.0.1 that are free now (brick i of a
-/// volume made with `--port PORT` listens on PORT+i).
-pub fn free_ports(n: u16) -> u16 {
-    for _ in 0..100 {
-        let base = std::net::TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .map(|a| a.port())
-            .expect("a free port");
-        let held: Vec<_> = (0..n)
-            .map(|i| {
-                base.checked_add(i)
-                    .map(|p| std::net::TcpListener::bind(("127.0.0.1", p)))
-            })
-            .collect();
-        if held.iter().all(|h| matches!(h, Some(Ok(_)))) {
-            return base;
-        }
-    }
-    panic!("no {n} consecutive free ports");
-}
+pub use xlfs_testkit::ports::free_ports;
 
 pub mod probe;

@@ -7,7 +7,6 @@
 //! to brick 1 there, and leave every file readable with its bytes; a second run moves
 //! nothing.
 
-use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::sync::Arc;
@@ -26,18 +25,6 @@ const BIN: &str = env!("CARGO_BIN_EXE_xlfs-rebalance");
 /// `target/debug/<name>` (next to this crate's binary).
 fn sibling(name: &str) -> PathBuf {
     Path::new(BIN).with_file_name(name)
-}
-
-/// A first port of `n` consecutive free ones.
-fn free_ports(n: u16) -> u16 {
-    let pid = std::process::id() as u16;
-    for k in 0..200u16 {
-        let base = 30000 + (pid.wrapping_mul(7).wrapping_add(k * 37)) % 25000;
-        if (0..n).all(|i| TcpListener::bind(("127.0.0.1", base + i)).is_ok()) {
-            return base;
-        }
-    }
-    panic!("no {n} free ports");
 }
 
 /// A volume made and started by the CLI in a private state directory; stopped on drop.
@@ -160,7 +147,7 @@ fn rebalance(v: &Vol, status: &Path) -> (i32, String) {
 fn rebalance_through_a_fetched_client_graph_over_two_xlfsd_bricks() {
     let dir = tempfile::tempdir().expect("tempdir");
     let root = dir.path().to_path_buf();
-    let port = free_ports(2);
+    let port = xlfs_testkit::ports::free_ports(2);
     let v = Vol {
         state: root.join("state"),
         _dir: dir,

@@ -128,10 +128,10 @@ pub fn scratch() -> Scratch {
     }
 }
 
-/// A port nobody listens on now (tests run in parallel, so each picks its own).
+/// The first of 16 consecutive ports that nobody listens on now and no other test process
+/// is given (brick i of a volume made with `--port PORT` listens on PORT+i).
 pub fn free_port() -> u16 {
-    let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
-    l.local_addr().expect("addr").port()
+    xlfs_testkit::ports::free_ports(xlfs_testkit::ports::BLOCK)
 }
 
 pub fn mounted(path: &Path) -> bool {

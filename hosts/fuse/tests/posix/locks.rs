@@ -203,9 +203,18 @@ fn own_locks_do_not_conflict_with_queries() {
     let c = open();
     let got = lock(c.as_raw_fd(), libc::F_OFD_GETLK, wr, 20, 10).expect("ofd getlk");
     assert_eq!(got.0, wr, "OFD lock after closing another fd: {got:?}");
+    // The kernel sends FUSE's RELEASE (which ends an open file description and its OFD
+    // locks) after close(2) has returned, never before: the lock goes soon after, not at once.
     drop(a);
-    let got = lock(c.as_raw_fd(), libc::F_OFD_GETLK, wr, 20, 10).expect("ofd getlk");
-    assert_eq!(got.0, un, "OFD lock after its fd closed: {got:?}");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let got = loop {
+        let got = lock(c.as_raw_fd(), libc::F_OFD_GETLK, wr, 20, 10).expect("ofd getlk");
+        if got.0 == un || std::time::Instant::now() > deadline {
+            break got;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    };
+    assert_eq!(got.0, un, "OFD lock 10 s after its fd closed: {got:?}");
 
     // A POSIX lock goes with the first close of any fd of the file by its process.
     lock(c.as_raw_fd(), libc::F_SETLK, wr, 0, 10).expect("posix lock");

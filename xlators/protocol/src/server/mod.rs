@@ -71,6 +71,9 @@ impl ServedVolfile {
 }
 
 /// State shared by the accept loop and every connection.
+static NEXT_FD: std::sync::OnceLock<Arc<AtomicU64>> = std::sync::OnceLock::new();
+static NEXT_CLIENT: AtomicU64 = AtomicU64::new(1);
+
 struct Shared {
     name: String,
     id: String,
@@ -105,10 +108,13 @@ struct Shared {
     limits: Arc<limits::Limits>,
     /// `max-fds-per-client`.
     max_fds: usize,
-    /// Server-side fd ids, unique in the brick graph across all clients.
+    /// Server-side fd ids: one counter for the whole process, so that they stay unique in a
+    /// brick graph across all clients even when several servers (a reloaded graph's, or a
+    /// test's) sit over the same subvolume.
     next_fd: Arc<AtomicU64>,
-    /// The next connection's [`xlator_api::ClientId`].
-    next_client: AtomicU64,
+    /// The next connection's [`xlator_api::ClientId`], from one counter for the process for
+    /// the same reason (features/locks keys locks by it).
+    next_client: &'static AtomicU64,
     stop: watch::Receiver<bool>,
     sessions: Mutex<Vec<Arc<Session>>>,
     connections: AtomicU64,
@@ -512,8 +518,8 @@ impl Server {
                 pending: o.max_pending_handshakes as usize,
             }),
             max_fds: o.max_fds_per_client as usize,
-            next_fd: Arc::new(AtomicU64::new(1)),
-            next_client: AtomicU64::new(1),
+            next_fd: NEXT_FD.get_or_init(|| Arc::new(AtomicU64::new(1))).clone(),
+            next_client: &NEXT_CLIENT,
             stop: stop_rx,
             sessions: Mutex::new(Vec::new()),
             connections: AtomicU64::new(0),
