@@ -8,11 +8,14 @@
 //! does not end the listing: the same child is read on from the last entry dropped. Cookies
 //! carry the child and its own offset ([`crate::cookie`]), so a listing resumes after the
 //! last entry returned, on the child it came from: no entry twice, none skipped, whatever
-//! the page sizes.
+//! the page sizes. While one child's page is read, the next children's are read ahead
+//! ([`crate::ahead`]).
 
+use futures::future::join_all;
 use xlator_api::abi_stable::std_types::RVec;
 use xlator_api::{Ctx, DirEntry, Errno, Fd};
 
+use crate::ahead::{Asker, Page, WINDOW};
 use crate::shared::{Home, Shared, dirent_is_linkfile, first_error, strip_own, with_own_req};
 
 impl Shared {
@@ -56,6 +59,12 @@ impl Shared {
     ) -> Result<RVec<DirEntry>, Errno> {
         let (mut child, mut off) = crate::shared::lock(&self.cookies).decode(offset)?;
         let (rcx, caller) = with_own_req(cx);
+        let asker = Asker::of(cx);
+        let ahead = !fd.is_anonymous() && self.n() > 1;
+        if ahead && child == 0 && off == 0 {
+            // A listing from the start (or a rewind): nothing read before is used.
+            crate::shared::lock(&self.ahead).drop_fd(fd.id);
+        }
         loop {
             if child >= self.n() {
                 return Ok(RVec::new());
@@ -81,7 +90,23 @@ impl Shared {
                 }
                 Err(e) => return Err(e),
             }
-            let page = self.children[child].readdirp(&rcx, fd, off, size).await?;
+            let held = if ahead {
+                crate::shared::lock(&self.ahead).take(fd.id, child, off, size, &asker)
+            } else {
+                None
+            };
+            let page = match held {
+                Some(p) => p.entries,
+                None if ahead => {
+                    let (page, ()) = futures::future::join(
+                        self.children[child].readdirp(&rcx, fd, off, size),
+                        self.read_ahead(child, &rcx, fd, size, &asker),
+                    )
+                    .await;
+                    page?
+                }
+                None => self.children[child].readdirp(&rcx, fd, off, size).await?,
+            };
             let Some(last) = page.last().map(|e| e.next_offset) else {
                 child += 1;
                 off = 0;
@@ -117,6 +142,34 @@ impl Shared {
         }
     }
 
+    /// Reads ahead the pages the listing of `fd` will want next from the [`WINDOW`] children
+    /// after `child` ([`crate::ahead`]), all at once, and holds them.
+    async fn read_ahead(&self, child: usize, rcx: &Ctx, fd: Fd, size: u32, asker: &Asker) {
+        let wanted: Vec<(usize, u64)> = {
+            let held = crate::shared::lock(&self.ahead);
+            (child + 1..self.n().min(child + 1 + WINDOW))
+                .filter(|j| self.up.is_up(*j))
+                .filter_map(|j| held.wanted(fd.id, j).map(|from| (j, from)))
+                .collect()
+        };
+        let pages = join_all(wanted.into_iter().map(|(j, from)| async move {
+            self.ensure(j, rcx, fd).await.ok()?;
+            let entries = self.children[j].readdirp(rcx, fd, from, size).await.ok()?;
+            Some((j, from, entries))
+        }))
+        .await;
+        let mut held = crate::shared::lock(&self.ahead);
+        for (j, from, entries) in pages.into_iter().flatten() {
+            let page = Page {
+                from,
+                size,
+                asker: asker.clone(),
+                entries,
+            };
+            held.put(fd.id, self.n(), j, page);
+        }
+    }
+
     /// `op` on every child holding directory fd `fd` (every child for an unknown one).
     pub async fn on_dir_holders<F, Fut>(&self, fd: Fd, op: F) -> Result<(), Errno>
     where
@@ -146,6 +199,7 @@ impl Shared {
     }
 
     pub async fn releasedir(&self, cx: &Ctx, fd: Fd) -> Result<(), Errno> {
+        crate::shared::lock(&self.ahead).drop_fd(fd.id);
         let held = self
             .closed(fd)
             .map_or_else(|| vec![true; self.n()], |s| s.held);

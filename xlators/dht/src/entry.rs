@@ -307,33 +307,62 @@ impl Shared {
         }
     }
 
+    /// rmdir in two round trips: every other child's copy is removed while child 0's is
+    /// looked up (for its GFID, and its attributes should a copy have to be made again), then
+    /// child 0's. Child 0 keeps its copy until the others are gone: it lists the
+    /// subdirectories, and decides ENOTEMPTY for the files it holds. What the name is comes
+    /// from the children's own answers: ENOTDIR from the child holding a file of that name,
+    /// ENOENT from all when no child has it.
     pub async fn rmdir(&self, cx: &Ctx, loc: Loc) -> Result<Removed, Errno> {
         self.require_all_up()?;
-        let like = match self.resolve(cx, &loc).await?.found {
-            Some(Found::Dir { entry }) => entry,
-            Some(Found::File { .. }) => return Err(Errno::ENOTDIR),
-            None => return Err(Errno::ENOENT),
-        };
-        let gfid = like.attr.gfid;
-        let layout = self.layout_of(gfid).await.ok();
-        let others = join_all((1..self.n()).map(|i| {
-            let loc = loc.clone();
-            async move { self.rmdir_on(i, cx, loc, gfid).await }
-        }))
+        let (rcx, _) = crate::shared::with_own_req(cx);
+        let (first, others) = futures::future::join(
+            self.children[0].lookup(&rcx, loc.clone()),
+            join_all((1..self.n()).map(|i| {
+                let loc = loc.clone();
+                async move { self.rmdir_on(i, cx, loc).await }
+            })),
+        )
         .await;
-        let removed: Vec<usize> = others
+        let removed: Vec<(usize, Removed)> = others
             .iter()
             .enumerate()
-            .filter(|(_, r)| r.is_ok())
-            .map(|(k, _)| k + 1)
+            .filter_map(|(k, r)| r.as_ref().ok().map(|x| (k + 1, x.clone())))
             .collect();
         let errs: Vec<Errno> = others
             .into_iter()
             .filter_map(Result::err)
             .filter(|e| *e != Errno::ENOENT)
             .collect();
+        let like = match first {
+            Ok(e) if e.attr.is_dir() => e,
+            Ok(_) => return Err(Errno::ENOTDIR), // a file on child 0: nothing else was removed
+            // Child 0 has no copy (a damaged directory, or none at all): what the others said.
+            Err(Errno::ENOENT) => {
+                return match (errs.is_empty(), removed.into_iter().next()) {
+                    (true, Some((_, r))) => Ok(r),
+                    (true, None) => Err(Errno::ENOENT),
+                    (false, _) => Err(first_error(errs)),
+                };
+            }
+            Err(e) => {
+                if !removed.is_empty() {
+                    self.log(
+                        LogLevel::Warn,
+                        &format!(
+                            "rmdir {}/{}: child 0's lookup failed ({e}) after children {:?}                              removed their copies; the next lookup makes them again",
+                            loc.parent,
+                            loc.name,
+                            removed.iter().map(|r| r.0).collect::<Vec<_>>()
+                        ),
+                    );
+                }
+                return Err(e);
+            }
+        };
+        let gfid = like.attr.gfid;
         let result = if errs.is_empty() {
-            self.rmdir_on(0, cx, loc.clone(), gfid).await
+            self.rmdir_on(0, cx, loc.clone()).await
         } else {
             Err(first_error(errs))
         };
@@ -341,10 +370,15 @@ impl Shared {
             Ok(r) => {
                 self.forget_layout(gfid);
                 self.forget_home(gfid);
+                self.forget_dir_name(gfid);
                 Ok(r)
             }
             Err(e) => {
-                for i in removed {
+                // The slices the removed copies had: the cached layout (the directory was
+                // looked up or listed just before, as a rmdir's caller does), else none, and
+                // the next lookup repairs the layout.
+                let layout = self.cached_layout(gfid);
+                for (i, _) in removed {
                     let slice = layout.as_ref().and_then(|l| l.slice_of(i));
                     let _ = self.heal_dir_copy(i, &loc, &like.attr, slice).await;
                 }
@@ -353,13 +387,21 @@ impl Shared {
         }
     }
 
-    /// rmdir of child `i`'s copy of `dir`; when it is not empty only because of stale link
+    /// rmdir of child `i`'s copy of `loc`; when it is not empty only because of stale link
     /// files (to a child without the name: left by a crash between two steps), they are
     /// removed and the rmdir tried again.
-    async fn rmdir_on(&self, i: usize, cx: &Ctx, loc: Loc, dir: Gfid) -> Result<Removed, Errno> {
+    async fn rmdir_on(&self, i: usize, cx: &Ctx, loc: Loc) -> Result<Removed, Errno> {
         match self.children[i].rmdir(cx, loc.clone()).await {
-            Err(Errno::ENOTEMPTY) if self.clear_stale_links(i, dir).await => {
-                self.children[i].rmdir(cx, loc).await
+            Err(Errno::ENOTEMPTY) => {
+                let dir = match self.children[i].lookup(&Ctx::root(), loc.clone()).await {
+                    Ok(e) => e.attr.gfid,
+                    Err(_) => return Err(Errno::ENOTEMPTY),
+                };
+                if self.clear_stale_links(i, dir).await {
+                    self.children[i].rmdir(cx, loc).await
+                } else {
+                    Err(Errno::ENOTEMPTY)
+                }
             }
             r => r,
         }

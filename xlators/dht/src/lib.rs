@@ -1,5 +1,6 @@
 #![doc = include_str!("../README.md")]
 
+mod ahead;
 pub mod cookie;
 mod dir;
 mod entry;

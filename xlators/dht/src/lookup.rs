@@ -197,6 +197,18 @@ impl Shared {
             link: None,
             found: None,
         };
+        // A name last seen as a directory: asked of every child at once (a directory's lookup
+        // needs them all), unless that is no longer what it is.
+        if self.seen_dir(loc.parent, &loc.name) {
+            match self.dir_lookup(cx, loc, None).await {
+                Ok(found) => {
+                    out.found = Some(found);
+                    return Ok(out);
+                }
+                // Not a directory now (or no copy answered): the ordinary lookup decides.
+                Err(_) => self.unsee_dir(loc.parent, &loc.name),
+            }
+        }
         let mut skip = vec![h];
         match self.children[h].lookup(&rcx, loc.clone()).await {
             Ok(e) if e.attr.is_dir() => {

@@ -101,7 +101,12 @@ pub(crate) struct Shared {
     /// Directories' parent and name, from listings and lookups, for `fix-layout` (which
     /// heals missing copies and needs the name to make one).
     dir_names: Mutex<HashMap<Gfid, (Gfid, String)>>,
+    /// The other way round: which names are directories, so that their lookup asks every
+    /// child at once (one round trip, not the hashed child's and then the others').
+    dir_by_name: Mutex<HashMap<(Gfid, String), Gfid>>,
     pub cookies: Mutex<Cookies>,
+    /// Directory pages read ahead ([`crate::ahead`]).
+    pub ahead: Mutex<crate::ahead::Held>,
     /// Per child: when its free space was read, free bytes, total bytes.
     space: Mutex<Vec<Option<(Duration, u64, u64)>>>,
 }
@@ -128,7 +133,9 @@ impl Shared {
             fds: Mutex::new(HashMap::new()),
             move_checks: futures::lock::Mutex::new(()),
             dir_names: Mutex::new(HashMap::new()),
+            dir_by_name: Mutex::new(HashMap::new()),
             cookies: Mutex::new(Cookies::new(n)),
+            ahead: Mutex::new(crate::ahead::Held::default()),
             space: Mutex::new(vec![None; n]),
         }
     }
@@ -367,7 +374,35 @@ impl Shared {
         if m.len() >= CACHE_MAX * 4 {
             m.clear();
         }
-        m.insert(gfid, (parent, name.to_owned()));
+        if let Some(was) = m.insert(gfid, (parent, name.to_owned()))
+            && was != (parent, name.to_owned())
+        {
+            lock(&self.dir_by_name).remove(&was);
+        }
+        drop(m);
+        let mut r = lock(&self.dir_by_name);
+        if r.len() >= CACHE_MAX * 4 {
+            r.clear();
+        }
+        r.insert((parent, name.to_owned()), gfid);
+    }
+
+    /// Forgets directory `gfid`'s name (it was removed).
+    pub fn forget_dir_name(&self, gfid: Gfid) {
+        if let Some(was) = lock(&self.dir_names).remove(&gfid) {
+            lock(&self.dir_by_name).remove(&was);
+        }
+    }
+
+    /// Whether `name` in `parent` was a directory when last seen (a hint: it may have been
+    /// renamed or removed by another client since).
+    pub fn seen_dir(&self, parent: Gfid, name: &str) -> bool {
+        lock(&self.dir_by_name).contains_key(&(parent, name.to_owned()))
+    }
+
+    /// Forgets that `name` in `parent` is a directory (a lookup found otherwise).
+    pub fn unsee_dir(&self, parent: Gfid, name: &str) {
+        lock(&self.dir_by_name).remove(&(parent, name.to_owned()));
     }
 
     pub fn dir_name(&self, gfid: Gfid) -> Option<(Gfid, String)> {
@@ -389,6 +424,7 @@ impl Shared {
             }
         }
         lock(&self.space)[i] = None;
+        lock(&self.ahead).drop_child(i);
     }
 
     /// The child a file fd's fops go to, opened there again if its connection was lost since.

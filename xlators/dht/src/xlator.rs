@@ -220,6 +220,10 @@ impl<S: Spelling> Translator for DistributeAs<S> {
             .with("cached-layouts", layouts as u64)
             .with("cached-homes", homes as u64)
             .with(
+                "readdir-ahead-pages",
+                crate::shared::lock(&self.sh.ahead).len() as u64,
+            )
+            .with(
                 "indirect-cookies",
                 crate::shared::lock(&self.sh.cookies).indirect_held() as u64,
             )

@@ -1009,3 +1009,152 @@ async fn unlink_of_a_placed_file_is_one_call_and_a_link_file_is_never_taken_for_
         everywhere(&cluster, d, &b).await
     );
 }
+
+/// Fops each leaf got since the last call (the calls are forgotten).
+fn fops_since(cluster: &MockCluster) -> Vec<Vec<Fop>> {
+    (0..cluster.len())
+        .map(|i| {
+            cluster
+                .handle(i)
+                .take_calls()
+                .iter()
+                .map(|c| c.fop())
+                .collect()
+        })
+        .collect()
+}
+
+/// rmdir asks nothing before removing: the other children's rmdirs go out with child 0's
+/// lookup, then child 0's rmdir. A file of that name (on whichever child) is ENOTDIR and
+/// nothing is removed; no name anywhere is ENOENT.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rmdir_is_two_round_trips_and_names_come_from_the_children() {
+    let (cluster, top) = setup(3, &[]);
+    mkdir(&top, Gfid::ROOT, "d").await;
+    fops_since(&cluster);
+    // Child 0's lookup held: the others' rmdirs are sent anyway.
+    cluster.handle(0).hold(Fop::Lookup);
+    let rm = tokio::spawn({
+        let top = top.clone();
+        async move { top.rmdir(&root(), Loc::new(Gfid::ROOT, "d")).await }
+    });
+    for i in [1, 2] {
+        within_10s(
+            cluster.handle(i).wait_for(Fop::Rmdir, 1),
+            "rmdir sent with the lookup",
+        )
+        .await;
+    }
+    cluster.handle(0).open_gate(Fop::Lookup);
+    rm.await.expect("join").expect("rmdir");
+    assert_eq!(
+        fops_since(&cluster),
+        vec![
+            vec![Fop::Lookup, Fop::Rmdir],
+            vec![Fop::Rmdir],
+            vec![Fop::Rmdir]
+        ]
+    );
+    assert_eq!(
+        everywhere(&cluster, Gfid::ROOT, "d").await,
+        vec![Held::Nothing; 3]
+    );
+
+    for c in 0..3 {
+        let layout = leaf_layout(&cluster, Gfid::ROOT).await;
+        let name = name_on(&layout, "file", c);
+        let g = create_with(&top, Gfid::ROOT, &name, b"x").await;
+        assert_eq!(
+            top.rmdir(&root(), Loc::new(Gfid::ROOT, name.as_str()))
+                .await
+                .map(drop),
+            Err(Errno::ENOTDIR),
+            "a file on child {c}"
+        );
+        assert_eq!(read_all(&top, g).await, b"x");
+    }
+    assert_eq!(
+        top.rmdir(&root(), Loc::new(Gfid::ROOT, "none"))
+            .await
+            .map(drop),
+        Err(Errno::ENOENT)
+    );
+}
+
+/// A directory with no copy on child 0 (damaged) is still removed from the children that
+/// have it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rmdir_of_a_directory_missing_on_child_0_removes_the_other_copies() {
+    let (cluster, top) = setup(3, &[]);
+    mkdir(&top, Gfid::ROOT, "d").await;
+    cluster
+        .leaf(0)
+        .rmdir(&root(), Loc::new(Gfid::ROOT, "d"))
+        .await
+        .expect("leaf rmdir");
+    top.rmdir(&root(), Loc::new(Gfid::ROOT, "d"))
+        .await
+        .expect("rmdir");
+    assert_eq!(
+        everywhere(&cluster, Gfid::ROOT, "d").await,
+        vec![Held::Nothing; 3]
+    );
+}
+
+/// A name seen as a directory is looked up on every child at once (one round trip, not the
+/// hashed child's and then the others'); once another client made it a file, the lookup
+/// finds the file.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_name_seen_as_a_directory_is_looked_up_everywhere_at_once() {
+    let (cluster, top) = setup(3, &[]);
+    let d = mkdir(&top, Gfid::ROOT, "d").await;
+    lookup(&top, Gfid::ROOT, "d").await.expect("lookup");
+    lookups_since(&cluster);
+    for i in 0..3 {
+        cluster.handle(i).hold(Fop::Lookup);
+    }
+    let l = tokio::spawn({
+        let top = top.clone();
+        async move { lookup(&top, Gfid::ROOT, "d").await }
+    });
+    for i in 0..3 {
+        within_10s(
+            cluster.handle(i).wait_for(Fop::Lookup, 1),
+            "every lookup at once",
+        )
+        .await;
+    }
+    for i in 0..3 {
+        cluster.handle(i).open_gate(Fop::Lookup);
+    }
+    assert_eq!(l.await.expect("join").expect("lookup").attr.gfid, d);
+    assert_eq!(lookups_since(&cluster), vec![1; 3]);
+
+    let other = fresh(&cluster, &[]);
+    other
+        .rename(
+            &root(),
+            Loc::new(Gfid::ROOT, "d"),
+            Loc::new(Gfid::ROOT, "e"),
+            0,
+        )
+        .await
+        .expect("rename");
+    let f = create_with(&other, Gfid::ROOT, "d", b"now a file").await;
+    let e = lookup(&top, Gfid::ROOT, "d").await.expect("lookup");
+    assert_eq!((e.attr.gfid, e.attr.is_dir()), (f, false));
+    assert_eq!(
+        lookup(&top, Gfid::ROOT, "e")
+            .await
+            .expect("lookup")
+            .attr
+            .gfid,
+        d
+    );
+}
+
+async fn within_10s(f: impl Future<Output = ()>, what: &str) {
+    tokio::time::timeout(std::time::Duration::from_secs(10), f)
+        .await
+        .unwrap_or_else(|_| panic!("not within 10 s: {what}"));
+}

@@ -278,3 +278,168 @@ async fn a_child_without_a_copy_of_the_directory_lists_nothing_instead_of_failin
     let names: BTreeSet<String> = got.iter().map(|e| e.name.to_string()).collect();
     assert_eq!(names, want);
 }
+
+/// Readdirp calls each leaf got since the last call (the calls are forgotten).
+fn readdirps_since(cluster: &MockCluster) -> Vec<usize> {
+    (0..cluster.len())
+        .map(|i| {
+            cluster
+                .handle(i)
+                .take_calls()
+                .iter()
+                .filter(|c| c.fop() == xlator_api::Fop::Readdirp)
+                .count()
+        })
+        .collect()
+}
+
+/// A small directory over 4 children is listed in two waves of parallel requests: the first
+/// call reads every child's first page at once, the second every child's next (empty) page,
+/// and the rest of the listing is answered from what was read ahead. Before, each child's
+/// two pages were read one after another (8 round trips in a row).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_small_directory_over_four_children_is_read_in_two_parallel_waves() {
+    let (cluster, top) = setup(4, &[]);
+    let d = mkdir(&top, Gfid::ROOT, "d").await;
+    let layout = leaf_layout(&cluster, d).await;
+    let mut want = BTreeSet::new();
+    for c in 0..4 {
+        let name = common::name_on(&layout, &format!("f{c}-"), c);
+        create_with(&top, d, &name, b"").await;
+        want.insert(name);
+    }
+    let f = fd(next_fd_id(), d, libc::O_RDONLY);
+    top.opendir(&root(), f).await.expect("opendir");
+    readdirps_since(&cluster);
+
+    // The first page's requests are all in flight at once: child 0's page is held back and
+    // the other children are asked anyway.
+    for i in 0..4 {
+        cluster.handle(i).hold(xlator_api::Fop::Readdirp);
+    }
+    let first = tokio::spawn({
+        let top = top.clone();
+        async move { top.readdirp(&root(), f, 0, 64 << 10).await }
+    });
+    for i in 0..4 {
+        tokio::time::timeout(
+            std::time::Duration::from_secs(10),
+            cluster.handle(i).wait_for(xlator_api::Fop::Readdirp, 1),
+        )
+        .await
+        .unwrap_or_else(|_| panic!("child {i} not asked while child 0's page is held"));
+    }
+    for i in 0..4 {
+        cluster.handle(i).open_gate(xlator_api::Fop::Readdirp);
+    }
+    let page = first.await.expect("join").expect("readdirp");
+    assert_eq!(
+        readdirps_since(&cluster),
+        vec![1; 4],
+        "one wave: every child's first page"
+    );
+
+    let mut got: BTreeSet<String> = BTreeSet::new();
+    let mut off = page.last().expect("entries").next_offset;
+    got.extend(page.iter().map(|e| e.name.to_string()));
+    let mut calls = 1;
+    let mut waves = vec![];
+    loop {
+        let page = top
+            .readdirp(&root(), f, off, 64 << 10)
+            .await
+            .expect("readdirp");
+        calls += 1;
+        waves.push(readdirps_since(&cluster));
+        let Some(last) = page.last() else { break };
+        off = last.next_offset;
+        got.extend(page.iter().map(|e| e.name.to_string()));
+    }
+    top.releasedir(&root(), f).await.expect("releasedir");
+    got.retain(|n| n != "." && n != "..");
+    assert_eq!(got, want);
+    assert_eq!(calls, 5, "one page per child, then the end");
+    assert_eq!(
+        waves[0],
+        vec![1; 4],
+        "the second wave: every child's next page"
+    );
+    assert!(
+        waves[1..].iter().all(|w| w.iter().all(|n| *n == 0)),
+        "the rest from pages read ahead: {waves:?}"
+    );
+}
+
+/// A listing from the start again (a rewind) does not use the pages read ahead before: a name
+/// removed since does not show, one made since does; and a held page is never used for another caller.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rewind_and_another_caller_are_not_answered_from_pages_read_ahead() {
+    let (cluster, top) = setup(4, &[]);
+    let d = mkdir(&top, Gfid::ROOT, "d").await;
+    let layout = leaf_layout(&cluster, d).await;
+    // A name on every child, so that each child's listing has a page.
+    let mut want = BTreeSet::new();
+    for c in 0..4 {
+        let a = common::name_on(&layout, "a", c);
+        create_with(&top, d, &a, b"").await;
+        want.insert(a);
+    }
+    let f = fd(next_fd_id(), d, libc::O_RDONLY);
+    top.opendir(&root(), f).await.expect("opendir");
+    let names = async |cx: &Ctx| {
+        let mut out = BTreeSet::new();
+        let mut off = 0;
+        loop {
+            let page = top.readdirp(cx, f, off, 64 << 10).await.expect("readdirp");
+            let Some(last) = page.last() else { break };
+            off = last.next_offset;
+            out.extend(
+                page.iter()
+                    .map(|e| e.name.to_string())
+                    .filter(|n| n != "." && n != ".."),
+            );
+        }
+        out
+    };
+    // Only the first page: the later children's pages are now held.
+    top.readdirp(&root(), f, 0, 64 << 10)
+        .await
+        .expect("readdirp");
+    // Child 3's first page is held; its name goes, and a new one comes.
+    let gone = common::name_on(&layout, "a", 3);
+    top.unlink(&root(), Loc::new(d, gone.as_str()))
+        .await
+        .expect("unlink");
+    want.remove(&gone);
+    let b = common::name_on(&layout, "b", 3);
+    create_with(&top, d, &b, b"").await;
+    want.insert(b);
+    assert_eq!(
+        names(&root()).await,
+        want,
+        "a listing from the start is fresh"
+    );
+
+    // Pages read ahead for root; another user goes on with the listing: read again for them.
+    let page = top
+        .readdirp(&root(), f, 0, 64 << 10)
+        .await
+        .expect("readdirp");
+    readdirps_since(&cluster);
+    let user = Ctx::builder(1000, 1000).build();
+    let mut off = page.last().expect("entries").next_offset;
+    loop {
+        let page = top
+            .readdirp(&user, f, off, 64 << 10)
+            .await
+            .expect("readdirp");
+        let Some(last) = page.last() else { break };
+        off = last.next_offset;
+    }
+    let calls = readdirps_since(&cluster);
+    assert!(
+        calls[1..].iter().all(|n| *n >= 2),
+        "children 1-3 read again for the user, not only ahead: {calls:?}"
+    );
+    top.releasedir(&root(), f).await.expect("releasedir");
+}
