@@ -327,7 +327,7 @@ impl Shared {
         let removed: Vec<(usize, Removed)> = others
             .iter()
             .enumerate()
-            .filter_map(|(k, r)| r.as_ref().ok().map(|x| (k + 1, x.clone())))
+            .filter_map(|(k, r)| r.as_ref().ok().map(|x| (k + 1, *x)))
             .collect();
         let errs: Vec<Errno> = others
             .into_iter()
