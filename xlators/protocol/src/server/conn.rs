@@ -18,7 +18,7 @@ use xlator_api::{BackingWanted, ClientId, Errno, Fop, FopAttrs, PipePayloadOk};
 
 use super::Shared;
 use super::identity::{self, Peer};
-use super::limits::Slot;
+use super::limits::{Slot, Throttle};
 use super::session::Session;
 use super::stuck::{self, Running as Requests};
 use crate::wire::spin::Backoff;
@@ -54,6 +54,26 @@ fn set_send_buffer(sock: &tokio::net::UnixStream, size: u64) -> std::io::Result<
     set(libc::SO_SNDBUFFORCE).or_else(|_| set(libc::SO_SNDBUF))
 }
 
+impl Shared {
+    /// Counts a connection refused (told why, or closed for what it sent) and logs why, at
+    /// most once a second ([`Throttle`]): a flood of bad clients does not flood the log.
+    pub(super) fn refused_because(&self, why: std::fmt::Arguments<'_>) {
+        self.refused.fetch_add(1, Ordering::Relaxed);
+        if let Some(n) = self.refused_log.admit() {
+            tracing::warn!("{}: {why}{}", self.name, Throttle::more(n, "refused"));
+        }
+    }
+
+    /// Counts a connection dropped (gone quiet, or broken) and logs why, like
+    /// [`Shared::refused_because`].
+    pub(super) fn dropped_because(&self, why: std::fmt::Arguments<'_>) {
+        self.dropped.fetch_add(1, Ordering::Relaxed);
+        if let Some(n) = self.dropped_log.admit() {
+            tracing::warn!("{}: {why}{}", self.name, Throttle::more(n, "dropped"));
+        }
+    }
+}
+
 /// Serves one accepted socket until it closes.
 /// `slot` is its place under the connection bounds (`limits`), given back when it ends.
 pub async fn serve(shared: Arc<Shared>, sock: Stream, peer: SocketAddr, mut slot: Slot) {
@@ -68,24 +88,21 @@ pub async fn serve(shared: Arc<Shared>, sock: Stream, peer: SocketAddr, mut slot
             let s = match s {
                 Ok(Ok(s)) => s,
                 Ok(Err(e)) => {
-                    shared.refused.fetch_add(1, Ordering::Relaxed);
-                    tracing::warn!("{}: refused {peer}: TLS handshake failed: {e}", shared.name);
+                    shared
+                        .refused_because(format_args!("refused {peer}: TLS handshake failed: {e}"));
                     return;
                 }
                 Err(_) => {
-                    shared.dropped.fetch_add(1, Ordering::Relaxed);
-                    tracing::warn!(
-                        "{}: dropping {peer}: no TLS handshake within {:?}",
-                        shared.name,
+                    shared.dropped_because(format_args!(
+                        "dropping {peer}: no TLS handshake within {:?}",
                         shared.handshake_timeout
-                    );
+                    ));
                     return;
                 }
             };
             let (io, conn) = s.into_inner();
             if let Err(why) = tls.allows(conn.peer_certificates().and_then(|c| c.first())) {
-                shared.refused.fetch_add(1, Ordering::Relaxed);
-                tracing::warn!("{}: refused {peer}: {why}", shared.name);
+                shared.refused_because(format_args!("refused {peer}: {why}"));
                 let mut w = Stream::Tls(crate::wire::tls::TlsIo::new(io, conn))
                     .into_split()
                     .1;
@@ -104,12 +121,10 @@ pub async fn serve(shared: Arc<Shared>, sock: Stream, peer: SocketAddr, mut slot
         Stream::Unix(u) => match Peer::of_unix(std::os::fd::AsFd::as_fd(u)) {
             Ok(p) => p,
             Err(e) => {
-                shared.dropped.fetch_add(1, Ordering::Relaxed);
-                tracing::warn!(
-                    "{}: dropping a connection on the Unix socket: the kernel does not say \
-                     who its peer is ({e})",
-                    shared.name
-                );
+                shared.dropped_because(format_args!(
+                    "dropping a connection on the Unix socket: the kernel does not say \
+                     who its peer is ({e})"
+                ));
                 return;
             }
         },
@@ -162,20 +177,16 @@ pub async fn serve(shared: Arc<Shared>, sock: Stream, peer: SocketAddr, mut slot
             return;
         }
         Ok(Err(e)) => {
-            shared.dropped.fetch_add(1, Ordering::Relaxed);
-            tracing::warn!(
-                "{}: dropping connection from {peer} before handshake: {e}",
-                shared.name
-            );
+            shared.dropped_because(format_args!(
+                "dropping connection from {peer} before handshake: {e}"
+            ));
             return;
         }
         Err(_) => {
-            shared.dropped.fetch_add(1, Ordering::Relaxed);
-            tracing::warn!(
-                "{}: dropping connection from {peer}: no handshake within {:?}",
-                shared.name,
+            shared.dropped_because(format_args!(
+                "dropping connection from {peer}: no handshake within {:?}",
                 shared.handshake_timeout
-            );
+            ));
             return;
         }
     };
@@ -183,13 +194,12 @@ pub async fn serve(shared: Arc<Shared>, sock: Stream, peer: SocketAddr, mut slot
     // answered with its refusal below).
     let (volume, nonce, checked) = match &first {
         First::OtherVersion(v) => {
-            shared.refused.fetch_add(1, Ordering::Relaxed);
             let reason = format!(
                 "client speaks protocol version {v}, this brick speaks {}: run the same xlfs \
                  release on clients and bricks",
                 wire::PROTOCOL_VERSION
             );
-            tracing::warn!("{}: refused {peer}: {reason}", shared.name);
+            shared.refused_because(format_args!("refused {peer}: {reason}"));
             refuse(&mut w, reason).await;
             return;
         }
@@ -214,27 +224,22 @@ pub async fn serve(shared: Arc<Shared>, sock: Stream, peer: SocketAddr, mut slot
                 }
             }
             Ok(Err(Challenged::Refuse(reason))) => {
-                shared.refused.fetch_add(1, Ordering::Relaxed);
-                tracing::warn!("{}: refused {peer}: {reason}", shared.name);
+                shared.refused_because(format_args!("refused {peer}: {reason}"));
                 refuse(&mut w, reason).await;
                 return;
             }
             Ok(Err(Challenged::Gone(why))) => {
-                shared.refused.fetch_add(1, Ordering::Relaxed);
-                tracing::warn!(
-                    "{}: {peer} did not answer the secret's challenge ({why}): a client \
-                     without the volume's secret, or with another one",
-                    shared.name
-                );
+                shared.refused_because(format_args!(
+                    "{peer} did not answer the secret's challenge ({why}): a client \
+                     without the volume's secret, or with another one"
+                ));
                 return;
             }
             Err(_) => {
-                shared.dropped.fetch_add(1, Ordering::Relaxed);
-                tracing::warn!(
-                    "{}: dropping {peer}: no answer to the secret's challenge within {:?}",
-                    shared.name,
+                shared.dropped_because(format_args!(
+                    "dropping {peer}: no answer to the secret's challenge within {:?}",
                     shared.handshake_timeout
-                );
+                ));
                 return;
             }
         }
@@ -248,12 +253,10 @@ pub async fn serve(shared: Arc<Shared>, sock: Stream, peer: SocketAddr, mut slot
     let welcome = match shared.admit(&hello, peer) {
         Ok(w) => w,
         Err(reason) => {
-            shared.refused.fetch_add(1, Ordering::Relaxed);
-            tracing::warn!(
-                "{}: refused client {:?} from {peer}: {reason}",
-                shared.name,
+            shared.refused_because(format_args!(
+                "refused client {:?} from {peer}: {reason}",
                 hello.client
-            );
+            ));
             refuse(&mut w, reason).await;
             return;
         }
@@ -323,12 +326,10 @@ pub async fn serve(shared: Arc<Shared>, sock: Stream, peer: SocketAddr, mut slot
             tracing::info!("{}: client {:?} ({peer}) {why}", shared.name, hello.client);
         }
         Err(e) => {
-            shared.dropped.fetch_add(1, Ordering::Relaxed);
-            tracing::warn!(
-                "{}: dropping connection of client {:?} ({peer}): {e}",
-                shared.name,
+            shared.dropped_because(format_args!(
+                "dropping connection of client {:?} ({peer}): {e}",
                 hello.client
-            );
+            ));
         }
     }
     // Close the socket now; replies still being computed are discarded. Waiting lock
@@ -501,13 +502,10 @@ async fn serve_volfile(
             })
         }
         Err(reason) => {
-            shared.refused.fetch_add(1, Ordering::Relaxed);
-            tracing::warn!(
-                "{}: refused the volfile of {:?} to {:?} ({peer}): {reason}",
-                shared.name,
-                req.volume,
-                req.client
-            );
+            shared.refused_because(format_args!(
+                "refused the volfile of {:?} to {:?} ({peer}): {reason}",
+                req.volume, req.client
+            ));
             ServerMsg::Refused(reason)
         }
     };

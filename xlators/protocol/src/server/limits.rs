@@ -68,17 +68,58 @@ impl Evict {
     }
 }
 
-/// Refusals since the last log line, and when that was.
-struct LogState {
+/// At most one log line a second of one kind: a flood of refused or broken connections
+/// must not flood the log too. What was left unlogged is counted and said in the next line.
+#[derive(Default)]
+pub struct Throttle {
+    state: Mutex<ThrottleState>,
+}
+
+#[derive(Default)]
+struct ThrottleState {
     last: Option<Instant>,
     suppressed: u64,
+}
+
+impl Throttle {
+    /// Whether a line should be logged now; `Some(n)`: log it, with `n` lines left unlogged
+    /// since the previous one.
+    pub fn admit(&self) -> Option<u64> {
+        let mut l = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        let now = Instant::now();
+        match l.last {
+            Some(t) if now.duration_since(t) < LOG_EVERY => {
+                l.suppressed += 1;
+                None
+            }
+            _ => {
+                l.last = Some(now);
+                Some(std::mem::take(&mut l.suppressed))
+            }
+        }
+    }
+
+    /// `" (N more ... since the last such line)"` for [`Throttle::admit`]'s count, or nothing.
+    pub fn more(suppressed: u64, what: &str) -> String {
+        if suppressed > 0 {
+            format!(" ({suppressed} more {what} since the last such line)")
+        } else {
+            String::new()
+        }
+    }
+
+    #[cfg(test)]
+    fn age(&self, by: Duration) {
+        let mut l = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        l.last = l.last.map(|t| t - by);
+    }
 }
 
 /// See the module documentation.
 pub struct Limits {
     bounds: Bounds,
     counts: Mutex<Counts>,
-    log: Mutex<LogState>,
+    log: Throttle,
 }
 
 /// A connection admitted under the bounds; dropping it gives its place back.
@@ -98,10 +139,7 @@ impl Limits {
         Arc::new(Limits {
             bounds,
             counts: Mutex::new(Counts::default()),
-            log: Mutex::new(LogState {
-                last: None,
-                suppressed: 0,
-            }),
+            log: Throttle::default(),
         })
     }
 
@@ -173,21 +211,9 @@ impl Limits {
         })
     }
 
-    /// Whether a refusal should be logged now; `Some(n)`: log it, with `n` refusals left
-    /// unlogged since the previous line.
+    /// Whether a refusal should be logged now ([`Throttle::admit`]).
     pub fn should_log(&self) -> Option<u64> {
-        let mut l = self.log.lock().unwrap_or_else(PoisonError::into_inner);
-        let now = Instant::now();
-        match l.last {
-            Some(t) if now.duration_since(t) < LOG_EVERY => {
-                l.suppressed += 1;
-                None
-            }
-            _ => {
-                l.last = Some(now);
-                Some(std::mem::take(&mut l.suppressed))
-            }
-        }
+        self.log.admit()
     }
 
     /// (connections, connections that have not completed the handshake) for the dump.
@@ -327,7 +353,7 @@ mod tests {
         assert_eq!(l.should_log(), Some(0));
         assert_eq!(l.should_log(), None);
         assert_eq!(l.should_log(), None);
-        l.log.lock().expect("lock").last = Some(Instant::now() - LOG_EVERY);
+        l.log.age(LOG_EVERY);
         assert_eq!(l.should_log(), Some(2));
     }
 }

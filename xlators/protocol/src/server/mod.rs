@@ -121,6 +121,9 @@ struct Shared {
     accepted: AtomicU64,
     refused: AtomicU64,
     dropped: AtomicU64,
+    /// Log lines about refused and dropped connections ([`Shared::refused_because`]).
+    refused_log: limits::Throttle,
+    dropped_log: limits::Throttle,
     /// Connections closed at accept for being over a bound of [`limits`].
     over_limit: AtomicU64,
     volfiles_served: AtomicU64,
@@ -405,11 +408,7 @@ async fn accept_loop(shared: Arc<Shared>, listener: Listener) {
 fn refuse_over_limit(shared: &Shared, sock: Stream, peer: SocketAddr, why: &str) {
     shared.over_limit.fetch_add(1, Ordering::Relaxed);
     if let Some(suppressed) = shared.limits.should_log() {
-        let more = if suppressed > 0 {
-            format!(" ({suppressed} more refused since the last such line)")
-        } else {
-            String::new()
-        };
+        let more = limits::Throttle::more(suppressed, "refused");
         tracing::warn!(
             "{}: closed a new connection from {peer}: {why}{more}; raise the option if this \
              load is expected",
@@ -526,6 +525,8 @@ impl Server {
             accepted: AtomicU64::new(0),
             refused: AtomicU64::new(0),
             dropped: AtomicU64::new(0),
+            refused_log: limits::Throttle::default(),
+            dropped_log: limits::Throttle::default(),
             over_limit: AtomicU64::new(0),
             volfiles_served: AtomicU64::new(0),
         });
