@@ -71,8 +71,9 @@ pub(crate) struct Held {
 }
 
 impl Held {
-    /// The held page answering (`child`, `from`, `size`, `asker`), taken out; on a miss the
-    /// child's held pages are dropped (the listing went elsewhere).
+    /// The held page answering (`child`, `from`, `size`, `asker`), taken out (an empty one,
+    /// the child's end, is kept); on a miss the child's held pages are dropped (the listing
+    /// went elsewhere).
     pub fn take(
         &mut self,
         fd: FdId,
@@ -83,7 +84,15 @@ impl Held {
     ) -> Option<Page> {
         let q = self.fds.get_mut(&fd)?.get_mut(child)?;
         match q.front() {
-            Some(p) if p.from == from && p.size <= size && p.asker == *asker => q.pop_front(),
+            // An empty page (the child's end) stays: the call after a listing's last entries
+            // asks for it again.
+            Some(p) if p.from == from && p.size <= size && p.asker == *asker => {
+                if p.entries.is_empty() {
+                    Some(p.clone())
+                } else {
+                    q.pop_front()
+                }
+            }
             Some(_) => {
                 q.clear();
                 None
@@ -199,7 +208,8 @@ mod tests {
         assert_eq!(p.next(), Some(8));
         let p = h.take(fd, 1, 8, 4096, &me).expect("second");
         assert_eq!(p.next(), None);
-        assert_eq!(h.wanted(fd, 1), Some(0));
+        assert!(h.take(fd, 1, 8, 4096, &me).is_some(), "the end stays");
+        assert_eq!(h.wanted(fd, 1), None, "nothing after the end");
     }
 
     #[test]

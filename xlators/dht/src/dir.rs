@@ -18,6 +18,15 @@ use xlator_api::{Ctx, DirEntry, Errno, Fd};
 use crate::ahead::{Asker, Page, WINDOW};
 use crate::shared::{Home, Shared, dirent_is_linkfile, first_error, strip_own, with_own_req};
 
+/// Reads from the children one call may wait for when it already has entries to return.
+const MAX_WAVES: usize = 2;
+
+/// Bytes one entry costs against a `readdirp` size (FUSE's direntplus: 152 + the padded
+/// name), as storage/posix counts them.
+fn entry_cost(name_len: usize) -> usize {
+    152 + name_len.div_ceil(8) * 8
+}
+
 impl Shared {
     pub async fn opendir(&self, cx: &Ctx, fd: Fd) -> Result<(), Errno> {
         if let Home::File(c) = self.home(cx, fd.gfid).await? {
@@ -65,9 +74,18 @@ impl Shared {
             // A listing from the start (or a rewind): nothing read before is used.
             crate::shared::lock(&self.ahead).drop_fd(fd.id);
         }
+        // With pages read ahead, one reply takes entries from as many pages as fit in `size`
+        // (counted as FUSE's direntplus does), reading from the children at most `MAX_WAVES`
+        // times: a small directory comes back whole in one call (the kernel asks readdirplus
+        // only for a listing's first call, so entries left for later calls cost it a lookup
+        // each). Without them, one page per call.
+        let budget = (size as usize).max(entry_cost(255));
+        let mut out = RVec::new();
+        let mut used = 0;
+        let mut waves = 0;
         loop {
             if child >= self.n() {
-                return Ok(RVec::new());
+                return Ok(out);
             }
             // A child down is left out (its files cannot be reached anyway); one back since
             // the opendir gets the fd opened again by `ensure`.
@@ -97,7 +115,9 @@ impl Shared {
             };
             let page = match held {
                 Some(p) => p.entries,
+                None if !out.is_empty() && (!ahead || waves >= MAX_WAVES) => return Ok(out),
                 None if ahead => {
+                    waves += 1;
                     let (page, ()) = futures::future::join(
                         self.children[child].readdirp(&rcx, fd, off, size),
                         self.read_ahead(child, &rcx, fd, size, &asker),
@@ -112,30 +132,33 @@ impl Shared {
                 off = 0;
                 continue;
             };
-            let mut out = RVec::new();
             {
                 let mut cookies = crate::shared::lock(&self.cookies);
                 for mut e in page {
                     if dirent_is_linkfile(&e) || (child != 0 && e.attr.is_dir()) {
                         continue;
                     }
+                    let cost = entry_cost(e.name.len());
+                    if used + cost > budget && !out.is_empty() {
+                        // Full: the next call resumes after the last entry returned.
+                        return Ok(out);
+                    }
+                    used += cost;
                     e.next_offset = cookies.encode(child, e.next_offset);
                     strip_own(&mut e.xattrs, caller.as_ref());
+                    let h = if e.attr.is_dir() {
+                        if e.name != "." && e.name != ".." {
+                            self.remember_dir_name(e.attr.gfid, fd.gfid, &e.name);
+                        }
+                        Home::Dir
+                    } else {
+                        Home::File(child)
+                    };
+                    self.remember_home(e.attr.gfid, h);
                     out.push(e);
                 }
             }
-            for e in out.iter() {
-                let h = if e.attr.is_dir() {
-                    if e.name != "." && e.name != ".." {
-                        self.remember_dir_name(e.attr.gfid, fd.gfid, &e.name);
-                    }
-                    Home::Dir
-                } else {
-                    Home::File(child)
-                };
-                self.remember_home(e.attr.gfid, h);
-            }
-            if !out.is_empty() {
+            if !out.is_empty() && !ahead {
                 return Ok(out);
             }
             off = last;

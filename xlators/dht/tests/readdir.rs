@@ -293,12 +293,13 @@ fn readdirps_since(cluster: &MockCluster) -> Vec<usize> {
         .collect()
 }
 
-/// A small directory over 4 children is listed in two waves of parallel requests: the first
-/// call reads every child's first page at once, the second every child's next (empty) page,
-/// and the rest of the listing is answered from what was read ahead. Before, each child's
-/// two pages were read one after another (8 round trips in a row).
+/// A small directory over 4 children comes back whole from the first call, in two waves of
+/// parallel requests: every child's first page at once, then every child's next (empty) page;
+/// the call after it answers the end from what was read ahead. Before, each child's two pages
+/// were read one after another (8 round trips in a row, 5 calls), and entries after the first
+/// call's cost the kernel a lookup each (it asks readdirplus only for a listing's first call).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_small_directory_over_four_children_is_read_in_two_parallel_waves() {
+async fn a_small_directory_over_four_children_comes_whole_in_one_call_of_two_parallel_waves() {
     let (cluster, top) = setup(4, &[]);
     let d = mkdir(&top, Gfid::ROOT, "d").await;
     let layout = leaf_layout(&cluster, d).await;
@@ -319,7 +320,7 @@ async fn a_small_directory_over_four_children_is_read_in_two_parallel_waves() {
     }
     let first = tokio::spawn({
         let top = top.clone();
-        async move { top.readdirp(&root(), f, 0, 64 << 10).await }
+        async move { top.readdirp(&root(), f, 0, 4096).await }
     });
     for i in 0..4 {
         tokio::time::timeout(
@@ -335,62 +336,53 @@ async fn a_small_directory_over_four_children_is_read_in_two_parallel_waves() {
     let page = first.await.expect("join").expect("readdirp");
     assert_eq!(
         readdirps_since(&cluster),
-        vec![1; 4],
-        "one wave: every child's first page"
+        vec![2; 4],
+        "two waves: every child's first page, then every child's next"
     );
-
-    let mut got: BTreeSet<String> = BTreeSet::new();
-    let mut off = page.last().expect("entries").next_offset;
-    got.extend(page.iter().map(|e| e.name.to_string()));
-    let mut calls = 1;
-    let mut waves = vec![];
-    loop {
-        let page = top
-            .readdirp(&root(), f, off, 64 << 10)
-            .await
-            .expect("readdirp");
-        calls += 1;
-        waves.push(readdirps_since(&cluster));
-        let Some(last) = page.last() else { break };
-        off = last.next_offset;
-        got.extend(page.iter().map(|e| e.name.to_string()));
-    }
-    top.releasedir(&root(), f).await.expect("releasedir");
-    got.retain(|n| n != "." && n != "..");
-    assert_eq!(got, want);
-    assert_eq!(calls, 5, "one page per child, then the end");
+    let got: BTreeSet<String> = page
+        .iter()
+        .map(|e| e.name.to_string())
+        .filter(|n| n != "." && n != "..")
+        .collect();
+    assert_eq!(got, want, "the whole directory in the first call");
+    let off = page.last().expect("entries").next_offset;
+    let end = top.readdirp(&root(), f, off, 4096).await.expect("readdirp");
+    assert!(end.is_empty());
     assert_eq!(
-        waves[0],
-        vec![1; 4],
-        "the second wave: every child's next page"
+        readdirps_since(&cluster),
+        vec![0; 4],
+        "the end was read ahead"
     );
-    assert!(
-        waves[1..].iter().all(|w| w.iter().all(|n| *n == 0)),
-        "the rest from pages read ahead: {waves:?}"
-    );
+    top.releasedir(&root(), f).await.expect("releasedir");
 }
 
 /// A listing from the start again (a rewind) does not use the pages read ahead before: a name
-/// removed since does not show, one made since does; and a held page is never used for another caller.
+/// removed since does not show, one made since does; and a held page is never used for another
+/// caller.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_rewind_and_another_caller_are_not_answered_from_pages_read_ahead() {
     let (cluster, top) = setup(4, &[]);
     let d = mkdir(&top, Gfid::ROOT, "d").await;
     let layout = leaf_layout(&cluster, d).await;
-    // A name on every child, so that each child's listing has a page.
+    // 40 names on child 0 (more than one small page), one on every other child.
     let mut want = BTreeSet::new();
-    for c in 0..4 {
+    for k in 0..40 {
+        let a = common::name_on(&layout, &format!("z{k}-"), 0);
+        create_with(&top, d, &a, b"").await;
+        want.insert(a);
+    }
+    for c in 1..4 {
         let a = common::name_on(&layout, "a", c);
         create_with(&top, d, &a, b"").await;
         want.insert(a);
     }
     let f = fd(next_fd_id(), d, libc::O_RDONLY);
     top.opendir(&root(), f).await.expect("opendir");
-    let names = async |cx: &Ctx| {
+    let names = async |cx: &Ctx, size: u32| {
         let mut out = BTreeSet::new();
         let mut off = 0;
         loop {
-            let page = top.readdirp(cx, f, off, 64 << 10).await.expect("readdirp");
+            let page = top.readdirp(cx, f, off, size).await.expect("readdirp");
             let Some(last) = page.last() else { break };
             off = last.next_offset;
             out.extend(
@@ -401,11 +393,9 @@ async fn a_rewind_and_another_caller_are_not_answered_from_pages_read_ahead() {
         }
         out
     };
-    // Only the first page: the later children's pages are now held.
-    top.readdirp(&root(), f, 0, 64 << 10)
-        .await
-        .expect("readdirp");
-    // Child 3's first page is held; its name goes, and a new one comes.
+    // A first call that child 0's page fills: the other children's first pages are held.
+    top.readdirp(&root(), f, 0, 2000).await.expect("readdirp");
+    // Child 3's held page is stale now: its name goes, and a new one comes.
     let gone = common::name_on(&layout, "a", 3);
     top.unlink(&root(), Loc::new(d, gone.as_str()))
         .await
@@ -415,24 +405,18 @@ async fn a_rewind_and_another_caller_are_not_answered_from_pages_read_ahead() {
     create_with(&top, d, &b, b"").await;
     want.insert(b);
     assert_eq!(
-        names(&root()).await,
+        names(&root(), 2000).await,
         want,
         "a listing from the start is fresh"
     );
 
     // Pages read ahead for root; another user goes on with the listing: read again for them.
-    let page = top
-        .readdirp(&root(), f, 0, 64 << 10)
-        .await
-        .expect("readdirp");
+    let page = top.readdirp(&root(), f, 0, 2000).await.expect("readdirp");
     readdirps_since(&cluster);
     let user = Ctx::builder(1000, 1000).build();
     let mut off = page.last().expect("entries").next_offset;
     loop {
-        let page = top
-            .readdirp(&user, f, off, 64 << 10)
-            .await
-            .expect("readdirp");
+        let page = top.readdirp(&user, f, off, 2000).await.expect("readdirp");
         let Some(last) = page.last() else { break };
         off = last.next_offset;
     }

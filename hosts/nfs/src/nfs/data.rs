@@ -4,7 +4,9 @@
 //! UNSTABLE writes are sent as plain `writev`s, so performance/write-behind (when the graph has
 //! it) may cache them; DATA_SYNC and FILE_SYNC writes are followed by an `fsync` before the
 //! reply, and COMMIT is an `fsync`. The write verifier changes with every server start, so a
-//! client resends what an earlier instance acknowledged but may not have written.
+//! client resends what an earlier instance acknowledged but may not have written, and when an
+//! fsync fails with EIO (a brick whose machine restarted lost writes it had acknowledged:
+//! [`Nfs::sync`]), so that clients send those writes again instead of losing them.
 
 use nfs3_types::nfs3::{
     COMMIT3args, COMMIT3res, COMMIT3resfail, COMMIT3resok, Nfs3Result, READ3args, READ3res,
@@ -98,7 +100,7 @@ impl Nfs {
         };
         if args.stable != stable_how::UNSTABLE {
             let datasync = args.stable == stable_how::DATA_SYNC;
-            if let Err(e) = g.top().fsync(cx, fd, datasync).await {
+            if let Err(e) = self.sync(&g, cx, gfid, datasync).await {
                 return fail(io_status(e));
             }
         }
@@ -116,8 +118,35 @@ impl Nfs {
             file_wcc: wcc(None, after.as_ref(), self.fsid),
             count: written.min(u64::from(u32::MAX)) as u32,
             committed: args.stable,
-            verf: self.write_verf,
+            verf: self.write_verf(),
         })
+    }
+
+    /// An fsync of `gfid`. One failing with EIO may mean that a brick lost writes it had
+    /// acknowledged (its machine restarted before they were synced: protocol/client reports
+    /// that once per file): the clients get a new write verifier, so that they send their
+    /// uncommitted writes again, and the fsync is tried once more. The reply carries the new
+    /// verifier. A second EIO is the answer.
+    async fn sync(
+        &self,
+        g: &xlfs_core::graph::Graph,
+        cx: &Ctx,
+        gfid: xlator_api::Gfid,
+        datasync: bool,
+    ) -> Result<(), Errno> {
+        let fd = Fd::anonymous(gfid, libc::O_WRONLY);
+        match g.top().fsync(cx, fd, datasync).await {
+            Err(Errno::EIO) => {
+                self.renew_write_verf();
+                tracing::warn!(
+                    %gfid,
+                    "fsync failed with EIO (a brick may have lost acknowledged writes): new \
+                     write verifier, clients send their uncommitted writes again"
+                );
+                g.top().fsync(cx, fd, datasync).await
+            }
+            r => r,
+        }
     }
 
     /// COMMIT: the whole file is made durable (`fsync` has no range), which covers any range
@@ -135,15 +164,12 @@ impl Nfs {
             }
         };
         let g = self.graph();
-        let r = g
-            .top()
-            .fsync(cx, Fd::anonymous(gfid, libc::O_WRONLY), false)
-            .await;
+        let r = self.sync(&g, cx, gfid, false).await;
         let after = self.attrs(&g, cx, gfid).await;
         match r {
             Ok(()) => Nfs3Result::Ok(COMMIT3resok {
                 file_wcc: wcc(None, after.as_ref(), self.fsid),
-                verf: self.write_verf,
+                verf: self.write_verf(),
             }),
             Err(e) => Nfs3Result::Err((
                 io_status(e),

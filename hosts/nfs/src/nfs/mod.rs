@@ -41,8 +41,9 @@ pub struct Nfs {
     codec: HandleCodec,
     fsid: u64,
     /// Changes with every start of the server, so clients resend UNSTABLE writes the previous
-    /// instance may have lost (RFC 1813 §3.3.7).
-    write_verf: writeverf3,
+    /// instance may have lost (RFC 1813 §3.3.7), and whenever a brick lost writes it had
+    /// acknowledged (its machine restarted: an fsync fails with EIO, see `data.rs`).
+    write_verf: AtomicU64,
     /// Readdir cookies are the translators' `readdirp` offsets, which stay valid across
     /// directory changes and restarts: the verifier only names the volume.
     cookie_verf: cookieverf3,
@@ -57,11 +58,22 @@ impl Nfs {
             volume,
             codec,
             fsid: id.as_u64(),
-            write_verf: writeverf3(boot),
+            write_verf: AtomicU64::new(u64::from_be_bytes(boot)),
             cookie_verf: cookieverf3(id.0),
             // High bit set: never collides with ids a graph translator might mint for itself.
             next_fd: AtomicU64::new(1 << 63),
         }
+    }
+
+    /// The write verifier now.
+    fn write_verf(&self) -> writeverf3 {
+        writeverf3(self.write_verf.load(Ordering::Relaxed).to_be_bytes())
+    }
+
+    /// Gives clients a new write verifier: they send again every UNSTABLE write not yet
+    /// committed.
+    fn renew_write_verf(&self) {
+        self.write_verf.fetch_add(1, Ordering::Relaxed);
     }
 
     pub fn codec(&self) -> &HandleCodec {

@@ -30,11 +30,17 @@ pub struct Server {
 impl Server {
     /// Starts the server on a free port with `extra` flags and waits for its ready line.
     pub fn start(state: &Path, extra: &[&str]) -> Server {
+        Server::start_on("--local", state, extra)
+    }
+
+    /// Starts the server exporting `source` (`--local DIR` or `--volfile FILE`).
+    pub fn start_on(kind: &str, source: &Path, extra: &[&str]) -> Server {
+        let state = source;
         let log = state.with_extension(format!("log.{}", unique()));
         let err = std::fs::File::create(&log).expect("server log file");
         let mut child = Command::new(env!("CARGO_BIN_EXE_xlfs-nfsd"))
-            .arg("--local")
-            .arg(state)
+            .arg(kind)
+            .arg(source)
             .args(["--port", "0", "--log-level", "warn"])
             .args(extra)
             .stdin(Stdio::null())

@@ -13,6 +13,9 @@
 //! acknowledged under; re-opened on a brick with another boot id, its next fsync or flush
 //! fails with EIO (once, as the kernel reports a lost writeback on each fd once), instead of
 //! the 0 that would tell the application its data is safe. A successful fsync clears it.
+//! Writes through anonymous fds (xlfs-nfsd's) are remembered by GFID the same way, and the
+//! next fsync of that GFID through an anonymous fd fails with EIO once (NFS COMMIT then gives
+//! its clients a new write verifier, so that they send those writes again).
 
 use std::collections::HashMap;
 use std::sync::{Mutex, MutexGuard, PoisonError};
@@ -38,9 +41,16 @@ struct OpenFd {
     lost: bool,
 }
 
+/// Files with writes through anonymous fds not yet synced that are remembered at most; past
+/// it new ones are not (logged once).
+const ANON_MAX: usize = 1 << 18;
+
 #[derive(Default)]
 pub struct FdTable {
     map: Mutex<HashMap<FdId, OpenFd>>,
+    /// Per GFID, the boot id its unsynced writes through anonymous fds were acknowledged under.
+    anon: Mutex<HashMap<Gfid, u64>>,
+    anon_full: std::sync::atomic::AtomicBool,
     reopen: tokio::sync::Mutex<()>,
 }
 
@@ -80,23 +90,55 @@ impl FdTable {
         if fd.flags & (libc::O_SYNC | libc::O_DSYNC) != 0 {
             return;
         }
+        if fd.is_anonymous() {
+            let mut anon = self.anon.lock().unwrap_or_else(PoisonError::into_inner);
+            if anon.len() < ANON_MAX || anon.contains_key(&fd.gfid) {
+                anon.entry(fd.gfid).or_insert(boot);
+            } else if !self
+                .anon_full
+                .swap(true, std::sync::atomic::Ordering::Relaxed)
+            {
+                tracing::warn!(
+                    "{ANON_MAX} files have writes through anonymous fds (NFS) not yet synced: \
+                     a brick reboot's loss of writes to further files is not detected"
+                );
+            }
+            return;
+        }
         if let Some(o) = self.map().get_mut(&fd.id) {
             o.unsynced.get_or_insert(boot);
         }
     }
 
-    /// An fsync of `id` succeeded: its writes are safe.
-    pub fn synced(&self, id: FdId) {
-        if let Some(o) = self.map().get_mut(&id) {
+    /// An fsync through `fd` succeeded: its writes (an anonymous fd's: its file's) are safe.
+    pub fn synced(&self, fd: &Fd) {
+        if fd.is_anonymous() {
+            self.anon
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .remove(&fd.gfid);
+            return;
+        }
+        if let Some(o) = self.map().get_mut(&fd.id) {
             o.unsynced = None;
         }
     }
 
-    /// Whether `id` lost acknowledged writes to a brick reboot, given the boot id of the
+    /// Whether `fd` lost acknowledged writes to a brick reboot, given the boot id of the
     /// brick now (`None`: not connected, not known yet); reported once.
-    pub fn take_lost(&self, id: FdId, boot_now: Option<u64>) -> bool {
+    pub fn take_lost(&self, fd: &Fd, boot_now: Option<u64>) -> bool {
+        if fd.is_anonymous() {
+            let mut anon = self.anon.lock().unwrap_or_else(PoisonError::into_inner);
+            return match (anon.get(&fd.gfid), boot_now) {
+                (Some(then), Some(now)) if *then != now => {
+                    anon.remove(&fd.gfid);
+                    true
+                }
+                _ => false,
+            };
+        }
         let mut map = self.map();
-        let Some(o) = map.get_mut(&id) else {
+        let Some(o) = map.get_mut(&fd.id) else {
             return false;
         };
         if let (Some(then), Some(now)) = (o.unsynced, boot_now)

@@ -284,7 +284,7 @@ impl Client {
                     State::Up(c) if !c.is_closed() => Some(c.boot_id),
                     _ => None,
                 };
-                if self.shared.fds.take_lost(fd.id, boot_now) {
+                if self.shared.fds.take_lost(fd, boot_now) {
                     return Err(Errno::EIO);
                 }
                 return Ok(ReplyBody::Flush(()));
@@ -330,11 +330,11 @@ impl Client {
         }
         self.shared.fds.revalidate(&conn, &mut req).await?;
         let durability = match &req {
-            Request::Fsync { fd, .. } | Request::Flush { fd } => Some(fd.id),
+            Request::Fsync { fd, .. } | Request::Flush { fd } => Some(*fd),
             _ => None,
         };
-        if let Some(id) = durability
-            && self.shared.fds.take_lost(id, Some(conn.boot_id))
+        if let Some(fd) = &durability
+            && self.shared.fds.take_lost(fd, Some(conn.boot_id))
         {
             return Err(Errno::EIO);
         }
@@ -359,8 +359,8 @@ impl Client {
         if let Some(fd) = wrote {
             self.shared.fds.wrote(&fd, conn.boot_id);
         }
-        if fsync && let Some(id) = durability {
-            self.shared.fds.synced(id);
+        if fsync && let Some(fd) = &durability {
+            self.shared.fds.synced(fd);
         }
         Ok(body)
     }
