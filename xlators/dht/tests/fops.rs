@@ -1010,20 +1010,6 @@ async fn unlink_of_a_placed_file_is_one_call_and_a_link_file_is_never_taken_for_
     );
 }
 
-/// Fops each leaf got since the last call (the calls are forgotten).
-fn fops_since(cluster: &MockCluster) -> Vec<Vec<Fop>> {
-    (0..cluster.len())
-        .map(|i| {
-            cluster
-                .handle(i)
-                .take_calls()
-                .iter()
-                .map(|c| c.fop())
-                .collect()
-        })
-        .collect()
-}
-
 /// rmdir asks nothing before removing: the other children's rmdirs go out with child 0's
 /// lookup, then child 0's rmdir. A file of that name (on whichever child) is ENOTDIR and
 /// nothing is removed; no name anywhere is ENOENT.

@@ -281,16 +281,7 @@ async fn a_child_without_a_copy_of_the_directory_lists_nothing_instead_of_failin
 
 /// Readdirp calls each leaf got since the last call (the calls are forgotten).
 fn readdirps_since(cluster: &MockCluster) -> Vec<usize> {
-    (0..cluster.len())
-        .map(|i| {
-            cluster
-                .handle(i)
-                .take_calls()
-                .iter()
-                .filter(|c| c.fop() == xlator_api::Fop::Readdirp)
-                .count()
-        })
-        .collect()
+    calls_since(cluster, xlator_api::Fop::Readdirp)
 }
 
 /// A small directory over 4 children comes back whole from the first call, in two waves of

@@ -206,16 +206,29 @@ pub async fn lookup(top: &Subvol, parent: Gfid, name: &str) -> Result<Entry, Err
     top.lookup(&root(), Loc::new(parent, name)).await
 }
 
-/// Lookups every leaf saw since the last call (and forgets the calls).
-pub fn lookups_since(cluster: &MockCluster) -> Vec<usize> {
+/// The fops every leaf got since the last call, in order (the calls are forgotten).
+pub fn fops_since(cluster: &MockCluster) -> Vec<Vec<xlator_api::Fop>> {
     (0..cluster.len())
         .map(|i| {
             cluster
                 .handle(i)
                 .take_calls()
                 .iter()
-                .filter(|c| c.fop() == xlator_api::Fop::Lookup)
-                .count()
+                .map(|c| c.fop())
+                .collect()
         })
         .collect()
+}
+
+/// How many calls of `fop` every leaf got since the last call (all calls are forgotten).
+pub fn calls_since(cluster: &MockCluster, fop: xlator_api::Fop) -> Vec<usize> {
+    fops_since(cluster)
+        .iter()
+        .map(|f| f.iter().filter(|x| **x == fop).count())
+        .collect()
+}
+
+/// Lookups every leaf saw since the last call (and forgets the calls).
+pub fn lookups_since(cluster: &MockCluster) -> Vec<usize> {
+    calls_since(cluster, xlator_api::Fop::Lookup)
 }
