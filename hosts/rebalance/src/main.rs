@@ -36,7 +36,7 @@ use xlfs_protocol as _;
      not decommissioned (untrusted: files may still sit on their old brick);
   2. for every entry that is not a directory, getxattr(file, \"xlfs.dht.migrate:PARENT/NAME\"):
      distribute moves it to the brick its name hashes to (in-place, moved N bytes, or skipped
-     with a reason: hard-links, locked, busy, not-a-file, changing, no-space); --parallel at
+     with a reason: hard-links, no-devices, locked, busy, changing, no-space); --parallel at
      once;
   3. when no file was skipped or failed, getxattr(dir, \"xlfs.dht.commit-layout\"): the layout
      is trusted again (lookups of missing names cost one round trip);

@@ -223,6 +223,117 @@ async fn add_brick_then_rebalance_puts_every_file_on_its_hashed_child() {
     assert_eq!(end.files_scanned, files.len() as u64);
 }
 
+/// Symlinks, fifos and sockets move too (before they were skipped as `not-a-file`, which left
+/// their directories' layouts untrusted): each ends on its hashed child with its GFID, target,
+/// owner and mode, nothing left behind (no temporary name, no link file), and a second run
+/// finds nothing to move.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn add_brick_then_rebalance_moves_symlinks_fifos_and_sockets_too() {
+    let leaves: Vec<Subvol> = (0..3).map(|_| MemLeaf::new()).collect();
+    let two = MockCluster::with_leaves(leaves[..2].to_vec());
+    let old = two.build::<Distribute>(&[("min-free-disk", "0")]);
+    let cx = Ctx::root();
+    // name -> (GFID, kind, symlink target)
+    let mut made: BTreeMap<String, (Gfid, xlator_api::FileType, String)> = BTreeMap::new();
+    for k in 0..30 {
+        let (name, target) = (format!("link-{k}"), format!("../target/{k}"));
+        let e = old
+            .symlink(
+                &cx,
+                Loc::new(Gfid::ROOT, name.as_str()),
+                target.as_str().into(),
+            )
+            .await
+            .expect("symlink");
+        made.insert(name, (e.attr.gfid, xlator_api::FileType::Symlink, target));
+    }
+    for (k, ty) in (0..16).zip([libc::S_IFIFO, libc::S_IFSOCK].into_iter().cycle()) {
+        let name = format!("special-{k}");
+        let e = old
+            .mknod(&cx, Loc::new(Gfid::ROOT, name.as_str()), ty | 0o640, 0, 0)
+            .await
+            .expect("mknod");
+        let owner = xlator_api::SetAttr {
+            uid: xlator_api::abi_stable::std_types::ROption::RSome(1000 + k),
+            gid: xlator_api::abi_stable::std_types::ROption::RSome(100),
+            ..xlator_api::SetAttr::default()
+        };
+        old.setattr(&cx, e.attr.gfid, owner).await.expect("chown");
+        made.insert(name, (e.attr.gfid, e.attr.kind, String::new()));
+    }
+    drop(old);
+
+    let three = MockCluster::with_leaves(leaves.clone());
+    let new = three.build::<Distribute>(&[("min-free-disk", "0")]);
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let cfg = Config {
+        parallel: 4,
+        ..Config::new(tmp.path().join("rebalance.json"))
+    };
+    let target: Arc<dyn Target> = Arc::new(new.clone());
+    let (start, _) = status::begin(None, Mode::Rebalance, false, None, 1, status::now_s());
+    let end = run(target.clone(), start, &cfg, Stop::new())
+        .await
+        .expect("run");
+    assert_eq!(end.state, State::Completed, "{end:?}");
+    assert_eq!(
+        (end.failures, end.files_skipped, end.files_vanished),
+        (0, 0, 0),
+        "{end:?}"
+    );
+    assert!(end.files_moved > 5, "{end:?}");
+    let l = layout(&leaves, Gfid::ROOT).await;
+    for (name, (gfid, kind, link_target)) in &made {
+        let want = l.hashed(name);
+        for (i, leaf) in leaves.iter().enumerate() {
+            let h = held(leaf, Gfid::ROOT, name).await;
+            if i == want {
+                assert_eq!(h, Some(false), "{name} not on its hashed child {i}");
+            } else {
+                assert_eq!(h, None, "{name} also on child {i} (hashed: {want})");
+            }
+        }
+        let e = new
+            .lookup(&cx, Loc::new(Gfid::ROOT, name.as_str()))
+            .await
+            .expect("lookup");
+        assert_eq!((e.attr.gfid, e.attr.kind), (*gfid, *kind), "{name}");
+        if *kind == xlator_api::FileType::Symlink {
+            let t = new.readlink(&cx, *gfid).await.expect("readlink");
+            assert_eq!(t.as_str(), link_target, "{name}");
+        } else {
+            assert_eq!(e.attr.perm & 0o7777, 0o640, "{name}");
+            assert!(
+                e.attr.uid >= 1000 && e.attr.gid == 100,
+                "{name}: {:?}",
+                e.attr
+            );
+        }
+    }
+    for (i, leaf) in leaves.iter().enumerate() {
+        for (name, link) in names(leaf, Gfid::ROOT).await {
+            assert!(!link, "link file {name} left on child {i}");
+            assert!(
+                !name.starts_with(".xlfs-dht-move."),
+                "{name} left on child {i}"
+            );
+        }
+    }
+    let (start, _) = status::begin(
+        status::load(&cfg.status_path).expect("load"),
+        Mode::Rebalance,
+        false,
+        None,
+        1,
+        status::now_s(),
+    );
+    let end = run(target, start, &cfg, Stop::new()).await.expect("run");
+    assert_eq!(
+        (end.state, end.files_moved, end.failures, end.files_skipped),
+        (State::Completed, 0, 0, 0)
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn remove_brick_mode_empties_the_decommissioned_child() {
     let leaves: Vec<Subvol> = (0..3).map(|_| MemLeaf::new()).collect();

@@ -311,13 +311,104 @@ impl Shared {
             self.unlink_exact(d, &loc, gfid).await?;
         }
         let a = entry.attr;
-        if a.kind != FileType::Regular {
-            return Ok(Moved::Skipped("not-a-file"));
-        }
         if a.nlink > 1 {
             return Ok(Moved::Skipped("hard-links"));
         }
+        if a.kind != FileType::Regular {
+            return self.move_special(s, d, &loc, a).await;
+        }
         self.move_file(s, d, &loc, a).await
+    }
+
+    /// Moves a symlink, fifo, socket or device node: nothing to copy under a barrier, since
+    /// what it holds (a symlink's target, a device number) never changes. A copy with the
+    /// same GFID, owner, xattrs and times is made on D under a temporary name and renamed over
+    /// the name there (replacing D's link file, if any); then S's name is removed if it still
+    /// names the GFID. If another client renamed or replaced it on S meanwhile, the copy on D
+    /// goes again and the move counts as vanished (ENOENT). A device node a brick refuses to
+    /// make (`allow-devices off`) is skipped (`no-devices`).
+    async fn move_special(&self, s: usize, d: usize, loc: &Loc, a: Iatt) -> Result<Moved, Errno> {
+        let g = a.gfid;
+        let root = Ctx::root();
+        let tmp = Loc::new(loc.parent, format!("{TEMP_PREFIX}{g}").as_str());
+        let cx = Ctx::builder(0, 0).ext(&GfidReq(g)).build();
+        let made = match a.kind {
+            FileType::Symlink => {
+                let target = self.children[s].readlink(&root, g).await?;
+                self.children[d].symlink(&cx, tmp.clone(), target).await
+            }
+            kind => {
+                self.children[d]
+                    .mknod(
+                        &cx,
+                        tmp.clone(),
+                        kind.mode_bits() | (a.perm & 0o7777),
+                        a.rdev,
+                        0,
+                    )
+                    .await
+            }
+        };
+        match made {
+            Ok(_) => {}
+            Err(Errno::EPERM) if a.kind != FileType::Symlink => {
+                return Ok(Moved::Skipped("no-devices"));
+            }
+            Err(e) => return Err(e),
+        }
+        let undo_tmp = async || {
+            let _ = self.unlink_exact(d, &tmp, g).await;
+        };
+        let attrs = SetAttr {
+            uid: ROption::RSome(a.uid),
+            gid: ROption::RSome(a.gid),
+            ..SetAttr::default()
+        };
+        if let Err(e) = self.children[d].setattr(&root, g, attrs).await {
+            undo_tmp().await;
+            return Err(e);
+        }
+        if let Err(e) = self.copy_xattrs(s, d, g).await {
+            undo_tmp().await;
+            return Err(e);
+        }
+        // Times last (the owner and xattr changes above moved ctime, not these), and for a
+        // symlink only if the brick sets them on the link itself.
+        let times = SetAttr {
+            atime: TimeSet::At(a.atime),
+            mtime: TimeSet::At(a.mtime),
+            ..SetAttr::default()
+        };
+        let _ = self.children[d].setattr(&root, g, times).await;
+        if let Err(e) = self.children[d]
+            .rename(&root, tmp.clone(), loc.clone(), 0)
+            .await
+        {
+            undo_tmp().await;
+            return Err(e);
+        }
+        match self.unlink_exact(s, loc, g).await {
+            Ok(()) => {}
+            Err(Errno::ESTALE) => {
+                // Renamed or replaced on S meanwhile: not ours to move.
+                let _ = self.unlink_exact(d, loc, g).await;
+                return Err(Errno::ENOENT);
+            }
+            Err(e) => {
+                self.undo_switch(s, d, loc, g).await;
+                return Err(e);
+            }
+        }
+        self.forget_home(g);
+        self.remember_home(g, Home::File(d));
+        self.log(
+            LogLevel::Debug,
+            &format!(
+                "{}/{}: moved a {:?} from child {s} to child {d}",
+                loc.parent, loc.name, a.kind
+            ),
+        );
+        Ok(Moved::Moved(0))
     }
 
     async fn unlink_exact(&self, i: usize, loc: &Loc, gfid: Gfid) -> Result<(), Errno> {

@@ -430,6 +430,59 @@ async fn a_client_that_stops_reading_is_dropped_after_send_timeout() {
     );
 }
 
+/// A client that sends reads and does not take their replies holds at most
+/// `max-reply-bytes-per-connection` of the brick's memory (plus what the sockets' buffers
+/// took): the server stops reading its requests at the budget. Before, every request in
+/// flight (up to 256) ran and kept its 1 MiB reply waiting to be sent. Once the client reads
+/// again, every reply comes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_that_does_not_take_its_replies_holds_at_most_the_reply_budget() {
+    use std::time::Duration;
+    use xlator_api::Fop;
+    let (leaf, _d) = common::posix();
+    let gfid = file(&leaf, "big", 1 << 20).await;
+    let (spy, h) = xlfs_testkit::MockChild::spy(leaf.clone());
+    let (_server, addr) = common::server(
+        &spy,
+        &[
+            ("volume-name", "brick"),
+            ("max-reply-bytes-per-connection", "4MiB"),
+            ("send-timeout", "600s"),
+            ("client-idle-timeout", "600s"),
+        ],
+    );
+    let mut raw = Raw::connect(addr, "brick").await;
+    let f = fd(1, gfid, libc::O_RDONLY);
+    raw.call(WireCtx::default(), Request::Open { fd: f })
+        .await
+        .expect("open");
+    for _ in 0..64 {
+        raw.send_only(
+            WireCtx::default(),
+            Request::Readv {
+                fd: f,
+                offset: 0,
+                size: 1 << 20,
+            },
+        )
+        .await;
+    }
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let ran = h.count(Fop::Readv);
+    // 4 MiB of budget, and the few MiB the two sockets' buffers take on loopback.
+    assert!(
+        ran <= 32,
+        "{ran} of 64 reads of 1 MiB ran for a client that reads no reply"
+    );
+    for _ in 0..64 {
+        match raw.reply().await {
+            (_, Ok(ReplyBody::Readv(r))) => assert_eq!(r.data.len(), 1 << 20),
+            (id, other) => panic!("call {id}: {other:?}"),
+        }
+    }
+    assert_eq!(h.count(Fop::Readv), 64);
+}
+
 /// A brick whose disk hangs (a health-check probe that does not finish within
 /// `health-check-timeout`: a test hook makes it slow) marks itself down: a client through
 /// the wire gets EIO within seconds for every fop, cached reads included, instead of waiting

@@ -296,6 +296,7 @@ pub async fn serve(shared: Arc<Shared>, sock: Stream, peer: SocketAddr, mut slot
     let tx = FrameSender::with_deadline(w, 1024, Some(shared.send_timeout));
     let work = InFlight {
         requests: Arc::new(Semaphore::new(shared.max_inflight)),
+        reply_bytes: Arc::new(Semaphore::new(shared.reply_kib)),
         locks: Arc::new(LockWaits::new()),
         running: Arc::new(Requests::default()),
     };
@@ -648,6 +649,17 @@ struct Running {
     dropped: oneshot::Receiver<()>,
 }
 
+/// KiB of reply bytes `req` reserves before it runs (`max-reply-bytes-per-connection`, `total`
+/// KiB in all): a `readv`'s or `readdirp`'s size (already clamped to `max-read` by `bounds`);
+/// other replies are small and reserve nothing.
+fn reply_reserve(req: &wire::Request, total: usize) -> u32 {
+    let bytes = match req {
+        wire::Request::Readv { size, .. } | wire::Request::Readdirp { size, .. } => *size,
+        _ => return 0,
+    };
+    (bytes.div_ceil(1024).max(1) as usize).min(total) as u32
+}
+
 /// What the request future keeps: the cancel signal, and what tells the reader it is done.
 struct Cancel {
     rx: oneshot::Receiver<()>,
@@ -658,6 +670,8 @@ struct Cancel {
 /// the limit the reader waits) and lock requests (see [`LockWaits`]).
 struct InFlight {
     requests: Arc<Semaphore>,
+    /// KiB of replies reserved (`max-reply-bytes-per-connection`): see [`reply_reserve`].
+    reply_bytes: Arc<Semaphore>,
     locks: Arc<LockWaits>,
     /// The requests (not lock requests) running, for [`stuck::answer_stuck`].
     running: Arc<Requests>,
@@ -940,6 +954,21 @@ async fn read_requests(
                 let Ok(permit) = permit else {
                     return Ok("disconnected");
                 };
+                // The reply's bytes, reserved until it is written: at the budget, stop
+                // reading (a client that does not read its replies cannot pile them up).
+                let kib = reply_reserve(&call.req, shared.reply_kib);
+                let hold = if kib == 0 {
+                    None
+                } else {
+                    let r = tokio::select! {
+                        r = work.reply_bytes.clone().acquire_many_owned(kib) => r,
+                        _ = stop.wait_for(|s| *s) => return Ok("disconnected: server shutting down"),
+                    };
+                    match r {
+                        Ok(h) => Some(h),
+                        Err(_) => return Ok("disconnected"),
+                    }
+                };
                 let reads_an_open_fd =
                     matches!(&call.req, wire::Request::Readv { fd, .. } if !fd.is_anonymous());
                 // A small buffered write usually only copies into the page cache.
@@ -970,7 +999,7 @@ async fn read_requests(
                             wire::encode_reply(call.id, Err(Errno::EOVERFLOW), peer_max)
                         });
                         if let Ok(f) = frame {
-                            let _ = tx.send(f).await;
+                            let _ = tx.send_holding(f, hold).await;
                         }
                     }
                     activity.touch();

@@ -90,6 +90,8 @@ struct Shared {
     /// `max-read` (bytes): see [`bounds`].
     max_read: usize,
     max_inflight: usize,
+    /// `max-reply-bytes-per-connection`, in KiB (the permits of each connection's budget).
+    reply_kib: usize,
     /// Held while a connection's reader runs a fop itself (see `conn::read_loop`): one at a
     /// time, so the other runtime threads keep serving the network while it blocks.
     inline_busy: AtomicBool,
@@ -502,6 +504,7 @@ impl Server {
                 .transpose()?,
             max_read: usize::try_from(o.max_read).unwrap_or(usize::MAX),
             max_inflight: o.max_inflight_per_connection as usize,
+            reply_kib: (o.max_reply_bytes_per_connection / 1024) as usize,
             inline_busy: AtomicBool::new(false),
             request_spin_us: AtomicU64::new(o.request_spin.as_micros() as u64),
             inline_write_max: AtomicU64::new(o.inline_write_max),

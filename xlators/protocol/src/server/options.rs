@@ -29,6 +29,14 @@ xlator_api::options! {
         /// connection at this limit (back-pressure), as GlusterFS's outstanding-rpc-limit.
         pub max_inflight_per_connection: u32 =
             OptionSpec::int("max-inflight-per-connection", "256").range(1, 65536),
+        /// Bytes of `readv` and `readdirp` replies one connection may have reserved at once:
+        /// a request reserves its reply's size before it runs and keeps it until the reply
+        /// is written to the socket; at the limit the server stops reading that connection.
+        /// A client that stops reading holds at most this much of the brick's memory (with
+        /// 256 requests of 1 MiB in flight it could hold 256 MiB until `send-timeout`).
+        pub max_reply_bytes_per_connection: u64 =
+            OptionSpec::size("max-reply-bytes-per-connection", "64MiB")
+                .range(1_048_576, 17_179_869_184),
         /// Largest read or write payload; frames are at most this plus 64 KiB. Bigger
         /// frames close the connection.
         pub max_write: u64 = OptionSpec::size("max-write", "1MiB").range(65_536, 67_108_864),

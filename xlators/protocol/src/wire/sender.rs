@@ -23,13 +23,16 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use tokio::io::AsyncWrite;
-use tokio::sync::{Mutex, mpsc, watch};
+use tokio::sync::{Mutex, OwnedSemaphorePermit, mpsc, watch};
 
 use super::frame::{OutFrame, PipeSink, write_frames};
 
 /// Frames and bytes the writer task gathers into one vectored write.
 const COALESCE_FRAMES: usize = 256;
 const COALESCE_BYTES: usize = 4 << 20;
+
+/// What a queued frame keeps until it is written (see [`FrameSender::send_holding`]).
+pub type Hold = Option<OwnedSemaphorePermit>;
 
 /// Why a frame was not sent.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -59,7 +62,7 @@ impl std::fmt::Display for SendError {
 pub struct FrameSender<W> {
     /// `None` once closed or broken (dropping the write half shuts the socket's write side).
     sock: Mutex<Option<W>>,
-    queue: mpsc::Sender<OutFrame>,
+    queue: mpsc::Sender<(OutFrame, Hold)>,
     /// Frames queued and not written yet (see the module doc on order).
     queued: AtomicUsize,
     /// Set by `close`: a write blocked on a peer that stopped reading gives up.
@@ -100,10 +103,17 @@ impl<W: AsyncWrite + PipeSink + Unpin + Send + 'static> FrameSender<W> {
 
     /// Sends `frame`: written now if the socket is idle, else queued for the writer task.
     pub async fn send(&self, frame: OutFrame) -> Result<(), SendError> {
+        self.send_holding(frame, None).await
+    }
+
+    /// [`send`](Self::send), keeping `hold` until the frame is written (or dropped with the
+    /// connection): the server's reservation of reply bytes (`max-reply-bytes-per-connection`)
+    /// lasts while the reply waits in the queue.
+    pub async fn send_holding(&self, frame: OutFrame, hold: Hold) -> Result<(), SendError> {
         if let Ok(mut sock) = self.sock.try_lock()
             && self.queued.load(Ordering::Acquire) == 0
         {
-            return self
+            let r = self
                 .unless_closing(write_now(
                     &mut sock,
                     std::slice::from_ref(&frame),
@@ -111,9 +121,11 @@ impl<W: AsyncWrite + PipeSink + Unpin + Send + 'static> FrameSender<W> {
                 ))
                 .await
                 .inspect_err(|e| self.broke(e));
+            drop(hold);
+            return r;
         }
         self.queued.fetch_add(1, Ordering::AcqRel);
-        self.queue.send(frame).await.map_err(|_| {
+        self.queue.send((frame, hold)).await.map_err(|_| {
             self.queued.fetch_sub(1, Ordering::AcqRel);
             SendError::Closed
         })
@@ -164,7 +176,7 @@ impl<W: AsyncWrite + PipeSink + Unpin + Send + 'static> FrameSender<W> {
     /// Queues `frame` without waiting (for pings: a full queue means traffic is flowing).
     pub fn try_queue(&self, frame: OutFrame) {
         self.queued.fetch_add(1, Ordering::AcqRel);
-        if self.queue.try_send(frame).is_err() {
+        if self.queue.try_send((frame, None)).is_err() {
             self.queued.fetch_sub(1, Ordering::AcqRel);
         }
     }
@@ -224,17 +236,20 @@ async fn write_unbounded<W: AsyncWrite + PipeSink + Unpin>(
 /// The writer task: drains the queue in batches while the sender lives and the socket is up.
 async fn write_queued<W: AsyncWrite + PipeSink + Unpin + Send + 'static>(
     sender: std::sync::Weak<FrameSender<W>>,
-    mut rx: mpsc::Receiver<OutFrame>,
+    mut rx: mpsc::Receiver<(OutFrame, Hold)>,
 ) {
     let mut batch: Vec<OutFrame> = Vec::new();
-    while let Some(first) = rx.recv().await {
+    let mut holds: Vec<OwnedSemaphorePermit> = Vec::new();
+    while let Some((first, hold)) = rx.recv().await {
         let mut bytes = first.len();
         batch.push(first);
+        holds.extend(hold);
         while batch.len() < COALESCE_FRAMES && bytes < COALESCE_BYTES {
             match rx.try_recv() {
-                Ok(f) => {
+                Ok((f, hold)) => {
                     bytes += f.len();
                     batch.push(f);
+                    holds.extend(hold);
                 }
                 Err(_) => break,
             }
@@ -252,6 +267,7 @@ async fn write_queued<W: AsyncWrite + PipeSink + Unpin + Send + 'static>(
         sender.queued.fetch_sub(batch.len(), Ordering::AcqRel);
         drop(sock);
         batch.clear();
+        holds.clear();
         if r.is_err() {
             return;
         }

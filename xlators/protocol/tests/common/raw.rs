@@ -102,6 +102,17 @@ impl Raw {
         self.w.write_all(&v).await
     }
 
+    /// The next reply (pongs skipped): its call id and result.
+    pub async fn reply(&mut self) -> (u64, Result<ReplyBody, Errno>) {
+        loop {
+            match self.next().await {
+                ServerMsg::Reply(r) => return (r.id, r.result),
+                ServerMsg::Pong(_) => continue,
+                other => panic!("unexpected {other:?}"),
+            }
+        }
+    }
+
     /// Sends one call with `ctx` and waits for its reply.
     pub async fn call(&mut self, ctx: WireCtx, req: Request) -> Result<ReplyBody, Errno> {
         let id = self.next_id;
