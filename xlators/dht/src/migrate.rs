@@ -387,18 +387,7 @@ impl Shared {
             undo_tmp().await;
             return Err(e);
         }
-        match self.unlink_exact(s, loc, g).await {
-            Ok(()) => {}
-            Err(Errno::ESTALE) => {
-                // Renamed or replaced on S meanwhile: not ours to move.
-                let _ = self.unlink_exact(d, loc, g).await;
-                return Err(Errno::ENOENT);
-            }
-            Err(e) => {
-                self.undo_switch(s, d, loc, g).await;
-                return Err(e);
-            }
-        }
+        self.drop_old_name(s, d, loc, g).await?;
         self.forget_home(g);
         self.remember_home(g, Home::File(d));
         self.log(
@@ -598,18 +587,7 @@ impl Shared {
             let _ = self.children[d]
                 .removexattr(&root, g, LINKTO_XATTR.into())
                 .await;
-            match self.unlink_exact(s, loc, g).await {
-                Ok(()) => {}
-                Err(Errno::ESTALE) => {
-                    // Renamed or replaced on S meanwhile: the file is not ours to move.
-                    let _ = self.unlink_exact(d, loc, g).await;
-                    return Err(Errno::ENOENT);
-                }
-                Err(e) => {
-                    self.undo_switch(s, d, loc, g).await;
-                    return Err(e);
-                }
-            }
+            self.drop_old_name(s, d, loc, g).await?;
             // ENOENT from the unlink above (S's name already gone) means the name was
             // removed by a client between the lookup and now; unlink_exact treats it as done,
             // so check that S does not hold the name under another GFID either.
@@ -635,6 +613,23 @@ impl Shared {
             );
         }
         r
+    }
+
+    /// The last step of a move: S's name is removed if it still names `g`. If another client
+    /// renamed or replaced it on S meanwhile, the file is not ours to move: the copy on D goes
+    /// again and the move counts as vanished (ENOENT). Any other failure undoes the switch.
+    async fn drop_old_name(&self, s: usize, d: usize, loc: &Loc, g: Gfid) -> Result<(), Errno> {
+        match self.unlink_exact(s, loc, g).await {
+            Ok(()) => Ok(()),
+            Err(Errno::ESTALE) => {
+                let _ = self.unlink_exact(d, loc, g).await;
+                Err(Errno::ENOENT)
+            }
+            Err(e) => {
+                self.undo_switch(s, d, loc, g).await;
+                Err(e)
+            }
+        }
     }
 
     /// Takes the copy renamed into place on D away again; the name on D becomes a link file
