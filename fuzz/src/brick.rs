@@ -8,8 +8,8 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use xlator_api::sdk::instantiate;
-use xlator_api::{InitArgs, Options, Subvol, Translator, XlatorOptions};
+use xlator_api::Subvol;
+use xlfs_testkit::build::try_build as build;
 use xlfs_protocol::wire;
 
 use crate::client::{self, Conn};
@@ -31,33 +31,6 @@ pub struct Brick {
     rt: tokio::runtime::Runtime,
     /// The temporary directory the brick made for itself (none under `XLFS_FUZZ_DIR`).
     tmp: std::sync::Mutex<Option<tempfile::TempDir>>,
-}
-
-/// An instance of `T` with its schema's defaults and `set` (as the core would build it).
-fn build<T: Translator>(
-    name: &str,
-    set: &[(&str, &str)],
-    children: Vec<Subvol>,
-) -> Result<Subvol, String> {
-    let schema = T::Options::schema();
-    let mut options = Options::new();
-    for s in &schema {
-        options.set(&s.key, &s.default);
-    }
-    for (k, v) in set {
-        let spec = schema
-            .iter()
-            .find(|s| s.key.as_str() == *k)
-            .ok_or_else(|| format!("{} has no option {k:?}", T::TYPE))?;
-        spec.check(v).map_err(|e| format!("option {k:?}: {e}"))?;
-        options.set(k, v);
-    }
-    instantiate::<T>(InitArgs {
-        name: name.into(),
-        options,
-        children: children.into(),
-        services: xlfs_core::services::host_services(),
-    })
 }
 
 impl Brick {

@@ -115,6 +115,57 @@ async fn names(leaf: &Subvol, dir: Gfid) -> Vec<(String, bool)> {
     out
 }
 
+/// add-brick over `leaves` (a distribute over all of them, the last one new and empty) and a
+/// rebalance run to completion with nothing failed, skipped or vanished: the new graph, its
+/// target, the run's config (its status file in the returned directory) and the run's end.
+async fn add_brick_and_rebalance(
+    leaves: &[Subvol],
+) -> (
+    Subvol,
+    Arc<dyn Target>,
+    Config,
+    tempfile::TempDir,
+    status::Status,
+) {
+    let all = MockCluster::with_leaves(leaves.to_vec());
+    let new = all.build::<Distribute>(&[("min-free-disk", "0")]);
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let cfg = Config {
+        parallel: 4,
+        ..Config::new(tmp.path().join("rebalance.json"))
+    };
+    let target: Arc<dyn Target> = Arc::new(new.clone());
+    let (start, _) = status::begin(None, Mode::Rebalance, false, None, 1, status::now_s());
+    let end = run(target.clone(), start, &cfg, Stop::new())
+        .await
+        .expect("run");
+    assert_eq!(end.state, State::Completed, "{end:?}");
+    assert_eq!(
+        (end.failures, end.files_skipped, end.files_vanished),
+        (0, 0, 0),
+        "{end:?}"
+    );
+    (new, target, cfg, tmp, end)
+}
+
+/// Another rebalance run after a completed one: the files its start counted as scanned
+/// already, and its end.
+async fn rebalance_again(target: Arc<dyn Target>, cfg: &Config) -> (u64, status::Status) {
+    let (start, _) = status::begin(
+        status::load(&cfg.status_path).expect("load"),
+        Mode::Rebalance,
+        false,
+        None,
+        1,
+        status::now_s(),
+    );
+    let scanned = start.files_scanned;
+    (
+        scanned,
+        run(target, start, cfg, Stop::new()).await.expect("run"),
+    )
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn add_brick_then_rebalance_puts_every_file_on_its_hashed_child() {
     let leaves: Vec<Subvol> = (0..3).map(|_| MemLeaf::new()).collect();
@@ -146,24 +197,7 @@ async fn add_brick_then_rebalance_puts_every_file_on_its_hashed_child() {
     drop(old);
 
     // add-brick: a distribute over the two children and a new empty one.
-    let three = MockCluster::with_leaves(leaves.clone());
-    let new = three.build::<Distribute>(&[("min-free-disk", "0")]);
-    let tmp = tempfile::tempdir().expect("tempdir");
-    let cfg = Config {
-        parallel: 4,
-        ..Config::new(tmp.path().join("rebalance.json"))
-    };
-    let target: Arc<dyn Target> = Arc::new(new.clone());
-    let (start, _) = status::begin(None, Mode::Rebalance, false, None, 1, status::now_s());
-    let end = run(target.clone(), start, &cfg, Stop::new())
-        .await
-        .expect("run");
-    assert_eq!(end.state, State::Completed, "{end:?}");
-    assert_eq!(
-        (end.failures, end.files_skipped, end.files_vanished),
-        (0, 0, 0),
-        "{end:?}"
-    );
+    let (new, target, cfg, _tmp, end) = add_brick_and_rebalance(&leaves).await;
     assert_eq!(end.files_scanned, files.len() as u64);
     assert_eq!(end.dirs_done, dirs.len() as u64);
     // About a third of the names hash to the new child.
@@ -206,16 +240,8 @@ async fn add_brick_then_rebalance_puts_every_file_on_its_hashed_child() {
     }
 
     // Again: everything is in place.
-    let (start, _) = status::begin(
-        status::load(&cfg.status_path).expect("load"),
-        Mode::Rebalance,
-        false,
-        None,
-        1,
-        status::now_s(),
-    );
-    assert_eq!(start.files_scanned, 0, "a completed run starts afresh");
-    let end = run(target, start, &cfg, Stop::new()).await.expect("run");
+    let (scanned, end) = rebalance_again(target, &cfg).await;
+    assert_eq!(scanned, 0, "a completed run starts afresh");
     assert_eq!(
         (end.state, end.files_moved, end.failures),
         (State::Completed, 0, 0)
@@ -263,24 +289,7 @@ async fn add_brick_then_rebalance_moves_symlinks_fifos_and_sockets_too() {
     }
     drop(old);
 
-    let three = MockCluster::with_leaves(leaves.clone());
-    let new = three.build::<Distribute>(&[("min-free-disk", "0")]);
-    let tmp = tempfile::tempdir().expect("tempdir");
-    let cfg = Config {
-        parallel: 4,
-        ..Config::new(tmp.path().join("rebalance.json"))
-    };
-    let target: Arc<dyn Target> = Arc::new(new.clone());
-    let (start, _) = status::begin(None, Mode::Rebalance, false, None, 1, status::now_s());
-    let end = run(target.clone(), start, &cfg, Stop::new())
-        .await
-        .expect("run");
-    assert_eq!(end.state, State::Completed, "{end:?}");
-    assert_eq!(
-        (end.failures, end.files_skipped, end.files_vanished),
-        (0, 0, 0),
-        "{end:?}"
-    );
+    let (new, target, cfg, _tmp, end) = add_brick_and_rebalance(&leaves).await;
     assert!(end.files_moved > 5, "{end:?}");
     let l = layout(&leaves, Gfid::ROOT).await;
     for (name, (gfid, kind, link_target)) in &made {
@@ -319,15 +328,7 @@ async fn add_brick_then_rebalance_moves_symlinks_fifos_and_sockets_too() {
             );
         }
     }
-    let (start, _) = status::begin(
-        status::load(&cfg.status_path).expect("load"),
-        Mode::Rebalance,
-        false,
-        None,
-        1,
-        status::now_s(),
-    );
-    let end = run(target, start, &cfg, Stop::new()).await.expect("run");
+    let (_, end) = rebalance_again(target, &cfg).await;
     assert_eq!(
         (end.state, end.files_moved, end.failures, end.files_skipped),
         (State::Completed, 0, 0, 0)
