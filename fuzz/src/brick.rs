@@ -9,8 +9,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use xlator_api::Subvol;
-use xlfs_testkit::build::try_build as build;
 use xlfs_protocol::wire;
+use xlfs_testkit::build::try_build as build;
 
 use crate::client::{self, Conn};
 
