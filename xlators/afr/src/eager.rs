@@ -1,19 +1,24 @@
 //! Eager locking with a delayed post-op (GlusterFS `eager-lock`, `post-op-delay-secs`): a
-//! data transaction through an fd keeps the file's inodelk and its pre-op after the write, so
-//! the next writes of the file from this client go straight to the children (one round trip
-//! per replica per write instead of lock + pre-op + write + post-op + unlock).
+//! write through an fd keeps the file's inodelks (data and metadata domains) and its pre-op
+//! (both lanes) after the write, so the next writes of the file from this client, and its
+//! attribute changes while the file is open here (`fchmod`, `fchown`, `futimens`: what `tar
+//! x` does after each file's data), go straight to the children (one round trip per replica
+//! per fop instead of lock + pre-op + fop + post-op + unlock).
 //!
-//! A hold ends (post-op for the children that succeeded every write of the hold, then
+//! A hold ends (post-op for the children that succeeded every fop of the hold, then
 //! unlock):
 //! - `post-op-delay` after it was taken (the timer is not renewed by later writes, so
 //!   another client waiting for the lock waits at most that long: without a
 //!   lock-contention upcall from the bricks, this bound is how a held lock is given up
 //!   when another client wants it);
-//! - at once when a write of the hold failed on some child (its blame is made durable
-//!   before the next write), and on flush, fsync, release, a truncate or data heal of the
-//!   file ([`release_now`]);
-//! - right after its write when taking it met contention (the non-blocking lock found
+//! - at once when a fop of the hold failed on some child (its blame is made durable
+//!   before the next one), and on flush, fsync, release, a truncate, any other data or
+//!   metadata transaction of this client on the file, or a heal of it ([`release_now`]);
+//! - right after its fop when taking it met contention (the non-blocking lock found
 //!   another owner): a contended file gets plain transactions, so clients alternate.
+//!
+//! A child where some fop of the hold failed is accused in both lanes (its data heal may
+//! then copy data that did not change: safe, only slower).
 //!
 //! A child that comes up during a hold is not written until the next hold (the pre-op
 //! accused it, so it is healed, not read, meanwhile).
@@ -63,6 +68,14 @@ impl Eager {
         lock(&self.slots).get(&gfid).cloned()
     }
 
+    /// Whether `gfid` has a hold now (or is being taken or used at this instant).
+    pub fn holds(&self, gfid: Gfid) -> bool {
+        let Some(s) = self.existing(gfid) else {
+            return false;
+        };
+        s.try_lock().map_or(true, |s| s.held.is_some())
+    }
+
     /// Files with a hold now (a slot busy at this instant is counted as held).
     pub fn held(&self) -> Vec<Gfid> {
         let slots: Vec<(Gfid, Arc<tokio::sync::Mutex<Slot>>)> = lock(&self.slots)
@@ -89,7 +102,8 @@ impl Eager {
     }
 }
 
-/// A data write of `gfid` under the file's eager hold (taken if there is none).
+/// A write (`lanes`: what it changes, data and/or metadata) of `gfid` under the file's eager
+/// hold (taken if there is none).
 ///
 /// `prepare` runs first, under the hold, with the participants that are good copies; what it
 /// answers is given to every child's `op` (an O_APPEND write's offset, see
@@ -100,6 +114,7 @@ impl Eager {
 pub(crate) async fn write<R, P, G, GFut, F, Fut>(
     sh: &Handle,
     gfid: Gfid,
+    lanes: Lanes,
     exclusive: bool,
     prepare: G,
     op: F,
@@ -116,7 +131,7 @@ where
     let mut s = slot.lock().await;
     let pre = 'acquire: loop {
         if s.held.is_none() {
-            let plan = Plan::inode(sh, gfid, Lanes::DATA);
+            let plan = Plan::inode(sh, gfid, Lanes::DATA | Lanes::META);
             let t = transaction::open(sh, &plan, cfg.quorum).await?;
             let n = sh.n();
             s.held = Some(Held {
@@ -230,7 +245,7 @@ where
     }
     drop(s);
     if !refused {
-        sh.after_write(gfid, Lanes::DATA, &ok);
+        sh.after_write(gfid, lanes, &ok);
     }
     Ok(replies)
 }

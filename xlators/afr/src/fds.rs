@@ -10,6 +10,7 @@ use crate::shared::lock;
 
 #[derive(Clone, Debug)]
 struct FdCtx {
+    gfid: xlator_api::Gfid,
     dir: bool,
     held: Vec<bool>,
     /// The child a directory listing is read from (its offsets are that child's cookies).
@@ -30,6 +31,7 @@ impl Fds {
         lock(&self.map).insert(
             fd.id,
             FdCtx {
+                gfid: fd.gfid,
                 dir,
                 held,
                 readdir_child: None,
@@ -92,6 +94,11 @@ impl Fds {
         if let Some(c) = lock(&self.map).get_mut(&fd.id) {
             c.readdir_child = None;
         }
+    }
+
+    /// Whether a file (not a directory) `gfid` is open through this translator.
+    pub fn file_open(&self, gfid: xlator_api::Gfid) -> bool {
+        lock(&self.map).values().any(|c| !c.dir && c.gfid == gfid)
     }
 
     pub fn len(&self) -> usize {

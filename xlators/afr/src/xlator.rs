@@ -70,9 +70,9 @@ impl<S: Spelling> ReplicateAs<S> {
         F: Fn(usize) -> Fut,
         Fut: Future<Output = Result<R, Errno>>,
     {
-        if lanes.has(Lanes::DATA) {
-            eager::release_now(&self.sh, gfid).await;
-        }
+        // This client's own hold (both domains) would make the transaction wait for its
+        // timer.
+        eager::release_now(&self.sh, gfid).await;
         let cfg = self.sh.cfg();
         transaction::run(&self.sh, Plan::inode(&self.sh, gfid, lanes), op)
             .await?
@@ -107,7 +107,7 @@ impl<S: Spelling> ReplicateAs<S> {
     {
         let cfg = self.sh.cfg();
         if cfg.eager_lock && !fd.is_anonymous() {
-            eager::write(&self.sh, fd.gfid, exclusive, prepare, op)
+            eager::write(&self.sh, fd.gfid, Lanes::DATA, exclusive, prepare, op)
                 .await?
                 .reply_as_read(cfg.quorum, cfg.read_policy, fd.gfid)
         } else {
@@ -117,6 +117,17 @@ impl<S: Spelling> ReplicateAs<S> {
                 .await?
                 .reply_as_read(cfg.quorum, cfg.read_policy, fd.gfid)
         }
+    }
+
+    /// Whether an attribute change of `gfid` goes through this client's eager hold: a
+    /// change of metadata only (a truncate ends the hold instead), with eager locking on,
+    /// when the file has a hold or is open through this translator (the hold then ends at
+    /// its flush or release, or after `post-op-delay`). A path-only `chmod` of a file
+    /// nobody here has open stays a plain transaction: nothing would end its hold early.
+    fn eager_meta(&self, gfid: Gfid, attr: &SetAttr) -> bool {
+        attr.size.is_none()
+            && self.sh.cfg().eager_lock
+            && (self.sh.eager.holds(gfid) || self.sh.fds.file_open(gfid))
     }
 
     async fn entry_txn<R, F, Fut>(&self, locs: &[&Loc], op: F) -> Result<Replies<R>, Errno>
@@ -525,18 +536,37 @@ impl<S: Spelling> Translator for ReplicateAs<S> {
     }
 
     async fn setattr(&self, cx: &Ctx, gfid: Gfid, attr: SetAttr) -> Result<Iatt, Errno> {
-        self.inode_txn(gfid, setattr_lanes(&attr), |i| {
-            self.child(i).setattr(cx, gfid, attr)
-        })
-        .await
+        let op = |i| self.child(i).setattr(cx, gfid, attr);
+        if self.eager_meta(gfid, &attr) {
+            let cfg = self.sh.cfg();
+            return eager::write(&self.sh, gfid, Lanes::META, false, no_prepare, |i, ()| {
+                op(i)
+            })
+            .await?
+            .reply_as_read(cfg.quorum, cfg.read_policy, gfid);
+        }
+        self.inode_txn(gfid, setattr_lanes(&attr), op).await
     }
 
     async fn fsetattr(&self, cx: &Ctx, fd: Fd, attr: SetAttr) -> Result<Iatt, Errno> {
-        self.inode_txn(fd.gfid, setattr_lanes(&attr), |i| async move {
+        let op = |i| async move {
             self.ensure(i, cx, fd).await?;
             self.child(i).fsetattr(cx, fd, attr).await
-        })
-        .await
+        };
+        if !fd.is_anonymous() && self.eager_meta(fd.gfid, &attr) {
+            let cfg = self.sh.cfg();
+            return eager::write(
+                &self.sh,
+                fd.gfid,
+                Lanes::META,
+                false,
+                no_prepare,
+                |i, ()| op(i),
+            )
+            .await?
+            .reply_as_read(cfg.quorum, cfg.read_policy, fd.gfid);
+        }
+        self.inode_txn(fd.gfid, setattr_lanes(&attr), op).await
     }
 
     async fn setxattr(&self, cx: &Ctx, gfid: Gfid, xattr: Xattr, flags: i32) -> Result<(), Errno> {
@@ -833,6 +863,11 @@ impl<S: Spelling> Translator for ReplicateAs<S> {
 }
 
 /// The lanes a setattr changes: data too when it sets a size.
+/// [`eager::write`]'s `prepare` for a fop that needs nothing learnt under the lock.
+async fn no_prepare(_sources: Vec<bool>) -> Result<(), Errno> {
+    Ok(())
+}
+
 fn setattr_lanes(attr: &SetAttr) -> Lanes {
     match attr.size {
         ROption::RSome(_) => Lanes::DATA | Lanes::META,

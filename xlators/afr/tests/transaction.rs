@@ -3,10 +3,13 @@
 mod common;
 
 use common::*;
-use xlator_api::{Errno, Fop, Gfid, Loc};
+use xlator_api::abi_stable::std_types::ROption;
+use xlator_api::{Errno, Fop, Gfid, Loc, SetAttr};
 use xlfs_afr::changelog::Counters;
 
 const D1: Counters = Counters([1, 0, 0]);
+/// Dirty in the data and the metadata lane (an eager hold's pre-op).
+const DM1: Counters = Counters([1, 1, 0]);
 const ZERO: Counters = Counters([0, 0, 0]);
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -188,7 +191,9 @@ async fn eager_lock_keeps_lock_and_pre_op_across_writes_until_flush() {
     for k in 0..3u64 {
         assert_eq!(write(&top, f, k, b"z").await, Ok(1));
     }
+    // The hold takes the data and the metadata domain, and pre-ops both lanes at once.
     c.handle(0).assert_calls(&[
+        Fop::Inodelk,
         Fop::Inodelk,
         Fop::Xattrop,
         Fop::Writev,
@@ -196,20 +201,88 @@ async fn eager_lock_keeps_lock_and_pre_op_across_writes_until_flush() {
         Fop::Writev,
     ]);
     // While held, each child is dirty (the pre-op) and accuses nobody.
-    assert_eq!(counters(&c, 0, f.gfid, 0).await, D1);
+    assert_eq!(counters(&c, 0, f.gfid, 0).await, DM1);
     assert_eq!(counters(&c, 0, f.gfid, 1).await, ZERO);
     top.flush(&root(), f).await.expect("flush");
     c.handle(0).assert_calls(&[
         Fop::Inodelk,
+        Fop::Inodelk,
         Fop::Xattrop,
         Fop::Writev,
         Fop::Writev,
         Fop::Writev,
         Fop::Xattrop,
         Fop::Inodelk,
+        Fop::Inodelk,
         Fop::Flush,
     ]);
     assert!(all_zero(&c, f.gfid).await);
+}
+
+/// `tar x` changes each file's times, owner and mode through paths while the file is still
+/// open (futimens, fchown, fchmod arrive without an fd): they go through the open file's
+/// hold, one round trip each, and the hold ends at the flush with every counter zero.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn attribute_changes_of_an_open_file_go_through_its_eager_hold() {
+    let (c, top) = setup(2, &[("eager-lock", "on"), ("post-op-delay", "60s")]);
+    let f = create(&top, "f", 1).await;
+    c.handle(0).take_calls();
+    assert_eq!(write(&top, f, 0, b"z").await, Ok(1));
+    let chmod = SetAttr {
+        perm: ROption::RSome(0o600),
+        ..SetAttr::default()
+    };
+    let chown = SetAttr {
+        uid: ROption::RSome(7),
+        ..SetAttr::default()
+    };
+    top.setattr(&root(), f.gfid, chmod).await.expect("chmod");
+    top.setattr(&root(), f.gfid, chown).await.expect("chown");
+    c.handle(0).assert_calls(&[
+        Fop::Inodelk,
+        Fop::Inodelk,
+        Fop::Xattrop,
+        Fop::Writev,
+        Fop::Setattr,
+        Fop::Setattr,
+    ]);
+    // Both copies changed; nobody accuses anybody while the hold lasts.
+    for i in 0..2 {
+        let a = c.leaf(i).stat(&root(), f.gfid).await.expect("stat");
+        assert_eq!((a.mode() & 0o7777, a.uid), (0o600, 7));
+    }
+    top.flush(&root(), f).await.expect("flush");
+    assert!(all_zero(&c, f.gfid).await);
+    // A file nobody here has open: a plain metadata transaction, no hold left behind.
+    top.release(&root(), f).await.expect("release");
+    c.handle(0).take_calls();
+    top.setattr(&root(), f.gfid, chmod).await.expect("chmod");
+    c.handle(0).assert_calls(&[
+        Fop::Inodelk,
+        Fop::Xattrop,
+        Fop::Setattr,
+        Fop::Xattrop,
+        Fop::Inodelk,
+    ]);
+}
+
+/// A change of one copy's metadata under a hold that fails there leaves it accused when the
+/// hold ends, so heal makes it equal to the other.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_attribute_change_under_a_hold_accuses_that_copy() {
+    let (c, top) = setup(2, &[("eager-lock", "on"), ("post-op-delay", "60s")]);
+    let f = create(&top, "f", 1).await;
+    assert_eq!(write(&top, f, 0, b"z").await, Ok(1));
+    c.handle(1).fail(Fop::Setattr, Errno::EIO);
+    let chmod = SetAttr {
+        perm: ROption::RSome(0o600),
+        ..SetAttr::default()
+    };
+    top.setattr(&root(), f.gfid, chmod).await.expect("chmod");
+    // The failure ended the hold at once: child 0 accuses child 1, child 1 is clean.
+    assert_eq!(counters(&c, 0, f.gfid, 0).await, ZERO);
+    assert_ne!(counters(&c, 0, f.gfid, 1).await, ZERO);
+    assert_eq!(counters(&c, 1, f.gfid, 1).await, ZERO);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -217,9 +290,9 @@ async fn eager_lock_ends_after_the_post_op_delay() {
     let (c, top) = setup(2, &[("eager-lock", "on"), ("post-op-delay", "50ms")]);
     let f = create(&top, "f", 1).await;
     write(&top, f, 0, b"z").await.expect("write");
-    // The timer's post-op and unlock arrive without any further fop.
-    c.handle(0).wait_for(Fop::Inodelk, 2).await;
-    c.handle(1).wait_for(Fop::Inodelk, 2).await;
+    // The timer's post-op and unlock (of both domains) arrive without any further fop.
+    c.handle(0).wait_for(Fop::Inodelk, 4).await;
+    c.handle(1).wait_for(Fop::Inodelk, 4).await;
     assert!(all_zero(&c, f.gfid).await);
 }
 

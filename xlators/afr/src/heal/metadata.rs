@@ -14,6 +14,8 @@ pub(crate) async fn heal(
     gfid: Gfid,
     fav: &mut super::favorite::Favorite,
 ) -> Result<(), Errno> {
+    // This client's own eager hold (both domains) would make the heal wait for its timer.
+    crate::eager::release_now(sh, gfid).await;
     let Some(held) = super::begin(sh, Plan::inode(sh, gfid, Lanes::META), gfid).await? else {
         return Ok(());
     };
