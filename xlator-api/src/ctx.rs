@@ -343,6 +343,101 @@ impl CtxExtension for CreateXattrs {
     }
 }
 
+/// One lock of a [`LocksAround`]: a whole-object write `inodelk` in `domain`, or an
+/// `entrylk` of `name` in directory `parent` (the whole directory when `name` is empty).
+#[derive(Clone, PartialEq, Eq, Debug)]
+pub enum AroundLock {
+    Inode {
+        domain: String,
+        gfid: crate::types::Gfid,
+    },
+    Entry {
+        domain: String,
+        parent: crate::types::Gfid,
+        name: String,
+    },
+}
+
+/// Locks that features/locks takes just before an `xattrop` and gives back just after it,
+/// for the caller's lock owner (its connection's client and the context's `lk_owner`):
+/// cluster/replicate's lock and pre-op in one round trip, and its post-op and unlock in one
+/// more (GlusterFS sends them as separate fops, or as compound fops). `take` is non-blocking
+/// and all or nothing: when one is held by another owner, the answer is EAGAIN and neither
+/// any lock nor the xattrop stays done; when the xattrop fails, `take` is given back too.
+/// `give` is given back after the xattrop whatever it answered. A brick that understands it
+/// answers `getxattr` of [`LOCKS_AROUND_XATTR`] (on any object); a caller must ask before
+/// relying on it (a brick without it would run the xattrop unlocked). Crosses the wire.
+#[derive(Clone, PartialEq, Eq, Debug, Default)]
+pub struct LocksAround {
+    pub take: Vec<AroundLock>,
+    pub give: Vec<AroundLock>,
+}
+
+/// The virtual xattr a brick's features/locks answers (`1`) when it honours [`LocksAround`].
+pub const LOCKS_AROUND_XATTR: &str = "xlfs.locks-around";
+
+fn put_locks(out: &mut Vec<u8>, v: &[AroundLock]) {
+    put_u32(out, v.len());
+    for l in v {
+        match l {
+            AroundLock::Inode { domain, gfid } => {
+                out.push(0);
+                put_bytes(out, domain.as_bytes());
+                put_bytes(out, &gfid.0);
+                put_bytes(out, b"");
+            }
+            AroundLock::Entry {
+                domain,
+                parent,
+                name,
+            } => {
+                out.push(1);
+                put_bytes(out, domain.as_bytes());
+                put_bytes(out, &parent.0);
+                put_bytes(out, name.as_bytes());
+            }
+        }
+    }
+}
+
+fn take_locks(at: &mut &[u8]) -> Option<Vec<AroundLock>> {
+    let n = take_u32(at)?;
+    let mut v = Vec::new();
+    for _ in 0..n {
+        let (&tag, rest) = at.split_first()?;
+        *at = rest;
+        let domain = String::from_utf8(take_bytes(at)?.to_vec()).ok()?;
+        let gfid = crate::types::Gfid(take_bytes(at)?.try_into().ok()?);
+        let name = String::from_utf8(take_bytes(at)?.to_vec()).ok()?;
+        v.push(match tag {
+            0 => AroundLock::Inode { domain, gfid },
+            1 => AroundLock::Entry {
+                domain,
+                parent: gfid,
+                name,
+            },
+            _ => return None,
+        });
+    }
+    Some(v)
+}
+
+impl CtxExtension for LocksAround {
+    const KEY: &'static str = "xlfs/locks-around";
+    fn encode(&self) -> Vec<u8> {
+        let mut out = Vec::new();
+        put_locks(&mut out, &self.take);
+        put_locks(&mut out, &self.give);
+        out
+    }
+    fn decode(bytes: &[u8]) -> Option<Self> {
+        let mut at = bytes;
+        let take = take_locks(&mut at)?;
+        let give = take_locks(&mut at)?;
+        at.is_empty().then_some(LocksAround { take, give })
+    }
+}
+
 fn put_u32(out: &mut Vec<u8>, n: usize) {
     out.extend_from_slice(&u32::try_from(n).unwrap_or(u32::MAX).to_le_bytes());
 }
@@ -450,5 +545,35 @@ mod tests {
         assert_eq!(XattrReq::decode(&bad), None);
         assert_eq!(XattrReq::decode(&[0xff, 0xff, 0xff, 0xff]), None);
         assert_eq!(CreateXattrs::decode(&[1, 0, 0, 0, 9]), None);
+    }
+
+    #[test]
+    fn locks_around_round_trips_and_refuses_garbage() {
+        let g = crate::types::Gfid([7; 16]);
+        let a = LocksAround {
+            take: vec![
+                AroundLock::Inode {
+                    domain: "r-replicate-0".into(),
+                    gfid: g,
+                },
+                AroundLock::Entry {
+                    domain: "r-replicate-0".into(),
+                    parent: g,
+                    name: "f".into(),
+                },
+            ],
+            give: vec![AroundLock::Entry {
+                domain: "d".into(),
+                parent: g,
+                name: String::new(),
+            }],
+        };
+        assert_eq!(LocksAround::decode(&a.encode()), Some(a.clone()));
+        let mut bad = a.encode();
+        bad.push(0);
+        assert_eq!(LocksAround::decode(&bad), None);
+        let mut tag = a.encode();
+        tag[4] = 9;
+        assert_eq!(LocksAround::decode(&tag), None);
     }
 }

@@ -276,8 +276,7 @@ async fn end_hold(sh: &Shared, s: &mut Slot) {
     s.release_when_idle = false;
     let Some(h) = s.held.take() else { return };
     let ok: Vec<bool> = (0..h.pre.len()).map(|i| h.pre[i] && !h.failed[i]).collect();
-    transaction::post_op(sh, &h.plan, &h.pre, &h.locked, &ok).await;
-    transaction::unlock(sh, &h.plan, h.owner, &h.locked).await;
+    transaction::post_op_and_unlock(sh, &h.plan, h.owner, &h.pre, &h.locked, &ok).await;
 }
 
 /// Ends the hold of `gfid` now (flush, fsync, release, truncate, heal). With writes of the

@@ -73,7 +73,14 @@ pub(crate) struct Shared {
     /// Locks whose unlock found the child unreachable: (child, owner, lock), unlocked when
     /// the child is up again (a brick that restarted has forgotten them anyway).
     pub stale_locks: Mutex<Vec<(usize, LkOwner, crate::transaction::LockItem)>>,
+    /// Per child, whether its bricks honour `LocksAround` (lock with the pre-op, unlock with
+    /// the post-op): [`AROUND_UNKNOWN`] until asked, again after each ChildUp.
+    pub around: Vec<std::sync::atomic::AtomicU8>,
 }
+
+pub const AROUND_UNKNOWN: u8 = 0;
+pub const AROUND_YES: u8 = 1;
+pub const AROUND_NO: u8 = 2;
 
 /// How long after init replicate waits to hear from every child before it says it is up
 /// with the children it has heard from: a mount's first fops would otherwise meet a replica
@@ -120,6 +127,9 @@ impl Shared {
             next_owner: AtomicU64::new(1),
             split_brains: Mutex::new(BTreeSet::new()),
             stale_locks: Mutex::new(Vec::new()),
+            around: (0..n)
+                .map(|_| std::sync::atomic::AtomicU8::new(AROUND_UNKNOWN))
+                .collect(),
         }
     }
 

@@ -21,7 +21,11 @@
 //!    included, and no child stops being readable. Participants never accuse each other for an open transaction, so a reader
 //!    of the counters during one (another client, an eager hold) sees dirty children and
 //!    accusations of absent ones only, never a stale child passed off as good;
-//! 7. unlock. The answer: the first success in child order if the successes make a quorum;
+//! 7. unlock. Steps 2 and 4 go in one request per child (an xattrop carrying its locks,
+//!    features/locks' [`LocksAround`]) when every child up honours it, the transaction marks
+//!    one object and no child is busy or fails (else the steps above, one by one); steps 6
+//!    and 7 likewise. A transaction is then 3 round trips: lock + pre-op, fop, post-op +
+//!    unlock. The answer: the first success in child order if the successes make a quorum;
 //!    no success: the children's error; some but too few: ENOTCONN.
 
 use std::future::Future;
@@ -29,8 +33,8 @@ use std::future::Future;
 use futures::future::join_all;
 use xlator_api::abi_stable::std_types::RVec;
 use xlator_api::{
-    Buf, Ctx, EntrylkCmd, Errno, Flock, Gfid, LkCmd, LkOwner, Loc, LockKind, LogLevel, Xattr,
-    XattropOp,
+    AroundLock, Buf, Ctx, EntrylkCmd, Errno, Flock, Gfid, LOCKS_AROUND_XATTR, LkCmd, LkOwner, Loc,
+    LockKind, LocksAround, LogLevel, Xattr, XattropOp,
 };
 
 use crate::changelog::{self, Lanes};
@@ -483,30 +487,233 @@ pub(crate) async fn pre_op(
     mark_read(sh, plan, on, true, |i, j| i32::from(i == j || !on[j])).await
 }
 
-/// Step 6: on every pre-op'ed child (`pre`), -1 under its own key and +1 under the key of
-/// each child the pre-op did not already accuse (it was in `locked`) where the fop did not
-/// succeed (`ok[j]` false: it failed, or its pre-op did): it stays accused.
-pub(crate) async fn post_op(
+/// Steps 6 and 7: the post-op on every pre-op'ed child (`pre`): -1 under its own key and
+/// +1 under the key of each child the pre-op did not already accuse (it was in `locked`)
+/// where the fop did not succeed (`ok[j]` false: it failed, or its pre-op did), so it stays
+/// accused; then the unlock of `locked` (in one request per child where the bricks honour
+/// [`LocksAround`]).
+pub(crate) async fn post_op_and_unlock(
     sh: &Shared,
     plan: &Plan,
+    owner: LkOwner,
     pre: &[bool],
     locked: &[bool],
     ok: &[bool],
-) -> Vec<bool> {
-    mark(sh, plan, pre, |i, j| {
+) {
+    let delta = |i: usize, j: usize| {
         if i == j {
             -1
         } else {
             i32::from(locked[j] && !ok[j])
         }
-    })
-    .await
+    };
+    finish(sh, plan, owner, pre, locked, delta).await;
 }
 
-/// Step 6 when nothing changed anywhere (every child refused the fop, or too few were
-/// pre-op'ed): the pre-op is taken back entirely, absent children's accusations included.
-pub(crate) async fn undo_pre_op(sh: &Shared, plan: &Plan, pre: &[bool], locked: &[bool]) {
-    mark(sh, plan, pre, |i, j| -i32::from(i == j || !locked[j])).await;
+/// Steps 6 and 7 when nothing changed anywhere (every child refused the fop, or too few were
+/// pre-op'ed): the pre-op is taken back entirely, absent children's accusations included;
+/// then the unlock of `locked` (as [`post_op_and_unlock`]).
+pub(crate) async fn undo_and_unlock(
+    sh: &Shared,
+    plan: &Plan,
+    owner: LkOwner,
+    pre: &[bool],
+    locked: &[bool],
+) {
+    finish(sh, plan, owner, pre, locked, |i, j| {
+        -i32::from(i == j || !locked[j])
+    })
+    .await;
+}
+
+/// The changelog `delta` on `pre`, then the unlock of `locked`: a post-op carrying its unlock
+/// ([`LocksAround::give`]) where every child of `pre` honours it and the plan marks one
+/// object; separate requests otherwise.
+async fn finish(
+    sh: &Shared,
+    plan: &Plan,
+    owner: LkOwner,
+    pre: &[bool],
+    locked: &[bool],
+    delta: impl Fn(usize, usize) -> i32,
+) {
+    if plan.targets.len() != 1 || !around_everywhere(sh, pre).await {
+        mark(sh, plan, pre, delta).await;
+        unlock(sh, plan, owner, locked).await;
+        return;
+    }
+    let delta = &delta;
+    join_all((0..sh.n()).map(|i| async move {
+        if pre[i] {
+            let r = xattrop_around(sh, plan, i, owner, false, |j| delta(i, j), false).await;
+            if r == Err(Errno::ENOTCONN) {
+                // Perhaps never arrived: the locks are given back when the child returns.
+                let mut stale = crate::shared::lock(&sh.stale_locks);
+                for item in &plan.items {
+                    stale.push((i, owner, item.clone()));
+                }
+            }
+        } else if locked[i] {
+            for item in plan.items.iter().rev() {
+                unlock_item(sh, i, owner, item).await;
+            }
+        }
+    }))
+    .await;
+}
+
+/// Whether child `i`'s brick honours [`LocksAround`]: asked once (a `getxattr` of
+/// [`LOCKS_AROUND_XATTR`]) after each ChildUp; `lock-with-changelog off` says no.
+async fn around_ok(sh: &Shared, i: usize) -> bool {
+    use std::sync::atomic::Ordering;
+
+    use crate::shared::{AROUND_NO, AROUND_YES};
+    match sh.around[i].load(Ordering::Acquire) {
+        AROUND_YES => return true,
+        AROUND_NO => return false,
+        _ => {}
+    }
+    let r = sh.children[i]
+        .getxattr(&Ctx::root(), Gfid::ROOT, LOCKS_AROUND_XATTR.into())
+        .await;
+    match r {
+        Ok(v) if v.as_slice() == b"1" => {
+            sh.around[i].store(AROUND_YES, Ordering::Release);
+            true
+        }
+        // Not reached: asked again next time.
+        Err(Errno::ENOTCONN) => false,
+        _ => {
+            sh.around[i].store(AROUND_NO, Ordering::Release);
+            false
+        }
+    }
+}
+
+/// Whether every child in `on` honours [`LocksAround`] (and the option is on).
+async fn around_everywhere(sh: &Shared, on: &[bool]) -> bool {
+    if !sh.cfg().lock_with_changelog {
+        return false;
+    }
+    join_all((0..sh.n()).filter(|&i| on[i]).map(|i| around_ok(sh, i)))
+        .await
+        .into_iter()
+        .all(|ok| ok)
+}
+
+/// The plan's one target's changelog `delta(j)` (under child `j`'s key) on child `i`, with
+/// the plan's locks taken before it (`take`) or given back after it, in one request.
+async fn xattrop_around(
+    sh: &Shared,
+    plan: &Plan,
+    i: usize,
+    owner: LkOwner,
+    take: bool,
+    delta: impl Fn(usize) -> i32,
+    read_all: bool,
+) -> Result<RVec<Xattr>, Errno> {
+    let (gfid, lanes) = plan.targets[0];
+    let locks: Vec<AroundLock> = plan
+        .items
+        .iter()
+        .map(|item| match item {
+            LockItem::Inode { domain, gfid } => AroundLock::Inode {
+                domain: domain.clone(),
+                gfid: *gfid,
+            },
+            LockItem::Entry {
+                domain,
+                parent,
+                name,
+            } => AroundLock::Entry {
+                domain: domain.clone(),
+                parent: *parent,
+                name: name.clone(),
+            },
+        })
+        .collect();
+    let around = if take {
+        LocksAround {
+            take: locks,
+            give: Vec::new(),
+        }
+    } else {
+        LocksAround {
+            take: Vec::new(),
+            give: locks,
+        }
+    };
+    let xs: RVec<Xattr> = sh
+        .keys
+        .iter()
+        .enumerate()
+        .filter(|(j, _)| read_all || delta(*j) != 0)
+        .map(|(j, k)| Xattr {
+            name: k.as_str().into(),
+            value: Buf::from_vec(changelog::delta(lanes, delta(j)).to_vec()),
+        })
+        .collect();
+    let cx = sh.internal_ctx(owner).to_builder().ext(&around).build();
+    let r = sh.children[i]
+        .xattrop(&cx, gfid, XattropOp::AddArray32, xs)
+        .await;
+    if let Err(e) = r
+        && e != Errno::EAGAIN
+    {
+        sh.log(
+            LogLevel::Warn,
+            &format!("changelog on {gfid} failed on child {i}: {e}"),
+        );
+    }
+    r
+}
+
+/// Steps 2-4 in one request per child ([`LocksAround::take`] with the pre-op), when every
+/// child up honours it and the plan marks one object. `None`: not possible, or some child
+/// was busy (contention) or failed; what was taken is given back (pre-op undone) and the
+/// caller goes the step-by-step way, which sorts out contention and failures.
+async fn open_at_once(
+    sh: &Shared,
+    plan: &Plan,
+    owner: LkOwner,
+    up: &[bool],
+) -> Option<Result<Open, Errno>> {
+    if plan.targets.len() != 1 || !around_everywhere(sh, up).await {
+        return None;
+    }
+    let tries = join_all((0..sh.n()).map(|i| async move {
+        if up[i] {
+            let delta = |j: usize| i32::from(i == j || !up[j]);
+            Some(xattrop_around(sh, plan, i, owner, true, delta, true).await)
+        } else {
+            None
+        }
+    }))
+    .await;
+    let done: Vec<bool> = tries.iter().map(|r| matches!(r, Some(Ok(_)))).collect();
+    if done != up {
+        // Pre-op'ed as if every child up took part: undone the same way.
+        finish(sh, plan, owner, &done, &done, |i, j| {
+            -i32::from(i == j || !up[j])
+        })
+        .await;
+        return None;
+    }
+    let answers = vec![tries.into_iter().map(|r| r.and_then(Result::ok)).collect()];
+    let pre = up.to_vec();
+    Some(match good_copies(sh, plan, &pre, &answers) {
+        Ok(good) => Ok(Open {
+            owner,
+            locked: pre.clone(),
+            pre,
+            good,
+            contended: false,
+        }),
+        Err(e) => {
+            undo_and_unlock(sh, plan, owner, &pre, &pre).await;
+            Err(e)
+        }
+    })
 }
 
 /// Whether every participant refused the fop (nothing changed anywhere: the pre-op is
@@ -551,6 +758,9 @@ pub(crate) async fn open(sh: &Shared, plan: &Plan, quorum: Quorum) -> Result<Ope
         return Err(Errno::EROFS);
     }
     let owner = sh.new_owner();
+    if let Some(r) = open_at_once(sh, plan, owner, &up).await {
+        return r;
+    }
     let (locked, contended, lock_errs) = lock(sh, plan, owner, &up).await;
     if !quorum.met(&locked) {
         unlock(sh, plan, owner, &locked).await;
@@ -558,15 +768,13 @@ pub(crate) async fn open(sh: &Shared, plan: &Plan, quorum: Quorum) -> Result<Ope
     }
     let (pre, answers, pre_errs) = pre_op(sh, plan, &locked).await;
     if !quorum.met(&pre) {
-        undo_pre_op(sh, plan, &pre, &locked).await;
-        unlock(sh, plan, owner, &locked).await;
+        undo_and_unlock(sh, plan, owner, &pre, &locked).await;
         return Err(refusal(&pre, pre_errs));
     }
     let good = match good_copies(sh, plan, &pre, &answers) {
         Ok(g) => g,
         Err(e) => {
-            undo_pre_op(sh, plan, &pre, &locked).await;
-            unlock(sh, plan, owner, &locked).await;
+            undo_and_unlock(sh, plan, owner, &pre, &locked).await;
             return Err(e);
         }
     };
@@ -595,11 +803,11 @@ fn refusal(passed: &[bool], errs: Vec<Errno>) -> Errno {
 /// Steps 6-7 after `replies`.
 pub(crate) async fn close<R>(sh: &Shared, plan: &Plan, t: &Open, replies: &Replies<R>) {
     if all_refused(replies) {
-        undo_pre_op(sh, plan, &t.pre, &t.locked).await;
+        undo_and_unlock(sh, plan, t.owner, &t.pre, &t.locked).await;
     } else {
-        post_op(sh, plan, &t.pre, &t.locked, &replies.succeeded()).await;
+        let ok = replies.succeeded();
+        post_op_and_unlock(sh, plan, t.owner, &t.pre, &t.locked, &ok).await;
     }
-    unlock(sh, plan, t.owner, &t.locked).await;
 }
 
 /// A whole transaction: `op(i)` is the fop on child `i`.
@@ -635,8 +843,7 @@ where
     let value = match prepare(sources).await {
         Ok(v) => v,
         Err(e) => {
-            undo_pre_op(sh, &plan, &t.pre, &t.locked).await;
-            unlock(sh, &plan, t.owner, &t.locked).await;
+            undo_and_unlock(sh, &plan, t.owner, &t.pre, &t.locked).await;
             return Err(e);
         }
     };

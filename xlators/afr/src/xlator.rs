@@ -297,6 +297,10 @@ impl<S: Spelling> Translator for ReplicateAs<S> {
             EventKind::ChildUp => {
                 // What was learnt of the copies predates this child's return.
                 sh.generation.fetch_add(1, Ordering::AcqRel);
+                // The brick may have been replaced by one of another version.
+                if let Some(a) = sh.around.get(ev.child as usize) {
+                    a.store(crate::shared::AROUND_UNKNOWN, Ordering::Release);
+                }
                 let (bg, i) = (sh.clone(), ev.child as usize);
                 sh.services
                     .spawn(async move { transaction::unlock_stale(&bg, i).await });

@@ -131,13 +131,21 @@ async fn random_writes_appends_creates_truncates_with_children_failing_match_a_m
         .into_iter()
         .chain(1..=extra);
     for seed in seeds {
-        model_run(seed).await;
+        // Over leaves that take locks themselves (separate lock, xattrop and unlock), and
+        // over features/locks (locks taken and given with the changelog's xattrops).
+        model_run(seed, false).await;
+        model_run(seed, true).await;
     }
 }
 
-async fn model_run(seed: u64) {
+async fn model_run(seed: u64, on_locks: bool) {
     const FILES: usize = 4;
-    let (c, top) = setup(3, &[("eager-lock", "on"), ("post-op-delay", "20ms")]);
+    let opts = [("eager-lock", "on"), ("post-op-delay", "20ms")];
+    let (c, top) = if on_locks {
+        setup_on_locks(3, &opts)
+    } else {
+        setup(3, &opts)
+    };
     let mut rng = Rng(seed);
     // The model: each file's content (None: not created yet), and the open fd.
     let mut model: Vec<Option<Vec<u8>>> = vec![None; FILES];

@@ -323,3 +323,114 @@ async fn a_create_answers_with_the_attributes_reads_will_show() {
         );
     }
 }
+
+/// Over bricks whose features/locks honours `LocksAround`, a transaction is three requests
+/// per child: lock + pre-op, the fop, post-op + unlock. Nothing stays locked or dirty.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn locks_go_with_the_changelog_where_the_bricks_take_them() {
+    let (c, top) = setup_on_locks(2, &[]);
+    let f = create(&top, "f", 1).await;
+    c.handle(0).take_calls();
+    c.handle(1).take_calls();
+    let g = create(&top, "g", 2).await;
+    c.handle(0)
+        .assert_calls(&[Fop::Xattrop, Fop::Create, Fop::Xattrop]);
+    let chmod = SetAttr {
+        perm: ROption::RSome(0o600),
+        ..SetAttr::default()
+    };
+    top.setattr(&root(), f.gfid, chmod).await.expect("chmod");
+    c.handle(1).assert_calls(&[
+        Fop::Xattrop,
+        Fop::Create,
+        Fop::Xattrop,
+        Fop::Xattrop,
+        Fop::Setattr,
+        Fop::Xattrop,
+    ]);
+    assert!(all_zero(&c, f.gfid).await && all_zero(&c, g.gfid).await);
+    assert!(all_zero(&c, Gfid::ROOT).await);
+    // Every lock was given back: another owner takes them at once.
+    for i in 0..2 {
+        let free = c
+            .leaf(i)
+            .inodelk(
+                &other_owner(),
+                "cluster/replicate".into(),
+                f.gfid,
+                xlator_api::LkCmd::Set,
+                whole_write(),
+            )
+            .await;
+        assert_eq!(free, Ok(()), "child {i}");
+    }
+}
+
+/// A lock another owner holds on one brick: the combined request fails there (EAGAIN, the
+/// xattrop not done), what the other brick took is given back, and the transaction waits
+/// its turn the step-by-step way; it completes once the lock is free, counters all zero.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_busy_brick_makes_the_transaction_wait_and_leaves_nothing_behind() {
+    let (c, top) = setup_on_locks(2, &[]);
+    let f = create(&top, "f", 1).await;
+    let meta = "cluster/replicate:metadata".to_string();
+    c.leaf(1)
+        .inodelk(
+            &other_owner(),
+            meta.as_str().into(),
+            f.gfid,
+            xlator_api::LkCmd::Set,
+            whole_write(),
+        )
+        .await
+        .expect("the other owner's lock");
+    let chmod = SetAttr {
+        perm: ROption::RSome(0o640),
+        ..SetAttr::default()
+    };
+    let t = top.clone();
+    let gfid = f.gfid;
+    let waiting = tokio::spawn(async move { t.setattr(&root(), gfid, chmod).await });
+    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    assert!(
+        !waiting.is_finished(),
+        "went ahead under another owner's lock"
+    );
+    // Child 0's combined pre-op was undone: it is clean while the transaction waits.
+    assert!(all_zero(&c, f.gfid).await);
+    let mut unlock = whole_write();
+    unlock.kind = xlator_api::LockKind::Unlock;
+    c.leaf(1)
+        .inodelk(
+            &other_owner(),
+            meta.as_str().into(),
+            f.gfid,
+            xlator_api::LkCmd::Set,
+            unlock,
+        )
+        .await
+        .expect("unlock");
+    waiting.await.expect("join").expect("chmod");
+    for i in 0..2 {
+        let a = c.leaf(i).stat(&root(), f.gfid).await.expect("stat");
+        assert_eq!(a.mode() & 0o7777, 0o640);
+    }
+    assert!(all_zero(&c, f.gfid).await);
+}
+
+fn other_owner() -> xlator_api::Ctx {
+    xlator_api::Ctx::builder(0, 0)
+        .lk_owner(xlator_api::LkOwner(0x5eed))
+        .ext(&xlator_api::ClientId(99))
+        .build()
+}
+
+fn whole_write() -> xlator_api::Flock {
+    xlator_api::Flock {
+        kind: xlator_api::LockKind::Write,
+        start: 0,
+        len: 0,
+        pid: 0,
+        owner: xlator_api::LkOwner(0x5eed),
+    }
+}

@@ -1,4 +1,5 @@
-//! The features/locks translator: answers `lk`, `inodelk` and `entrylk` itself, drops an
+//! The features/locks translator: answers `lk`, `inodelk` and `entrylk` itself (and takes
+//! the locks an `xattrop`'s [`LocksAround`] asks for around it), drops an
 //! owner's POSIX locks on `flush`, an fd's on `release` and a client's on `forget_client`;
 //! every other fop passes through, the modifying ones after the migration barrier's gate
 //! ([`crate::gate`], [`crate::barrier`]). Every lock is keyed by (client, owner) ([`Owner`]).
@@ -6,11 +7,12 @@
 use std::sync::Arc;
 
 use xlator_api::abi_stable::std_types::RString;
+use xlator_api::abi_stable::std_types::RVec;
 #[allow(unused_imports)] // used by the generated fops
 use xlator_api::*;
 use xlator_api::{
-    ClientId, Ctx, Dump, EntrylkCmd, Errno, Fd, FdId, Flock, Fop, Gfid, Init, LkCmd, Loc, LockKind,
-    Subvol, Translator,
+    AroundLock, Buf, ClientId, Ctx, Dump, EntrylkCmd, Errno, Fd, FdId, Flock, Fop, Gfid, Init,
+    LOCKS_AROUND_XATTR, LkCmd, Loc, LockKind, LocksAround, Subvol, Translator, Xattr, XattropOp,
 };
 
 use crate::barrier::{self, Admitted, Barriers};
@@ -170,6 +172,90 @@ impl Locks {
         }
     }
 
+    /// Takes (`LkCmd::Set`, `EntrylkCmd::LockNonBlocking`) or gives back one lock of a
+    /// [`LocksAround`] for the caller.
+    async fn around(&self, cx: &Ctx, l: &AroundLock, take: bool) -> Result<(), Errno> {
+        match l {
+            AroundLock::Inode { domain, gfid } => {
+                let lock = Flock {
+                    kind: if take {
+                        LockKind::Write
+                    } else {
+                        LockKind::Unlock
+                    },
+                    start: 0,
+                    len: 0,
+                    pid: 0,
+                    owner: cx.lk_owner(),
+                };
+                self.inodelk_fop(cx, domain.as_str().into(), *gfid, LkCmd::Set, lock)
+                    .await
+            }
+            AroundLock::Entry {
+                domain,
+                parent,
+                name,
+            } => {
+                let cmd = if take {
+                    EntrylkCmd::LockNonBlocking
+                } else {
+                    EntrylkCmd::Unlock
+                };
+                let loc = Loc::new(*parent, name.as_str());
+                self.entrylk_fop(cx, domain.as_str().into(), loc, cmd).await
+            }
+        }
+    }
+
+    async fn give_back(&self, cx: &Ctx, locks: &[AroundLock]) {
+        for l in locks.iter().rev() {
+            // Nothing to answer: a lock not held (its owner's client went) is simply gone.
+            let _ = self.around(cx, l, false).await;
+        }
+    }
+
+    /// `xattrop` with the locks its [`LocksAround`] asks for taken before and given back
+    /// after (see there); without one, as every other fop.
+    async fn xattrop_fop(
+        &self,
+        cx: &Ctx,
+        gfid: Gfid,
+        op: XattropOp,
+        xattrs: RVec<Xattr>,
+    ) -> Result<RVec<Xattr>, Errno> {
+        let around = cx.ext::<LocksAround>();
+        if let Some(a) = &around {
+            for (k, l) in a.take.iter().enumerate() {
+                if let Err(e) = self.around(cx, l, true).await {
+                    self.give_back(cx, &a.take[..k]).await;
+                    return Err(e);
+                }
+            }
+        }
+        let r = {
+            let _admitted = self
+                .admit(cx, gate::classify(Fop::Xattrop, Some(gfid), None), None)
+                .await;
+            self.children[0].xattrop(cx, gfid, op, xattrs).await
+        };
+        if let Some(a) = &around {
+            if r.is_err() {
+                self.give_back(cx, &a.take).await;
+            }
+            self.give_back(cx, &a.give).await;
+        }
+        r
+    }
+
+    /// Answers [`LOCKS_AROUND_XATTR`] (this translator honours [`LocksAround`]); every other
+    /// name goes to the child.
+    async fn getxattr_fop(&self, cx: &Ctx, gfid: Gfid, name: RString) -> Result<Buf, Errno> {
+        if name.as_str() == LOCKS_AROUND_XATTR {
+            return Ok(Buf::from_vec(b"1".to_vec()));
+        }
+        self.children[0].getxattr(cx, gfid, name).await
+    }
+
     async fn flush_fop(&self, cx: &Ctx, fd: Fd) -> Result<(), Errno> {
         self.table
             .release_owner(fd.gfid, Owner::new(cx, cx.lk_owner()));
@@ -205,6 +291,8 @@ macro_rules! fop_body {
     (inodelk, $s:ident, $cx:ident, $V:ident, ($($a:ident),*)) => { $s.inodelk_fop($cx $(, $a)*).await };
     (entrylk, $s:ident, $cx:ident, $V:ident, ($($a:ident),*)) => { $s.entrylk_fop($cx $(, $a)*).await };
     (flush, $s:ident, $cx:ident, $V:ident, ($($a:ident),*)) => { $s.flush_fop($cx $(, $a)*).await };
+    (xattrop, $s:ident, $cx:ident, $V:ident, ($($a:ident),*)) => { $s.xattrop_fop($cx $(, $a)*).await };
+    (getxattr, $s:ident, $cx:ident, $V:ident, ($($a:ident),*)) => { $s.getxattr_fop($cx $(, $a)*).await };
     (release, $s:ident, $cx:ident, $V:ident, ($($a:ident),*)) => { $s.release_fop($cx $(, $a)*).await };
     (forget_client, $s:ident, $cx:ident, $V:ident, ($($a:ident),*)) => {
         $s.forget_client_fop($cx $(, $a)*).await

@@ -318,3 +318,135 @@ async fn other_fops_pass_through() {
     top.stat(&Ctx::root(), e.attr.gfid).await.expect("stat");
     assert_eq!(h.fops(), vec![Fop::Mkdir, Fop::Stat]);
 }
+
+/// An xattrop's `LocksAround`: `take` is held for the caller after it (all or nothing, the
+/// xattrop not done when one is busy), `give` released after it, and an xattrop that fails
+/// keeps none of `take`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_xattrop_takes_and_gives_the_locks_it_carries() {
+    use xlator_api::abi_stable::std_types::RVec;
+    use xlator_api::{AroundLock, Buf, LOCKS_AROUND_XATTR, LocksAround, Xattr, XattropOp};
+    let (top, h) = stack();
+    let root = Gfid::ROOT;
+    let answer = top
+        .getxattr(&cx(1), root, LOCKS_AROUND_XATTR.into())
+        .await
+        .expect("the brick says it honours LocksAround");
+    assert_eq!(answer.as_slice(), b"1");
+    let inode = AroundLock::Inode {
+        domain: "afr".into(),
+        gfid: root,
+    };
+    let entry = AroundLock::Entry {
+        domain: "afr".into(),
+        parent: root,
+        name: "f".into(),
+    };
+    let with = |owner: u64, take: Vec<AroundLock>, give: Vec<AroundLock>| {
+        Ctx::builder(0, 0)
+            .lk_owner(LkOwner(owner))
+            .ext(&LocksAround { take, give })
+            .build()
+    };
+    let bump = || {
+        RVec::from(vec![Xattr {
+            name: "trusted.afr.x".into(),
+            value: Buf::from_vec(vec![0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0]),
+        }])
+    };
+    let l = |o| fl(LockKind::Write, 0, 0, o);
+    top.xattrop(
+        &with(1, vec![inode.clone(), entry.clone()], vec![]),
+        root,
+        XattropOp::AddArray32,
+        bump(),
+    )
+    .await
+    .expect("take + xattrop");
+    // Both are held by owner 1 now.
+    let busy = top
+        .inodelk(&cx(2), "afr".into(), root, LkCmd::Set, l(2))
+        .await;
+    assert_eq!(busy.err(), Some(Errno::EAGAIN));
+    let busy = top
+        .entrylk(
+            &cx(2),
+            "afr".into(),
+            Loc::new(root, "f"),
+            EntrylkCmd::LockNonBlocking,
+        )
+        .await;
+    assert_eq!(busy.err(), Some(Errno::EAGAIN));
+    // Another owner's take fails whole: its free entry lock on "g" is not kept, and its
+    // xattrop never reached the leaf.
+    h.take_calls();
+    let other = AroundLock::Entry {
+        domain: "afr".into(),
+        parent: root,
+        name: "g".into(),
+    };
+    let r = top
+        .xattrop(
+            &with(2, vec![other.clone(), inode.clone()], vec![]),
+            root,
+            XattropOp::AddArray32,
+            bump(),
+        )
+        .await;
+    assert_eq!(r.err(), Some(Errno::EAGAIN));
+    assert!(!h.take_calls().iter().any(|c| c.fop() == Fop::Xattrop));
+    top.entrylk(
+        &cx(3),
+        "afr".into(),
+        Loc::new(root, "g"),
+        EntrylkCmd::LockNonBlocking,
+    )
+    .await
+    .expect("g was given back");
+    // Owner 1's post-op gives both back.
+    top.xattrop(
+        &with(1, vec![], vec![inode.clone(), entry.clone()]),
+        root,
+        XattropOp::AddArray32,
+        bump(),
+    )
+    .await
+    .expect("xattrop + give");
+    top.inodelk(&cx(2), "afr".into(), root, LkCmd::Set, l(2))
+        .await
+        .expect("inode lock free");
+    top.inodelk(
+        &cx(2),
+        "afr".into(),
+        root,
+        LkCmd::Set,
+        fl(LockKind::Unlock, 0, 0, 2),
+    )
+    .await
+    .expect("unlock");
+    // An xattrop that fails (no such object) keeps nothing it took.
+    let r = top
+        .xattrop(
+            &with(4, vec![inode.clone()], vec![]),
+            Gfid::random(),
+            XattropOp::AddArray32,
+            bump(),
+        )
+        .await;
+    assert!(r.is_err());
+    top.xattrop(
+        &with(
+            5,
+            vec![AroundLock::Inode {
+                domain: "afr".into(),
+                gfid: root,
+            }],
+            vec![],
+        ),
+        root,
+        XattropOp::AddArray32,
+        bump(),
+    )
+    .await
+    .expect("owner 4 kept nothing");
+}

@@ -20,6 +20,28 @@ pub fn setup(n: usize, set: &[(&str, &str)]) -> (MockCluster, Subvol) {
     (cluster, top)
 }
 
+/// [`setup`] with features/locks over each child's in-memory leaf (the brick's stack): the
+/// children honour `LocksAround`, so transactions lock with their pre-op and unlock with
+/// their post-op.
+pub fn setup_on_locks(n: usize, set: &[(&str, &str)]) -> (MockCluster, Subvol) {
+    let leaves = (0..n)
+        .map(|i| {
+            xlator_api::sdk::instantiate::<xlfs_locks::Locks>(xlator_api::InitArgs {
+                name: format!("locks-{i}").into(),
+                options: xlator_api::Options::new(),
+                children: RVec::from(vec![xlfs_testkit::MemLeaf::new()]),
+                services: xlfs_core::services::host_services(),
+            })
+            .expect("locks init")
+        })
+        .collect();
+    let cluster = MockCluster::with_leaves(leaves);
+    let mut opts = vec![("background-self-heal-count", "0"), ("eager-lock", "off")];
+    opts.extend_from_slice(set);
+    let top = cluster.build::<Replicate>(&opts);
+    (cluster, top)
+}
+
 /// The pending key of child `j`.
 pub fn key(cluster: &MockCluster, j: usize) -> String {
     format!("trusted.afr.{}", cluster.children()[j].name())
