@@ -171,12 +171,14 @@ fn heal_info_lists_what_a_killed_brick_missed_and_heal_repairs_it_after_restart(
         gfid_of(&b[1].join("d/new/f"))
     );
     for (i, brick) in b.iter().enumerate() {
+        // Entries left all zero go once they settled (storage/posix `index::SETTLE`).
         let idx = brick.join(".xlfs/indices/xattrop");
-        assert_eq!(
-            std::fs::read_dir(&idx).expect("index").count(),
-            0,
-            "index of brick {i} empty after the heal"
-        );
+        let count = || std::fs::read_dir(&idx).expect("index").count();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while count() > 0 && std::time::Instant::now() < deadline {
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
+        assert_eq!(count(), 0, "index of brick {i} empty after the heal");
     }
 
     // A data split-brain, made by hand: each copy of /d/kept blames the other.

@@ -13,6 +13,13 @@
 //!   writes. A crash in between leaves an entry with zero counters: harmless, dropped by the
 //!   next such xattrop or by the scan.
 //!
+//! An entry is not removed by the xattrop that zeroes the counters: that xattrop marks it
+//! idle, and the settle pass (every half second, in the scan thread) removes the entries
+//! idle for [`SETTLE`] whose counters are still all zero, under the object's stripe lock. A
+//! directory that takes one transaction after another (every create of `tar x` marks its
+//! parent) keeps its entry meanwhile: no create and unlink of the entry per transaction. The
+//! entries this process made are remembered, so making one again costs nothing either.
+//!
 //! The scan ([`Brick::index_scan`]) runs at start and every [`SCAN_EVERY`]: it removes
 //! entries whose GFID no longer resolves (the object's last name went, its handle was reaped)
 //! and entries whose counters are all zero. The reaper also drops the entry of a file whose
@@ -23,7 +30,7 @@
 //! ext4 and xfs journal both as metadata in order of the calls, which is what the guarantee
 //! needs after a power cut.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::ffi::CString;
 use std::os::fd::{AsFd, OwnedFd};
 use std::path::{Path, PathBuf};
@@ -42,6 +49,8 @@ pub const PENDING_PREFIX: &str = "trusted.afr.";
 pub const INDEX_DIR: &str = "indices/xattrop";
 /// How often the brick drops stale entries (besides once at start).
 pub const SCAN_EVERY: Duration = Duration::from_secs(600);
+/// How long an entry whose counters went back to zero stays before the settle pass drops it.
+pub const SETTLE: Duration = Duration::from_secs(2);
 
 /// Whether `name` is a pending-counter xattr.
 pub fn is_pending_key(name: &str) -> bool {
@@ -53,6 +62,14 @@ pub struct Index {
     brick: PathBuf,
     /// Replaced when the directory was removed under the brick (made again on the next add).
     dir: std::sync::Mutex<Arc<OwnedFd>>,
+    /// The entries this process made (or found made): adding one of them again is free.
+    made: std::sync::Mutex<HashSet<Gfid>>,
+    /// Entries whose counters an xattrop left all zero, and since when (see the module doc).
+    idle: std::sync::Mutex<HashMap<Gfid, Instant>>,
+}
+
+fn locked<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 /// Makes (if needed) and opens `<brick>/.xlfs/indices/xattrop`, mode 0700.
@@ -87,6 +104,8 @@ impl Index {
         Ok(Index {
             brick: brick.to_owned(),
             dir: std::sync::Mutex::new(Arc::new(open_dir(brick)?)),
+            made: std::sync::Mutex::new(HashSet::new()),
+            idle: std::sync::Mutex::new(HashMap::new()),
         })
     }
 
@@ -98,9 +117,20 @@ impl Index {
         sys::cstr(&g.to_string())
     }
 
-    /// Makes `g`'s entry (present already is fine). A directory removed under the brick is
-    /// made again (once per call). Runs as root.
+    /// Makes `g`'s entry (present already is fine; one this process made is not made again).
+    /// A directory removed under the brick is made again (once per call). Runs as root.
+    /// Callers hold `g`'s stripe lock.
     pub fn add(&self, g: Gfid) -> Result<(), Errno> {
+        locked(&self.idle).remove(&g);
+        if locked(&self.made).contains(&g) {
+            return Ok(());
+        }
+        self.make(g)?;
+        locked(&self.made).insert(g);
+        Ok(())
+    }
+
+    fn make(&self, g: Gfid) -> Result<(), Errno> {
         let n = Self::name(g)?;
         let create = |dir: &OwnedFd| match sys::openat(
             Some(dir.as_fd()),
@@ -116,6 +146,8 @@ impl Index {
                 Ok(fd) => {
                     let fd = Arc::new(fd);
                     *self.dir.lock().unwrap_or_else(|p| p.into_inner()) = fd.clone();
+                    // The entries made before went with the directory.
+                    locked(&self.made).clear();
                     tracing::warn!(target: "xlfs::posix", "the heal index of {:?} was removed; made it again", self.brick);
                     create(&fd)
                 }
@@ -128,13 +160,41 @@ impl Index {
         })
     }
 
-    /// Removes `g`'s entry (absent is fine). Runs as root.
+    /// Removes `g`'s entry (absent is fine). Runs as root. Callers hold `g`'s stripe lock.
     pub fn remove(&self, g: Gfid) -> Result<(), Errno> {
+        locked(&self.made).remove(&g);
+        locked(&self.idle).remove(&g);
         let n = Self::name(g)?;
         crate::creds::as_root(|| match sys::unlinkat(self.dir().as_fd(), &n, 0) {
             Ok(()) | Err(Errno::ENOENT) => Ok(()),
             Err(e) => Err(e),
         })
+    }
+
+    /// Marks `g`'s entry idle: its counters were left all zero. The settle pass removes it
+    /// after [`SETTLE`] unless a counter leaves zero again meanwhile.
+    pub fn idle(&self, g: Gfid) {
+        locked(&self.idle).entry(g).or_insert_with(Instant::now);
+    }
+
+    /// The idle entries older than [`SETTLE`] (taken out of the idle set).
+    fn settled(&self) -> Vec<Gfid> {
+        let mut idle = locked(&self.idle);
+        let now = Instant::now();
+        let due: Vec<Gfid> = idle
+            .iter()
+            .filter(|(_, t)| now.duration_since(**t) >= SETTLE)
+            .map(|(g, _)| *g)
+            .collect();
+        for g in &due {
+            idle.remove(g);
+        }
+        due
+    }
+
+    /// How many entries are idle now (statedump).
+    pub fn idle_count(&self) -> usize {
+        locked(&self.idle).len()
     }
 
     /// Removes `g`'s entry, logging (not failing) when that is impossible: an extra entry is
@@ -204,23 +264,50 @@ impl Brick {
         Ok(())
     }
 
-    /// Called by xattrop under `g`'s stripe lock after its writes succeeded: when it wrote a
-    /// pending counter and every pending counter of the object is now all-zero, the entry goes.
-    pub(crate) fn index_after(&self, g: Gfid, t: XTarget<'_>, writes: &[(&str, &[u8])]) {
-        if !writes.iter().any(|(n, _)| is_pending_key(n))
-            || writes
+    /// Called by xattrop under `g`'s stripe lock after its writes succeeded: when it wrote
+    /// pending counters and left every one it wrote all-zero, the entry is marked idle; the
+    /// settle pass removes it once every counter of the object is still zero [`SETTLE`]
+    /// later.
+    pub(crate) fn index_after(&self, g: Gfid, writes: &[(&str, &[u8])]) {
+        if writes.iter().any(|(n, _)| is_pending_key(n))
+            && !writes
                 .iter()
                 .any(|(n, v)| is_pending_key(n) && !all_zero(v))
         {
-            return;
+            self.index.idle(g);
         }
-        match crate::creds::as_root(|| pending_counters(t)) {
-            Ok(all) if all.values().all(|v| all_zero(v)) => self.index.drop_entry(g),
-            Ok(_) => {}
-            Err(e) => {
-                tracing::debug!(target: "xlfs::posix", "heal index: cannot list the counters of {g}: {e:?}")
+    }
+
+    /// Removes the idle entries that settled ([`Index::idle`]): each under its stripe lock,
+    /// if its object is gone or its counters are all zero. Returns how many it removed.
+    pub fn index_settle(&self) -> usize {
+        let mut removed = 0;
+        for g in self.index.settled() {
+            if self.drop_if_clean(g) {
+                removed += 1;
             }
         }
+        removed
+    }
+
+    /// Under `g`'s stripe lock: removes its entry if the object is gone or every pending
+    /// counter of it is zero; whether it did.
+    fn drop_if_clean(&self, g: Gfid) -> bool {
+        let _lock = self.stripe(g);
+        let stale = match self.h.resolve(g) {
+            Err(Errno::ESTALE | Errno::ENOENT) => true,
+            Err(e) => {
+                tracing::debug!(target: "xlfs::posix", "heal index: cannot resolve {g}: {e:?}");
+                false
+            }
+            Ok(fd) => {
+                // As xattrop reaches it (see xattr.rs `with_target`).
+                let p = sys::proc_path(fd.as_fd());
+                crate::creds::as_root(|| pending_counters(XTarget::Follow(&p)))
+                    .is_ok_and(|all| all.values().all(|v| all_zero(v)))
+            }
+        };
+        stale && self.index.remove(g).is_ok()
     }
 
     /// Drops the index entries of objects that no longer resolve by GFID and of objects whose
@@ -236,21 +323,7 @@ impl Brick {
         };
         let mut removed = 0;
         for g in list {
-            let _lock = self.stripe(g);
-            let stale = match self.h.resolve(g) {
-                Err(Errno::ESTALE | Errno::ENOENT) => true,
-                Err(e) => {
-                    tracing::debug!(target: "xlfs::posix", "heal index scan: cannot resolve {g}: {e:?}");
-                    false
-                }
-                Ok(fd) => {
-                    // As xattrop reaches it (see xattr.rs `with_target`).
-                    let p = sys::proc_path(fd.as_fd());
-                    crate::creds::as_root(|| pending_counters(XTarget::Follow(&p)))
-                        .is_ok_and(|all| all.values().all(|v| all_zero(v)))
-                }
-            };
-            if stale && self.index.remove(g).is_ok() {
+            if self.drop_if_clean(g) {
                 removed += 1;
             }
         }
@@ -274,6 +347,9 @@ pub fn start_scans(brick: &Arc<Brick>) {
                         tracing::info!(target: "xlfs::posix", "heal index: dropped {n} entries with no pending counters or no object");
                     }
                     next = Instant::now() + SCAN_EVERY;
+                }
+                if let Some(b) = weak.upgrade() {
+                    b.index_settle();
                 }
                 std::thread::sleep(Duration::from_millis(500));
                 if weak.strong_count() == 0 {

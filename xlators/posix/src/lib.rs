@@ -37,7 +37,8 @@ pub use handle::{Layout, META_DIR};
 #[doc(hidden)]
 pub use health::{ProbeHook, set_probe_hook};
 pub use index::{
-    Found, INDEX_DIR, Located, PENDING_PREFIX, entries as index_entries, index_path, locate,
+    Found, INDEX_DIR, Located, PENDING_PREFIX, SETTLE as INDEX_SETTLE, entries as index_entries,
+    index_path, locate,
 };
 pub use options::{GfidXattrMode, PosixOptions};
 pub use xlator::Posix;

@@ -205,7 +205,7 @@ impl Brick {
                 });
             }
             undo.keep();
-            self.index_after(g, t, &writes);
+            self.index_after(g, &writes);
             Ok(out)
         })
     }

@@ -157,6 +157,7 @@ impl Translator for Posix {
                 self.brick.gx().name().to_string_lossy().into_owned(),
             )
             .with("open-fds", self.brick.fds.len())
+            .with("heal-index-idle", self.brick.index.idle_count())
             .with(
                 "health",
                 self.health

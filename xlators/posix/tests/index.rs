@@ -1,7 +1,7 @@
 //! The heal index (`.xlfs/indices/xattrop/<gfid>`): an object gets an entry before one of its
 //! `trusted.afr.*` counters becomes non-zero and loses it once all are zero again; entries a
-//! crash left behind (counters zero, or the object gone) are dropped by the next xattrop or
-//! by the scan at start.
+//! crash left behind (counters zero, or the object gone) are dropped after the next xattrop or
+//! by the scan at start. An entry left all-zero goes once it settled (`index::SETTLE`).
 
 mod common;
 
@@ -38,6 +38,21 @@ fn indexed(dir: &Path) -> Vec<Gfid> {
     xlfs_posix::index_entries(dir).expect("read the index")
 }
 
+/// The index once the settle pass had its chance: entries left all-zero go [`SETTLE`] after
+/// their last xattrop (polled, at most 10 s, until it is `want`).
+///
+/// [`SETTLE`]: xlfs_posix::INDEX_SETTLE
+fn settled(dir: &Path, want: &[Gfid]) -> Vec<Gfid> {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let now = indexed(dir);
+        if now == want || Instant::now() > deadline {
+            return now;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
 fn entry_file(dir: &Path, g: Gfid) -> std::path::PathBuf {
     xlfs_posix::index_path(dir).join(g.to_string())
 }
@@ -65,21 +80,24 @@ async fn nonzero_counter_adds_the_entry_and_all_zero_removes_it() {
         .expect("post-op");
     assert_eq!(indexed(d.path()), [g], "child 1 is still blamed");
 
-    // A heal clears the blame on child 1 alone: every pending key is zero, the entry goes.
+    // A heal clears the blame on child 1 alone: every pending key is zero, the entry goes
+    // once it settled (not at once: a busy object keeps its entry between transactions).
     add(&top, g, &[(C1, [-1, 0, 0])]).await.expect("heal");
-    assert!(indexed(d.path()).is_empty());
+    assert_eq!(indexed(d.path()), [g], "kept until it settles");
+    assert!(settled(d.path(), &[]).is_empty());
 
     // A key outside the op (C0 left non-zero) keeps the entry when the op's keys are zero.
     add(&top, g, &[(C0, [0, 1, 0])]).await.expect("meta +1");
     add(&top, g, &[(C1, [0, 0, 1])]).await.expect("entry +1");
     add(&top, g, &[(C1, [0, 0, -1])]).await.expect("entry -1");
+    std::thread::sleep(xlfs_posix::INDEX_SETTLE + Duration::from_millis(700));
     assert_eq!(
         indexed(d.path()),
         [g],
         "C0's metadata lane is still non-zero"
     );
     add(&top, g, &[(C0, [0, -1, 0])]).await.expect("meta -1");
-    assert!(indexed(d.path()).is_empty());
+    assert!(settled(d.path(), &[]).is_empty());
 
     // Other xattrs and read-only ops never index.
     add(&top, g, &[(C0, [0, 0, 0])]).await.expect("read");
@@ -113,7 +131,7 @@ async fn directories_and_fxattrop_are_indexed_too() {
     top.fxattrop(&root(), o, XattropOp::AddArray32, ops(&[(C0, [-1, 0, 0])]))
         .await
         .expect("fxattrop back");
-    assert_eq!(indexed(d.path()), [dir]);
+    assert_eq!(settled(d.path(), &[dir]), [dir]);
     top.release(&root(), o).await.expect("release");
 }
 
@@ -127,7 +145,7 @@ async fn a_counter_is_not_made_non_zero_without_its_entry() {
     add(&top, g, &[(C0, [1, 0, 0])]).await.expect("pre-op");
     assert_eq!(indexed(d.path()), [g]);
     add(&top, g, &[(C0, [-1, 0, 0])]).await.expect("post-op");
-    assert!(indexed(d.path()).is_empty());
+    assert!(settled(d.path(), &[]).is_empty());
     // Something else in its place: the entry cannot be made, so the xattrop is refused and
     // the counter stays unwritten.
     std::fs::remove_dir(&idx).expect("rmdir index");
@@ -160,7 +178,7 @@ async fn a_crash_left_entry_with_zero_counters_goes_at_the_next_xattrop() {
     // The next transaction on the object (pre-op, post-op) leaves no entry.
     add(&top, g, &[(C0, [1, 0, 0])]).await.expect("pre-op");
     add(&top, g, &[(C0, [-1, 0, 0])]).await.expect("post-op");
-    assert!(indexed(d.path()).is_empty());
+    assert!(settled(d.path(), &[]).is_empty());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
