@@ -457,15 +457,52 @@ impl<S: Spelling> Translator for ReplicateAs<S> {
         let Some(i) = self.sh.fds.readdir_child(fd, || order.first().copied()) else {
             return Err(Errno::ENOTCONN);
         };
+        // Each entry's pending counters come with it: an entry whose copy on child `i` has
+        // one that is not zero (a transaction open on it, or a copy entry heal just made and
+        // its own heal has not filled in) is looked up instead of answered with child `i`'s
+        // attributes, which may be stale.
+        let asked = cx.ext::<xlator_api::XattrReq>().unwrap_or_default();
+        let mut req = asked.clone();
+        req.prefixes.push(crate::changelog::PREFIX.to_owned());
+        let ccx = cx.to_builder().ext(&req).build();
         let r = async {
             self.ensure(i, cx, fd).await?;
-            self.child(i).readdirp(cx, fd, offset, size).await
+            self.child(i).readdirp(&ccx, fd, offset, size).await
         }
         .await;
-        if r.is_err() {
-            self.sh.fds.reset_readdir(fd);
-        }
-        r
+        let list = match r {
+            Ok(list) => list,
+            Err(e) => {
+                self.sh.fds.reset_readdir(fd);
+                return Err(e);
+            }
+        };
+        let checked = futures::future::join_all(list.into_iter().map(|mut d| {
+            let asked = &asked;
+            async move {
+                let pending = d.xattrs.iter().any(|x| {
+                    x.name.as_str().starts_with(crate::changelog::PREFIX)
+                        && x.value.as_slice().iter().any(|b| *b != 0)
+                });
+                if pending && d.name.as_str() != "." && d.name.as_str() != ".." {
+                    match reads::lookup(&self.sh, cx, Loc::new(fd.gfid, d.name.as_str())).await {
+                        Ok(e) => {
+                            d.attr = e.attr;
+                            d.xattrs = e.xattrs;
+                        }
+                        // Gone since the listing was read.
+                        Err(Errno::ENOENT | Errno::ESTALE) => return None,
+                        Err(_) => {}
+                    }
+                }
+                d.xattrs.retain(|x| {
+                    !x.name.as_str().starts_with(crate::changelog::PREFIX) || asked.wants(&x.name)
+                });
+                Some(d)
+            }
+        }))
+        .await;
+        Ok(checked.into_iter().flatten().collect())
     }
 
     // ---- data and metadata transactions ----

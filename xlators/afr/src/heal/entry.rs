@@ -214,8 +214,9 @@ async fn list(
     r.map(|()| out)
 }
 
-/// Makes `name` on `sink` like `e` on `source`, then blames `sink` for it on the source so
-/// the object's own heal fills it in (and a crash before that still leaves it accused).
+/// Makes `name` on `sink` like `e` on `source`, marks the new copy dirty, then blames `sink`
+/// for it on the source so the object's own heal fills it in (and a crash before that still
+/// leaves it accused).
 #[allow(clippy::too_many_arguments)]
 async fn make(
     sh: &Shared,
@@ -254,9 +255,21 @@ async fn make(
         }
         r => r?,
     }
+    let lanes = lanes_of(a.kind) | Lanes::META;
+    // The new copy says it is dirty itself: a listing read from the sink (once the
+    // directory's entry heal is done) shows this entry with a non-zero counter, so replicate
+    // looks it up instead of passing on the sink's attributes and xattrs, which the object's
+    // own heal has not filled in yet (a size of 0, no stripe geometry).
+    let dirty: RVec<Xattr> = vec![Xattr {
+        name: RString::from(sh.keys[s].as_str()),
+        value: Buf::from_vec(changelog::delta(lanes, 1).to_vec()),
+    }]
+    .into();
+    sink.xattrop(cx, a.gfid, XattropOp::AddArray32, dirty)
+        .await?;
     let blame: RVec<Xattr> = vec![Xattr {
         name: RString::from(sh.keys[s].as_str()),
-        value: Buf::from_vec(changelog::delta(lanes_of(a.kind) | Lanes::META, 1).to_vec()),
+        value: Buf::from_vec(changelog::delta(lanes, 1).to_vec()),
     }]
     .into();
     source
