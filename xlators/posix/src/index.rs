@@ -17,8 +17,8 @@
 //! idle, and the settle pass (every half second, in the scan thread) removes the entries
 //! idle for [`SETTLE`] whose counters are still all zero, under the object's stripe lock. A
 //! directory that takes one transaction after another (every create of `tar x` marks its
-//! parent) keeps its entry meanwhile: no create and unlink of the entry per transaction. The
-//! entries this process made are remembered, so making one again costs nothing either.
+//! parent) keeps its entry meanwhile: no create and unlink of the entry per transaction (a
+//! pre-op finding its entry there costs one `O_EXCL` open answered EEXIST, no write).
 //!
 //! The scan ([`Brick::index_scan`]) runs at start and every [`SCAN_EVERY`]: it removes
 //! entries whose GFID no longer resolves (the object's last name went, its handle was reaped)
@@ -30,7 +30,7 @@
 //! ext4 and xfs journal both as metadata in order of the calls, which is what the guarantee
 //! needs after a power cut.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap};
 use std::ffi::CString;
 use std::os::fd::{AsFd, OwnedFd};
 use std::path::{Path, PathBuf};
@@ -62,8 +62,6 @@ pub struct Index {
     brick: PathBuf,
     /// Replaced when the directory was removed under the brick (made again on the next add).
     dir: std::sync::Mutex<Arc<OwnedFd>>,
-    /// The entries this process made (or found made): adding one of them again is free.
-    made: std::sync::Mutex<HashSet<Gfid>>,
     /// Entries whose counters an xattrop left all zero, and since when (see the module doc).
     idle: std::sync::Mutex<HashMap<Gfid, Instant>>,
 }
@@ -104,7 +102,6 @@ impl Index {
         Ok(Index {
             brick: brick.to_owned(),
             dir: std::sync::Mutex::new(Arc::new(open_dir(brick)?)),
-            made: std::sync::Mutex::new(HashSet::new()),
             idle: std::sync::Mutex::new(HashMap::new()),
         })
     }
@@ -117,20 +114,11 @@ impl Index {
         sys::cstr(&g.to_string())
     }
 
-    /// Makes `g`'s entry (present already is fine; one this process made is not made again).
+    /// Makes `g`'s entry (present already is fine: `O_EXCL` answers EEXIST without a write).
     /// A directory removed under the brick is made again (once per call). Runs as root.
     /// Callers hold `g`'s stripe lock.
     pub fn add(&self, g: Gfid) -> Result<(), Errno> {
         locked(&self.idle).remove(&g);
-        if locked(&self.made).contains(&g) {
-            return Ok(());
-        }
-        self.make(g)?;
-        locked(&self.made).insert(g);
-        Ok(())
-    }
-
-    fn make(&self, g: Gfid) -> Result<(), Errno> {
         let n = Self::name(g)?;
         let create = |dir: &OwnedFd| match sys::openat(
             Some(dir.as_fd()),
@@ -146,8 +134,6 @@ impl Index {
                 Ok(fd) => {
                     let fd = Arc::new(fd);
                     *self.dir.lock().unwrap_or_else(|p| p.into_inner()) = fd.clone();
-                    // The entries made before went with the directory.
-                    locked(&self.made).clear();
                     tracing::warn!(target: "xlfs::posix", "the heal index of {:?} was removed; made it again", self.brick);
                     create(&fd)
                 }
@@ -162,7 +148,6 @@ impl Index {
 
     /// Removes `g`'s entry (absent is fine). Runs as root. Callers hold `g`'s stripe lock.
     pub fn remove(&self, g: Gfid) -> Result<(), Errno> {
-        locked(&self.made).remove(&g);
         locked(&self.idle).remove(&g);
         let n = Self::name(g)?;
         crate::creds::as_root(|| match sys::unlinkat(self.dir().as_fd(), &n, 0) {
