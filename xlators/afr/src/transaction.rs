@@ -109,6 +109,46 @@ impl Plan {
     }
 }
 
+impl LockItem {
+    /// The same lock as features/locks takes it around an xattrop ([`LocksAround`]).
+    fn around(&self) -> AroundLock {
+        match self {
+            LockItem::Inode { domain, gfid } => AroundLock::Inode {
+                domain: domain.clone(),
+                gfid: *gfid,
+            },
+            LockItem::Entry {
+                domain,
+                parent,
+                name,
+            } => AroundLock::Entry {
+                domain: domain.clone(),
+                parent: *parent,
+                name: name.clone(),
+            },
+        }
+    }
+}
+
+/// The xattrop list adding `delta(j)` in `lanes` under each child `j`'s key (keys whose
+/// delta is 0 left out, or read with a zero delta when `read_all`).
+fn changelog_xattrs(
+    sh: &Shared,
+    lanes: Lanes,
+    read_all: bool,
+    delta: impl Fn(usize) -> i32,
+) -> RVec<Xattr> {
+    sh.keys
+        .iter()
+        .enumerate()
+        .filter(|(j, _)| read_all || delta(*j) != 0)
+        .map(|(j, k)| Xattr {
+            name: k.as_str().into(),
+            value: Buf::from_vec(changelog::delta(lanes, delta(j)).to_vec()),
+        })
+        .collect()
+}
+
 /// The metadata inodelk domain.
 pub(crate) fn meta_domain(name: &str) -> String {
     format!("{name}:metadata")
@@ -360,16 +400,7 @@ async fn mark_read(
                 return (None, answers);
             }
             for (gfid, lanes) in &plan.targets {
-                let xs: RVec<Xattr> = sh
-                    .keys
-                    .iter()
-                    .enumerate()
-                    .filter(|(j, _)| read_all || delta(i, *j) != 0)
-                    .map(|(j, k)| Xattr {
-                        name: k.as_str().into(),
-                        value: Buf::from_vec(changelog::delta(*lanes, delta(i, j)).to_vec()),
-                    })
-                    .collect();
+                let xs = changelog_xattrs(sh, *lanes, read_all, |j| delta(i, j));
                 if xs.is_empty() {
                     answers.push(None);
                     continue;
@@ -613,25 +644,7 @@ async fn xattrop_around(
     read_all: bool,
 ) -> Result<RVec<Xattr>, Errno> {
     let (gfid, lanes) = plan.targets[0];
-    let locks: Vec<AroundLock> = plan
-        .items
-        .iter()
-        .map(|item| match item {
-            LockItem::Inode { domain, gfid } => AroundLock::Inode {
-                domain: domain.clone(),
-                gfid: *gfid,
-            },
-            LockItem::Entry {
-                domain,
-                parent,
-                name,
-            } => AroundLock::Entry {
-                domain: domain.clone(),
-                parent: *parent,
-                name: name.clone(),
-            },
-        })
-        .collect();
+    let locks: Vec<AroundLock> = plan.items.iter().map(LockItem::around).collect();
     let around = if take {
         LocksAround {
             take: locks,
@@ -643,16 +656,7 @@ async fn xattrop_around(
             give: locks,
         }
     };
-    let xs: RVec<Xattr> = sh
-        .keys
-        .iter()
-        .enumerate()
-        .filter(|(j, _)| read_all || delta(*j) != 0)
-        .map(|(j, k)| Xattr {
-            name: k.as_str().into(),
-            value: Buf::from_vec(changelog::delta(lanes, delta(j)).to_vec()),
-        })
-        .collect();
+    let xs = changelog_xattrs(sh, lanes, read_all, delta);
     let cx = sh.internal_ctx(owner).to_builder().ext(&around).build();
     let r = sh.children[i]
         .xattrop(&cx, gfid, XattropOp::AddArray32, xs)
