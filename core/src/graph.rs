@@ -9,7 +9,8 @@ use std::sync::{Condvar, Mutex};
 use std::time::Duration;
 
 use xlator_api::{
-    Dump, DumpFormat, Event, EventKind, EventSink, InitArgs, Options, Subvol, TypeInfo, json_string,
+    Dump, DumpFormat, Event, EventKind, EventSink, InitArgs, Options, Subvol, TypeInfo, Upcall,
+    json_string,
 };
 
 use crate::hop;
@@ -69,6 +70,18 @@ struct UpState {
     queue: VecDeque<EventKind>,
     /// The last ChildUp (true) or ChildDown (false) this translator raised, once delivered.
     announced: Option<bool>,
+    /// At the top of a graph: the host's receiver of upcalls ([`Graph::on_upcall`]).
+    host_upcalls: Option<UpcallHook>,
+}
+
+/// A host's receiver of the upcalls that reach the top of a graph. Called on the thread
+/// that received the upcall (a connection's reader): it must not block.
+pub type UpcallHook = std::sync::Arc<dyn Fn(&Upcall) + Send + Sync>;
+
+unsafe extern "C" fn deliver_upcall(target: *const c_void, up: &Upcall) {
+    // SAFETY: `target` is a leaked `UpLinks` (see `UpLinks::sink`).
+    let links = unsafe { &*target.cast::<UpLinks>() };
+    links.upcall(up);
 }
 
 unsafe extern "C" fn deliver_up(target: *const c_void, kind: EventKind) {
@@ -89,7 +102,27 @@ impl UpLinks {
     }
     fn sink(&'static self) -> EventSink {
         // SAFETY: `self` is 'static and `deliver_up` only reads it under its mutex.
-        unsafe { EventSink::new((self as *const UpLinks).cast(), deliver_up) }
+        unsafe {
+            EventSink::new((self as *const UpLinks).cast(), deliver_up).with_upcalls(deliver_upcall)
+        }
+    }
+    /// Passes `up` to every parent, or to the host at the top. Not ordered with the queued
+    /// events: an upcall says only that something changed, whenever it arrives. One that
+    /// comes before the graph is wired is dropped (nothing above can have cached anything).
+    fn upcall(&self, up: &Upcall) {
+        let (parents, host) = {
+            let st = self.lock();
+            if !st.wired {
+                return;
+            }
+            (st.parents.clone(), st.host_upcalls.clone())
+        };
+        for (parent, child) in parents {
+            parent.upcall(child, up);
+        }
+        if let Some(host) = host {
+            host(up);
+        }
     }
     /// Queues `kind` and, unless another thread is delivering (or the graph is not wired
     /// yet), delivers the queue.
@@ -148,6 +181,7 @@ impl UpLinks {
     fn unwire(&self) {
         let mut st = self.lock();
         st.parents.clear();
+        st.host_upcalls = None;
     }
 }
 
@@ -312,6 +346,14 @@ impl Graph {
     /// has said nothing yet (or there is no such translator).
     pub fn announced(&self, name: &str) -> Option<bool> {
         self.nodes.get(name)?.up.lock().announced
+    }
+
+    /// Sends the upcalls that reach the top of the graph to `hook` (replacing any earlier
+    /// one; `None` stops them).
+    pub fn on_upcall(&self, hook: Option<UpcallHook>) {
+        if let Some(node) = self.nodes.get(self.volfile.top_name()) {
+            node.up.lock().host_upcalls = hook;
+        }
     }
 
     /// The top translator: where hosts send fops.

@@ -53,6 +53,10 @@ macro_rules! gen_hop {
             fn notify(&self, event: xlator_api::Event) {
                 self.children[0].notify(event)
             }
+            fn upcall(&self, child: usize, up: &xlator_api::Upcall) -> bool {
+                self.children[0].upcall(child as u32, up);
+                false
+            }
             $(
                 async fn $name(&self, cx: &Ctx $(, $arg: $ty)*) -> Result<$ret, Errno> {
                     let span = tracing::trace_span!(target: "xlfs::fop", "fop",
@@ -94,6 +98,10 @@ impl Translator for DropBacking {
     }
     fn notify(&self, event: xlator_api::Event) {
         self.children[0].notify(event)
+    }
+    fn upcall(&self, child: usize, up: &xlator_api::Upcall) -> bool {
+        self.children[0].upcall(child as u32, up);
+        false
     }
     async fn open(&self, cx: &Ctx, fd: Fd) -> Result<Opened, Errno> {
         let mut opened = self.children[0].open(cx, fd).await?;

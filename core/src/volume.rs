@@ -8,7 +8,7 @@ use std::sync::Arc;
 use arc_swap::ArcSwap;
 use xlator_api::EventKind;
 
-use crate::graph::{Graph, GraphError};
+use crate::graph::{Graph, GraphError, UpcallHook};
 use crate::registry::Registry;
 use crate::volfile::{self, Volfile};
 
@@ -29,6 +29,8 @@ pub struct Volume {
     /// Held for a whole [`Volume::reload`]: a SIGHUP, a control-socket reload and a volfile
     /// watch may ask at once, and each must compare against the graph the previous one left.
     reloading: std::sync::Mutex<()>,
+    /// The host's upcall receiver, given to every graph this volume switches to.
+    upcalls: std::sync::Mutex<Option<UpcallHook>>,
 }
 
 impl Volume {
@@ -39,12 +41,21 @@ impl Volume {
             registry,
             current: ArcSwap::from_pointee(graph),
             reloading: std::sync::Mutex::new(()),
+            upcalls: std::sync::Mutex::new(None),
         })
     }
 
     /// The current graph. Hold the `Arc` for the duration of a fop.
     pub fn graph(&self) -> Arc<Graph> {
         self.current.load_full()
+    }
+
+    /// Sends the upcalls that reach the top of the current graph, and of every graph this
+    /// volume switches to, to `hook` ([`Graph::on_upcall`]).
+    pub fn on_upcall(&self, hook: UpcallHook) {
+        let mut held = self.upcalls.lock().unwrap_or_else(|p| p.into_inner());
+        *held = Some(hook.clone());
+        self.graph().on_upcall(Some(hook));
     }
 
     pub fn registry(&self) -> &Arc<Registry> {
@@ -82,6 +93,12 @@ impl Volume {
             ));
         }
         let new = Graph::build(volfile, &self.registry)?;
+        let hook = self
+            .upcalls
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
+        new.on_upcall(hook);
         let (old_graph, new_graph) = (cur.id(), new.id());
         self.current.store(Arc::new(new));
         cur.broadcast(EventKind::GraphSwitch);

@@ -15,7 +15,7 @@
 use std::collections::BTreeMap;
 use std::fs::{self, File, OpenOptions};
 use std::io::{BufRead, BufReader, ErrorKind, Read, Write};
-use std::os::unix::fs::MetadataExt;
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
@@ -454,6 +454,81 @@ fn a_rename_over_a_name_is_atomic_to_the_other_mount() {
         estale * 50 <= ops,
         "more than 2% of links failed with ESTALE: {errors:?} in {ops}"
     );
+}
+
+/// Upcalls: with the kernel allowed to cache attributes, names and absent names for 30 s,
+/// what one mount changes still shows on the other within a few seconds, because the brick
+/// tells the other mount to drop what it cached (docs/consistency.md). Without upcalls each
+/// step below would take the full 30 s.
+#[test]
+fn another_mounts_changes_show_before_the_cache_timeouts() {
+    require!();
+    let long = [
+        "--attr-timeout",
+        "30s",
+        "--entry-timeout",
+        "30s",
+        "--negative-timeout",
+        "30s",
+    ];
+    let v = Volume::start_with("upcalls", &long);
+    let (a, b) = (v.a.clone(), v.bm.clone());
+    // Within this, or the upcall did not do its work.
+    let soon = Duration::from_secs(5);
+    let until = |what: &str, ok: &dyn Fn() -> bool| {
+        let t0 = Instant::now();
+        while !ok() {
+            assert!(
+                t0.elapsed() < soon,
+                "{what}: not seen through the other mount within {soon:?}"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        println!("{what}: seen after {:?}", t0.elapsed());
+    };
+    fs::write(a.join("f"), b"0123456789").expect("write f");
+    let mode = |p: &Path| fs::metadata(p).map(|m| m.mode() & 0o7777);
+    // B caches f's attributes and the name.
+    let before = mode(&b.join("f")).expect("b stats f");
+    fs::set_permissions(a.join("f"), fs::Permissions::from_mode(0o600)).expect("chmod");
+    assert_ne!(before, 0o600);
+    until("chmod", &|| mode(&b.join("f")).ok() == Some(0o600));
+    // A write changes the size B holds.
+    OpenOptions::new()
+        .append(true)
+        .open(a.join("f"))
+        .and_then(|mut f| f.write_all(b"more"))
+        .expect("append");
+    until("append", &|| {
+        fs::metadata(b.join("f")).map(|m| m.len()).ok() == Some(14)
+    });
+    // B is told the bytes changed too: a read through B's page cache sees the new ones.
+    until("read", &|| {
+        fs::read(b.join("f")).ok().as_deref() == Some(&b"0123456789more"[..])
+    });
+    // A name B found absent (cached for 30 s) is made by A.
+    assert!(fs::metadata(b.join("g")).is_err());
+    fs::write(a.join("g"), b"g").expect("create g");
+    until("create", &|| b.join("g").exists());
+    // A rename moves a name B has cached away.
+    fs::rename(a.join("f"), a.join("h")).expect("rename");
+    until("rename away", &|| !b.join("f").exists());
+    until("rename to", &|| fs::read(b.join("h")).is_ok());
+    // And in a directory B listed.
+    fs::create_dir(a.join("d")).expect("mkdir");
+    until("mkdir", &|| b.join("d").is_dir());
+    assert_eq!(fs::read_dir(b.join("d")).expect("ls d").count(), 0);
+    fs::write(a.join("d/x"), b"x").expect("create d/x");
+    until("create in a listed directory", &|| b.join("d/x").exists());
+    fs::remove_file(a.join("d/x")).expect("unlink");
+    until("unlink", &|| !b.join("d/x").exists());
+    // Nothing of this came from B's own changes: B's writes show on A the same way.
+    fs::write(b.join("from-b"), b"b").expect("b creates");
+    assert_eq!(mode(&a.join("from-b")).expect("a stats it"), before);
+    fs::set_permissions(b.join("from-b"), fs::Permissions::from_mode(0o640)).expect("chmod");
+    until("chmod from b", &|| {
+        mode(&a.join("from-b")).ok() == Some(0o640)
+    });
 }
 
 /// Close-to-open: after one client closes a file, an open on another client sees all of

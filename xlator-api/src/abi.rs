@@ -71,6 +71,7 @@ macro_rules! gen_vtable {
             pub xl_retain: unsafe extern "C" fn(this: *const c_void),
             pub xl_release: unsafe extern "C" fn(this: *const c_void),
             pub xl_notify: unsafe extern "C" fn(this: *const c_void, event: Event),
+            pub xl_upcall: unsafe extern "C" fn(this: *const c_void, child: u32, up: &crate::Upcall),
             pub xl_reconfigure:
                 unsafe extern "C" fn(this: *const c_void, options: Options) -> RResult<(), RString>,
             pub xl_dump: unsafe extern "C" fn(this: *const c_void) -> crate::dump::Dump,
@@ -144,6 +145,12 @@ impl Subvol {
     pub fn notify(&self, event: Event) {
         // SAFETY: see `Subvol::lookup`.
         unsafe { (self.vt.xl_notify)(self.this, event) }
+    }
+
+    /// Delivers an upcall from this translator's child `child` (see [`crate::Upcall`]).
+    pub fn upcall(&self, child: u32, up: &crate::Upcall) {
+        // SAFETY: see `Subvol::lookup`.
+        unsafe { (self.vt.xl_upcall)(self.this, child, up) }
     }
 
     /// Applies changed options (already validated against the schema).

@@ -151,6 +151,14 @@ macro_rules! gen_translator_trait {
             /// A graph event (child up/down, graph switch). Default: nothing.
             fn notify(&self, _event: Event) {}
 
+            /// Child `child` says something changed on a brick ([`Upcall`](crate::Upcall)):
+            /// drop what you cache of it. Return true (the default) to pass it on to your
+            /// parents, and so to the host; false to stop it here. Called on the thread that
+            /// received it (a connection's reader): do not block.
+            fn upcall(&self, _child: usize, _up: &crate::Upcall) -> bool {
+                true
+            }
+
             /// Counters and state for statedumps (the core renders them as text or JSON).
             /// Default: empty.
             fn dump(&self) -> Dump {
@@ -180,6 +188,7 @@ macro_rules! gen_translator_trait {
                 xl_retain: retain::<T>,
                 xl_release: release::<T>,
                 xl_notify: notify::<T>,
+                xl_upcall: upcall::<T>,
                 xl_reconfigure: reconfigure::<T>,
                 xl_dump: dump::<T>,
                 $( $name: shims::$name::<T>, )*
@@ -219,6 +228,8 @@ pub struct Instance<T> {
     pub name: String,
     pub xl: T,
     pub child_state: ChildState,
+    /// Where upcalls the translator passes on go.
+    pub events: crate::EventSink,
 }
 
 /// # Safety
@@ -293,6 +304,19 @@ unsafe extern "C" fn notify<T: Translator>(this: *const c_void, event: Event) {
     }
 }
 
+unsafe extern "C" fn upcall<T: Translator>(this: *const c_void, child: u32, up: &crate::Upcall) {
+    // SAFETY: vtable contract.
+    let inst = unsafe { clone_arc::<T>(this) };
+    match crate::panics::guarded(|| inst.xl.upcall(child as usize, up)) {
+        Ok(true) => inst.events.upcall_parents(up),
+        Ok(false) => {}
+        Err(p) => {
+            tracing::error!(target: "xlfs::panic", "translator {} panicked in upcall: {}{}",
+                inst.name, panic_message(&p), place());
+        }
+    }
+}
+
 unsafe extern "C" fn reconfigure<T: Translator>(
     this: *const c_void,
     options: Options,
@@ -344,6 +368,7 @@ pub fn instantiate<T: Translator>(args: InitArgs) -> Result<Subvol, String> {
         services,
     } = args;
     let children: Vec<Subvol> = children.into_iter().collect();
+    let events = services.events;
     let child_state = ChildState::new(children.len());
     let state = child_state.clone();
     let built = crate::panics::guarded(|| {
@@ -364,6 +389,7 @@ pub fn instantiate<T: Translator>(args: InitArgs) -> Result<Subvol, String> {
         name: name.to_string(),
         xl,
         child_state,
+        events,
     });
     let vt: &'static XlatorVTable = vtable_of::<T>();
     // SAFETY: the raw pointer owns the Arc's reference; the vtable is T's.

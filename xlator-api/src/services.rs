@@ -104,6 +104,7 @@ impl Drop for BlockingJob {
 pub struct EventSink {
     target: *const c_void,
     notify_fn: Option<unsafe extern "C" fn(target: *const c_void, kind: EventKind)>,
+    upcall_fn: Option<unsafe extern "C" fn(target: *const c_void, up: &crate::Upcall)>,
 }
 
 // SAFETY: the host guarantees `target` is a 'static, thread-safe object (core leaks it).
@@ -117,6 +118,7 @@ impl EventSink {
         EventSink {
             target: std::ptr::null(),
             notify_fn: None,
+            upcall_fn: None,
         }
     }
 
@@ -132,6 +134,30 @@ impl EventSink {
         EventSink {
             target,
             notify_fn: Some(f),
+            upcall_fn: None,
+        }
+    }
+
+    /// This sink with `u` delivering upcalls ([`EventSink::upcall_parents`]).
+    ///
+    /// # Safety
+    /// As [`EventSink::new`]: `u` must accept `target` from any thread.
+    pub unsafe fn with_upcalls(
+        self,
+        u: unsafe extern "C" fn(*const c_void, &crate::Upcall),
+    ) -> EventSink {
+        EventSink {
+            upcall_fn: Some(u),
+            ..self
+        }
+    }
+
+    /// Passes `up` to every parent ([`crate::Translator::upcall`]); at the top of a graph,
+    /// to the host.
+    pub fn upcall_parents(&self, up: &crate::Upcall) {
+        if let Some(f) = self.upcall_fn {
+            // SAFETY: per `EventSink::with_upcalls`'s contract.
+            unsafe { f(self.target, up) }
         }
     }
 
@@ -214,6 +240,11 @@ impl HostServices {
     /// Raises `kind` (`ChildUp`/`ChildDown`) to every parent of this translator.
     pub fn notify_parents(&self, kind: EventKind) {
         self.events.notify_parents(kind)
+    }
+
+    /// Passes `up` to every parent (a network client relaying its brick's upcalls).
+    pub fn upcall_parents(&self, up: &crate::Upcall) {
+        self.events.upcall_parents(up)
     }
 
     /// A fresh fd id for an fd the translator opens itself (self-heal, rebalance): pass

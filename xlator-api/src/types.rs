@@ -707,3 +707,54 @@ impl Default for Flock {
         }
     }
 }
+
+/// A brick's word that something a client may cache changed (another client changed it):
+/// raised by protocol/client, passed up the graph ([`Translator::upcall`](crate::Translator::upcall)),
+/// and acted on by caches and hosts, which drop exactly what it names. Advisory: it may come
+/// late or, when a brick's queue overflows or a connection drops, not at all, so caches keep
+/// their timeouts; it never carries the new state, only that the old one is stale.
+#[repr(C)]
+#[derive(StableAbi, serde::Serialize, serde::Deserialize, Clone, PartialEq, Eq, Debug)]
+pub struct Upcall {
+    /// The object that changed; for [`Upcall::ENTRY`], the directory whose name changed.
+    pub gfid: Gfid,
+    /// What changed: [`Upcall::ATTR`], [`Upcall::DATA`], [`Upcall::XATTR`], [`Upcall::ENTRY`].
+    pub what: u32,
+    /// With [`Upcall::ENTRY`]: the name in `gfid` that was made, removed or renamed.
+    pub name: RString,
+}
+
+impl Upcall {
+    /// Attributes (mode, owner, size, times, link count).
+    pub const ATTR: u32 = 1;
+    /// File contents (implies `ATTR`).
+    pub const DATA: u32 = 2;
+    /// Extended attributes.
+    pub const XATTR: u32 = 4;
+    /// The name `name` in directory `gfid` now names another object, or none (the directory's
+    /// own attributes changed with it).
+    pub const ENTRY: u32 = 8;
+
+    /// `what` of object `gfid` changed.
+    pub fn inode(gfid: Gfid, what: u32) -> Upcall {
+        Upcall {
+            gfid,
+            what,
+            name: RString::new(),
+        }
+    }
+
+    /// Name `name` of directory `parent` changed.
+    pub fn entry(parent: Gfid, name: &str) -> Upcall {
+        Upcall {
+            gfid: parent,
+            what: Upcall::ENTRY | Upcall::ATTR,
+            name: name.into(),
+        }
+    }
+
+    /// Whether it says `flag` (one of the constants) changed.
+    pub fn says(&self, flag: u32) -> bool {
+        self.what & flag != 0
+    }
+}

@@ -80,6 +80,13 @@ impl FreshDirs {
         }
     }
 
+    /// Another client changed names in `dir`: nothing is known absent there any more.
+    pub fn forget(&self, dir: INodeNo) {
+        if !self.window.is_zero() {
+            self.lock().remove(&dir);
+        }
+    }
+
     /// `Some(ttl)` when `name` is known not to exist in `dir`: how long the kernel may keep
     /// that answer (what is left of the window).
     pub fn absent(&self, dir: INodeNo, name: &OsStr) -> Option<Duration> {

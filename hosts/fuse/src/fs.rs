@@ -80,6 +80,16 @@ impl Shared {
         })
     }
 
+    /// The negative cache of `security.capability`.
+    pub(crate) fn caps(&self) -> &CapCache {
+        &self.caps
+    }
+
+    /// Directories this mount made a moment ago.
+    pub(crate) fn fresh(&self) -> &FreshDirs {
+        &self.fresh
+    }
+
     /// The current graph; hold it for the life of a fop.
     pub fn graph(&self) -> Arc<Graph> {
         self.volume.graph()
@@ -327,7 +337,8 @@ impl Shared {
         format!(
             "[fuse]\nknown inodes: {}\nopen fds: {}\ngraph: {current}\nolder graphs alive: {}\n\
              passthrough: {} (inodes {pt_inodes}, opens {pt_opens} of {tracked}; answered so \
-             far: {passed} passing through, {cached} through the page cache)\n",
+             far: {passed} passing through, {cached} through the page cache)\n\
+             upcalls: {} applied, {} dropped on a full queue\n",
             self.inodes.len(),
             self.fds.len(),
             if older.is_empty() {
@@ -336,6 +347,8 @@ impl Shared {
                 older.join(", ")
             },
             if self.pt.on() { "on" } else { "off" },
+            crate::upcall::APPLIED.load(std::sync::atomic::Ordering::Relaxed),
+            crate::upcall::DROPPED.load(std::sync::atomic::Ordering::Relaxed),
         )
     }
 

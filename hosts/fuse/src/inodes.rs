@@ -367,6 +367,22 @@ impl InodeTable {
         }
     }
 
+    /// The live node of `gfid`, with every attribute this table recorded for it forgotten
+    /// (another client changed it: see `upcall`); `None` when the kernel does not know it.
+    pub fn stale(&self, gfid: &Gfid) -> Option<INodeNo> {
+        let mut inner = self.write();
+        if *gfid == Gfid::ROOT {
+            inner.root_dir.fresh = None;
+            return Some(ROOT);
+        }
+        let id = *inner.by_gfid.get(gfid)?;
+        let n = inner.nodes.get_mut(&id)?;
+        n.last = None;
+        n.file = None;
+        n.dir.fresh = None;
+        Some(INodeNo(id))
+    }
+
     /// The node id to show for `gfid` without taking a reference (plain readdir's `d_ino`):
     /// the live node's id, else the derived one.
     pub fn peek_id(&self, gfid: &Gfid) -> INodeNo {

@@ -26,6 +26,7 @@ mod mount;
 mod notify;
 mod options;
 mod passthrough;
+mod upcall;
 
 use std::io::Write as _;
 use std::path::PathBuf;
@@ -153,6 +154,7 @@ fn run(cli: Cli, source: GraphSource, mountpoint: PathBuf) -> Result<(), Error> 
         read_ahead_kb: cli.read_ahead / 1024,
     };
     let shared = Shared::new(volume.clone(), cli.fs_options(), rt.handle().clone());
+    upcall::start(&shared, &volume);
     let source = Arc::new(source);
     // The graph follows its volfile (watch at the brick, or the file reread).
     rt.spawn(source.clone().follow(volume.clone()));

@@ -1,5 +1,6 @@
 //! Notifications to the kernel (fuser's `Notifier`): dropping cached pages that a direct
-//! write made stale, and cached attributes that an ACL changed.
+//! write made stale, cached attributes that an ACL changed, and whatever another client
+//! changed (`upcall`).
 //!
 //! A notification is a write to `/dev/fuse` that the kernel acts on in the writer's context:
 //! invalidating pages locks each one, and a page is locked while a read of it is in flight
@@ -36,6 +37,15 @@ impl KernelCache {
             return;
         }
         notify(ino, move || n.inval_inode(ino, off, len)).await;
+    }
+
+    /// Drops all of the kernel's cached pages of `ino`, and its attributes.
+    pub async fn drop_file(&self, ino: INodeNo) {
+        let Some(n) = self.notifier.get().cloned() else {
+            return;
+        };
+        // Length 0 from offset 0: the whole file.
+        notify(ino, move || n.inval_inode(ino, 0, 0)).await;
     }
 
     /// Drops the kernel's cached name `name` in directory `parent` (its next use is looked

@@ -388,6 +388,7 @@ async fn fetch_inner(
         ServerMsg::Welcome(_)
         | ServerMsg::Pong(_)
         | ServerMsg::Reply(_)
+        | ServerMsg::Upcall(_)
         | ServerMsg::Challenge(_) => Err(proto(
             "the server answered with something other than a volfile".into(),
         )),

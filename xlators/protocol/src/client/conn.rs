@@ -227,6 +227,7 @@ async fn handshake_inner(
         ServerMsg::Pong(_)
         | ServerMsg::Reply(_)
         | ServerMsg::Volfile(_)
+        | ServerMsg::Upcall(_)
         | ServerMsg::Challenge(_) => Err(ConnectError::Unexpected {
             addr,
             what: "the server answered the hello with something other than a welcome".into(),
@@ -317,6 +318,8 @@ pub struct Conn {
     /// See [`Handshaken::brick_pidfd`].
     brick_pidfd: Option<OwnedFd>,
     spin: SpinPolicy,
+    /// Where the brick's upcalls go: this client's parents.
+    events: xlator_api::EventSink,
     /// This connection, for a reply spin deferred past the host's first poll.
     me: std::sync::Weak<Conn>,
 }
@@ -333,6 +336,7 @@ impl Conn {
         hs: Handshaken,
         target: &Target,
         timeouts: Arc<Timeouts>,
+        events: xlator_api::EventSink,
     ) -> Arc<Conn> {
         let sender = FrameSender::start(hs.writer, WRITE_QUEUE);
         let (closed, _) = watch::channel(None);
@@ -357,6 +361,7 @@ impl Conn {
             timeouts,
             brick_pidfd: hs.brick_pidfd,
             spin: SpinPolicy::new(),
+            events,
             me: me.clone(),
         });
         tokio::spawn(close_on_failure(conn.clone()));
@@ -624,6 +629,12 @@ impl Conn {
                 Ok(())
             }
             ServerMsg::Pong(_) => Ok(()),
+            ServerMsg::Upcall(ups) => {
+                for up in &ups {
+                    self.events.upcall_parents(up);
+                }
+                Ok(())
+            }
             ServerMsg::Welcome(_)
             | ServerMsg::Refused(_)
             | ServerMsg::Volfile(_)

@@ -121,7 +121,13 @@ async fn run(shared: Arc<Shared>) {
             Ok(hs) => {
                 generation += 1;
                 let server = hs.welcome.server.clone();
-                let conn = Conn::start(generation, hs, &shared.target, shared.timeouts.clone());
+                let conn = Conn::start(
+                    generation,
+                    hs,
+                    &shared.target,
+                    shared.timeouts.clone(),
+                    shared.events,
+                );
                 shared.connects.fetch_add(1, Ordering::Relaxed);
                 shared.set_error(None);
                 backoff = MIN_BACKOFF;

@@ -305,6 +305,7 @@ pub async fn serve(shared: Arc<Shared>, sock: Stream, peer: SocketAddr, mut slot
         id: ClientId(shared.next_client.fetch_add(1, Ordering::Relaxed)),
         local,
     };
+    shared.upcalls.attach(client.id, tx.clone(), peer_max);
     // A task of its own: it must run even while this connection's reader is the thread
     // stuck in a fop (see `stuck`).
     let sweeper = tokio::spawn({
@@ -336,6 +337,7 @@ pub async fn serve(shared: Arc<Shared>, sock: Stream, peer: SocketAddr, mut slot
     // Close the socket now; replies still being computed are discarded. Waiting lock
     // requests stop waiting (their futures are dropped).
     sweeper.abort();
+    shared.upcalls.detach(client.id);
     tx.close().await;
     drop(reader);
     work.locks.cancel_all();
@@ -985,6 +987,13 @@ async fn read_requests(
                 let (session, tx, activity) = (session.clone(), tx.clone(), activity.clone());
                 let running = work.running.clone();
                 running.start(call.id);
+                // What to record and tell once it succeeds (see `upcall`).
+                let upcalls = shared
+                    .upcalls
+                    .enabled()
+                    .then(|| super::upcall::effects(&call.req))
+                    .filter(|fx| !fx.is_empty())
+                    .map(|fx| (fx, shared.clone()));
                 // Run on a blocking-pool thread: the brick's disk work happens right there
                 // and the reply goes out from it, with no further thread switch (one
                 // wakeup per request instead of three). See `poll_here_then_spawn`.
@@ -992,6 +1001,11 @@ async fn read_requests(
                     let cx = request_ctx(&call, client, pipe_ok);
                     let fop = call.req.fop();
                     let result = session.execute(&cx, call.req).await;
+                    if let Some((fx, shared)) = upcalls {
+                        // A failed call changed nothing, but what it looked at counts (a
+                        // name looked up in vain is cached as absent by the client).
+                        shared.upcalls.done(client.id, fx, result.as_ref().ok());
+                    }
                     // Unless the server answered it already (stuck on a brick gone down).
                     if running.finish(call.id) {
                         let frame = wire::encode_reply(call.id, result, peer_max).or_else(|e| {

@@ -12,6 +12,7 @@ mod options;
 mod registry;
 mod session;
 mod stuck;
+mod upcall;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -102,6 +103,8 @@ struct Shared {
     /// Option `unix-send-buffer` (bytes; 0: the kernel's).
     unix_send_buffer: AtomicU64,
     splice_read_min: AtomicU64,
+    /// Options `upcall`, `upcall-timeout`, `upcall-max-inodes`: see [`upcall`].
+    upcalls: upcall::Upcalls,
     handshake_timeout: Duration,
     frame_receive_timeout: Duration,
     client_idle_timeout: Duration,
@@ -510,6 +513,7 @@ impl Server {
             inline_write_max: AtomicU64::new(o.inline_write_max),
             unix_send_buffer: AtomicU64::new(o.unix_send_buffer),
             splice_read_min: AtomicU64::new(o.splice_read_min),
+            upcalls: upcall::Upcalls::new(o.upcall, o.upcall_timeout, o.upcall_max_inodes),
             handshake_timeout: o.handshake_timeout,
             frame_receive_timeout: o.frame_receive_timeout,
             client_idle_timeout: o.client_idle_timeout,
@@ -592,6 +596,9 @@ impl Server {
         self.shared
             .splice_read_min
             .store(o.splice_read_min, Ordering::Relaxed);
+        self.shared
+            .upcalls
+            .configure(o.upcall, o.upcall_timeout, o.upcall_max_inodes);
         self.shared.squash.set(
             identity::RootSquash::parse(&o.root_squash),
             o.all_squash,
@@ -627,6 +634,7 @@ impl Server {
             );
             (p.allow.as_str().to_owned(), v)
         };
+        let (watched, upcalls_sent, upcalls_dropped) = s.upcalls.counters();
         let v = serde_json::json!({
             "listen": self.local.to_string(),
             "unix-socket": self.unix_path.as_ref().map(|p| p.display().to_string()),
@@ -642,6 +650,12 @@ impl Server {
             "client-volfile": volfile,
             "volfiles-served": s.volfiles_served.load(Ordering::Relaxed),
             "open-fds": open_fds,
+            "upcall": {
+                "on": s.upcalls.enabled(),
+                "inodes-watched": watched,
+                "sent": upcalls_sent,
+                "dropped": upcalls_dropped,
+            },
         });
         Dump::from_json(v)
     }

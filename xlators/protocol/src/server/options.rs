@@ -177,6 +177,20 @@ xlator_api::options! {
         pub anonuid: u32 = OptionSpec::int("anonuid", "65534")
             .range(0, 4_294_967_294)
             .reconfigurable(),
+        /// Tell clients when another client changes an inode or a directory entry they looked
+        /// at, so their caches (FUSE's attribute and entry caches, io-cache) drop it at once
+        /// instead of when their timeouts run out. Advisory: see `docs/consistency.md`.
+        pub upcall: bool = OptionSpec::bool("upcall", "on").reconfigurable(),
+        /// How long a client's look at an inode keeps it told of changes; set it above the
+        /// longest cache timeout of the volume's clients.
+        pub upcall_timeout: Duration = OptionSpec::duration("upcall-timeout", "120s")
+            .range(1_000, 86_400_000)
+            .reconfigurable(),
+        /// Most inodes whose lookers the brick remembers (about 100 bytes each); past it,
+        /// newly seen inodes go unwatched until older interest lapses.
+        pub upcall_max_inodes: u32 = OptionSpec::int("upcall-max-inodes", "262144")
+            .range(1024, 67_108_864)
+            .reconfigurable(),
         /// The gid squashed callers run as; 65534 is nogroup.
         pub anongid: u32 = OptionSpec::int("anongid", "65534")
             .range(0, 4_294_967_294)

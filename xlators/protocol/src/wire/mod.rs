@@ -42,8 +42,9 @@ pub use stream::{ReadHalf, Stream, WriteHalf, unix_socket_path};
 /// (`rchecksum`, `getxattrs`, `setxattrs`; `forget_client` is refused from the wire) and
 /// [`ClientMsg::Cancel`] for abandoned calls. 5: the secret never crosses the wire: a
 /// challenge-response both ways ([`Challenge`], [`ClientMsg::Prove`]; see [`crate::creds`]);
-/// the brick's boot id in the [`Welcome`].
-pub const PROTOCOL_VERSION: u32 = 5;
+/// the brick's boot id in the [`Welcome`]. 6: [`ServerMsg::Upcall`], the brick telling a
+/// client that another client changed an inode it looked at.
+pub const PROTOCOL_VERSION: u32 = 6;
 
 /// The protocol version a client's first frame claims, when the frame is a hello or a
 /// volfile request of any version (variant 0, 3 or 5; the magic; the version as one varint
@@ -315,6 +316,9 @@ pub enum ServerMsg {
     Volfile(VolfileReply),
     /// See [`Challenge`].
     Challenge(Challenge),
+    /// Another client changed inodes or entries this client looked at recently (see
+    /// `docs/consistency.md`): advisory, sent unasked, never answered.
+    Upcall(Vec<xlator_api::Upcall>),
 }
 
 /// The client's half of the secret's challenge-response (see [`crate::creds`]), given the
