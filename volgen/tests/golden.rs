@@ -32,6 +32,7 @@ fn cases() -> Vec<Case> {
         .insert("performance.write-behind.window-size".into(), "4MiB".into());
     s.options
         .insert("performance.io-cache".into(), "off".into());
+    s.options.insert("performance.md-cache".into(), "on".into());
     s.options
         .insert("performance.md-cache.md-cache-timeout".into(), "10s".into());
     s.options

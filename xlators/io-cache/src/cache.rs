@@ -192,6 +192,11 @@ impl Cache {
         }
     }
 
+    /// Another client changed `gfid`'s data or attributes (an upcall).
+    pub(crate) fn changed_elsewhere(&self, gfid: Gfid) {
+        self.table().changed_elsewhere(gfid);
+    }
+
     /// Attributes seen in a reply (lookup, stat, fstat, readdirp, link...).
     pub(crate) fn observe(&self, a: &Iatt) {
         self.table().observe(a, self.services.now());

@@ -397,6 +397,16 @@ impl<F: Clone> Table<F> {
         }
     }
 
+    /// Another client changed `gfid` (an upcall): every page dropped, and no fill in flight
+    /// is kept.
+    pub fn changed_elsewhere(&mut self, gfid: Gfid) {
+        if !self.files.contains_key(&gfid) {
+            return;
+        }
+        self.counters.invalidations += 1;
+        self.drop_pages(gfid, Change::Whole);
+    }
+
     /// New generation for `gfid`, fills forgotten, pages of `change` dropped. A range also
     /// drops a short last page: the write may move end of file past it.
     fn drop_pages(&mut self, gfid: Gfid, change: Change) {
@@ -532,6 +542,26 @@ mod tests {
         assert!(!fill(&mut t, gfid(1), 0, 100), "second read is a hit");
         assert_eq!((t.pages(), t.used()), (1, 100));
         assert_eq!((t.counters.misses, t.counters.hits), (1, 1));
+    }
+
+    #[test]
+    fn a_change_elsewhere_drops_the_pages_and_the_fill_in_flight() {
+        let mut t = table(1000);
+        assert!(fill(&mut t, gfid(1), 0, 100));
+        // A fill that started before the upcall must not be kept.
+        let mut started = None;
+        let s = t.page_or_fill(gfid(1), 1, |generation, id| {
+            started = Some((generation, id));
+            id
+        });
+        assert!(matches!(s, Slot::Fill(_)));
+        t.changed_elsewhere(gfid(1));
+        let (generation, id) = started.expect("fill");
+        t.fill_done(gfid(1), 1, generation, id, &Ok(Buf::zeroed(100)));
+        assert_eq!(t.pages(), 0, "nothing cached survives");
+        assert!(fill(&mut t, gfid(1), 0, 100), "the next read misses");
+        // Unknown files are ignored.
+        t.changed_elsewhere(gfid(9));
     }
 
     #[test]

@@ -15,7 +15,7 @@ use abi_stable::std_types::{ROption, RVec};
 use xlator_api::abi_stable;
 use xlator_api::{
     Buf, Ctx, DirEntry, Dump, Entry, Errno, Fd, Gfid, Iatt, Init, Loc, Opened, ReadReply, Removed,
-    SetAttr, Subvol, TimeSet, Translator, WriteReply,
+    SetAttr, Subvol, TimeSet, Translator, Upcall, WriteReply,
 };
 
 use crate::cache::{Cache, Snapshot, write_change};
@@ -87,6 +87,13 @@ impl Translator for IoCache {
 
     fn dump(&self) -> Dump {
         crate::dump::render(&self.snapshot())
+    }
+
+    fn upcall(&self, _child: usize, up: &Upcall) -> bool {
+        if up.says(Upcall::DATA) {
+            self.cache.changed_elsewhere(up.gfid);
+        }
+        true
     }
 
     async fn lookup(&self, cx: &Ctx, loc: Loc) -> Result<Entry, Errno> {

@@ -12,7 +12,7 @@ use std::sync::Arc;
 
 use xlator_api::{
     Buf, Ctx, Dump, Entry, Errno, Fd, Gfid, Iatt, Init, Loc, Opened, ReadReply, SetAttr, Subvol,
-    Translator, WriteReply,
+    Translator, Upcall, WriteReply,
 };
 
 use crate::ahead::{Ahead, Snapshot};
@@ -79,6 +79,13 @@ impl Translator for ReadAhead {
 
     fn dump(&self) -> Dump {
         crate::dump::render(&self.snapshot())
+    }
+
+    fn upcall(&self, _child: usize, up: &Upcall) -> bool {
+        if up.says(Upcall::DATA) {
+            self.ahead.fds().invalidate(up.gfid);
+        }
+        true
     }
 
     async fn readv(&self, cx: &Ctx, fd: Fd, offset: u64, size: u32) -> Result<ReadReply, Errno> {
