@@ -174,6 +174,11 @@ impl Volume {
     /// stripe, distribute: the cluster translators), one xlfsd per brick, and two
     /// `xlfs-mount`s of it: the same kit over a cluster layout.
     fn start_layout(name: &str, args: &[&str], bricks: usize) -> Volume {
+        Volume::start_layout_with(name, args, bricks, &[])
+    }
+
+    /// [`Volume::start_layout`] with `mount_args` for both mounts.
+    fn start_layout_with(name: &str, args: &[&str], bricks: usize, mount_args: &[&str]) -> Volume {
         let dir = tempfile::tempdir().expect("tempdir");
         let state = dir.path().join("state");
         let port = free_ports(bricks as u16);
@@ -210,6 +215,7 @@ impl Volume {
                 .arg("--secret-file")
                 .arg(state.join("volumes").join(name).join("secret"))
                 .arg(&mnt)
+                .args(mount_args)
                 .stdout(Stdio::null())
                 .stderr(File::create(&log).expect("log"))
                 .spawn()
@@ -463,15 +469,35 @@ fn a_rename_over_a_name_is_atomic_to_the_other_mount() {
 #[test]
 fn another_mounts_changes_show_before_the_cache_timeouts() {
     require!();
-    let long = [
-        "--attr-timeout",
-        "30s",
-        "--entry-timeout",
-        "30s",
-        "--negative-timeout",
-        "30s",
-    ];
-    let v = Volume::start_with("upcalls", &long);
+    changes_show_soon(&Volume::start_with("upcalls", &LONG_CACHE));
+}
+
+/// The same over the cluster layouts: each brick of a replica tells the mount, and
+/// replicate, distribute and stripe pass the upcalls up.
+#[test]
+fn another_mounts_changes_show_before_the_cache_timeouts_on_each_cluster_layout() {
+    require!();
+    for (name, args) in [
+        ("upr2", &["--replica", "2"][..]),
+        ("upd2", &[][..]),
+        ("ups2", &["--stripe", "2"][..]),
+    ] {
+        println!("layout {name} {args:?}");
+        changes_show_soon(&Volume::start_layout_with(name, args, 2, &LONG_CACHE));
+    }
+}
+
+/// Kernel caches of 30 s, for [`changes_show_soon`].
+const LONG_CACHE: [&str; 6] = [
+    "--attr-timeout",
+    "30s",
+    "--entry-timeout",
+    "30s",
+    "--negative-timeout",
+    "30s",
+];
+
+fn changes_show_soon(v: &Volume) {
     let (a, b) = (v.a.clone(), v.bm.clone());
     // Within this, or the upcall did not do its work.
     let soon = Duration::from_secs(5);
