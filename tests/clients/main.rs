@@ -179,6 +179,18 @@ impl Volume {
 
     /// [`Volume::start_layout`] with `mount_args` for both mounts.
     fn start_layout_with(name: &str, args: &[&str], bricks: usize, mount_args: &[&str]) -> Volume {
+        Volume::start_layout_set(name, args, bricks, mount_args, &[])
+    }
+
+    /// [`Volume::start_layout_with`], with `xlfs volume set NAME KEY VALUE` for each of
+    /// `set` before the volume starts.
+    fn start_layout_set(
+        name: &str,
+        args: &[&str],
+        bricks: usize,
+        mount_args: &[&str],
+        set: &[(&str, &str)],
+    ) -> Volume {
         let dir = tempfile::tempdir().expect("tempdir");
         let state = dir.path().join("state");
         let port = free_ports(bricks as u16);
@@ -204,6 +216,15 @@ impl Volume {
             )
         }));
         xlfs(&create);
+        for (k, v) in set {
+            xlfs(&[
+                "volume".into(),
+                "set".into(),
+                name.into(),
+                k.to_string(),
+                v.to_string(),
+            ]);
+        }
         xlfs(&["volume".into(), "start".into(), name.into()]);
         let mut mounts = Vec::new();
         for m in ["a", "b"] {
@@ -485,6 +506,56 @@ fn another_mounts_changes_show_before_the_cache_timeouts_on_each_cluster_layout(
         println!("layout {name} {args:?}");
         changes_show_soon(&Volume::start_layout_with(name, args, 2, &LONG_CACHE));
     }
+}
+
+/// A lock one mount of a replica 2 volume holds eagerly (it keeps the file's inodelk after a
+/// write, for `post-op-delay`, here 20 s) is given up as soon as the other mount wants it:
+/// the bricks send the holder a lock-contention upcall. Without it the other mount's first
+/// write to the file would wait out the delay.
+#[test]
+fn an_eager_lock_is_given_up_when_another_mount_writes() {
+    require!();
+    let v = Volume::start_layout_set(
+        "eagr2",
+        &["--replica", "2"],
+        2,
+        &[],
+        &[("cluster.replicate.post-op-delay", "20s")],
+    );
+    let a = OpenOptions::new()
+        .create(true)
+        .truncate(true)
+        .write(true)
+        .open(v.a.join("f"))
+        .expect("open a");
+    use std::os::unix::fs::FileExt;
+    // A writes and keeps the file open: its hold (lock and pre-op) stays.
+    a.write_all_at(b"from a", 0).expect("write a");
+    a.sync_data().ok();
+    a.write_all_at(b"from a", 0).expect("write a again");
+    std::thread::sleep(Duration::from_millis(200));
+    for round in 0..3 {
+        let t0 = Instant::now();
+        let b = OpenOptions::new()
+            .write(true)
+            .open(v.bm.join("f"))
+            .expect("open b");
+        b.write_all_at(b"from b", 100).expect("write b");
+        // close waits for the write to reach the bricks (flush-behind off).
+        drop(b);
+        let took = t0.elapsed();
+        println!("round {round}: B's write and close took {took:?}");
+        assert!(
+            took < Duration::from_secs(5),
+            "B waited {took:?}: the eager lock was not given up"
+        );
+        // A takes its hold again.
+        a.write_all_at(b"from a", 200).expect("write a");
+    }
+    drop(a);
+    let got = fs::read(v.a.join("f")).expect("read");
+    assert_eq!(&got[100..106], b"from b");
+    assert_eq!(&got[200..206], b"from a");
 }
 
 /// Kernel caches of 30 s, for [`changes_show_soon`].

@@ -720,8 +720,12 @@ pub struct Upcall {
     pub gfid: Gfid,
     /// What changed: [`Upcall::ATTR`], [`Upcall::DATA`], [`Upcall::XATTR`], [`Upcall::ENTRY`].
     pub what: u32,
-    /// With [`Upcall::ENTRY`]: the name in `gfid` that was made, removed or renamed.
+    /// With [`Upcall::ENTRY`]: the name in `gfid` that was made, removed or renamed. With
+    /// [`Upcall::LOCK_CONTENTION`]: the lock domain.
     pub name: RString,
+    /// With [`Upcall::LOCK_CONTENTION`], inside a brick: the [`ClientId`] of the connection
+    /// holding the lock (protocol/server sends the upcall to that client alone). 0 otherwise.
+    pub client: u64,
 }
 
 impl Upcall {
@@ -734,6 +738,10 @@ impl Upcall {
     /// The name `name` in directory `gfid` now names another object, or none (the directory's
     /// own attributes changed with it).
     pub const ENTRY: u32 = 8;
+    /// Another client waits for an inodelk that this client holds on `gfid` in domain
+    /// `name`: a lock held longer than needed (cluster/replicate's eager lock) should be
+    /// given up now.
+    pub const LOCK_CONTENTION: u32 = 16;
 
     /// `what` of object `gfid` changed.
     pub fn inode(gfid: Gfid, what: u32) -> Upcall {
@@ -741,6 +749,7 @@ impl Upcall {
             gfid,
             what,
             name: RString::new(),
+            client: 0,
         }
     }
 
@@ -750,6 +759,18 @@ impl Upcall {
             gfid: parent,
             what: Upcall::ENTRY | Upcall::ATTR,
             name: name.into(),
+            client: 0,
+        }
+    }
+
+    /// Client `holder` (a brick's id for its connection) holds an inodelk of `gfid` in
+    /// `domain` that another client waits for.
+    pub fn contention(gfid: Gfid, domain: &str, holder: ClientId) -> Upcall {
+        Upcall {
+            gfid,
+            what: Upcall::LOCK_CONTENTION,
+            name: domain.into(),
+            client: holder.0,
         }
     }
 

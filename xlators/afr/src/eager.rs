@@ -7,10 +7,12 @@
 //!
 //! A hold ends (post-op for the children that succeeded every fop of the hold, then
 //! unlock):
+//! - as soon as another client wants the lock: features/locks on each brick sends the
+//!   holder a lock-contention upcall when another client's inodelk meets the hold, and
+//!   [`release_now`] runs on it (`Translator::upcall` in xlator.rs);
 //! - `post-op-delay` after it was taken (the timer is not renewed by later writes, so
-//!   another client waiting for the lock waits at most that long: without a
-//!   lock-contention upcall from the bricks, this bound is how a held lock is given up
-//!   when another client wants it);
+//!   another client waiting for the lock waits at most that long even when the upcall is
+//!   lost);
 //! - at once when a fop of the hold failed on some child (its blame is made durable
 //!   before the next one), and on flush, fsync, release, a truncate, any other data or
 //!   metadata transaction of this client on the file, or a heal of it ([`release_now`]);

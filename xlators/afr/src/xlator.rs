@@ -291,6 +291,19 @@ impl<S: Spelling> Translator for ReplicateAs<S> {
         Ok(())
     }
 
+    /// A brick says another client waits for a lock this one holds: an eager hold of the
+    /// file ends now instead of at `post-op-delay` (the others pass up to the caches).
+    fn upcall(&self, _child: usize, up: &xlator_api::Upcall) -> bool {
+        if !up.says(xlator_api::Upcall::LOCK_CONTENTION) {
+            return true;
+        }
+        let (bg, gfid) = (self.sh.clone(), up.gfid);
+        self.sh
+            .services
+            .spawn(async move { crate::eager::release_now(&bg, gfid).await });
+        false
+    }
+
     fn notify(&self, ev: Event) {
         let sh = &self.sh;
         match ev.kind {

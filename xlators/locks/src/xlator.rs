@@ -26,6 +26,8 @@ pub struct Locks {
     children: Vec<Subvol>,
     table: Arc<LockTable>,
     barriers: Barriers,
+    /// For lock-contention upcalls.
+    services: HostServices,
 }
 
 /// The lock a POSIX request of the caller of `cx` describes (`None`: an unlock).
@@ -138,11 +140,28 @@ impl Locks {
             crate::migrate::inodelk(&self.table, &self.barriers, gfid, &space, cmd, kind, req)
                 .await?
         } else {
+            if kind.is_some() && matches!(cmd, LkCmd::Set | LkCmd::SetWait) {
+                self.tell_holder(gfid, &space, &req);
+            }
             self.range_op(gfid, space, cmd, kind, req).await?
         };
         match r {
             Some(_) => Err(Errno::EAGAIN),
             None => Ok(()),
+        }
+    }
+
+    /// When another client's inodelk stands in `req`'s way, tells that client (a
+    /// lock-contention upcall: cluster/replicate gives up a lock it holds eagerly).
+    fn tell_holder(&self, gfid: Gfid, space: &Space, req: &Held) {
+        let Some(other) = self.table.test(gfid, space, req) else {
+            return;
+        };
+        if let (Some(holder), Space::Domain(domain)) = (other.owner.client, space)
+            && other.owner.client != req.owner.client
+        {
+            let up = Upcall::contention(gfid, domain, holder);
+            self.services.upcall_parents(&up);
         }
     }
 
@@ -349,6 +368,7 @@ impl Translator for Locks {
             children: init.children,
             table: Arc::new(LockTable::default()),
             barriers: Barriers::default(),
+            services: init.services,
         })
     }
 

@@ -708,6 +708,17 @@ impl Translator for Server {
         self.reconfigure_options(options)
     }
 
+    /// A lock-contention upcall from the brick graph goes to the lock's holder; other
+    /// upcalls from below (none are raised today) stop here.
+    fn upcall(&self, _child: usize, up: &xlator_api::Upcall) -> bool {
+        if up.says(xlator_api::Upcall::LOCK_CONTENTION) && up.client != 0 {
+            self.shared
+                .upcalls
+                .tell(xlator_api::ClientId(up.client), up.clone());
+        }
+        false
+    }
+
     fn dump(&self) -> Dump {
         self.dump_state()
     }

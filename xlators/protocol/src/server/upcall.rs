@@ -139,6 +139,20 @@ impl Upcalls {
         });
     }
 
+    /// Sends `up` to connection `to` alone (a lock-contention upcall from below, for the
+    /// lock's holder), whether or not option `upcall` is on: it is about locks, not caches.
+    pub(super) fn tell(&self, to: ClientId, mut up: Upcall) {
+        // The brick's ids mean nothing to the client.
+        up.client = 0;
+        if let Some(q) = lock(&self.outboxes).get(&to) {
+            if q.try_send(up).is_ok() {
+                self.sent.fetch_add(1, Ordering::Relaxed);
+            } else {
+                self.dropped.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+    }
+
     /// Stops connection `id`'s upcalls (it disconnected); its interest lapses with time.
     pub(super) fn detach(&self, id: ClientId) {
         lock(&self.outboxes).remove(&id);
