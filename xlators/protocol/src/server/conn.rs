@@ -1002,9 +1002,9 @@ async fn read_requests(
                     let fop = call.req.fop();
                     let result = session.execute(&cx, call.req).await;
                     if let Some((fx, shared)) = upcalls {
-                        // A failed call changed nothing, but what it looked at counts (a
-                        // name looked up in vain is cached as absent by the client).
-                        shared.upcalls.done(client.id, fx, result.as_ref().ok());
+                        shared
+                            .upcalls
+                            .done(client.id, fx, result.as_ref().map_err(|e| *e));
                     }
                     // Unless the server answered it already (stuck on a brick gone down).
                     if running.finish(call.id) {

@@ -20,7 +20,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
 use tokio::sync::mpsc;
-use xlator_api::{ClientId, Gfid, Loc, SetAttr, Upcall};
+use xlator_api::{ClientId, Errno, Gfid, Loc, SetAttr, Upcall};
 
 use crate::wire::{self, FrameSender, ReplyBody, Request, ServerMsg, WriteHalf};
 
@@ -158,15 +158,22 @@ impl Upcalls {
         lock(&self.outboxes).remove(&id);
     }
 
-    /// Records that `from` looked at what `fx` and `reply` name and, if the request
-    /// succeeded (`reply` is its answer), tells the others what `fx` changed.
-    pub(super) fn done(&self, from: ClientId, mut fx: Effects, reply: Option<&ReplyBody>) {
+    /// Records that `from` looked at what `fx` and the reply name and, if the request
+    /// succeeded (`result` is its answer), tells the others what `fx` changed. A failed
+    /// request changed nothing; only one that found no such name counts as a look (the
+    /// client caches that absence), so a caller refused access learns nothing later.
+    pub(super) fn done(&self, from: ClientId, mut fx: Effects, result: Result<&ReplyBody, Errno>) {
         if !self.enabled() {
             return;
         }
-        if reply.is_none() {
-            fx.changed.clear();
-        }
+        let reply = match result {
+            Ok(r) => Some(r),
+            Err(Errno::ENOENT) => {
+                fx.changed.clear();
+                None
+            }
+            Err(_) => return,
+        };
         let now = self.now_ms();
         let timeout = self.timeout_ms.load(Ordering::Relaxed);
         // Tell first: the caller's own interest in a changed inode is no reason to tell it.
@@ -385,7 +392,7 @@ mod tests {
 
     /// `who`'s `req` succeeded (with a reply naming no inode).
     fn ok(hub: &Upcalls, who: ClientId, req: &Request) {
-        hub.done(who, effects(req), Some(&ReplyBody::Access(())));
+        hub.done(who, effects(req), Ok(&ReplyBody::Access(())));
     }
 
     fn hub() -> Upcalls {
@@ -406,7 +413,7 @@ mod tests {
             data: Default::default(),
             flags: 0,
         };
-        hub.done(b, effects(&w()), None);
+        hub.done(b, effects(&w()), Err(Errno::ENOSPC));
         assert!(ra.try_recv().is_err(), "a failed write is told to nobody");
         ok(&hub, b, &w());
         assert_eq!(
@@ -456,7 +463,7 @@ mod tests {
                 offset: 0,
                 size: 4096,
             }),
-            Some(&listing),
+            Ok(&listing),
         );
         let loc = Loc::new(dir, "new");
         ok(
@@ -509,7 +516,17 @@ mod tests {
             effects(&Request::Lookup {
                 loc: Loc::new(dir, "n"),
             }),
-            None,
+            Err(Errno::ENOENT),
+        );
+        // A lookup refused for lack of permission is no look: its caller is never told.
+        let c = ClientId(3);
+        let mut rc = queued(&hub, c);
+        hub.done(
+            c,
+            effects(&Request::Lookup {
+                loc: Loc::new(dir, "n"),
+            }),
+            Err(Errno::EACCES),
         );
         let loc = Loc::new(dir, "n");
         ok(
@@ -521,6 +538,7 @@ mod tests {
             },
         );
         assert_eq!(ra.try_recv().unwrap(), Upcall::entry(dir, "n"));
+        assert!(rc.try_recv().is_err());
     }
 
     #[test]
