@@ -39,6 +39,21 @@ pub struct Init<O> {
     pub child_state: ChildState,
 }
 
+/// The child of a translator that takes exactly one (what `init` of a performance or
+/// debug translator starts with); the error names the instance and how many it got.
+pub fn one_child(
+    type_name: &str,
+    name: &str,
+    children: Vec<Subvol>,
+) -> Result<[Subvol; 1], String> {
+    children.try_into().map_err(|c: Vec<Subvol>| {
+        format!(
+            "{type_name} {name:?} needs exactly one subvolume, got {}",
+            c.len()
+        )
+    })
+}
+
 /// Which of a translator's children are up: every child starts down; the SDK applies each
 /// `ChildUp`/`ChildDown` event before passing it to [`Translator::notify`], so a translator
 /// reading this in `notify` or in a fop sees the state those events describe. Cheap to clone.

@@ -64,12 +64,7 @@ impl Translator for IoCache {
 
     fn init(init: Init<IoCacheOptions>) -> Result<Self, String> {
         let name = init.name;
-        let children: [Subvol; 1] = init.children.try_into().map_err(|c: Vec<Subvol>| {
-            format!(
-                "{TYPE} {name:?} needs exactly one subvolume, got {}",
-                c.len()
-            )
-        })?;
+        let children = xlator_api::one_child(TYPE, &name, init.children)?;
         let policy = Policy::from_options(&init.options).map_err(|e| format!("{name}: {e}"))?;
         let geo = Geometry::new(init.options.page_size);
         let cache = Arc::new(Cache::new(children[0].clone(), init.services, geo, policy));

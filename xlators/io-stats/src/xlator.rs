@@ -66,12 +66,7 @@ impl Translator for IoStats {
 
     fn init(init: Init<IoStatsOptions>) -> Result<Self, String> {
         let name = init.name;
-        let children: [Subvol; 1] = init.children.try_into().map_err(|c: Vec<Subvol>| {
-            format!(
-                "{TYPE} {name:?} needs exactly one subvolume, got {}",
-                c.len()
-            )
-        })?;
+        let children = xlator_api::one_child(TYPE, &name, init.children)?;
         let meter = Arc::new(Meter::new(name, &init.options)?);
         periodic::ensure_running(&meter, init.services);
         Ok(IoStats {

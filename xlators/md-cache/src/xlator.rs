@@ -133,12 +133,7 @@ impl Translator for MdCache {
 
     fn init(init: Init<MdCacheOptions>) -> Result<Self, String> {
         let name = init.name;
-        let children: [Subvol; 1] = init.children.try_into().map_err(|c: Vec<Subvol>| {
-            format!(
-                "{TYPE} {name:?} needs exactly one subvolume, got {}",
-                c.len()
-            )
-        })?;
+        let children = xlator_api::one_child(TYPE, &name, init.children)?;
         let state = Arc::new(State {
             table: Mutex::new(Table::new(init.options.max_entries as usize)),
             services: init.services,

@@ -49,12 +49,7 @@ impl Translator for ReadAhead {
 
     fn init(init: Init<ReadAheadOptions>) -> Result<Self, String> {
         let name = init.name;
-        let children: [Subvol; 1] = init.children.try_into().map_err(|c: Vec<Subvol>| {
-            format!(
-                "{TYPE} {name:?} needs exactly one subvolume, got {}",
-                c.len()
-            )
-        })?;
+        let children = xlator_api::one_child(TYPE, &name, init.children)?;
         let geo = Geometry::new(init.options.page_size);
         let ahead = Ahead::new(
             children[0].clone(),

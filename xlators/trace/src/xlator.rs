@@ -52,12 +52,7 @@ impl Translator for Trace {
             children,
             ..
         } = init;
-        let children: [Subvol; 1] = children.try_into().map_err(|c: Vec<Subvol>| {
-            format!(
-                "{TYPE} {name:?} needs exactly one subvolume, got {}",
-                c.len()
-            )
-        })?;
+        let children = xlator_api::one_child(TYPE, &name, children)?;
         let tracer = Tracer::new(name, o.log_level, &o.include, &o.exclude);
         Ok(Trace { children, tracer })
     }
