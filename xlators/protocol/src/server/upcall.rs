@@ -417,7 +417,7 @@ mod tests {
         assert!(ra.try_recv().is_err(), "a failed write is told to nobody");
         ok(&hub, b, &w());
         assert_eq!(
-            ra.try_recv().unwrap(),
+            ra.try_recv().expect("an upcall for A"),
             Upcall::inode(x, Upcall::DATA | Upcall::ATTR)
         );
         assert!(
@@ -475,14 +475,20 @@ mod tests {
                 umask: 0,
             },
         );
-        assert_eq!(ra.try_recv().unwrap(), Upcall::entry(dir, "new"));
+        assert_eq!(
+            ra.try_recv().expect("an upcall for A"),
+            Upcall::entry(dir, "new")
+        );
         // The listed child was recorded too.
         let attr = SetAttr {
             perm: Some(0o600).into(),
             ..Default::default()
         };
         ok(&hub, b, &Request::Setattr { gfid: g(10), attr });
-        assert_eq!(ra.try_recv().unwrap(), Upcall::inode(g(10), Upcall::ATTR));
+        assert_eq!(
+            ra.try_recv().expect("an upcall for A"),
+            Upcall::inode(g(10), Upcall::ATTR)
+        );
     }
 
     #[test]
@@ -500,8 +506,14 @@ mod tests {
         );
         let (old, new) = (Loc::new(dir, "x"), Loc::new(dir, "y"));
         ok(&hub, b, &Request::Rename { old, new, flags: 0 });
-        assert_eq!(ra.try_recv().unwrap(), Upcall::entry(dir, "x"));
-        assert_eq!(ra.try_recv().unwrap(), Upcall::entry(dir, "y"));
+        assert_eq!(
+            ra.try_recv().expect("an upcall for A"),
+            Upcall::entry(dir, "x")
+        );
+        assert_eq!(
+            ra.try_recv().expect("an upcall for A"),
+            Upcall::entry(dir, "y")
+        );
         assert!(ra.try_recv().is_err());
     }
 
@@ -537,7 +549,10 @@ mod tests {
                 target: "t".into(),
             },
         );
-        assert_eq!(ra.try_recv().unwrap(), Upcall::entry(dir, "n"));
+        assert_eq!(
+            ra.try_recv().expect("an upcall for A"),
+            Upcall::entry(dir, "n")
+        );
         assert!(rc.try_recv().is_err());
     }
 
