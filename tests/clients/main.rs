@@ -778,6 +778,19 @@ fn a_random_mix_through_two_mounts_of_each_cluster_layout_agrees_with_a_model() 
     }
 }
 
+/// The kit with performance/md-cache in both mounts' graphs (off by default; its negative
+/// cache off, as the kernel's is): the attributes it caches must never break what the kit
+/// checks, since every open asks the bricks again and upcalls drop the rest.
+#[test]
+fn a_random_mix_through_two_mounts_with_md_cache_agrees_with_a_model() {
+    require!();
+    let set = [
+        ("performance.md-cache", "on"),
+        ("performance.md-cache.negative-timeout", "0"),
+    ];
+    random_mix(&Volume::start_layout_set("mixmd", &[], 1, &[], &set), 250);
+}
+
 /// Appends from two mounts of a replica 2 and a stripe 2 volume (replicate and stripe
 /// resolve O_APPEND themselves, under their locks).
 #[test]
