@@ -614,11 +614,21 @@ fn changes_show_soon(v: &Volume) {
     // And in a directory B listed.
     fs::create_dir(a.join("d")).expect("mkdir");
     until("mkdir", &|| b.join("d").is_dir());
-    assert_eq!(fs::read_dir(b.join("d")).expect("ls d").count(), 0);
+    let listing = |d: &Path| -> Vec<String> {
+        let names = fs::read_dir(d)
+            .expect("ls")
+            .map(|e| e.expect("entry").file_name());
+        names.map(|n| n.to_string_lossy().into_owned()).collect()
+    };
+    // B's kernel caches the listing (FOPEN_CACHE_DIR); the upcall of A's create drops it,
+    // although B never looked the name up.
+    assert_eq!(listing(&b.join("d")), Vec::<String>::new());
     fs::write(a.join("d/x"), b"x").expect("create d/x");
+    until("create, in a listing", &|| listing(&b.join("d")) == ["x"]);
     until("create in a listed directory", &|| b.join("d/x").exists());
     fs::remove_file(a.join("d/x")).expect("unlink");
     until("unlink", &|| !b.join("d/x").exists());
+    until("unlink, in a listing", &|| listing(&b.join("d")).is_empty());
     // Nothing of this came from B's own changes: B's writes show on A the same way.
     fs::write(b.join("from-b"), b"b").expect("b creates");
     assert_eq!(mode(&a.join("from-b")).expect("a stats it"), before);

@@ -50,7 +50,9 @@ async fn for_each_entry(
     offset: u64,
     mut push: impl FnMut(u64, &DirEntry) -> bool,
 ) -> Result<(), Errno> {
-    // The graph the directory fd is open on (see migrate.rs).
+    // The graph the directory fd is open on (see migrate.rs), where it may not be opened
+    // yet: the kernel gets a handle before any listing, and answers some from its cache.
+    u.ensure_open().await?;
     let (graph, fd) = (u.graph(), u.fd());
     let mut cookie = offset.saturating_sub(AFTER_DOTDOT);
     let mut empty = 0;
@@ -108,6 +110,7 @@ pub async fn readdir(
     if offset < AFTER_DOTDOT && reply.add(dir, AFTER_DOTDOT, Directory, "..") {
         return reply.ok();
     }
+    s.inodes.note_listed(dir, u.graph().id());
     let r = for_each_entry(&cx, u, offset, |off, e| {
         let node = s.inodes.peek_id(&e.attr.gfid);
         !reply.add(node, off, file_type(e.attr.kind), e.name.as_str())
@@ -157,6 +160,7 @@ pub async fn readdirplus(
         return reply.ok();
     }
     let stamp = s.inodes.stamp();
+    s.inodes.note_listed(dir, u.graph().id());
     let r = for_each_entry(&cx, u, offset, |off, e| {
         if e.attr.gfid.is_null() {
             tracing::warn!(name = %e.name, "readdirp entry without a GFID skipped");

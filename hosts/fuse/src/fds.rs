@@ -12,13 +12,19 @@
 //! one only after they ended. Whether an fd may move is recorded here too: not once a lock
 //! was asked through it ([`FdTable::mark_locking`]), not after an attempt that can never
 //! succeed ([`FdTable::pin`]).
+//!
+//! A directory may be opened lazily ([`FdTable::insert_dir`]): the kernel gets its handle at
+//! once, and the graph's `opendir` is sent only when a fop needs the fd there (a listing the
+//! kernel could not answer from its own cache, fsyncdir, fstat of a removed directory). A
+//! listing the kernel answers from its readdir cache then costs no round trip at all, and
+//! neither does the `releasedir` of a directory never opened on its graph.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 
 use fuser::FileHandle;
-use xlator_api::{Fd, FdId, Gfid, Subvol};
+use xlator_api::{Ctx, Errno, Fd, FdId, Gfid, Subvol};
 use xlfs_core::graph::Graph;
 
 /// Striped locks serialising migrations: one migration per fd at a time, and fops of that fd
@@ -32,6 +38,14 @@ pub struct Binding {
     /// Fops in flight through the fd on this graph.
     uses: AtomicUsize,
     idle: tokio::sync::Notify,
+    /// For a directory opened lazily: the credentials to open it with, and whether it was.
+    lazy: Option<LazyDir>,
+}
+
+/// A directory fd not opened on its graph until a fop needs it there.
+struct LazyDir {
+    cx: Ctx,
+    opened: tokio::sync::OnceCell<()>,
 }
 
 impl std::fmt::Debug for Binding {
@@ -39,17 +53,39 @@ impl std::fmt::Debug for Binding {
         f.debug_struct("Binding")
             .field("graph", &self.graph.id())
             .field("uses", &self.uses.load(Ordering::Relaxed))
+            .field("opened", &self.opened())
             .finish()
     }
 }
 
 impl Binding {
+    /// A binding to `graph`, where the fd is open.
     pub fn new(graph: Arc<Graph>) -> Arc<Binding> {
+        Binding::with(graph, None)
+    }
+
+    /// A binding to `graph` of a directory fd that is opened there with `cx` when first
+    /// needed ([`FdUse::ensure_open`]).
+    fn lazy(graph: Arc<Graph>, cx: Ctx) -> Arc<Binding> {
+        let lazy = LazyDir {
+            cx,
+            opened: tokio::sync::OnceCell::new(),
+        };
+        Binding::with(graph, Some(lazy))
+    }
+
+    fn with(graph: Arc<Graph>, lazy: Option<LazyDir>) -> Arc<Binding> {
         Arc::new(Binding {
             graph,
             uses: AtomicUsize::new(0),
             idle: tokio::sync::Notify::new(),
+            lazy,
         })
+    }
+
+    /// Whether the fd is open on the graph (so must be released there).
+    pub fn opened(&self) -> bool {
+        self.lazy.as_ref().is_none_or(|l| l.opened.initialized())
     }
 
     pub fn graph(&self) -> &Arc<Graph> {
@@ -96,6 +132,21 @@ impl FdUse {
     /// That graph's top, which receives the fop.
     pub fn top(&self) -> &Subvol {
         self.binding.graph.top()
+    }
+
+    /// Opens a lazily opened directory on its graph, once; call it before any fop that
+    /// sends the fd to the graph. A failure is not kept: the next fop tries again.
+    pub async fn ensure_open(&self) -> Result<(), Errno> {
+        let Some(l) = &self.binding.lazy else {
+            return Ok(());
+        };
+        let open = || self.top().opendir(&l.cx, self.fd);
+        l.opened.get_or_try_init(open).await.map(drop)
+    }
+
+    /// Whether the fd is open on its graph (a lazily opened directory may not be yet).
+    pub fn opened(&self) -> bool {
+        self.binding.opened()
     }
 }
 
@@ -189,6 +240,17 @@ impl FdTable {
     /// [`insert`](Self::insert), telling whether the kernel was told to bypass its page
     /// cache for this open (FOPEN_DIRECT_IO) whatever its flags say.
     pub fn insert_as(&self, fd: Fd, kernel_direct: bool, graph: Arc<Graph>) -> FileHandle {
+        self.insert_bound(fd, kernel_direct, Binding::new(graph))
+    }
+
+    /// Makes the directory `fd` reachable by its handle, bound to `graph` but opened there
+    /// with `cx` only when a fop needs it ([`FdUse::ensure_open`]).
+    pub fn insert_dir(&self, fd: Fd, graph: Arc<Graph>, cx: Ctx) -> FileHandle {
+        self.insert_bound(fd, false, Binding::lazy(graph, cx))
+    }
+
+    fn insert_bound(&self, fd: Fd, kernel_direct: bool, binding: Arc<Binding>) -> FileHandle {
+        let graph = binding.graph.clone();
         let mut o = self.lock();
         if let Some(old) = o.fds.remove(&fd.id) {
             o.forget(&old);
@@ -201,7 +263,7 @@ impl FdTable {
         o.note_graph(&graph);
         let slot = Slot {
             fd,
-            binding: Binding::new(graph),
+            binding,
             locking: false,
             pinned: false,
         };
@@ -278,14 +340,20 @@ impl FdTable {
         }
     }
 
-    /// Binds `fh` to `graph` (its fd was opened there); returns the old binding, `None` if
-    /// the handle is gone (released meanwhile).
+    /// Binds `fh` to `graph` (its fd was opened there; a directory is opened there lazily,
+    /// with root credentials: an open fd keeps the access it was opened with); returns the
+    /// old binding, `None` if the handle is gone (released meanwhile).
     pub fn rebind(&self, fh: FileHandle, graph: Arc<Graph>) -> Option<Arc<Binding>> {
         let mut o = self.lock();
         o.note_graph(&graph);
         let new = graph.id();
         let s = o.fds.get_mut(&FdId(fh.0))?;
-        let old = std::mem::replace(&mut s.binding, Binding::new(graph));
+        let binding = if s.fd.flags & libc::O_DIRECTORY != 0 {
+            Binding::lazy(graph, Ctx::root())
+        } else {
+            Binding::new(graph)
+        };
+        let old = std::mem::replace(&mut s.binding, binding);
         if s.locking {
             let gfid = s.fd.gfid;
             o.drop_locker(gfid, old.graph.id());

@@ -352,10 +352,36 @@ impl Shared {
         )
     }
 
+    /// The flags of the reply to an opendir of `ino` on `graph`. The kernel caches the
+    /// listing (FOPEN_CACHE_DIR) and checks it against the directory's mtime and its own
+    /// changes; an upcall of another client's change drops it (upcall.rs). It keeps it over
+    /// the open (FOPEN_KEEP_CACHE) only while the listing it holds came from `graph`: its
+    /// offsets are that graph's cookies, which another graph's translators may read
+    /// differently (see dir.rs), and an open without the flag drops the cached listing.
+    pub(crate) fn dir_fopen_flags(&self, ino: INodeNo, graph: &Graph) -> FopenFlags {
+        match self.inodes.listed_on(ino) {
+            Some(g) if g != graph.id() => FopenFlags::FOPEN_CACHE_DIR,
+            _ => FopenFlags::FOPEN_CACHE_DIR | FopenFlags::FOPEN_KEEP_CACHE,
+        }
+    }
+
+    /// What fstat of directory `ino`, open here through `u`, answers once the bricks no
+    /// longer have it and `u` was never opened on its graph (no brick holds it open): the
+    /// attributes last seen with no link left, as a local file system reports a removed
+    /// directory that is still open.
+    pub(crate) fn removed_dir_attr(&self, ino: INodeNo, u: &FdUse) -> Option<Iatt> {
+        if !is_dir_flags(u.fd().flags) || u.opened() {
+            return None;
+        }
+        let mut a = self.inodes.last_attr(ino)?;
+        a.nlink = 0;
+        Some(a)
+    }
+
     /// Releases every fd the kernel did not (lazy unmount, connection abort).
     pub async fn release_all(&self) {
         let cx = Ctx::root();
-        for u in self.fds.drain() {
+        for u in self.fds.drain().into_iter().filter(FdUse::opened) {
             let fd = u.fd();
             let r = if is_dir_flags(fd.flags) {
                 u.top().releasedir(&cx, fd).await
@@ -781,8 +807,9 @@ impl Filesystem for XlfsFs {
         let fresh = self.s.inodes.take_fresh(ino, FRESH_NAME);
         let pid = req.pid();
         self.spawn(|s| async move {
+            // (A directory not opened on its graph yet is asked by GFID.)
             let fd = match fd {
-                Some((fh, u)) => s.follow(fh, u).await.ok(),
+                Some((fh, u)) => s.follow(fh, u).await.ok().filter(FdUse::opened),
                 None => None,
             };
             let graph = s.graph();
@@ -792,7 +819,10 @@ impl Filesystem for XlfsFs {
                     // fstat(2) of an unlinked open file arrives without its fh (on the
                     // graph that fd is open on).
                     Err(e) if gone(e) => match s.fds.find_open(&gfid) {
-                        Some(u) => u.top().fstat(&cx, u.fd()).await,
+                        Some(u) => match u.ensure_open().await {
+                            Ok(()) => u.top().fstat(&cx, u.fd()).await,
+                            Err(_) => s.removed_dir_attr(ino, &u).ok_or(e),
+                        },
                         None => Err(e),
                     },
                     r => r,
@@ -851,8 +881,9 @@ impl Filesystem for XlfsFs {
         let stamp = self.s.inodes.stamp();
         let ds = self.s.inodes.begin_dir_op(ino);
         self.spawn(|s| async move {
+            // (A directory not opened on its graph yet is asked by GFID.)
             let fd = match fd {
-                Some((fh, u)) => s.follow(fh, u).await.ok(),
+                Some((fh, u)) => s.follow(fh, u).await.ok().filter(FdUse::opened),
                 None => None,
             };
             let graph = s.graph();
@@ -872,7 +903,10 @@ impl Filesystem for XlfsFs {
                 (false, None) => match top.setattr(&cx, gfid, attr).await {
                     // fchmod/fchown/futimens of an unlinked open file arrive without its fh.
                     Err(e) if gone(e) => match s.fds.find_open(&gfid) {
-                        Some(u) => u.top().fsetattr(&cx, u.fd(), attr).await,
+                        Some(u) => match u.ensure_open().await {
+                            Ok(()) => u.top().fsetattr(&cx, u.fd(), attr).await,
+                            Err(_) => Err(e),
+                        },
                         None => Err(e),
                     },
                     r => r,
@@ -1421,13 +1455,18 @@ impl Filesystem for XlfsFs {
         let flags = self.s.opts.atime.dir_flags(flags.0 | libc::O_DIRECTORY);
         let fd = self.s.fds.allocate(gfid, flags);
         let cx = ctx(req, Need::of(Fop::Opendir), None);
+        let graph = self.s.graph();
+        let fopen = self.s.dir_fopen_flags(ino, &graph);
+        if self.s.opts.default_permissions {
+            // The kernel checked the caller's access; the graph opens the directory when a
+            // fop first needs it there (see fds.rs): a listing the kernel answers from its
+            // cache, and the close after it, cost no round trip.
+            let fh = self.s.fds.insert_dir(fd, graph, cx);
+            return reply.opened(fh, fopen);
+        }
         self.spawn(|s| async move {
-            let graph = s.graph();
             match graph.top().opendir(&cx, fd).await {
-                Ok(()) => {
-                    let fh = s.fds.insert(fd, graph.clone());
-                    reply.opened(fh, FopenFlags::empty());
-                }
+                Ok(()) => reply.opened(s.fds.insert(fd, graph.clone()), fopen),
                 Err(e) => reply.error(errno(e)),
             }
         });
@@ -1480,6 +1519,10 @@ impl Filesystem for XlfsFs {
         reply: ReplyEmpty,
     ) {
         let u = tri!(reply, self.s.fds.remove(fh).ok_or(fuser::Errno::EBADF));
+        if !u.opened() {
+            // Never opened on its graph: nothing to release there.
+            return reply.ok();
+        }
         let cx = ctx(req, Need::of(Fop::Releasedir), None);
         self.spawn(|_| async move {
             reply_empty(reply, u.top().releasedir(&cx, u.fd()).await);
@@ -1499,6 +1542,9 @@ impl Filesystem for XlfsFs {
         let u = tri!(reply, self.fd(fh));
         let cx = ctx(req, Need::of(Fop::Fsyncdir), None);
         self.spawn(|_| async move {
+            if let Err(e) = u.ensure_open().await {
+                return reply.error(errno(e));
+            }
             reply_empty(reply, u.top().fsyncdir(&cx, u.fd(), datasync).await);
         });
     }

@@ -92,6 +92,8 @@ struct DirState {
     ops: u32,
     /// Bumped when one starts.
     seq: u64,
+    /// The graph whose listing of it the kernel may have cached (see `Shared::dir_fopen_flags`).
+    listed_on: Option<u64>,
 }
 
 #[derive(Debug, Default)]
@@ -537,6 +539,21 @@ impl InodeTable {
             .into_iter()
             .map(|(p, name)| (p, name.into_os_string()))
             .collect()
+    }
+
+    /// A listing of directory `node` was answered from graph `graph`.
+    pub fn note_listed(&self, node: INodeNo, graph: u64) {
+        let mut inner = self.write();
+        if let Some((_, d)) = inner.dir_state(node)
+            && d.listed_on != Some(graph)
+        {
+            d.listed_on = Some(graph);
+        }
+    }
+
+    /// The graph the latest listing of directory `node` came from, if any.
+    pub fn listed_on(&self, node: INodeNo) -> Option<u64> {
+        self.read().dir_ref(node).and_then(|d| d.listed_on)
     }
 
     /// What [`note_attr`](Self::note_attr) recorded for `node`.

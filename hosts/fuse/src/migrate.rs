@@ -19,7 +19,9 @@
 //! bits as its child index: a one-brick graph's cookie, or one of a distribute with fewer
 //! children, would resume in the wrong child or fail with EINVAL). fsyncdir uses the graph
 //! the directory is open on. So a directory kept open and never listed from the start again
-//! keeps its old graph alive until closed.
+//! keeps its old graph alive until closed. A directory fd moves without an `opendir` on the
+//! new graph: it is opened there when a fop first needs it (see fds.rs), and released on the
+//! old one only if it was opened there.
 //!
 //! What stays behind ([`Stay`]):
 //! - an fd through which a lock was asked, and every other fd of that file on the same graph:
@@ -78,7 +80,8 @@ impl Shared {
         let root = Ctx::root();
         let dir = fd.flags & libc::O_DIRECTORY != 0;
         let r = if dir {
-            current.top().opendir(&root, again).await
+            // Opened on the new graph when first needed (`FdTable::rebind`).
+            Ok(())
         } else {
             current.top().open(&root, again).await.map(drop)
         };
@@ -87,8 +90,11 @@ impl Shared {
             Ok(()) => {
                 drop(u);
                 let Some(old) = self.fds.rebind(fh, current.clone()) else {
-                    // Released meanwhile: close it where it was just opened.
-                    let _ = release(&current, &root, again, dir).await;
+                    // Released meanwhile: close it where it was just opened (a directory
+                    // was not).
+                    if !dir {
+                        let _ = release(&current, &root, again, dir).await;
+                    }
                     return Err(fuser::Errno::EBADF);
                 };
                 tracing::debug!(
@@ -101,6 +107,9 @@ impl Shared {
                 // Fops that took the old binding before the switch finish there first.
                 self.rt.spawn(async move {
                     old.idle().await;
+                    if !old.opened() {
+                        return;
+                    }
                     if let Err(e) = release(old.graph(), &Ctx::root(), fd, dir).await {
                         tracing::debug!(fd = fd.id.0, error = %e, old_graph, "release on the old graph failed");
                     }

@@ -61,7 +61,9 @@ async fn apply(s: &Shared, up: Upcall) {
         let name = std::ffi::OsString::from_vec(up.name.as_bytes().to_vec());
         s.kernel.drop_entry(node, name).await;
     }
-    if up.says(Upcall::DATA) {
+    // A directory's "pages" are the kernel's cached listing (FOPEN_CACHE_DIR), which the
+    // entry's invalidation drops only when the kernel knew that name.
+    if up.says(Upcall::DATA | Upcall::ENTRY) {
         s.kernel.drop_file(node).await;
     } else if up.says(Upcall::ATTR | Upcall::XATTR) {
         s.kernel.drop_attrs(node).await;

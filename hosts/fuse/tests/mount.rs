@@ -427,9 +427,6 @@ fn sigint_unmounts_and_dump_on_exit_prints_stats() {
     );
 }
 
-/// The kernel checks `security.capability` before the first write to each file. A file
-/// created with O_EXCL is known new, so that check is answered by the mount; a file opened
-/// with plain O_CREAT (maybe an existing one) still asks the graph once.
 /// A column of a fop's row in the io-stats table of a `--dump-on-exit` dump.
 enum Column {
     Calls,
@@ -455,6 +452,9 @@ fn io_stats(dump: &str, fop: &str, col: Column) -> u64 {
         .unwrap_or(0)
 }
 
+/// The kernel checks `security.capability` before the first write to each file. A file
+/// created with O_EXCL is known new, so that check is answered by the mount; a file opened
+/// with plain O_CREAT (maybe an existing one) still asks the graph once.
 #[test]
 fn a_file_created_with_o_excl_is_written_without_a_getxattr() {
     require_fuse!();
@@ -1028,4 +1028,58 @@ fn hole_aware_seeks_inside_a_file_just_written_find_its_data() {
         m.signal(libc::SIGTERM);
         let _ = m.wait();
     }
+}
+
+/// A listing repeated while the directory does not change is answered by the kernel from its
+/// cache (FOPEN_CACHE_DIR): no readdirp reaches the graph, nor the opendir and releasedir
+/// around it (a directory is opened on the graph only when a fop needs it there). A change
+/// through the mount shows in the next listing.
+#[test]
+fn a_repeated_listing_of_an_unchanged_directory_reaches_no_brick() {
+    require_fuse!();
+    let tmp = tempdir();
+    let (vol, mnt) = (tmp.path().join("vol"), tmp.path().join("mnt"));
+    fs::create_dir(&mnt).expect("mkdir mnt");
+    let mut m = Mounted::start(&vol, &mnt, &["--dump-on-exit", "--threads", "1"]);
+    let d = mnt.join("d");
+    fs::create_dir(&d).expect("mkdir d");
+    let mut want: Vec<String> = (0..50).map(|i| format!("file-{i:02}")).collect();
+    for n in &want {
+        fs::write(d.join(n), b"x").expect("create");
+    }
+    let names = || {
+        let mut v: Vec<String> = fs::read_dir(&d)
+            .expect("opendir")
+            .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+            .collect();
+        v.sort();
+        v
+    };
+    const REPEATS: usize = 20;
+    for _ in 0..REPEATS {
+        assert_eq!(names(), want);
+    }
+    fs::write(d.join("new"), b"n").expect("create new");
+    want.push("new".into());
+    want.sort();
+    assert_eq!(names(), want, "a create through the mount shows at once");
+    fs::remove_file(d.join("file-07")).expect("unlink");
+    want.retain(|n| n != "file-07");
+    assert_eq!(names(), want, "an unlink through the mount shows at once");
+    assert_eq!(names(), want);
+    m.signal(libc::SIGINT);
+    let (status, stdout) = m.wait();
+    assert!(status.success(), "exit status {status}:\n{}", m.log_text());
+    let (opendir, releasedir, readdirp) = (
+        io_stats(&stdout, "opendir", Column::Calls),
+        io_stats(&stdout, "releasedir", Column::Calls),
+        io_stats(&stdout, "readdirp", Column::Calls),
+    );
+    // Three listings reach the graph (the first, and one after each change), each of 50
+    // entries: a few batches. Uncached, each of the 24 listings would.
+    assert!(
+        opendir <= 3 && releasedir == opendir && readdirp <= 15,
+        "opendir {opendir}, releasedir {releasedir}, readdirp {readdirp} for {} listings:\n{stdout}",
+        REPEATS + 4
+    );
 }
