@@ -22,6 +22,12 @@ use crate::shared::{Handle, InodeCtx, Shared, fails_over, first_error};
 /// What `gfid`'s copies are: cached from the last lookup of this generation, else asked of
 /// every up child (`getxattrs` of the counters).
 pub(crate) async fn state(sh: &Shared, gfid: Gfid) -> Result<InodeCtx, Errno> {
+    let kind = sh.cached_kind(gfid).unwrap_or(FileType::Regular);
+    state_as(sh, gfid, kind).await
+}
+
+/// [`state`] of an object known to be of `kind` (a listing's entry).
+pub(crate) async fn state_as(sh: &Shared, gfid: Gfid, kind: FileType) -> Result<InodeCtx, Errno> {
     if let Some(c) = sh.cached(gfid) {
         return Ok(c);
     }
@@ -48,7 +54,6 @@ pub(crate) async fn state(sh: &Shared, gfid: Gfid) -> Result<InodeCtx, Errno> {
             answers.into_iter().flatten().filter_map(Result::err),
         ));
     }
-    let kind = sh.cached_kind(gfid).unwrap_or(FileType::Regular);
     let xs: Vec<Option<&[xlator_api::Xattr]>> = answers
         .iter()
         .map(|a| {

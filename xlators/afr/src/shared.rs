@@ -222,6 +222,20 @@ impl Shared {
         (ctx, m)
     }
 
+    /// A new object of `kind` was made on the children in `made` (in generation `generation`,
+    /// read before the transaction began: a ChildUp meanwhile voids what is learnt here). Its
+    /// copies there are the only ones, all good: cached as such, a listing of its directory
+    /// need not ask the children about it.
+    pub fn made(&self, gfid: Gfid, kind: FileType, made: &[bool], generation: u64) {
+        let ctx = InodeCtx {
+            generation,
+            kind,
+            readable: [made.to_vec(), made.to_vec(), made.to_vec()],
+            split: [false; 3],
+        };
+        lock(&self.inodes).insert(gfid, ctx);
+    }
+
     /// The cached state of `gfid` if learnt in the current generation.
     pub fn cached(&self, gfid: Gfid) -> Option<InodeCtx> {
         let g = self.generation.load(Ordering::Acquire);

@@ -139,6 +139,24 @@ impl<S: Spelling> ReplicateAs<S> {
     }
 
     /// A new object's fop on every child with one GFID (the caller's, or a new one).
+    /// Whether child `i`'s attributes `attr` of an object may be stale: its copy is not good
+    /// to read for the lanes attributes come from (data for a file's size and times,
+    /// metadata for every kind), as far as the cached state or the children's counters say.
+    /// Unknown (the children cannot be asked) is not stale: child `i`'s answer stands.
+    async fn stale_on(&self, i: usize, attr: &Iatt) -> bool {
+        if attr.gfid.is_null() {
+            return false;
+        }
+        let lanes = match attr.kind {
+            FileType::Regular => Lanes::DATA | Lanes::META,
+            _ => Lanes::META,
+        };
+        match reads::state_as(&self.sh, attr.gfid, attr.kind).await {
+            Ok(st) => st.split(lanes) || !st.readable(lanes)[i],
+            Err(_) => false,
+        }
+    }
+
     async fn make<F, Fut>(&self, cx: &Ctx, loc: Loc, op: F) -> Result<Entry, Errno>
     where
         F: Fn(usize, Ctx, Loc) -> Fut,
@@ -160,13 +178,18 @@ impl<S: Spelling> ReplicateAs<S> {
     {
         let gfid = cx.ext::<GfidReq>().map_or_else(Gfid::random, |g| g.0);
         let gcx = cx.to_builder().ext(&GfidReq(gfid)).build();
+        let generation = self.sh.generation.load(Ordering::Acquire);
         let replies = self
             .entry_txn(&[&loc], |i| op(i, gcx.clone(), loc.clone()))
             .await?;
         let ok = replies.succeeded();
-        self.sh.forget(gfid);
         let cfg = self.sh.cfg();
-        Ok((ok, replies.reply_as_read(cfg.quorum, cfg.read_policy, gfid)))
+        let r = replies.reply_as_read(cfg.quorum, cfg.read_policy, gfid);
+        match &r {
+            Ok(e) if e.attr.gfid == gfid => self.sh.made(gfid, e.attr.kind, &ok, generation),
+            _ => self.sh.forget(gfid),
+        }
+        Ok((ok, r))
     }
 
     /// `op` on every up child (`on`: a narrower set); the first success, or the error.
@@ -473,7 +496,10 @@ impl<S: Spelling> Translator for ReplicateAs<S> {
         // Each entry's pending counters come with it: an entry whose copy on child `i` has
         // one that is not zero (a transaction open on it, or a copy entry heal just made and
         // its own heal has not filled in) is looked up instead of answered with child `i`'s
-        // attributes, which may be stale.
+        // attributes, which may be stale. So is one whose copy on child `i` the other
+        // children accuse (it missed writes while down, and is not healed yet): what this
+        // instance knows of the object in the current generation says so, or, for an object
+        // it knows nothing of yet, the children's counters, asked once (then known).
         let asked = cx.ext::<xlator_api::XattrReq>().unwrap_or_default();
         let mut req = asked.clone();
         req.prefixes.push(crate::changelog::PREFIX.to_owned());
@@ -497,7 +523,9 @@ impl<S: Spelling> Translator for ReplicateAs<S> {
                     x.name.as_str().starts_with(crate::changelog::PREFIX)
                         && x.value.as_slice().iter().any(|b| *b != 0)
                 });
-                if pending && d.name.as_str() != "." && d.name.as_str() != ".." {
+                let dot = d.name.as_str() == "." || d.name.as_str() == "..";
+                let stale = pending || (!dot && self.stale_on(i, &d.attr).await);
+                if stale && !dot {
                     match reads::lookup(&self.sh, cx, Loc::new(fd.gfid, d.name.as_str())).await {
                         Ok(e) => {
                             d.attr = e.attr;

@@ -674,6 +674,15 @@ macro_rules! follow {
     };
 }
 
+// Each fop's work, by kind; the `Filesystem` impl below only hands the kernel's requests
+// to them.
+mod attrs;
+mod dirs;
+mod entry;
+mod file;
+mod locks;
+mod xattr;
+
 impl Filesystem for XlfsFs {
     fn init(&mut self, _req: &Request, config: &mut KernelConfig) -> std::io::Result<()> {
         let o = &self.s.opts;
@@ -760,82 +769,15 @@ impl Filesystem for XlfsFs {
     }
 
     fn lookup(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
-        if name.as_bytes() == b"." {
-            return self.lookup_handle(req, parent, reply);
-        }
-        // ".." (the kernel reconnecting a directory's file handle) goes to the graph like
-        // any name: the brick answers with the parent. A fresh directory has it too.
-        let loc = tri!(reply, self.loc(parent, name));
-        if name.as_bytes() != b".."
-            && let Some(ttl) = self.s.fresh.absent(parent, name)
-        {
-            return reply_negative(reply, &ttl);
-        }
-        let cx = ctx(req, Need::of(Fop::Lookup), None);
-        let stamp = self.s.inodes.stamp();
-        let pid = req.pid();
-        self.spawn(|s| async move {
-            let name = loc.name.clone();
-            let r = s.graph().top().lookup(&cx, loc).await;
-            if r == Err(Errno::ENOENT) && !s.opts.negative_timeout.is_zero() {
-                return reply_negative(reply, &s.opts.negative_timeout);
-            }
-            s.reply_entry_at(reply, r, stamp, parent, &name, Some(pid));
-        });
+        self.do_lookup(req, parent, name, reply)
     }
 
     fn forget(&self, _req: &Request, ino: INodeNo, nlookup: u64) {
-        self.s.inodes.forget(ino, nlookup);
+        self.do_forget(ino, nlookup)
     }
 
     fn getattr(&self, req: &Request, ino: INodeNo, fh: Option<FileHandle>, reply: ReplyAttr) {
-        let gfid = tri!(reply, self.gfid(ino));
-        // A directory's attributes as the last entry fop in it left them (see inodes.rs).
-        if let Some(a) = self.s.inodes.fresh_attr(ino, self.s.opts.attr_timeout) {
-            return reply.attr(&self.s.opts.attr_timeout, &file_attr(ino, &a));
-        }
-        // A regular file's attributes as its latest read left them, valid for what is left
-        // of the attribute timeout (the kernel keeps size and times itself; see inodes.rs).
-        if self.s.opts.writeback_cache
-            && let Some((a, left)) = self.s.inodes.file_attr(ino, self.s.opts.attr_timeout)
-        {
-            return reply.attr(&left, &file_attr(ino, &a));
-        }
-        let fd = fh.and_then(|fh| Some((fh, self.s.fds.get(fh)?)));
-        let cx = ctx(req, Need::of(Fop::Stat), None);
-        let stamp = self.s.inodes.stamp();
-        let fresh = self.s.inodes.take_fresh(ino, FRESH_NAME);
-        let pid = req.pid();
-        self.spawn(|s| async move {
-            // (A directory not opened on its graph yet is asked by GFID.)
-            let fd = match fd {
-                Some((fh, u)) => s.follow(fh, u).await.ok().filter(FdUse::opened),
-                None => None,
-            };
-            let graph = s.graph();
-            let r = match &fd {
-                Some(u) => u.top().fstat(&cx, u.fd()).await,
-                None => match graph.top().stat(&cx, gfid).await {
-                    // fstat(2) of an unlinked open file arrives without its fh (on the
-                    // graph that fd is open on).
-                    Err(e) if gone(e) => match s.fds.find_open(&gfid) {
-                        Some(u) => match u.ensure_open().await {
-                            Ok(()) => u.top().fstat(&cx, u.fd()).await,
-                            Err(_) => s.removed_dir_attr(ino, &u).ok_or(e),
-                        },
-                        None => Err(e),
-                    },
-                    r => r,
-                },
-            };
-            if let Ok(a) = &r
-                && s.drop_dead_name(ino, a, fresh).await
-            {
-                s.inodes.expect_retry(pid);
-                return reply.error(fuser::Errno::ESTALE);
-            }
-            s.reply_attr(ino, reply, r, stamp);
-        });
+        self.do_getattr(req, ino, fh, reply)
     }
 
     fn setattr(
@@ -856,77 +798,11 @@ impl Filesystem for XlfsFs {
         _flags: Option<BsdFileFlags>,
         reply: ReplyAttr,
     ) {
-        self.s.inodes.used(ino);
-        let gfid = tri!(reply, self.gfid(ino));
-        let fd = fh.and_then(|fh| Some((fh, self.s.fds.get(fh)?)));
-        let attr = SetAttr {
-            perm: mode.map(|m| m & 0o7777).into(),
-            uid: uid.into(),
-            gid: gid.into(),
-            size: size.into(),
-            atime: time_set(atime),
-            mtime: size_mtime(size, time_set(mtime)),
-        };
-        // With the writeback cache the kernel re-sends its mtime with a new ctime after every
-        // unlink, rename or link of a file, and at close after changing the mode or owner.
-        // When the mtime is the one we last reported and nothing else changes, the object
-        // already has it (the brick sets ctime itself): answer without a round trip. For the
-        // unlink case that round trip would only have failed with ESTALE.
-        if let Some(a) = self.s.inodes.last_attr(ino)
-            && resends_known_times(&attr, &a)
-        {
-            return reply.attr(&self.s.opts.attr_timeout, &file_attr(ino, &a));
-        }
-        let cx = ctx(req, Need::of(Fop::Setattr), None);
-        let stamp = self.s.inodes.stamp();
-        let ds = self.s.inodes.begin_dir_op(ino);
-        self.spawn(|s| async move {
-            // (A directory not opened on its graph yet is asked by GFID.)
-            let fd = match fd {
-                Some((fh, u)) => s.follow(fh, u).await.ok().filter(FdUse::opened),
-                None => None,
-            };
-            let graph = s.graph();
-            let top = graph.top();
-            // Only ctime (writeback cache) or nothing we keep: report the attributes.
-            let r = match (attr == SetAttr::default(), &fd) {
-                (true, Some(u)) => u.top().fstat(&cx, u.fd()).await,
-                (true, None) => top.stat(&cx, gfid).await,
-                (false, Some(u)) => match u.top().fsetattr(&cx, u.fd(), attr).await {
-                    Err(Errno::EPERM)
-                        if s.opts.writeback_cache && is_times_flush(&attr, &u.fd()) =>
-                    {
-                        u.top().fstat(&cx, u.fd()).await
-                    }
-                    r => r,
-                },
-                (false, None) => match top.setattr(&cx, gfid, attr).await {
-                    // fchmod/fchown/futimens of an unlinked open file arrive without its fh.
-                    Err(e) if gone(e) => match s.fds.find_open(&gfid) {
-                        Some(u) => match u.ensure_open().await {
-                            Ok(()) => u.top().fsetattr(&cx, u.fd(), attr).await,
-                            Err(_) => Err(e),
-                        },
-                        None => Err(e),
-                    },
-                    r => r,
-                },
-            };
-            s.inodes.end_dir_op(ino, ds, None);
-            s.reply_attr(ino, reply, r, stamp);
-        });
+        self.do_setattr(req, ino, mode, uid, gid, size, atime, mtime, fh, reply)
     }
 
     fn readlink(&self, req: &Request, ino: INodeNo, reply: ReplyData) {
-        self.s.inodes.used(ino);
-        let gfid = tri!(reply, self.gfid(ino));
-        let cx = ctx(req, Need::of(Fop::Readlink), None);
-        self.spawn(|s| async move {
-            match s.graph().top().readlink(&cx, gfid).await {
-                Ok(target) => reply.data(target.as_bytes()),
-                Err(e) => reply.error(errno(e)),
-            }
-        });
+        self.do_readlink(req, ino, reply)
     }
 
     fn mknod(
@@ -939,22 +815,7 @@ impl Filesystem for XlfsFs {
         rdev: u32,
         reply: ReplyEntry,
     ) {
-        let loc = tri!(reply, self.loc(parent, name));
-        let cx = ctx(req, Need::of(Fop::Mknod), None);
-        let stamp = self.s.inodes.stamp();
-        let ds = self.s.inodes.begin_dir_op(parent);
-        self.s.fresh.adding(parent, name);
-        self.spawn(|s| async move {
-            let name = loc.name.clone();
-            // The kernel's 32-bit dev encoding equals glibc's dev_t for majors < 4096.
-            let r = s
-                .graph()
-                .top()
-                .mknod(&cx, loc, mode, u64::from(rdev), umask)
-                .await;
-            s.end_dir_op(parent, ds, r.as_ref().ok().map(|e| &e.postparent));
-            s.reply_entry_at(reply, r, stamp, parent, &name, None);
-        });
+        self.do_mknod(req, parent, name, mode, umask, rdev, reply)
     }
 
     fn mkdir(
@@ -966,42 +827,15 @@ impl Filesystem for XlfsFs {
         umask: u32,
         reply: ReplyEntry,
     ) {
-        let loc = tri!(reply, self.loc(parent, name));
-        let cx = ctx(req, Need::of(Fop::Mkdir), None);
-        let stamp = self.s.inodes.stamp();
-        let ds = self.s.inodes.begin_dir_op(parent);
-        self.s.fresh.adding(parent, name);
-        let sent = Instant::now();
-        self.spawn(|s| async move {
-            let r = s.graph().top().mkdir(&cx, loc, mode, umask).await;
-            s.end_dir_op(parent, ds, r.as_ref().ok().map(|e| &e.postparent));
-            s.reply_entry_made(reply, r, stamp, Some(sent), None);
-        });
+        self.do_mkdir(req, parent, name, mode, umask, reply)
     }
 
     fn unlink(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
-        let loc = tri!(reply, self.loc(parent, name));
-        let cx = ctx(req, Need::of(Fop::Unlink), None);
-        let ds = self.s.inodes.begin_dir_op(parent);
-        let gone = name.to_owned();
-        self.spawn(|s| async move {
-            // The kernel invalidates the victim's cached attributes (nlink, ctime) itself.
-            let r = s.graph().top().unlink(&cx, loc).await;
-            if r.is_ok() {
-                s.inodes.unlink_name(parent, &gone);
-            }
-            s.end_removal(parent, ds, reply, r);
-        });
+        self.do_unlink(req, parent, name, reply)
     }
 
     fn rmdir(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
-        let loc = tri!(reply, self.loc(parent, name));
-        let cx = ctx(req, Need::of(Fop::Rmdir), None);
-        let ds = self.s.inodes.begin_dir_op(parent);
-        self.spawn(|s| async move {
-            let r = s.graph().top().rmdir(&cx, loc).await;
-            s.end_removal(parent, ds, reply, r);
-        });
+        self.do_rmdir(req, parent, name, reply)
     }
 
     fn symlink(
@@ -1012,18 +846,7 @@ impl Filesystem for XlfsFs {
         target: &Path,
         reply: ReplyEntry,
     ) {
-        let loc = tri!(reply, self.loc(parent, link_name));
-        let target = tri!(reply, name_str(target.as_os_str()));
-        let cx = ctx(req, Need::of(Fop::Symlink), None);
-        let stamp = self.s.inodes.stamp();
-        let ds = self.s.inodes.begin_dir_op(parent);
-        self.s.fresh.adding(parent, link_name);
-        self.spawn(|s| async move {
-            let name = loc.name.clone();
-            let r = s.graph().top().symlink(&cx, loc, target).await;
-            s.end_dir_op(parent, ds, r.as_ref().ok().map(|e| &e.postparent));
-            s.reply_entry_at(reply, r, stamp, parent, &name, None);
-        });
+        self.do_symlink(req, parent, link_name, target, reply)
     }
 
     fn rename(
@@ -1036,31 +859,7 @@ impl Filesystem for XlfsFs {
         flags: RenameFlags,
         reply: ReplyEmpty,
     ) {
-        let old = tri!(reply, self.loc(parent, name));
-        let new = tri!(reply, self.loc(newparent, newname));
-        let cx = ctx(req, Need::of(Fop::Rename), None);
-        let ds = [
-            self.s.inodes.begin_dir_op(parent),
-            self.s.inodes.begin_dir_op(newparent),
-        ];
-        self.s.fresh.adding(newparent, newname);
-        let names = (name.to_owned(), newname.to_owned());
-        self.spawn(|s| async move {
-            let r = s.graph().top().rename(&cx, old, new, flags.bits()).await;
-            s.inodes.end_dir_op(parent, ds[0], None);
-            s.inodes.end_dir_op(newparent, ds[1], None);
-            if r.is_ok() {
-                // The kernel moves its cached name once it has the reply; so does the
-                // record, first (an exchange swaps two: both are dropped instead).
-                if flags.bits() & libc::RENAME_EXCHANGE != 0 {
-                    s.inodes.unlink_name(parent, &names.0);
-                    s.inodes.unlink_name(newparent, &names.1);
-                } else {
-                    s.inodes.rename_name(parent, &names.0, newparent, &names.1);
-                }
-            }
-            reply_empty(reply, r);
-        });
+        self.do_rename(req, parent, name, newparent, newname, flags, reply)
     }
 
     fn link(
@@ -1071,131 +870,11 @@ impl Filesystem for XlfsFs {
         newname: &OsStr,
         reply: ReplyEntry,
     ) {
-        self.s.inodes.used(ino);
-        let gfid = tri!(reply, self.gfid(ino));
-        let new = tri!(reply, self.loc(newparent, newname));
-        let cx = ctx(req, Need::of(Fop::Link), None);
-        let stamp = self.s.inodes.stamp();
-        let ds = self.s.inodes.begin_dir_op(newparent);
-        self.s.fresh.adding(newparent, newname);
-        self.spawn(|s| async move {
-            // The reply carries the new nlink, so the kernel's attributes are fresh.
-            let name = new.name.clone();
-            let r = s.graph().top().link(&cx, gfid, new).await;
-            s.end_dir_op(newparent, ds, r.as_ref().ok().map(|e| &e.postparent));
-            s.reply_entry_at(reply, r, stamp, newparent, &name, None);
-        });
+        self.do_link(req, ino, newparent, newname, reply)
     }
 
     fn open(&self, req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
-        let gfid = tri!(reply, self.gfid(ino));
-        let atime = self.s.opts.atime;
-        let graph_flags = atime.file_flags(graph_open_flags(self.s.opts.writeback_cache, flags.0));
-        let fd = self.s.fds.allocate(gfid, graph_flags);
-        // The brick counts a reading open as an access; the kernel's cached atime may go.
-        let touches = atime.may_touch(graph_flags, self.s.inodes.last_attr(ino).as_ref());
-        let cx = ctx_builder(req, Need::of(Fop::Open), None);
-        // A plain read-only open may be answered with a backing file to pass through.
-        let pt = self.s.pt.on();
-        let cx = if pt
-            && flags.0 & libc::O_ACCMODE == libc::O_RDONLY
-            && flags.0 & (libc::O_TRUNC | libc::O_DIRECT) == 0
-        {
-            cx.ext(&BackingWanted)
-        } else {
-            cx
-        }
-        .build();
-        // A non-root writer that may pass through: see `passthrough_writer_kills_privs`.
-        let kill_privs = pt && flags.0 & libc::O_ACCMODE != libc::O_RDONLY && req.uid() != 0;
-        // A truncating open changes the size and mtime behind the recorded attributes.
-        let truncates = flags.0 & libc::O_TRUNC != 0;
-        if truncates {
-            self.s.inodes.begin_reshape(ino);
-        }
-        let direct = self.s.kernel_direct(flags.0);
-        // Close-to-open: what the kernel caches of the file (attributes, pages) may predate
-        // another client's close, and the name it came through may name another file now.
-        // Both are checked beside the open (before it, for a truncating open, which must not
-        // empty a file the name no longer names): a name that changed is ESTALE (see
-        // `stale_open`), and attributes that differ from what this mount last gave the
-        // kernel drop its cached attributes and pages before the open returns. With the
-        // writeback cache the kernel keeps the size itself (single-client only). An open
-        // right after the lookup that gave the node (`fresh`) needs neither: that lookup's
-        // reply just gave the kernel the name and the attributes (and FUSE_AUTO_INVAL_DATA
-        // dropped its pages if they changed), so it costs no extra round trip.
-        let fresh = self.s.inodes.take_fresh(ino, FRESH_NAME);
-        let pid = req.pid();
-        let check = (!self.s.opts.writeback_cache && !fresh).then(|| {
-            let names: Vec<Loc> = (self.s.inodes.names(ino).into_iter())
-                .filter_map(|(p, n)| {
-                    let parent = self.s.inodes.gfid(p)?;
-                    Some(Loc::new(parent, name_str(&n).ok()?))
-                })
-                .collect();
-            (
-                ctx(req, Need::of(Fop::Stat), None),
-                self.s.inodes.last_attr(ino),
-                names,
-            )
-        });
-        let flags = flags.0;
-        self.spawn(|s| async move {
-            let top = s.graph();
-            let checked = async {
-                match &check {
-                    Some((scx, _, names)) => Some(s.current(scx, gfid, names.clone()).await),
-                    None => None,
-                }
-            };
-            let (r, now) = if truncates {
-                let now = checked.await;
-                if let Some(now) = &now
-                    && s.stale_open(ino, fresh, now).await
-                {
-                    s.inodes.end_reshape();
-                    s.inodes.expect_retry(pid);
-                    return reply.error(fuser::Errno::ESTALE);
-                }
-                (top.top().open(&cx, fd).await, None)
-            } else {
-                tokio::join!(top.top().open(&cx, fd), checked)
-            };
-            if truncates {
-                s.inodes.end_reshape();
-            }
-            match r {
-                Ok(opened) => {
-                    let mut fopen = s.fopen_flags(flags);
-                    if let (Some((_, before, _)), Some(now)) = (check, now) {
-                        if s.stale_open(ino, fresh, &now).await {
-                            let _ = top.top().release(&Ctx::root(), fd).await;
-                            s.inodes.expect_retry(pid);
-                            return reply.error(fuser::Errno::ESTALE);
-                        }
-                        if changed_since(before.as_ref(), now.0.as_ref().ok()) {
-                            s.kernel.drop_attrs(ino).await;
-                            fopen.remove(FopenFlags::FOPEN_KEEP_CACHE);
-                        } else if touches {
-                            s.kernel.drop_attrs(ino).await;
-                        }
-                    } else if touches {
-                        s.kernel.drop_attrs(ino).await;
-                    }
-                    let fh = s.fds.insert_as(fd, direct, top.clone());
-                    if pt {
-                        let backing = opened.backing.into_option();
-                        s.answer_passthrough(&top, ino, fd, kill_privs, || {
-                            s.pt.reply_open(reply, ino, fh, backing, fopen)
-                        })
-                        .await;
-                    } else {
-                        reply.opened(fh, fopen);
-                    }
-                }
-                Err(e) => reply.error(errno(e)),
-            }
-        });
+        self.do_open(req, ino, flags, reply)
     }
 
     fn create(
@@ -1208,89 +887,7 @@ impl Filesystem for XlfsFs {
         flags: i32,
         reply: ReplyCreate,
     ) {
-        let loc = tri!(reply, self.loc(parent, name));
-        let fd = self.s.fds.allocate(
-            Gfid::NULL,
-            graph_open_flags(self.s.opts.writeback_cache, flags),
-        );
-        let uid = req.uid();
-        let cx = ctx(req, Need::of(Fop::Create), None);
-        let stamp = self.s.inodes.stamp();
-        let ds = self.s.inodes.begin_dir_op(parent);
-        self.s.fresh.adding(parent, name);
-        self.spawn(|s| async move {
-            let name = loc.name.clone();
-            // Another client (or process) made the name first: without O_EXCL that is an
-            // open of what it made (a brick does it itself; replicate, stripe and distribute
-            // answer EEXIST when a create of the same name won the race). If that name is
-            // gone again by the time it is opened, the create is tried again (a few times).
-            let mut tries = 0;
-            let (graph, r) = loop {
-                tries += 1;
-                // The graph the file is opened on (the fd is bound to it).
-                let graph = s.graph();
-                match graph.top().create(&cx, loc.clone(), fd, mode, umask).await {
-                    Err(Errno::EEXIST) if flags & libc::O_EXCL == 0 => {
-                        match s.open_existing(&graph, &cx, loc.clone(), fd).await {
-                            Err(Errno::ENOENT) if tries < CREATE_TRIES => continue,
-                            r => break (graph, r),
-                        }
-                    }
-                    r => break (graph, r),
-                }
-            };
-            s.end_dir_op(parent, ds, r.as_ref().ok().map(|e| &e.postparent));
-            let e = match r {
-                Ok(e) => e,
-                Err(e) => return reply.error(errno(e)),
-            };
-            let attr = match s.entry_attr(&e.attr, stamp) {
-                Ok(a) => a,
-                Err(err) => {
-                    // Opened in the graph but not by the kernel: close it there.
-                    let _ = graph
-                        .top()
-                        .release(
-                            &cx,
-                            Fd {
-                                gfid: e.attr.gfid,
-                                ..fd
-                            },
-                        )
-                        .await;
-                    return reply.error(err);
-                }
-            };
-            let fh = s.fds.insert_as(
-                Fd {
-                    gfid: e.attr.gfid,
-                    ..fd
-                },
-                s.kernel_direct(flags),
-                graph.clone(),
-            );
-            // A file made by O_EXCL is new, so it has no capability: the kernel's check before
-            // its first write is answered here instead of by a GETXATTR round trip. (Without
-            // O_EXCL the brick may have opened an existing file, whose xattrs we don't know.)
-            if flags & libc::O_EXCL != 0 {
-                s.caps.set_none(e.attr.gfid, Instant::now());
-            }
-            s.inodes
-                .note_name(attr.ino, parent, OsStr::new(name.as_str()));
-            let ttl = s.opts.entry_timeout.min(s.opts.attr_timeout);
-            if s.pt.on() {
-                let fd = Fd {
-                    gfid: e.attr.gfid,
-                    ..fd
-                };
-                s.answer_passthrough(&graph, attr.ino, fd, uid != 0, || {
-                    s.pt.reply_create(reply, &ttl, &attr, fh, s.fopen_flags(flags))
-                })
-                .await;
-            } else {
-                reply.created(&ttl, &attr, Generation(0), fh, s.fopen_flags(flags));
-            }
-        });
+        self.do_create(req, parent, name, mode, umask, flags, reply)
     }
 
     fn read(
@@ -1304,25 +901,7 @@ impl Filesystem for XlfsFs {
         lock_owner: Option<LockOwner>,
         reply: ReplyData,
     ) {
-        let fd = tri!(reply, self.fd(fh));
-        let cx = ctx(req, Need::of(Fop::Readv), lock_owner.map(|o| o.0));
-        let stamp = self
-            .s
-            .opts
-            .writeback_cache
-            .then(|| self.s.inodes.meta_stamp());
-        self.spawn(|s| async move {
-            let u = follow!(s, reply, fh, fd);
-            match u.top().readv(&cx, u.fd(), offset, size).await {
-                Ok(r) => {
-                    if let (Some(stamp), ROption::RSome(a)) = (stamp, &r.attr) {
-                        s.inodes.note_file_attr(ino, a, stamp);
-                    }
-                    reply.data(&r.data)
-                }
-                Err(e) => reply.error(errno(e)),
-            }
-        });
+        self.do_read(req, ino, fh, offset, size, lock_owner, reply)
     }
 
     fn write(
@@ -1337,55 +916,17 @@ impl Filesystem for XlfsFs {
         lock_owner: Option<LockOwner>,
         reply: ReplyWrite,
     ) {
-        let fd = tri!(reply, self.fd(fh));
-        // The one copy of the payload: out of fuser's request buffer into a shared Buf.
-        let buf = Buf::copy_from_slice(data);
-        let cx = ctx(req, Need::of(Fop::Writev), lock_owner.map(|o| o.0));
-        let kill_suidgid = write_flags.contains(WriteFlags::FUSE_WRITE_KILL_SUIDGID);
-        let gfid = fd.fd().gfid;
-        let drops_pages = self.drops_pages_after(write_flags, flags, &gfid);
-        let cached = write_flags.contains(WriteFlags::FUSE_WRITE_CACHE);
-        let append = !cached && appends(flags.0);
-        let flags = write_flags_for_graph(self.s.opts.writeback_cache, flags.0, cached);
-        self.s.inodes.begin_write(ino);
-        self.spawn(|s| async move {
-            let u = match s.follow(fh, fd).await {
-                Ok(u) => u,
-                Err(e) => {
-                    s.inodes.end_write();
-                    return reply.error(e);
-                }
-            };
-            let (top, fd) = (u.top(), u.fd());
-            let r = top.writev(&cx, fd, offset, buf, flags).await;
-            s.inodes.end_write();
-            match r {
-                Ok(r) => {
-                    if kill_suidgid {
-                        kill_suidgid_after_write(top, &cx, fd, r.attr.into_option()).await;
-                    }
-                    if append && s.fds.open_buffered(&fd.gfid) {
-                        // The bricks put it at their end of file, not at `offset` (the
-                        // kernel marks its size stale after every write by itself), so
-                        // pages of the range really written may be cached through other
-                        // opens of the file on this mount: drop them.
-                        match r.attr.into_option().map(|a| a.size) {
-                            Some(end) => {
-                                let start = end.saturating_sub(r.written);
-                                s.kernel.drop_pages(ino, start, r.written).await;
-                            }
-                            None => s.kernel.drop_pages(ino, 0, i64::MAX as u64).await,
-                        }
-                    } else if drops_pages {
-                        // Written, not yet acknowledged: a page read back from now on has
-                        // the new data, and the one read before is dropped here.
-                        s.kernel.drop_pages(ino, offset, r.written).await;
-                    }
-                    reply.written(u32::try_from(r.written).unwrap_or(u32::MAX))
-                }
-                Err(e) => reply.error(errno(e)),
-            }
-        });
+        self.do_write(
+            req,
+            ino,
+            fh,
+            offset,
+            data,
+            write_flags,
+            flags,
+            lock_owner,
+            reply,
+        )
     }
 
     fn flush(
@@ -1396,15 +937,7 @@ impl Filesystem for XlfsFs {
         lock_owner: LockOwner,
         reply: ReplyEmpty,
     ) {
-        // close(2): on the graph the fd is open on (moving it only to close it would cost an
-        // open), then wherever else this file's locks live (see migrate.rs).
-        let u = tri!(reply, self.fd(fh));
-        let cx = ctx(req, Need::of(Fop::Flush), Some(lock_owner.0));
-        self.spawn(|s| async move {
-            let r = u.top().flush(&cx, u.fd()).await;
-            s.flush_locks_elsewhere(&cx, &u).await;
-            reply_empty(reply, r);
-        });
+        self.do_flush(req, fh, lock_owner, reply)
     }
 
     fn release(
@@ -1417,21 +950,7 @@ impl Filesystem for XlfsFs {
         flush: bool,
         reply: ReplyEmpty,
     ) {
-        // Released on the graph it is open on (never moved for a release).
-        let u = tri!(reply, self.s.fds.remove(fh).ok_or(fuser::Errno::EBADF));
-        if self.s.pt.on() {
-            self.s.pt.released(fh);
-        }
-        let cx = ctx(req, Need::of(Fop::Release), lock_owner.map(|o| o.0));
-        self.spawn(|s| async move {
-            let fd = u.fd();
-            if flush {
-                // FUSE_RELEASE_FLUSH: the kernel skipped FLUSH for this close.
-                let _ = u.top().flush(&cx, fd).await;
-                s.flush_locks_elsewhere(&cx, &u).await;
-            }
-            reply_empty(reply, u.top().release(&cx, fd).await);
-        });
+        self.do_release(req, fh, lock_owner, flush, reply)
     }
 
     fn fsync(
@@ -1442,34 +961,11 @@ impl Filesystem for XlfsFs {
         datasync: bool,
         reply: ReplyEmpty,
     ) {
-        let fd = tri!(reply, self.fd(fh));
-        let cx = ctx(req, Need::of(Fop::Fsync), None);
-        self.spawn(|s| async move {
-            let u = follow!(s, reply, fh, fd);
-            reply_empty(reply, u.top().fsync(&cx, u.fd(), datasync).await);
-        });
+        self.do_fsync(req, fh, datasync, reply)
     }
 
     fn opendir(&self, req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
-        let gfid = tri!(reply, self.gfid(ino));
-        let flags = self.s.opts.atime.dir_flags(flags.0 | libc::O_DIRECTORY);
-        let fd = self.s.fds.allocate(gfid, flags);
-        let cx = ctx(req, Need::of(Fop::Opendir), None);
-        let graph = self.s.graph();
-        let fopen = self.s.dir_fopen_flags(ino, &graph);
-        if self.s.opts.default_permissions {
-            // The kernel checked the caller's access; the graph opens the directory when a
-            // fop first needs it there (see fds.rs): a listing the kernel answers from its
-            // cache, and the close after it, cost no round trip.
-            let fh = self.s.fds.insert_dir(fd, graph, cx);
-            return reply.opened(fh, fopen);
-        }
-        self.spawn(|s| async move {
-            match graph.top().opendir(&cx, fd).await {
-                Ok(()) => reply.opened(s.fds.insert(fd, graph.clone()), fopen),
-                Err(e) => reply.error(errno(e)),
-            }
-        });
+        self.do_opendir(req, ino, flags, reply)
     }
 
     fn readdir(
@@ -1480,15 +976,7 @@ impl Filesystem for XlfsFs {
         offset: u64,
         reply: ReplyDirectory,
     ) {
-        let fd = tri!(reply, self.fd(fh));
-        let cx = ctx(req, Need::of(Fop::Readdirp), None);
-        self.spawn(|s| async move {
-            let u = match dir::from_start(offset) {
-                true => follow!(s, reply, fh, fd),
-                false => fd,
-            };
-            dir::readdir(&s, cx, ino, &u, offset, reply).await
-        });
+        self.do_readdir(req, ino, fh, offset, reply)
     }
 
     fn readdirplus(
@@ -1499,15 +987,7 @@ impl Filesystem for XlfsFs {
         offset: u64,
         reply: ReplyDirectoryPlus,
     ) {
-        let fd = tri!(reply, self.fd(fh));
-        let cx = ctx(req, Need::of(Fop::Readdirp), None);
-        self.spawn(|s| async move {
-            let u = match dir::from_start(offset) {
-                true => follow!(s, reply, fh, fd),
-                false => fd,
-            };
-            dir::readdirplus(&s, cx, ino, &u, offset, reply).await
-        });
+        self.do_readdirplus(req, ino, fh, offset, reply)
     }
 
     fn releasedir(
@@ -1518,15 +998,7 @@ impl Filesystem for XlfsFs {
         _flags: OpenFlags,
         reply: ReplyEmpty,
     ) {
-        let u = tri!(reply, self.s.fds.remove(fh).ok_or(fuser::Errno::EBADF));
-        if !u.opened() {
-            // Never opened on its graph: nothing to release there.
-            return reply.ok();
-        }
-        let cx = ctx(req, Need::of(Fop::Releasedir), None);
-        self.spawn(|_| async move {
-            reply_empty(reply, u.top().releasedir(&cx, u.fd()).await);
-        });
+        self.do_releasedir(req, fh, reply)
     }
 
     fn fsyncdir(
@@ -1537,36 +1009,11 @@ impl Filesystem for XlfsFs {
         datasync: bool,
         reply: ReplyEmpty,
     ) {
-        // On the graph the directory is open on: a directory fd moves only when a listing
-        // starts over (see `readdir`).
-        let u = tri!(reply, self.fd(fh));
-        let cx = ctx(req, Need::of(Fop::Fsyncdir), None);
-        self.spawn(|_| async move {
-            if let Err(e) = u.ensure_open().await {
-                return reply.error(errno(e));
-            }
-            reply_empty(reply, u.top().fsyncdir(&cx, u.fd(), datasync).await);
-        });
+        self.do_fsyncdir(req, fh, datasync, reply)
     }
 
     fn statfs(&self, req: &Request, ino: INodeNo, reply: ReplyStatfs) {
-        let gfid = self.gfid(ino).unwrap_or(Gfid::ROOT);
-        let cx = ctx(req, Need::of(Fop::Statfs), None);
-        self.spawn(|s| async move {
-            match s.graph().top().statfs(&cx, gfid).await {
-                Ok(st) => reply.statfs(
-                    st.blocks,
-                    st.bfree,
-                    st.bavail,
-                    st.files,
-                    st.ffree,
-                    u32::try_from(st.bsize).unwrap_or(4096),
-                    u32::try_from(st.namemax).unwrap_or(255),
-                    u32::try_from(st.frsize).unwrap_or(4096),
-                ),
-                Err(e) => reply.error(errno(e)),
-            }
-        });
+        self.do_statfs(req, ino, reply)
     }
 
     fn setxattr(
@@ -1579,91 +1026,23 @@ impl Filesystem for XlfsFs {
         position: u32,
         reply: ReplyEmpty,
     ) {
-        self.s.inodes.used(ino);
-        if position != 0 {
-            // macOS resource forks only.
-            return reply.error(fuser::Errno::EINVAL);
-        }
-        let gfid = tri!(reply, self.gfid(ino));
-        let xattr = Xattr {
-            name: tri!(reply, name_str(name)),
-            value: Buf::copy_from_slice(value),
-        };
-        self.s.caps.invalidate(&gfid);
-        let sets_mode = xattr.name.as_str() == ACCESS_ACL_XATTR;
-        let cx = ctx(req, Need::of(Fop::Setxattr), None);
-        // It changes the ctime: a directory's recorded attributes are stale.
-        let ds = self.s.inodes.begin_dir_op(ino);
-        self.spawn(|s| async move {
-            let r = s.graph().top().setxattr(&cx, gfid, xattr, flags).await;
-            s.inodes.end_dir_op(ino, ds, None);
-            if sets_mode && r.is_ok() {
-                // An access ACL sets the mode's group bits to its mask. The kernel drops
-                // its cached attributes itself only when it handles ACLs (FUSE_POSIX_ACL,
-                // not negotiated without `default_permissions`); stat would show the old
-                // mode for up to the attribute timeout.
-                s.kernel.drop_attrs(ino).await;
-            }
-            reply_empty(reply, r);
-        });
+        self.do_setxattr(req, ino, name, value, flags, position, reply)
     }
 
     fn getxattr(&self, req: &Request, ino: INodeNo, name: &OsStr, size: u32, reply: ReplyXattr) {
-        self.s.inodes.used(ino);
-        let gfid = tri!(reply, self.gfid(ino));
-        let name = tri!(reply, name_str(name));
-        let is_cap = name.as_str() == CAPABILITY_XATTR;
-        if is_cap && self.s.caps.known_none(&gfid, Instant::now()) {
-            return reply.error(fuser::Errno::ENODATA);
-        }
-        let cx = ctx(req, Need::of(Fop::Getxattr), None);
-        self.spawn(|s| async move {
-            match s.graph().top().getxattr(&cx, gfid, name).await {
-                Ok(v) => reply_xattr(reply, size, &v),
-                Err(e) => {
-                    if is_cap && e == Errno::ENODATA {
-                        s.caps.set_none(gfid, Instant::now());
-                    }
-                    reply.error(errno(e))
-                }
-            }
-        });
+        self.do_getxattr(req, ino, name, size, reply)
     }
 
     fn listxattr(&self, req: &Request, ino: INodeNo, size: u32, reply: ReplyXattr) {
-        self.s.inodes.used(ino);
-        let gfid = tri!(reply, self.gfid(ino));
-        let cx = ctx(req, Need::of(Fop::Listxattr), None);
-        self.spawn(|s| async move {
-            match s.graph().top().listxattr(&cx, gfid).await {
-                Ok(names) => reply_xattr(reply, size, &xattr_list(&names)),
-                Err(e) => reply.error(errno(e)),
-            }
-        });
+        self.do_listxattr(req, ino, size, reply)
     }
 
     fn removexattr(&self, req: &Request, ino: INodeNo, name: &OsStr, reply: ReplyEmpty) {
-        self.s.inodes.used(ino);
-        let gfid = tri!(reply, self.gfid(ino));
-        let name = tri!(reply, name_str(name));
-        self.s.caps.invalidate(&gfid);
-        let cx = ctx(req, Need::of(Fop::Removexattr), None);
-        let ds = self.s.inodes.begin_dir_op(ino);
-        self.spawn(|s| async move {
-            let r = s.graph().top().removexattr(&cx, gfid, name).await;
-            s.inodes.end_dir_op(ino, ds, None);
-            reply_empty(reply, r);
-        });
+        self.do_removexattr(req, ino, name, reply)
     }
 
     fn access(&self, req: &Request, ino: INodeNo, mask: AccessFlags, reply: ReplyEmpty) {
-        self.s.inodes.used(ino);
-        let gfid = tri!(reply, self.gfid(ino));
-        let cx = ctx(req, Need::of(Fop::Access), None);
-        let mask = mask.bits() as u32;
-        self.spawn(|s| async move {
-            reply_empty(reply, s.graph().top().access(&cx, gfid, mask).await);
-        });
+        self.do_access(req, ino, mask, reply)
     }
 
     fn getlk(
@@ -1678,22 +1057,7 @@ impl Filesystem for XlfsFs {
         pid: u32,
         reply: ReplyLock,
     ) {
-        let fd = tri!(reply, self.fd(fh));
-        let lock = tri!(
-            reply,
-            flock(start, end, typ, pid, lock_owner.0).ok_or(fuser::Errno::EINVAL)
-        );
-        let cx = ctx(req, Need::of(Fop::Lk), Some(lock_owner.0));
-        self.spawn(|s| async move {
-            let u = follow!(s, reply, fh, fd);
-            match u.top().lk(&cx, u.fd(), LkCmd::Get, lock).await {
-                Ok(l) => {
-                    let (start, end, typ, pid) = lock_reply(&l);
-                    reply.locked(start, end, typ, pid);
-                }
-                Err(e) => reply.error(errno(e)),
-            }
-        });
+        self.do_getlk(req, fh, lock_owner, start, end, typ, pid, reply)
     }
 
     fn setlk(
@@ -1709,30 +1073,7 @@ impl Filesystem for XlfsFs {
         sleep: bool,
         reply: ReplyEmpty,
     ) {
-        let fd = tri!(reply, self.fd(fh));
-        let lock = tri!(
-            reply,
-            flock(start, end, typ, pid, lock_owner.0).ok_or(fuser::Errno::EINVAL)
-        );
-        let cmd = if sleep { LkCmd::SetWait } else { LkCmd::Set };
-        let cx = ctx(req, Need::of(Fop::Lk), Some(lock_owner.0));
-        // The caller's thread, watched while the lock waits (see lkwait.rs).
-        let caller = if sleep { req.pid() } else { 0 };
-        // A waiting lock parks in its task, never on the fuser thread.
-        let unlock = typ == libc::F_UNLCK;
-        self.spawn(|s| async move {
-            let u = follow!(s, reply, fh, fd);
-            if !unlock {
-                // Its locks live on this graph's connections: it stays there (migrate.rs).
-                s.fds.mark_locking(fh);
-            }
-            let lk = u.top().lk(&cx, u.fd(), cmd, lock);
-            let r = crate::lkwait::interruptible(caller, lk).await;
-            if unlock && r.is_ok() {
-                s.unlock_elsewhere(&cx, &u, lock).await;
-            }
-            reply_empty(reply, r.map(drop));
-        });
+        self.do_setlk(req, fh, lock_owner, start, end, typ, pid, sleep, reply)
     }
 
     fn fallocate(
@@ -1745,33 +1086,9 @@ impl Filesystem for XlfsFs {
         mode: i32,
         reply: ReplyEmpty,
     ) {
-        let fd = tri!(reply, self.fd(fh));
-        let cx = ctx(req, Need::of(Fop::Fallocate), None);
-        self.s.inodes.begin_reshape(ino);
-        self.spawn(|s| async move {
-            let u = match s.follow(fh, fd).await {
-                Ok(u) => u,
-                Err(e) => {
-                    s.inodes.end_reshape();
-                    return reply.error(e);
-                }
-            };
-            let (top, fd) = (u.top(), u.fd());
-            let r = if mode & libc::FALLOC_FL_PUNCH_HOLE != 0 {
-                top.discard(&cx, fd, offset, length).await
-            } else if mode & libc::FALLOC_FL_ZERO_RANGE != 0 {
-                top.zerofill(&cx, fd, offset, length).await
-            } else {
-                top.fallocate(&cx, fd, mode, offset, length).await
-            };
-            s.inodes.end_reshape();
-            reply_empty(reply, r);
-        });
+        self.do_fallocate(req, ino, fh, offset, length, mode, reply)
     }
 
-    /// No ioctl is supported: ENOTTY, as a local file system answers an ioctl it does not
-    /// know (isatty() on every open by many programs asks TCGETS). Answered quietly: fuser's
-    /// default logs a warning for each.
     fn ioctl(
         &self,
         _req: &Request,
@@ -1783,7 +1100,7 @@ impl Filesystem for XlfsFs {
         _out_size: u32,
         reply: ReplyIoctl,
     ) {
-        reply.error(fuser::Errno::ENOTTY);
+        self.do_ioctl(reply)
     }
 
     fn copy_file_range(
@@ -1799,8 +1116,7 @@ impl Filesystem for XlfsFs {
         _flags: CopyFileRangeFlags,
         reply: ReplyWrite,
     ) {
-        // No fop for it: ENOSYS makes the kernel stop asking and copy through read/write.
-        reply.error(fuser::Errno::ENOSYS);
+        self.do_copy_file_range(reply)
     }
 
     fn lseek(
@@ -1812,36 +1128,7 @@ impl Filesystem for XlfsFs {
         whence: i32,
         reply: ReplyLseek,
     ) {
-        // The kernel handles SEEK_SET/CUR/END itself; only hole-aware seeks come here.
-        if self.s.opts.writeback_cache {
-            // The kernel's dirty pages are not on the bricks yet, and it never writes them
-            // back for a seek: a brick would answer ENXIO inside a file just written
-            // (stress-ng's seek stressor). ENOSYS makes the kernel answer hole-aware seeks
-            // itself from the size it keeps (all data, one hole at the end), for the rest of
-            // the mount, which is correct in the writeback cache's single-client use.
-            return reply.error(fuser::Errno::ENOSYS);
-        }
-        let what = match whence {
-            libc::SEEK_DATA => SeekWhat::Data,
-            libc::SEEK_HOLE => SeekWhat::Hole,
-            _ => return reply.error(fuser::Errno::EINVAL),
-        };
-        let offset = tri!(
-            reply,
-            u64::try_from(offset).map_err(|_| fuser::Errno::ENXIO)
-        );
-        let fd = tri!(reply, self.fd(fh));
-        let cx = ctx(req, Need::of(Fop::Seek), None);
-        self.spawn(|s| async move {
-            let u = follow!(s, reply, fh, fd);
-            match u.top().seek(&cx, u.fd(), offset, what).await {
-                Ok(off) => match i64::try_from(off) {
-                    Ok(off) => reply.offset(off),
-                    Err(_) => reply.error(fuser::Errno::EOVERFLOW),
-                },
-                Err(e) => reply.error(errno(e)),
-            }
-        });
+        self.do_lseek(req, fh, offset, whence, reply)
     }
 }
 

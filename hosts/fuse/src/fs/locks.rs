@@ -1,0 +1,80 @@
+//! POSIX byte-range locks: getlk and setlk.
+
+use super::*;
+
+impl XlfsFs {
+    #[allow(
+        clippy::too_many_arguments,
+        reason = "the kernel request's fields, as fuser hands them over"
+    )]
+    pub(super) fn do_getlk(
+        &self,
+        req: &Request,
+        fh: FileHandle,
+        lock_owner: LockOwner,
+        start: u64,
+        end: u64,
+        typ: i32,
+        pid: u32,
+        reply: ReplyLock,
+    ) {
+        let fd = tri!(reply, self.fd(fh));
+        let lock = tri!(
+            reply,
+            flock(start, end, typ, pid, lock_owner.0).ok_or(fuser::Errno::EINVAL)
+        );
+        let cx = ctx(req, Need::of(Fop::Lk), Some(lock_owner.0));
+        self.spawn(|s| async move {
+            let u = follow!(s, reply, fh, fd);
+            match u.top().lk(&cx, u.fd(), LkCmd::Get, lock).await {
+                Ok(l) => {
+                    let (start, end, typ, pid) = lock_reply(&l);
+                    reply.locked(start, end, typ, pid);
+                }
+                Err(e) => reply.error(errno(e)),
+            }
+        });
+    }
+
+    #[allow(
+        clippy::too_many_arguments,
+        reason = "the kernel request's fields, as fuser hands them over"
+    )]
+    pub(super) fn do_setlk(
+        &self,
+        req: &Request,
+        fh: FileHandle,
+        lock_owner: LockOwner,
+        start: u64,
+        end: u64,
+        typ: i32,
+        pid: u32,
+        sleep: bool,
+        reply: ReplyEmpty,
+    ) {
+        let fd = tri!(reply, self.fd(fh));
+        let lock = tri!(
+            reply,
+            flock(start, end, typ, pid, lock_owner.0).ok_or(fuser::Errno::EINVAL)
+        );
+        let cmd = if sleep { LkCmd::SetWait } else { LkCmd::Set };
+        let cx = ctx(req, Need::of(Fop::Lk), Some(lock_owner.0));
+        // The caller's thread, watched while the lock waits (see lkwait.rs).
+        let caller = if sleep { req.pid() } else { 0 };
+        // A waiting lock parks in its task, never on the fuser thread.
+        let unlock = typ == libc::F_UNLCK;
+        self.spawn(|s| async move {
+            let u = follow!(s, reply, fh, fd);
+            if !unlock {
+                // Its locks live on this graph's connections: it stays there (migrate.rs).
+                s.fds.mark_locking(fh);
+            }
+            let lk = u.top().lk(&cx, u.fd(), cmd, lock);
+            let r = crate::lkwait::interruptible(caller, lk).await;
+            if unlock && r.is_ok() {
+                s.unlock_elsewhere(&cx, &u, lock).await;
+            }
+            reply_empty(reply, r.map(drop));
+        });
+    }
+}
