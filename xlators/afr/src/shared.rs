@@ -218,7 +218,7 @@ impl Shared {
                 d => ctx.readable[k] = d.sources(n),
             }
         }
-        lock(&self.inodes).insert(gfid, ctx.clone());
+        self.keep(gfid, ctx.clone());
         (ctx, m)
     }
 
@@ -233,7 +233,12 @@ impl Shared {
             readable: [made.to_vec(), made.to_vec(), made.to_vec()],
             split: [false; 3],
         };
-        lock(&self.inodes).insert(gfid, ctx);
+        self.keep(gfid, ctx);
+    }
+
+    fn keep(&self, gfid: Gfid, ctx: InodeCtx) {
+        let generation = self.generation.load(Ordering::Acquire);
+        keep_bounded(&mut lock(&self.inodes), gfid, ctx, generation, MAX_KNOWN);
     }
 
     /// The cached state of `gfid` if learnt in the current generation.
@@ -262,6 +267,31 @@ impl Shared {
     pub fn forget(&self, gfid: Gfid) {
         lock(&self.inodes).remove(&gfid);
     }
+}
+
+/// Objects whose [`InodeCtx`] is kept at most (about 100 bytes each). What is not kept is
+/// asked of the children again when needed: the cache only saves round trips.
+const MAX_KNOWN: usize = 1 << 18;
+
+/// Inserts `ctx` for `gfid` into `known`, keeping it at most `max` long: when full, states
+/// of older generations go first (they are void), then an arbitrary eighth.
+fn keep_bounded(
+    known: &mut HashMap<Gfid, InodeCtx>,
+    gfid: Gfid,
+    ctx: InodeCtx,
+    generation: u64,
+    max: usize,
+) {
+    if known.len() >= max && !known.contains_key(&gfid) {
+        known.retain(|_, c| c.generation == generation);
+        if known.len() >= max {
+            let evict: Vec<Gfid> = known.keys().take(max.div_ceil(8)).copied().collect();
+            for g in evict {
+                known.remove(&g);
+            }
+        }
+    }
+    known.insert(gfid, ctx);
 }
 
 /// The bytes of xattr `name` in `xs`.
@@ -332,5 +362,48 @@ impl Shared {
     /// The kind last learnt of `gfid`, whatever its generation.
     pub fn cached_kind(&self, gfid: Gfid) -> Option<FileType> {
         lock(&self.inodes).get(&gfid).map(|c| c.kind)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ctx(generation: u64) -> InodeCtx {
+        InodeCtx {
+            generation,
+            kind: FileType::Regular,
+            readable: [vec![true], vec![true], vec![true]],
+            split: [false; 3],
+        }
+    }
+
+    #[test]
+    fn the_known_states_stay_bounded_and_void_ones_go_first() {
+        let mut known = HashMap::new();
+        let old: Vec<Gfid> = (0..60).map(|_| Gfid::random()).collect();
+        for g in &old {
+            keep_bounded(&mut known, *g, ctx(1), 1, 100);
+        }
+        let new: Vec<Gfid> = (0..40).map(|_| Gfid::random()).collect();
+        for g in &new {
+            keep_bounded(&mut known, *g, ctx(2), 2, 100);
+        }
+        assert_eq!(known.len(), 100);
+        // Full: the generation-1 states are void and make room.
+        let g = Gfid::random();
+        keep_bounded(&mut known, g, ctx(2), 2, 100);
+        assert_eq!(known.len(), 41);
+        assert!(new.iter().all(|n| known.contains_key(n)) && known.contains_key(&g));
+        // Full of current states: an eighth goes.
+        for _ in 0..200 {
+            keep_bounded(&mut known, Gfid::random(), ctx(2), 2, 100);
+            assert!(known.len() <= 100);
+        }
+        // Replacing a kept state never evicts.
+        let len = known.len();
+        let some = *known.keys().next().expect("a state");
+        keep_bounded(&mut known, some, ctx(2), 2, len);
+        assert_eq!(known.len(), len);
     }
 }
