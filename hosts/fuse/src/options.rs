@@ -154,6 +154,14 @@ pub struct Cli {
     #[arg(long)]
     pub no_readdirplus: bool,
 
+    /// Do not let the kernel cache directory listings. By default it keeps each listing
+    /// (FOPEN_CACHE_DIR) while the directory's mtime stays the same, drops it on this
+    /// mount's own changes and on another client's (upcall), and checks the mtime again
+    /// when the attributes expire (--attr-timeout): a listing of an unchanged directory then
+    /// costs no round trip. With this flag every listing asks the bricks.
+    #[arg(long)]
+    pub no_dir_cache: bool,
+
     /// Leave POSIX byte-range locks to the kernel (local to this mount) instead of sending
     /// them to the graph as `lk` fops; for volumes without features/locks.
     #[arg(long)]
@@ -251,6 +259,8 @@ pub struct FsOptions {
     pub direct_io: bool,
     pub passthrough: bool,
     pub readdirplus: bool,
+    /// The kernel may cache listings (FOPEN_CACHE_DIR).
+    pub dir_cache: bool,
     pub posix_locks: bool,
     /// The kernel checks permissions (`default_permissions`, the default).
     pub default_permissions: bool,
@@ -270,6 +280,7 @@ impl Default for FsOptions {
             direct_io: false,
             passthrough: false,
             readdirplus: true,
+            dir_cache: true,
             posix_locks: true,
             default_permissions: true,
             max_write: DEFAULT_MAX_WRITE,
@@ -351,6 +362,7 @@ impl Cli {
             direct_io: self.direct_io_mode,
             passthrough: self.passthrough,
             readdirplus: !self.no_readdirplus,
+            dir_cache: !self.no_dir_cache,
             posix_locks: !self.kernel_locks,
             default_permissions: !self.no_default_permissions,
             max_write: self.max_write,

@@ -359,6 +359,9 @@ impl Shared {
     /// offsets are that graph's cookies, which another graph's translators may read
     /// differently (see dir.rs), and an open without the flag drops the cached listing.
     pub(crate) fn dir_fopen_flags(&self, ino: INodeNo, graph: &Graph) -> FopenFlags {
+        if !self.opts.dir_cache {
+            return FopenFlags::empty();
+        }
         match self.inodes.listed_on(ino) {
             Some(g) if g != graph.id() => FopenFlags::FOPEN_CACHE_DIR,
             _ => FopenFlags::FOPEN_CACHE_DIR | FopenFlags::FOPEN_KEEP_CACHE,
