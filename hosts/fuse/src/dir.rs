@@ -110,7 +110,8 @@ pub async fn readdir(
     if offset < AFTER_DOTDOT && reply.add(dir, AFTER_DOTDOT, Directory, "..") {
         return reply.ok();
     }
-    s.inodes.note_listed(dir, u.graph().id());
+    s.inodes
+        .note_listed(dir, u.graph().id(), from_start(offset));
     let r = for_each_entry(&cx, u, offset, |off, e| {
         let node = s.inodes.peek_id(&e.attr.gfid);
         !reply.add(node, off, file_type(e.attr.kind), e.name.as_str())
@@ -160,7 +161,8 @@ pub async fn readdirplus(
         return reply.ok();
     }
     let stamp = s.inodes.stamp();
-    s.inodes.note_listed(dir, u.graph().id());
+    s.inodes
+        .note_listed(dir, u.graph().id(), from_start(offset));
     let r = for_each_entry(&cx, u, offset, |off, e| {
         if e.attr.gfid.is_null() {
             tracing::warn!(name = %e.name, "readdirp entry without a GFID skipped");

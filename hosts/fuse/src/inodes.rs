@@ -92,8 +92,9 @@ struct DirState {
     ops: u32,
     /// Bumped when one starts.
     seq: u64,
-    /// The graph whose listing of it the kernel may have cached (see `Shared::dir_fopen_flags`).
-    listed_on: Option<u64>,
+    /// The graph whose listing of it the kernel may have cached, and when that listing
+    /// started (see `Shared::dir_fopen_flags`).
+    listed_on: Option<(u64, Instant)>,
 }
 
 #[derive(Debug, Default)]
@@ -541,18 +542,19 @@ impl InodeTable {
             .collect()
     }
 
-    /// A listing of directory `node` was answered from graph `graph`.
-    pub fn note_listed(&self, node: INodeNo, graph: u64) {
+    /// A part of a listing of directory `node` is answered from graph `graph`; `from_start`:
+    /// the first part (its time is the listing's).
+    pub fn note_listed(&self, node: INodeNo, graph: u64, from_start: bool) {
         let mut inner = self.write();
         if let Some((_, d)) = inner.dir_state(node)
-            && d.listed_on != Some(graph)
+            && (from_start || d.listed_on.is_none_or(|(g, _)| g != graph))
         {
-            d.listed_on = Some(graph);
+            d.listed_on = Some((graph, Instant::now()));
         }
     }
 
-    /// The graph the latest listing of directory `node` came from, if any.
-    pub fn listed_on(&self, node: INodeNo) -> Option<u64> {
+    /// The graph the latest listing of directory `node` came from, and when it started.
+    pub fn listed_on(&self, node: INodeNo) -> Option<(u64, Instant)> {
         self.read().dir_ref(node).and_then(|d| d.listed_on)
     }
 

@@ -1041,7 +1041,8 @@ fn a_repeated_listing_of_an_unchanged_directory_reaches_no_brick() {
     const REPEATS: u64 = 20;
     // The first listing, REPEATS more, and one after each of two changes.
     const LISTINGS: u64 = REPEATS + 3;
-    let cached = listing_fops(&[]);
+    // (A long attribute timeout: the kernel keeps a listing for that long; see below.)
+    let cached = listing_fops(&["--attr-timeout", "30s"]);
     // Three listings reach the graph (the first, and one after each change), each of 50
     // entries: a few batches.
     assert!(
@@ -1095,4 +1096,53 @@ fn a_repeated_listing_of_an_unchanged_directory_reaches_no_brick() {
             io_stats(&stdout, "readdirp", Column::Calls),
         )
     }
+}
+
+/// The kernel keeps a cached listing only while the attributes the listing gave are valid
+/// (`--attr-timeout`): a listing from the cache carries none, and `ls -l` would then look
+/// every name up one by one where a new listing costs a round trip per page of entries.
+#[test]
+fn a_cached_listing_is_kept_only_for_the_attribute_timeout() {
+    require_fuse!();
+    let tmp = tempdir();
+    let (vol, mnt) = (tmp.path().join("vol"), tmp.path().join("mnt"));
+    fs::create_dir(&mnt).expect("mkdir mnt");
+    let mut m = Mounted::start(
+        &vol,
+        &mnt,
+        &[
+            "--dump-on-exit",
+            "--threads",
+            "1",
+            "--attr-timeout",
+            "300ms",
+        ],
+    );
+    let d = mnt.join("d");
+    fs::create_dir(&d).expect("mkdir d");
+    for i in 0..50 {
+        fs::write(d.join(format!("f{i}")), b"x").expect("create");
+    }
+    let stats = |d: &Path| {
+        for e in fs::read_dir(d).expect("opendir") {
+            let e = e.expect("entry");
+            fs::symlink_metadata(e.path()).expect("lstat");
+        }
+    };
+    stats(&d);
+    std::thread::sleep(Duration::from_millis(600));
+    stats(&d);
+    m.signal(libc::SIGINT);
+    let (status, stdout) = m.wait();
+    assert!(status.success(), "exit status {status}:\n{}", m.log_text());
+    let (opendir, asked) = (
+        io_stats(&stdout, "opendir", Column::Calls),
+        io_stats(&stdout, "lookup", Column::Calls) + io_stats(&stdout, "stat", Column::Calls),
+    );
+    // Both listings reach the graph; the second's readdirplus refreshes every attribute, so
+    // the lstat of each name needs no lookup or stat of its own.
+    assert!(
+        opendir == 2 && asked < 25,
+        "opendir {opendir}, lookup + stat {asked} for two `ls -l` of 50 names 600 ms apart:\n{stdout}"
+    );
 }

@@ -355,15 +355,21 @@ impl Shared {
     /// The flags of the reply to an opendir of `ino` on `graph`. The kernel caches the
     /// listing (FOPEN_CACHE_DIR) and checks it against the directory's mtime and its own
     /// changes; an upcall of another client's change drops it (upcall.rs). It keeps it over
-    /// the open (FOPEN_KEEP_CACHE) only while the listing it holds came from `graph`: its
-    /// offsets are that graph's cookies, which another graph's translators may read
-    /// differently (see dir.rs), and an open without the flag drops the cached listing.
+    /// the open (FOPEN_KEEP_CACHE; an open without the flag drops the cached listing) only
+    /// while
+    /// - the listing came from `graph`: its offsets are that graph's cookies, which another
+    ///   graph's translators may read differently (see dir.rs);
+    /// - and it is younger than the attribute timeout: a listing from the cache carries no
+    ///   attributes, so once those readdirplus gave have expired, `ls -l` would look every
+    ///   name up (a round trip each) where a new listing costs one per page of entries.
     pub(crate) fn dir_fopen_flags(&self, ino: INodeNo, graph: &Graph) -> FopenFlags {
         if !self.opts.dir_cache {
             return FopenFlags::empty();
         }
         match self.inodes.listed_on(ino) {
-            Some(g) if g != graph.id() => FopenFlags::FOPEN_CACHE_DIR,
+            Some((g, at)) if g != graph.id() || at.elapsed() >= self.opts.attr_timeout => {
+                FopenFlags::FOPEN_CACHE_DIR
+            }
             _ => FopenFlags::FOPEN_CACHE_DIR | FopenFlags::FOPEN_KEEP_CACHE,
         }
     }
