@@ -11,6 +11,12 @@
 //! - A directory with a failure (fix-layout, listing, a file, commit) is not recorded as done,
 //!   so the next start retries it; skipped files do not prevent it (their reasons are
 //!   answers: hard links, not a file...), they only prevent the commit.
+//! - A file with hard links on a decommissioned child moves only with all its names at once:
+//!   distribute refuses each name alone (`skipped hard-links`), the crawl collects the names
+//!   per GFID, and after the crawl each file whose names were all found (as many as its
+//!   `nlink`) is sent once with all of them (migrate-links). Their directories wait for that
+//!   answer like those of transient skips; a file whose names were not all found stays
+//!   skipped (its directories are done, uncommitted).
 //! - Files skipped for a reason that may pass ([`TRANSIENT_SKIPS`]: a migration in flight or
 //!   interrupted by a crash, POSIX locks, a file being written) are retried after the crawl,
 //!   in rounds after a pause; their directory is recorded as done (and committed, when all
@@ -22,7 +28,7 @@
 //!   already listed to one not yet listed): the directory's names are kept in memory for the
 //!   time of its listing.
 
-use std::collections::{HashSet, VecDeque};
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
@@ -78,6 +84,8 @@ enum FileEnd {
     Settled,
     /// Skipped; with the entry when the reason may go away (retried after the crawl).
     Skipped(Option<DirEntry>),
+    /// A name of a file with hard links, sent with its other names after the crawl.
+    Linked(Gfid),
     Failed,
     Fatal(String),
 }
@@ -86,11 +94,14 @@ enum FileEnd {
 /// locks held, a file written meanwhile.
 pub const TRANSIENT_SKIPS: [&str; 3] = ["busy", "locked", "changing"];
 
-/// A directory whose only obstacle to its commit is files skipped for a transient reason.
+/// A directory whose only obstacle to its commit is files skipped for a transient reason, or
+/// files with hard links waiting for all their names.
 struct Pending {
     dir: Gfid,
     path: String,
     files: Vec<DirEntry>,
+    /// Its files with hard links (their groups in [`Crawler::groups`]).
+    linked: Vec<Gfid>,
     /// Whether the layout is committed once they settle (no permanent skip in it).
     commit: bool,
 }
@@ -111,6 +122,8 @@ struct Tally {
     permanent: bool,
     /// Files skipped for a transient reason.
     retry: Vec<DirEntry>,
+    /// Files with hard links.
+    linked: Vec<Gfid>,
     failed: bool,
     fatal: Option<String>,
 }
@@ -126,6 +139,10 @@ impl Tally {
                     None => self.permanent = true,
                 }
             }
+            FileEnd::Linked(g) => {
+                self.skipped = true;
+                self.linked.push(g);
+            }
             FileEnd::Failed => self.failed = true,
             FileEnd::Fatal(e) => {
                 self.failed = true;
@@ -133,6 +150,27 @@ impl Tally {
             }
         }
     }
+}
+
+/// Where a file with hard links stands.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum GroupState {
+    /// Not sent yet, or skipped for a transient reason: sent (again) in the next round.
+    Waiting,
+    /// Moved or in place: its names settled.
+    Settled,
+    /// Not all its names found, or refused: its names stay skipped.
+    Stuck,
+    /// Its migrate-links failed: its directories are not done (the next start redoes them).
+    Failed,
+}
+
+/// The names the crawl found of one file with hard links.
+struct Group {
+    nlink: u32,
+    /// (directory, name) → the name's path, for messages.
+    names: BTreeMap<(Gfid, String), String>,
+    state: GroupState,
 }
 
 /// How often and how late transient skips are retried.
@@ -151,6 +189,7 @@ pub struct Crawler {
     parallel: usize,
     retry: Retry,
     pending: Mutex<Vec<Pending>>,
+    groups: Mutex<HashMap<Gfid, Group>>,
     cx: Ctx,
     next_fd: AtomicU64,
 }
@@ -182,6 +221,7 @@ impl Crawler {
             parallel: parallel.max(1),
             retry,
             pending: Mutex::new(Vec::new()),
+            groups: Mutex::new(HashMap::new()),
             cx: Ctx::builder(0, 0).pid(std::process::id()).build(),
             // Hosts number their fds from 1 (translators' own are above 2^62).
             next_fd: AtomicU64::new(1),
@@ -194,6 +234,10 @@ impl Crawler {
 
     fn pending(&self) -> MutexGuard<'_, Vec<Pending>> {
         self.pending.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn groups(&self) -> MutexGuard<'_, HashMap<Gfid, Group>> {
+        self.groups.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     fn fail(&self, msg: String) {
@@ -238,6 +282,7 @@ impl Crawler {
                     queue.clear();
                     // Their directories are done again from scratch.
                     self.pending().clear();
+                    self.groups().clear();
                     if dir != Gfid::ROOT {
                         queue.push_back((Gfid::ROOT, "/".to_owned()));
                         continue;
@@ -275,6 +320,9 @@ impl Crawler {
     /// left are done, uncommitted. A stop leaves them out of `done_dirs` (a resume redoes
     /// them).
     async fn retry_pass(&self) -> Outcome {
+        if let Some(o) = self.settle_links().await {
+            return o;
+        }
         for round in 1..=self.retry.rounds {
             let pending = std::mem::take(&mut *self.pending());
             if pending.is_empty() {
@@ -290,6 +338,9 @@ impl Crawler {
             );
             if !self.pause(self.retry.delay).await {
                 return Outcome::Stopped;
+            }
+            if let Some(o) = self.link_pass().await {
+                return o;
             }
             let mut again = Vec::new();
             for p in pending {
@@ -314,12 +365,170 @@ impl Crawler {
         Outcome::Finished
     }
 
+    /// Right after the crawl: the files with hard links are sent, and the directories that
+    /// waited only for them are finished.
+    async fn settle_links(&self) -> Option<Outcome> {
+        if self.groups().is_empty() {
+            return None;
+        }
+        if let Some(o) = self.link_pass().await {
+            return Some(o);
+        }
+        let mut again = Vec::new();
+        let pending = std::mem::take(&mut *self.pending());
+        for p in pending {
+            if !p.files.is_empty() {
+                again.push(p);
+                continue;
+            }
+            match self.retry_dir(p).await {
+                RetryEnd::Done => {}
+                RetryEnd::Again(p) => again.push(p),
+                RetryEnd::Stopped => return Some(Outcome::Stopped),
+                RetryEnd::Fatal(e) => return Some(Outcome::Fatal(e)),
+            }
+        }
+        *self.pending() = again;
+        None
+    }
+
+    /// Sends migrate-links for each waiting file with hard links whose names were all found
+    /// (a file with fewer found than its `nlink` stays skipped). `Some` when the run ends.
+    async fn link_pass(&self) -> Option<Outcome> {
+        let todo: Vec<(Gfid, String, String, u64)> = {
+            let mut groups = self.groups();
+            let mut out = Vec::new();
+            for (g, grp) in groups.iter_mut() {
+                if grp.state != GroupState::Waiting {
+                    continue;
+                }
+                let paths: Vec<&str> = grp.names.values().map(String::as_str).collect();
+                let what = format!("{} ({g})", paths.join(", "));
+                if grp.names.len() != grp.nlink as usize {
+                    tracing::info!(
+                        "{what}: {} of its {} names found (the others outside the tree or                          changed during the crawl); skipped: hard-links",
+                        grp.names.len(),
+                        grp.nlink
+                    );
+                    grp.state = GroupState::Stuck;
+                    continue;
+                }
+                let xattr =
+                    dht::migrate_links_name(grp.names.keys().map(|(d, n)| (*d, n.as_str())));
+                out.push((*g, xattr, what, grp.names.len() as u64));
+            }
+            out
+        };
+        let top = self.target.top();
+        let mut inflight = FuturesUnordered::new();
+        let mut fatal = None;
+        let mut stopped = false;
+        for (g, xattr, what, names) in todo {
+            while inflight.len() >= self.parallel {
+                if let Some(Some(e)) = inflight.next().await {
+                    fatal.get_or_insert(e);
+                }
+            }
+            if fatal.is_some() {
+                break;
+            }
+            if self.stop.is_requested() {
+                stopped = true;
+                break;
+            }
+            inflight.push(self.migrate_group(&top, g, xattr, what, names));
+        }
+        while let Some(end) = inflight.next().await {
+            if let Some(e) = end {
+                fatal.get_or_insert(e);
+            }
+        }
+        if let Some(e) = fatal {
+            return Some(Outcome::Fatal(e));
+        }
+        stopped.then_some(Outcome::Stopped)
+    }
+
+    /// Sends one file's migrate-links and records where its group stands; the message when
+    /// the run must end.
+    async fn migrate_group(
+        &self,
+        top: &Subvol,
+        g: Gfid,
+        xattr: String,
+        what: String,
+        names: u64,
+    ) -> Option<String> {
+        let r = top.getxattr(&self.cx, g, xattr.as_str().into()).await;
+        let reply = dht::migrate(&xattr, &what, r);
+        let state = {
+            let mut book = self.book();
+            let s = &mut book.status;
+            // Each name was counted as skipped when the crawl found it.
+            let unskip = |s: &mut crate::status::Status| {
+                s.files_skipped = s.files_skipped.saturating_sub(names);
+            };
+            match reply {
+                Reply::Ok(Migrated::InPlace) => {
+                    unskip(s);
+                    GroupState::Settled
+                }
+                Reply::Ok(Migrated::Moved(n)) => {
+                    unskip(s);
+                    s.files_moved += 1;
+                    s.bytes_moved += n;
+                    tracing::debug!(bytes = n, names, "moved {what}");
+                    GroupState::Settled
+                }
+                Reply::Ok(Migrated::Skipped(why)) => {
+                    tracing::info!("{what} skipped: {why}");
+                    if TRANSIENT_SKIPS.contains(&why.as_str()) {
+                        GroupState::Waiting
+                    } else {
+                        GroupState::Stuck
+                    }
+                }
+                Reply::Vanished => {
+                    unskip(s);
+                    s.files_vanished += 1;
+                    GroupState::Settled
+                }
+                Reply::Failed(msg) => {
+                    tracing::warn!("{msg}");
+                    book.fail(msg);
+                    GroupState::Failed
+                }
+                Reply::Fatal(msg) => {
+                    tracing::error!("{msg}");
+                    book.fail(msg.clone());
+                    return Some(msg);
+                }
+            }
+        };
+        if let Some(grp) = self.groups().get_mut(&g) {
+            grp.state = state;
+        }
+        None
+    }
+
     async fn retry_dir(&self, p: Pending) -> RetryEnd {
         let what = format!("directory {} ({})", p.path, p.dir);
         let top = self.target.top();
         let mut inflight = FuturesUnordered::new();
         let mut t = Tally::default();
         let mut stopped = false;
+        let mut linked = Vec::new();
+        {
+            let groups = self.groups();
+            for g in p.linked {
+                match groups.get(&g).map_or(GroupState::Stuck, |x| x.state) {
+                    GroupState::Settled => {}
+                    GroupState::Waiting => linked.push(g),
+                    GroupState::Stuck => t.permanent = true,
+                    GroupState::Failed => t.failed = true,
+                }
+            }
+        }
         for e in p.files {
             while inflight.len() >= self.parallel {
                 if let Some(end) = inflight.next().await {
@@ -350,9 +559,12 @@ impl Crawler {
             return RetryEnd::Done;
         }
         let commit = p.commit && !t.permanent;
-        if !t.retry.is_empty() {
+        // A file retried that turned out to have hard links waits for the next round.
+        linked.append(&mut t.linked);
+        if !t.retry.is_empty() || !linked.is_empty() {
             return RetryEnd::Again(Pending {
                 files: t.retry,
+                linked,
                 commit,
                 ..p
             });
@@ -509,12 +721,14 @@ impl Crawler {
         if done || t.failed {
             return DirEnd::Next;
         }
-        if !t.retry.is_empty() {
-            // Done (and committed, when nothing else was skipped) after the retries.
+        if !t.retry.is_empty() || !t.linked.is_empty() {
+            // Done (and committed, when nothing else was skipped) after the retries and the
+            // files with hard links.
             self.pending().push(Pending {
                 dir,
                 path: path.to_owned(),
                 files: t.retry,
+                linked: t.linked,
                 commit: !t.permanent,
             });
             return DirEnd::Next;
@@ -558,6 +772,24 @@ impl Crawler {
                 s.bytes_moved += n;
                 tracing::debug!(bytes = n, "moved {what}");
                 FileEnd::Settled
+            }
+            Reply::Ok(Migrated::Skipped(why)) if why == dht::HARD_LINKS && e.attr.nlink > 1 => {
+                s.files_skipped += 1;
+                drop(book);
+                tracing::debug!(
+                    "{what}: has hard links; sent with its other names after the crawl"
+                );
+                let g = e.attr.gfid;
+                let mut groups = self.groups();
+                let grp = groups.entry(g).or_insert_with(|| Group {
+                    nlink: e.attr.nlink,
+                    names: BTreeMap::new(),
+                    state: GroupState::Waiting,
+                });
+                grp.nlink = e.attr.nlink;
+                grp.names
+                    .insert((dir, e.name.to_string()), child_path(path, &e.name));
+                FileEnd::Linked(g)
             }
             Reply::Ok(Migrated::Skipped(why)) => {
                 s.files_skipped += 1;

@@ -17,6 +17,26 @@ pub const COMMIT_LAYOUT: &str = "xlfs.dht.commit-layout";
 /// Prefix of `getxattr(FILE, "xlfs.dht.migrate:<PARENT>/<NAME>")`.
 pub const MIGRATE_PREFIX: &str = "xlfs.dht.migrate:";
 
+/// Prefix of `getxattr(FILE, "xlfs.dht.migrate-links:<P1>/<N1>/<P2>/<N2>...")`: move a file
+/// with hard links off a decommissioned child, every one of its names at once (answers as
+/// migrate does).
+pub const MIGRATE_LINKS_PREFIX: &str = "xlfs.dht.migrate-links:";
+
+/// The skip reason of a name of a file with hard links that moves only with all its names.
+pub const HARD_LINKS: &str = "hard-links";
+
+/// The migrate-links xattr name for a file's names (directory, name).
+pub fn migrate_links_name<'a>(names: impl IntoIterator<Item = (Gfid, &'a str)>) -> String {
+    let mut out = MIGRATE_LINKS_PREFIX.to_owned();
+    for (k, (parent, name)) in names.into_iter().enumerate() {
+        if k > 0 {
+            out.push('/');
+        }
+        out.push_str(&format!("{parent}/{name}"));
+    }
+    out
+}
+
 /// The migrate xattr name for `name` in directory `parent`.
 pub fn migrate_name(parent: Gfid, name: &str) -> String {
     format!("{MIGRATE_PREFIX}{parent}/{name}")
@@ -155,6 +175,11 @@ mod tests {
         // Each xattr knows only its own answers.
         assert!(matches!(commit_layout("d", ok("fixed")), Reply::Fatal(_)));
         assert!(matches!(fix_layout("d", ok("trusted")), Reply::Fatal(_)));
+        assert_eq!(
+            migrate_links_name([(Gfid::ROOT, "a"), (Gfid::ROOT, "b c")]),
+            "xlfs.dht.migrate-links:00000000-0000-0000-0000-000000000001/a/\
+             00000000-0000-0000-0000-000000000001/b c"
+        );
         assert_eq!(
             migrate_name(Gfid::ROOT, "a b"),
             "xlfs.dht.migrate:00000000-0000-0000-0000-000000000001/a b"

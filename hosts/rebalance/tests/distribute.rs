@@ -403,3 +403,161 @@ async fn remove_brick_mode_empties_the_decommissioned_child() {
         "names left on the leaving child"
     );
 }
+
+/// Files with hard links: `n` files in `a`, each linked into `b` and the even ones also a
+/// second time in `a`. (GFID, data, every name) per file.
+async fn linked_files(
+    top: &Subvol,
+    a: Gfid,
+    b: Gfid,
+    n: usize,
+) -> Vec<(Gfid, Vec<u8>, Vec<(Gfid, String)>)> {
+    let cx = Ctx::root();
+    let mut out = Vec::new();
+    for k in 0..n {
+        let data = vec![k as u8 + 1; k * 211 + 7];
+        let g = create(top, a, &format!("h{k}"), &data).await;
+        let mut all = vec![(a, format!("h{k}")), (b, format!("l{k}"))];
+        if k % 2 == 0 {
+            all.push((a, format!("h{k}.again")));
+        }
+        for (dir, name) in &all[1..] {
+            top.link(&cx, g, Loc::new(*dir, name.as_str()))
+                .await
+                .unwrap_or_else(|e| panic!("link {name}: {e}"));
+        }
+        out.push((g, data, all));
+    }
+    out
+}
+
+/// Every name of every file answers its GFID and as many links as it has names, and reads
+/// its bytes; a write through one name is read through the others (one file, not copies).
+async fn check_linked(top: &Subvol, files: &[(Gfid, Vec<u8>, Vec<(Gfid, String)>)]) {
+    let cx = Ctx::root();
+    for (g, data, all) in files {
+        for (dir, name) in all {
+            let e = top
+                .lookup(&cx, Loc::new(*dir, name.as_str()))
+                .await
+                .unwrap_or_else(|e| panic!("lookup {name}: {e}"));
+            assert_eq!(
+                (e.attr.gfid, e.attr.nlink as usize),
+                (*g, all.len()),
+                "{name}"
+            );
+            assert_eq!(&read_all(top, e.attr.gfid).await, data, "{name}");
+        }
+        let f = fd(*g, libc::O_RDWR);
+        top.open(&cx, f).await.expect("open");
+        top.writev(&cx, f, 0, Buf::from_vec(b"shared".to_vec()), 0)
+            .await
+            .expect("write");
+        top.release(&cx, f).await.expect("release");
+        let last = all.last().expect("names");
+        let e = top
+            .lookup(&cx, Loc::new(last.0, last.1.as_str()))
+            .await
+            .expect("lookup");
+        assert_eq!(&read_all(top, e.attr.gfid).await[..6], b"shared");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn remove_brick_moves_files_with_hard_links_with_all_their_names() {
+    let leaves: Vec<Subvol> = (0..3).map(|_| MemLeaf::new()).collect();
+    let before =
+        MockCluster::with_leaves(leaves.clone()).build::<Distribute>(&[("min-free-disk", "0")]);
+    let cx = Ctx::root();
+    let mut dirs = Vec::new();
+    for name in ["a", "b"] {
+        let e = before
+            .mkdir(&cx, Loc::new(Gfid::ROOT, name), 0o755, 0)
+            .await
+            .expect("mkdir");
+        dirs.push(e.attr.gfid);
+    }
+    let files = linked_files(&before, dirs[0], dirs[1], 24).await;
+    drop(before);
+    let mut on_leaving = 0;
+    for (_, _, all) in &files {
+        if held(&leaves[1], all[0].0, &all[0].1).await == Some(false) {
+            on_leaving += 1;
+        }
+    }
+    assert!(
+        on_leaving >= 3,
+        "the child to remove holds files with links"
+    );
+
+    let again = MockCluster::with_leaves(leaves.clone());
+    let leaving = again.children()[1].name().to_string();
+    let top = again.build::<Distribute>(&[("min-free-disk", "0"), ("decommissioned", &leaving)]);
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let cfg = Config::new(tmp.path().join("rb.json"));
+    let (start, _) = status::begin(None, Mode::RemoveBrick, false, None, 1, status::now_s());
+    let end = run(Arc::new(top.clone()), start, &cfg, Stop::new())
+        .await
+        .expect("run");
+    assert_eq!(end.state, State::Completed, "{end:?}");
+    assert_eq!((end.failures, end.files_skipped), (0, 0), "{end:?}");
+    assert!(end.files_moved >= on_leaving, "{end:?}");
+    for d in &dirs {
+        assert!(
+            names(&leaves[1], *d).await.is_empty(),
+            "names left on the leaving child: {:?}",
+            names(&leaves[1], *d).await
+        );
+    }
+    check_linked(&top, &files).await;
+    // Every name is where its layout says, as the file or as a link file to it.
+    for (_, _, all) in &files {
+        for (dir, name) in all {
+            let h = layout(&leaves, *dir).await.hashed(name);
+            assert!(held(&leaves[h], *dir, name).await.is_some(), "{name}");
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn add_brick_rebalance_places_every_name_of_files_with_hard_links() {
+    let leaves: Vec<Subvol> = (0..3).map(|_| MemLeaf::new()).collect();
+    let before = MockCluster::with_leaves(leaves[..2].to_vec())
+        .build::<Distribute>(&[("min-free-disk", "0")]);
+    let cx = Ctx::root();
+    let mut dirs = Vec::new();
+    for name in ["a", "b"] {
+        let e = before
+            .mkdir(&cx, Loc::new(Gfid::ROOT, name), 0o755, 0)
+            .await
+            .expect("mkdir");
+        dirs.push(e.attr.gfid);
+    }
+    let files = linked_files(&before, dirs[0], dirs[1], 24).await;
+    drop(before);
+    // Completes with nothing skipped (so every directory's layout is committed).
+    let (top, _, _, _tmp, _) = add_brick_and_rebalance(&leaves).await;
+    for d in &dirs {
+        assert!(layout(&leaves, *d).await.trusted, "layout of {d} committed");
+    }
+    check_linked(&top, &files).await;
+    let mut pointed = 0;
+    for (g, _, all) in &files {
+        for (dir, name) in all {
+            let h = layout(&leaves, *dir).await.hashed(name);
+            let at = held(&leaves[h], *dir, name).await;
+            assert!(at.is_some(), "{name} not on its hashed child {h}");
+            if at == Some(true) {
+                pointed += 1;
+            }
+            // The data did not move: it is where it was, on one of the first two children.
+            let copies =
+                futures::future::join_all(leaves.iter().map(|l| l.stat(&Ctx::root(), *g))).await;
+            assert!(copies[2].is_err() || h == 2 || at == Some(false), "{name}");
+        }
+    }
+    assert!(
+        pointed > 0,
+        "some names hashed away from their file's child"
+    );
+}

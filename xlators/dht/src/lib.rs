@@ -6,6 +6,7 @@ mod dir;
 mod entry;
 pub mod hash;
 pub mod layout;
+mod links;
 mod lookup;
 mod meta;
 pub mod migrate;

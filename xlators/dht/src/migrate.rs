@@ -37,6 +37,7 @@ use xlator_api::{
 };
 
 use crate::layout::{self, LAYOUT_XATTR, Layout, Slice};
+use crate::links::Linked;
 use crate::shared::{
     Home, LINK_MODE, LINKTO_XATTR, OWN_PREFIX, Shared, entry_is_linkfile, with_own_req,
 };
@@ -47,12 +48,15 @@ pub const FIX_LAYOUT: &str = "xlfs.dht.fix-layout";
 pub const COMMIT_LAYOUT: &str = "xlfs.dht.commit-layout";
 /// `getxattr(file, "xlfs.dht.migrate:<PARENT>/<NAME>")`: move the file to its hashed child.
 pub const MIGRATE_PREFIX: &str = "xlfs.dht.migrate:";
+/// `getxattr(file, "xlfs.dht.migrate-links:<P1>/<N1>/<P2>/<N2>...")`: move a file with hard
+/// links, every one of its names at once, off a decommissioned child (see [`crate::links`]).
+pub const MIGRATE_LINKS_PREFIX: &str = "xlfs.dht.migrate-links:";
 /// On the old copy of a file being moved: the name of the child that gets its data.
 pub const MIGRATED_XATTR: &str = "trusted.dht.migrated";
 /// The inodelk domain features/locks treats as a write barrier.
 pub const BARRIER_DOMAIN: &str = "xlfs.dht.migrate";
 /// The temporary name of a copy being made, in the file's directory.
-const TEMP_PREFIX: &str = ".xlfs-dht-move.";
+pub(crate) const TEMP_PREFIX: &str = ".xlfs-dht-move.";
 /// Bytes copied per read.
 const CHUNK: u32 = 1 << 20;
 /// Copy passes before the barrier, at most.
@@ -108,7 +112,7 @@ impl Moved {
 }
 
 /// The arguments of a migrate request: `<PARENT>/<NAME>`.
-fn parse_migrate(arg: &str) -> Result<(Gfid, String), Errno> {
+pub(crate) fn parse_migrate(arg: &str) -> Result<(Gfid, String), Errno> {
     let (p, name) = arg.split_once('/').ok_or(Errno::EINVAL)?;
     let parent = Gfid::parse(p).ok_or(Errno::EINVAL)?;
     if name.is_empty() || name.contains('/') || name == "." || name == ".." {
@@ -127,6 +131,8 @@ impl Shared {
     ) -> Option<Result<Buf, Errno>> {
         let op = if name == FIX_LAYOUT || name == COMMIT_LAYOUT {
             name
+        } else if name.starts_with(MIGRATE_LINKS_PREFIX) {
+            MIGRATE_LINKS_PREFIX
         } else if name.starts_with(MIGRATE_PREFIX) {
             MIGRATE_PREFIX
         } else {
@@ -138,6 +144,15 @@ impl Shared {
         Some(match op {
             FIX_LAYOUT => self.fix_layout(gfid).await.map(text),
             COMMIT_LAYOUT => self.commit_layout(gfid).await.map(text),
+            MIGRATE_LINKS_PREFIX => {
+                match crate::links::parse_links(&name[MIGRATE_LINKS_PREFIX.len()..]) {
+                    Ok(names) => self
+                        .migrate_links(gfid, &names)
+                        .await
+                        .map(|m| text(m.answer())),
+                    Err(e) => Err(e),
+                }
+            }
             _ => match parse_migrate(&name[MIGRATE_PREFIX.len()..]) {
                 Ok((parent, n)) => self
                     .migrate(gfid, parent, &n)
@@ -296,6 +311,33 @@ impl Shared {
             }
             return Ok(Moved::InPlace);
         }
+        if copies.len() > 1 {
+            // Copies on several children, none on D: what a move stopped after its switch
+            // leaves when D changed since (another add-brick) or when the file has hard links
+            // (it went to the hashed child of another of its names). The copy on a child that
+            // stays is the file; those on decommissioned children are old ones.
+            let ex = self.excluded();
+            let (keep, old): (Vec<_>, Vec<_>) =
+                copies.into_iter().partition(|(i, _)| !ex.contains(i));
+            if keep.len() != 1 {
+                self.log(
+                    LogLevel::Warn,
+                    &format!(
+                        "{parent}/{name}: {} copies of {gfid} on children that stay; not moved",
+                        keep.len()
+                    ),
+                );
+                return Ok(Moved::Skipped("conflict"));
+            }
+            for (i, _) in &old {
+                self.unlink_exact(*i, &loc, gfid).await?;
+                self.log(
+                    LogLevel::Info,
+                    &format!("{parent}/{name}: removed child {i}'s old copy of a finished move"),
+                );
+            }
+            copies = keep;
+        }
         let (s, entry) = copies.swap_remove(0);
         if let Some(other) = other_on_d {
             // Another file holds the name on D: two files under one name; leave it alone.
@@ -312,12 +354,23 @@ impl Shared {
         }
         let a = entry.attr;
         if a.nlink > 1 {
-            return Ok(Moved::Skipped("hard-links"));
+            if self.excluded().contains(&s) {
+                // Every name must move at once: the runner sends them together once its crawl
+                // found them all (`migrate_links`).
+                return Ok(Moved::Skipped("hard-links"));
+            }
+            // The file stays where its other names are; this name's hashed child points at it.
+            let on_d = names[d]
+                .as_ref()
+                .ok()
+                .filter(|e| !half_switched && entry_is_linkfile(e));
+            self.point_name(d, &loc, on_d, s).await?;
+            return Ok(Moved::InPlace);
         }
         if a.kind != FileType::Regular {
             return self.move_special(s, d, &loc, a).await;
         }
-        self.move_file(s, d, &loc, a).await
+        self.move_file(s, d, &loc, a, &[]).await
     }
 
     /// Moves a symlink, fifo, socket or device node: nothing to copy under a barrier, since
@@ -400,7 +453,7 @@ impl Shared {
         Ok(Moved::Moved(0))
     }
 
-    async fn unlink_exact(&self, i: usize, loc: &Loc, gfid: Gfid) -> Result<(), Errno> {
+    pub(crate) async fn unlink_exact(&self, i: usize, loc: &Loc, gfid: Gfid) -> Result<(), Errno> {
         let cx = Ctx::builder(0, 0).ext(&UnlinkExact(gfid)).build();
         match self.children[i].unlink(&cx, loc.clone()).await {
             Ok(_) | Err(Errno::ENOENT) => Ok(()),
@@ -408,8 +461,16 @@ impl Shared {
         }
     }
 
-    /// Steps 2 to 6 of the module doc.
-    async fn move_file(&self, s: usize, d: usize, loc: &Loc, a: Iatt) -> Result<Moved, Errno> {
+    /// Steps 2 to 6 of the module doc. `extra`: the file's other names (hard links), all on
+    /// S, switched with `loc` under the barrier.
+    pub(crate) async fn move_file(
+        &self,
+        s: usize,
+        d: usize,
+        loc: &Loc,
+        a: Iatt,
+        extra: &[Linked],
+    ) -> Result<Moved, Errno> {
         let g = a.gfid;
         let root = Ctx::root();
         let marker = Xattr {
@@ -432,7 +493,7 @@ impl Shared {
             gfid: g,
             flags: libc::O_RDWR,
         };
-        let r = self.copy_and_switch(s, d, loc, &tmp, src, dst).await;
+        let r = self.copy_and_switch(s, d, loc, &tmp, src, dst, extra).await;
         let _ = self.children[s].release(&root, src).await;
         match &r {
             Ok(Moved::Moved(_)) => {
@@ -452,6 +513,7 @@ impl Shared {
             .await
     }
 
+    #[allow(clippy::too_many_arguments)]
     async fn copy_and_switch(
         &self,
         s: usize,
@@ -460,6 +522,7 @@ impl Shared {
         tmp: &Loc,
         src: Fd,
         dst: Fd,
+        extra: &[Linked],
     ) -> Result<Moved, Errno> {
         let g = src.gfid;
         let root = Ctx::root();
@@ -487,7 +550,9 @@ impl Shared {
             Err(Errno::EEXIST) => return Ok(Moved::Skipped("busy")),
             Err(e) => return Err(e),
         }
-        let r = self.copy_under_barrier(s, d, loc, tmp, src, dst).await;
+        let r = self
+            .copy_under_barrier(s, d, loc, tmp, src, dst, extra)
+            .await;
         let _ = self.children[d].release(&root, dst).await;
         if !matches!(r, Ok(Moved::Moved(_))) {
             // Not switched: the temporary copy goes (by whichever name it has now).
@@ -496,6 +561,7 @@ impl Shared {
         r
     }
 
+    #[allow(clippy::too_many_arguments)]
     async fn copy_under_barrier(
         &self,
         s: usize,
@@ -504,6 +570,7 @@ impl Shared {
         tmp: &Loc,
         src: Fd,
         dst: Fd,
+        extra: &[Linked],
     ) -> Result<Moved, Errno> {
         let g = src.gfid;
         let root = Ctx::root();
@@ -550,6 +617,10 @@ impl Shared {
         }
         let r = async {
             let now = self.children[s].fstat(&root, src).await?;
+            if !extra.is_empty() && !self.names_still_ours(s, loc, extra, &now).await? {
+                // A name was added, removed or replaced since the crawl found them.
+                return Ok(Moved::Skipped("hard-links"));
+            }
             if stamp(&now) != stamp(&before) {
                 if now.size > RECOPY_UNDER_BARRIER_MAX {
                     // Still changing, and too large to copy again while writers wait (they
@@ -573,6 +644,10 @@ impl Shared {
             self.children[d]
                 .rename(&root, tmp.clone(), loc.clone(), 0)
                 .await?;
+            if let Err(e) = self.switch_links(s, d, extra, g).await {
+                self.undo_switch(s, d, loc, g).await;
+                return Err(e);
+            }
             let final_attrs = SetAttr {
                 perm: ROption::RSome(now.perm & 0o7777),
                 atime: TimeSet::At(now.atime),
@@ -580,13 +655,33 @@ impl Shared {
                 ..SetAttr::default()
             };
             if let Err(e) = self.children[d].setattr(&root, g, final_attrs).await {
-                // Still a link file to S on D: put the name back as it was.
+                // Still a link file to S on D: put the names back as they were.
+                self.undo_links(s, d, extra, g).await;
                 self.undo_switch(s, d, loc, g).await;
                 return Err(e);
             }
             let _ = self.children[d]
                 .removexattr(&root, g, LINKTO_XATTR.into())
                 .await;
+            if !extra.is_empty() {
+                self.repoint_links(d, extra).await;
+                self.drop_old_names(s, d, loc, extra, g).await?;
+                if let Ok(left) = self.children[s].fstat(&root, src).await
+                    && left.nlink > 0
+                {
+                    // A name added by a client since the check (namespace changes are not
+                    // held by the barrier): it still reaches the old copy; the next run
+                    // moves it.
+                    self.log(
+                        LogLevel::Warn,
+                        &format!(
+                            "{g}: child {s} kept {} name(s) added during its move",
+                            left.nlink
+                        ),
+                    );
+                }
+                return Ok(Moved::Moved(size));
+            }
             self.drop_old_name(s, d, loc, g).await?;
             // ENOENT from the unlink above (S's name already gone) means the name was
             // removed by a client between the lookup and now; unlink_exact treats it as done,
@@ -634,7 +729,7 @@ impl Shared {
 
     /// Takes the copy renamed into place on D away again; the name on D becomes a link file
     /// to S if S still holds the file under it (else the name went meanwhile: nothing).
-    async fn undo_switch(&self, s: usize, d: usize, loc: &Loc, g: Gfid) {
+    pub(crate) async fn undo_switch(&self, s: usize, d: usize, loc: &Loc, g: Gfid) {
         let _ = self.unlink_exact(d, loc, g).await;
         let on_s = self.children[s].lookup(&Ctx::root(), loc.clone()).await;
         if on_s.is_ok_and(|e| e.attr.gfid == g) {
