@@ -907,3 +907,95 @@ fn a_plain_volume_grows_into_distribute_2_under_a_mount() {
     let per = placement(&[v.brick(0), v.brick(1)], &files, true);
     assert!(per[1] > 10, "the new brick got too few files: {per:?}");
 }
+
+/// Files with hard links on a brick being removed: remove-brick completes with nothing
+/// skipped, every name of each file still names one file (same inode, same link count, a
+/// write through one name read through another), brick 2 keeps no file, and commit needs no
+/// --force.
+#[test]
+fn remove_brick_moves_files_with_hard_links() {
+    use std::os::unix::fs::MetadataExt as _;
+    if skip_all("remove_brick_moves_files_with_hard_links") {
+        return;
+    }
+    let tmp = scratch_dir();
+    let v = Vol::new(tmp.path(), "links", 1);
+    v.create_start_mount(3, 1);
+    let mnt = v.mnt(0);
+    for d in ["a", "b"] {
+        std::fs::create_dir(mnt.join(d)).expect("mkdir");
+    }
+    // (names, content) per file: a/fK, b/gK, and for even K also a/fK.2.
+    let mut files: Vec<(Vec<String>, Vec<u8>)> = Vec::new();
+    for k in 0..60 {
+        let first = format!("a/f{k}");
+        let data = content(&first);
+        std::fs::write(mnt.join(&first), &data).expect("write");
+        let mut all = vec![first.clone(), format!("b/g{k}")];
+        if k % 2 == 0 {
+            all.push(format!("a/f{k}.2"));
+        }
+        for n in &all[1..] {
+            std::fs::hard_link(mnt.join(&first), mnt.join(n)).expect("link");
+        }
+        files.push((all, data));
+    }
+    let held_by_2 = files
+        .iter()
+        .filter(|(all, _)| {
+            std::fs::symlink_metadata(v.brick(2).join(&all[0])).is_ok_and(|m| !is_link_file(&m))
+        })
+        .count();
+    assert!(held_by_2 > 3, "brick 2 holds few files: {held_by_2}");
+
+    let b2 = s(&v.brick(2));
+    ok(&v.vol("remove-brick", &[&b2, "start"]));
+    let st = v.wait_done("remove-brick", Duration::from_secs(300));
+    assert_eq!(st["state"], "completed", "{st}");
+    assert_eq!(st["failures"], 0, "{st}");
+    assert_eq!(st["files_skipped"], 0, "{st}");
+    assert!(
+        st["files_moved"].as_u64().unwrap_or(0) >= held_by_2 as u64,
+        "{st}"
+    );
+    for (all, data) in &mut files {
+        // A write through the last name is read through the others.
+        let mut f = std::fs::OpenOptions::new()
+            .write(true)
+            .open(mnt.join(all.last().expect("names")))
+            .expect("open");
+        std::io::Write::write_all(&mut f, b"XY").expect("write");
+        data[..2].copy_from_slice(b"XY");
+    }
+    let check = |mnt: &Path, tag: &[u8]| {
+        for (all, data) in &files {
+            let m0 = std::fs::metadata(mnt.join(&all[0])).expect("stat");
+            for n in all {
+                let m = std::fs::metadata(mnt.join(n)).unwrap_or_else(|e| panic!("{n}: {e}"));
+                assert_eq!(
+                    (m.ino(), m.nlink() as usize),
+                    (m0.ino(), all.len()),
+                    "{n} is not one file with {}",
+                    all[0]
+                );
+                let got = std::fs::read(mnt.join(n)).expect("read");
+                assert_eq!(&got[tag.len()..], &data[tag.len()..], "{n}");
+                assert_eq!(&got[..tag.len()], tag, "{n}");
+            }
+        }
+    };
+    check(&mnt, b"XY");
+    // No file (data or link) is left on brick 2: only the directories.
+    for d in ["a", "b"] {
+        let left: Vec<_> = std::fs::read_dir(v.brick(2).join(d))
+            .expect("brick dir")
+            .flatten()
+            .map(|e| e.file_name())
+            .collect();
+        assert!(left.is_empty(), "left on brick 2 in {d}: {left:?}");
+    }
+    let o = v.vol("remove-brick", &[&b2, "commit"]);
+    ok(&o);
+    std::thread::sleep(Duration::from_secs(1));
+    check(&mnt, b"XY");
+}

@@ -14,7 +14,7 @@ use std::time::Duration;
 use xlator_api::abi_stable::std_types::RString;
 use xlator_api::{Buf, Ctx, Errno, Gfid, Init, Loc, Subvol, Translator};
 use xlfs_rebalance::crawl::Retry;
-use xlfs_rebalance::dht::{COMMIT_LAYOUT, FIX_LAYOUT, MIGRATE_PREFIX};
+use xlfs_rebalance::dht::{COMMIT_LAYOUT, FIX_LAYOUT, MIGRATE_LINKS_PREFIX, MIGRATE_PREFIX};
 use xlfs_rebalance::status::{self, Begin, Mode, State, Status};
 use xlfs_rebalance::{Config, Stop, Target, run};
 use xlfs_testkit::MemLeaf;
@@ -28,6 +28,11 @@ enum Call {
         file: Gfid,
         parent: Gfid,
         name: String,
+    },
+    /// The names as `<parent GFID>/<name>`.
+    MigrateLinks {
+        file: Gfid,
+        names: Vec<(Gfid, String)>,
     },
     Commit(String),
 }
@@ -71,6 +76,17 @@ impl Script {
                 Call::Migrate { parent, name, .. } => {
                     let p = n(parent);
                     format!("migrate {}{name}", if p == "/" { p } else { p + "/" })
+                }
+                Call::MigrateLinks { names: all, .. } => {
+                    let mut paths: Vec<String> = all
+                        .iter()
+                        .map(|(parent, name)| {
+                            let p = n(parent);
+                            format!("{}{name}", if p == "/" { p } else { p + "/" })
+                        })
+                        .collect();
+                    paths.sort();
+                    format!("migrate-links {}", paths.join(" "))
                 }
             })
             .collect()
@@ -119,6 +135,16 @@ impl Translator for FakeDht {
             Call::Fix(path(gfid))
         } else if name.as_str() == COMMIT_LAYOUT {
             Call::Commit(path(gfid))
+        } else if let Some(rest) = name.as_str().strip_prefix(MIGRATE_LINKS_PREFIX) {
+            let parts: Vec<&str> = rest.split('/').collect();
+            let mut names = Vec::new();
+            for pair in parts.chunks(2) {
+                let [p, n] = pair else {
+                    return Err(Errno::EINVAL);
+                };
+                names.push((Gfid::parse(p).ok_or(Errno::EINVAL)?, (*n).to_owned()));
+            }
+            Call::MigrateLinks { file: gfid, names }
         } else if let Some(rest) = name.as_str().strip_prefix(MIGRATE_PREFIX) {
             let (p, n) = rest.split_once('/').ok_or(Errno::EINVAL)?;
             Call::Migrate {
@@ -152,7 +178,8 @@ struct Vol {
     status: PathBuf,
 }
 
-/// Builds a tree: paths ending in `/` are directories, `@` prefixes a symlink's name.
+/// Builds a tree: paths ending in `/` are directories, `@` prefixes a symlink's name, and
+/// `NEW=OLD` makes NEW a hard link to the file OLD.
 async fn volume(test: &str, paths: &[&str], answer: Answer, delay: Duration) -> Vol {
     let script = Script::new(answer, delay);
     SCRIPTS
@@ -165,7 +192,10 @@ async fn volume(test: &str, paths: &[&str], answer: Answer, delay: Duration) -> 
     let mut gfids = BTreeMap::from([("/".to_owned(), Gfid::ROOT)]);
     for (i, p) in paths.iter().enumerate() {
         let is_dir = p.ends_with('/');
-        let p = p.trim_end_matches('/');
+        let (p, link_to) = match p.split_once('=') {
+            Some((new, old)) => (new, Some(gfids[old])),
+            None => (p.trim_end_matches('/'), None),
+        };
         let (parent, name) = p.rsplit_once('/').expect("absolute");
         let parent = if parent.is_empty() { "/" } else { parent };
         let pg = gfids[parent];
@@ -174,7 +204,9 @@ async fn volume(test: &str, paths: &[&str], answer: Answer, delay: Duration) -> 
             None => (name, false),
         };
         let loc = Loc::new(pg, name);
-        let g = if is_dir {
+        let g = if let Some(old) = link_to {
+            top.link(&cx, old, loc).await.expect("link").attr.gfid
+        } else if is_dir {
             top.mkdir(&cx, loc, 0o755, 0)
                 .await
                 .expect("mkdir")
@@ -235,11 +267,12 @@ fn answers(table: &[(&str, Result<&str, Errno>)]) -> Answer {
             Call::Fix(d) => format!("fix {d}"),
             Call::Commit(d) => format!("commit {d}"),
             Call::Migrate { name, .. } => format!("migrate {name}"),
+            Call::MigrateLinks { .. } => "migrate-links".to_owned(),
         };
         table.get(&key).cloned().unwrap_or_else(|| {
             Ok(match c {
                 Call::Fix(_) => "fixed",
-                Call::Migrate { .. } => "in-place",
+                Call::Migrate { .. } | Call::MigrateLinks { .. } => "in-place",
                 Call::Commit(_) => "trusted",
             }
             .to_owned())
@@ -870,4 +903,92 @@ async fn bricks_changing_with_retries_pending_redo_the_directory_once() {
         "no restart: {trace:?}"
     );
     assert_eq!((end.done_dirs.len(), end.files_skipped), (4, 0), "{end:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_file_with_hard_links_is_sent_once_with_all_its_names_after_the_crawl() {
+    let sent = AtomicUsize::new(0);
+    let v = volume(
+        "hard-links",
+        &["/d1/", "/d2/", "/d1/h", "/d2/l=/d1/h", "/d1/x"],
+        Box::new(move |c| match c {
+            Call::Migrate { name, .. } if name == "h" || name == "l" => {
+                Ok("skipped hard-links".into())
+            }
+            // Busy the first time: sent again in the retry round.
+            Call::MigrateLinks { .. } if sent.fetch_add(1, Ordering::SeqCst) == 0 => {
+                Ok("skipped busy".into())
+            }
+            Call::MigrateLinks { .. } => Ok("moved 10".into()),
+            _ => answers(&[])(c),
+        }),
+        Duration::ZERO,
+    )
+    .await;
+    let (end, _) = start(Arc::new(v.top.clone()), &cfg(&v, 1), Stop::new()).await;
+    let trace = v.script.trace();
+    let tail = &trace[trace.len() - 4..];
+    assert_eq!(
+        tail,
+        s(&[
+            "migrate-links /d1/h /d2/l",
+            "migrate-links /d1/h /d2/l",
+            "commit /d1",
+            "commit /d2",
+        ]),
+        "{trace:?}"
+    );
+    assert!(
+        !trace[..trace.len() - 4]
+            .iter()
+            .any(|c| c.starts_with("commit /d")),
+        "a directory committed before its file with hard links moved: {trace:?}"
+    );
+    let calls = v.script.calls();
+    let Some(Call::MigrateLinks { file, .. }) = calls
+        .iter()
+        .find(|c| matches!(c, Call::MigrateLinks { .. }))
+    else {
+        panic!("no migrate-links")
+    };
+    assert_eq!(*file, v.gfids["/d1/h"]);
+    assert_eq!(end.state, State::Completed);
+    assert_eq!(
+        (
+            end.files_scanned,
+            end.files_skipped,
+            end.files_moved,
+            end.bytes_moved
+        ),
+        (3, 0, 1, 10)
+    );
+    assert_eq!(end.done_dirs.len(), 3);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_file_whose_names_were_not_all_found_stays_skipped() {
+    let v = volume(
+        "hard-links-missing",
+        &["/d1/", "/d2/", "/d1/h", "/d2/l=/d1/h"],
+        // Only one of the two names is refused (the other answered as if placed): the crawl
+        // finds one name of a file with two.
+        Box::new(|c| match c {
+            Call::Migrate { name, .. } if name == "h" => Ok("skipped hard-links".into()),
+            _ => answers(&[])(c),
+        }),
+        Duration::ZERO,
+    )
+    .await;
+    let (end, _) = start(Arc::new(v.top.clone()), &cfg(&v, 2), Stop::new()).await;
+    let trace = v.script.trace();
+    assert!(
+        !trace.iter().any(|c| c.starts_with("migrate-links")),
+        "{trace:?}"
+    );
+    assert!(!trace.contains(&"commit /d1".to_owned()), "{trace:?}");
+    assert!(trace.contains(&"commit /d2".to_owned()), "{trace:?}");
+    assert_eq!(end.state, State::Completed);
+    assert_eq!((end.files_scanned, end.files_skipped), (2, 1));
+    // Done, uncommitted.
+    assert_eq!(end.done_dirs.len(), 3);
 }
