@@ -10,7 +10,7 @@
 //!   on their hashed child still look everywhere, so the file is found).
 //! - A directory with a failure (fix-layout, listing, a file, commit) is not recorded as done,
 //!   so the next start retries it; skipped files do not prevent it (their reasons are
-//!   answers: hard links, not a file...), they only prevent the commit.
+//!   answers: not a file, no devices...), they only prevent the commit.
 //! - A file with hard links on a decommissioned child moves only with all its names at once:
 //!   distribute refuses each name alone (`skipped hard-links`), the crawl collects the names
 //!   per GFID, and after the crawl each file whose names were all found (as many as its
@@ -118,7 +118,7 @@ enum RetryEnd {
 #[derive(Default)]
 struct Tally {
     skipped: bool,
-    /// A skip for a reason that stays (hard links, not a file...).
+    /// A skip for a reason that stays (not a file, no devices...).
     permanent: bool,
     /// Files skipped for a transient reason.
     retry: Vec<DirEntry>,

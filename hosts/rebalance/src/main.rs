@@ -43,6 +43,9 @@ use xlfs_protocol as _;
   4. the directory's GFID goes into done_dirs.
   Files skipped as busy, locked or changing are retried after the crawl (--retries rounds,
   --retry-delay apart); their directory is done, and committed, once they settle.
+  A file with hard links on a brick being removed is moved after the crawl with all its
+  names at once (getxattr \"xlfs.dht.migrate-links:P1/N1/P2/N2...\"), once the crawl found
+  as many names as its link count; until then each name counts as skipped (hard-links).
 
 Status file (--status, JSON, rewritten atomically every second and at the end):
   version, mode, state (running|completed|stopped|failed), pid, started, updated,

@@ -404,6 +404,9 @@ async fn remove_brick_mode_empties_the_decommissioned_child() {
     );
 }
 
+/// A file with hard links: its GFID, its bytes, every one of its names.
+type Linked = (Gfid, Vec<u8>, Vec<(Gfid, String)>);
+
 /// Files with hard links: `n` files in `a`, each linked into `b` and the even ones also a
 /// second time in `a`. (GFID, data, every name) per file.
 async fn linked_files(
@@ -411,7 +414,7 @@ async fn linked_files(
     a: Gfid,
     b: Gfid,
     n: usize,
-) -> Vec<(Gfid, Vec<u8>, Vec<(Gfid, String)>)> {
+) -> Vec<Linked> {
     let cx = Ctx::root();
     let mut out = Vec::new();
     for k in 0..n {
@@ -433,7 +436,7 @@ async fn linked_files(
 
 /// Every name of every file answers its GFID and as many links as it has names, and reads
 /// its bytes; a write through one name is read through the others (one file, not copies).
-async fn check_linked(top: &Subvol, files: &[(Gfid, Vec<u8>, Vec<(Gfid, String)>)]) {
+async fn check_linked(top: &Subvol, files: &[Linked]) {
     let cx = Ctx::root();
     for (g, data, all) in files {
         for (dir, name) in all {

@@ -40,7 +40,7 @@ pub(crate) struct Linked {
 /// none twice.
 pub(crate) fn parse_links(arg: &str) -> Result<Vec<(Gfid, String)>, Errno> {
     let parts: Vec<&str> = arg.split('/').collect();
-    if parts.len() < 4 || parts.len() % 2 != 0 {
+    if parts.len() < 4 || !parts.len().is_multiple_of(2) {
         return Err(Errno::EINVAL);
     }
     let mut out: Vec<(Gfid, String)> = Vec::with_capacity(parts.len() / 2);

@@ -27,6 +27,8 @@
 //!    replies show `nlink` 0, and the client sees the marker, opens the file on D, moves the
 //!    fd there and sends them again ([`Shared::moved_to`]). Clients naming the file by GFID
 //!    get ESTALE from S and look it up again ([`Shared::home`]).
+//!
+//! Files with hard links: [`crate::links`].
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
