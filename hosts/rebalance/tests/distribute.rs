@@ -409,12 +409,7 @@ type Linked = (Gfid, Vec<u8>, Vec<(Gfid, String)>);
 
 /// Files with hard links: `n` files in `a`, each linked into `b` and the even ones also a
 /// second time in `a`. (GFID, data, every name) per file.
-async fn linked_files(
-    top: &Subvol,
-    a: Gfid,
-    b: Gfid,
-    n: usize,
-) -> Vec<Linked> {
+async fn linked_files(top: &Subvol, a: Gfid, b: Gfid, n: usize) -> Vec<Linked> {
     let cx = Ctx::root();
     let mut out = Vec::new();
     for k in 0..n {

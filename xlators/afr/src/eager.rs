@@ -226,9 +226,17 @@ where
             return Err(e);
         }
     };
+    let mut replies = replies;
+    // A data write the arbiter alone took changed no data: as refused everywhere, and the
+    // hold ends (the next one checks for a good data copy again).
+    let arbitrated = lanes.has(Lanes::DATA)
+        && s.held
+            .as_ref()
+            .is_some_and(|h| transaction::arbitrate(sh, &h.plan, &mut replies));
+    s.release_when_idle |= arbitrated;
     let ok = replies.succeeded();
     // A write every child refused (EFBIG, EINVAL...) changed nothing: nobody is stale.
-    let refused = transaction::all_refused(&replies);
+    let refused = arbitrated || transaction::all_refused(&replies);
     s.inflight -= 1;
     let mut failed = false;
     if let Some(h) = s.held.as_mut()

@@ -66,6 +66,13 @@ xlator_api::options! {
         /// `afr-pending-xattr`); empty: `trusted.afr.<child name>` (volgen names children
         /// `<vol>-client-<i>`). They must stay the same for the life of the volume.
         pub pending_xattrs: String = OptionSpec::string("pending-xattrs", ""),
+        /// `1`: the last child is an arbiter (`replica 3 arbiter 1`; its brick runs
+        /// features/arbiter): it keeps names, metadata and counters and takes part in every
+        /// transaction and in quorum, but holds no file data, so file data and attributes
+        /// are never read from it, it is never a data heal's source, and a write that would
+        /// leave it the only good copy of a file's data fails (ENOTCONN). Fixed for the life
+        /// of the volume.
+        pub arbiter_count: u32 = OptionSpec::int("arbiter-count", "0").range(0, 1),
     }
 }
 
@@ -82,12 +89,24 @@ pub struct Config {
     pub heal_chunk: u64,
     pub diff_heal: bool,
     pub favorite: Policy,
+    /// The arbiter child (`arbiter-count 1`: the last one).
+    pub arbiter: Option<usize>,
 }
 
 impl Config {
     /// The settings of `o` for `children` children.
     pub fn from_options(o: &AfrOptions, children: usize) -> Result<Config, String> {
         let quorum = Quorum::parse(&o.quorum_type, o.quorum_count, children)?;
+        let arbiter = match o.arbiter_count {
+            0 => None,
+            _ if children < 3 => {
+                return Err(format!(
+                    "arbiter-count 1 needs at least 3 children (replica 3 arbiter 1), got \
+                     {children}"
+                ));
+            }
+            _ => Some(children - 1),
+        };
         Ok(Config {
             quorum,
             read_policy: ReadPolicy::parse(&o.read_policy)?,
@@ -99,6 +118,7 @@ impl Config {
             heal_chunk: o.heal_chunk_size,
             diff_heal: o.data_self_heal_algorithm == "diff",
             favorite: Policy::parse(&o.favorite_child_policy)?,
+            arbiter,
         })
     }
 }

@@ -218,6 +218,7 @@ impl Shared {
                 d => ctx.readable[k] = d.sources(n),
             }
         }
+        self.mask_arbiter(&mut ctx);
         self.keep(gfid, ctx.clone());
         (ctx, m)
     }
@@ -227,13 +228,24 @@ impl Shared {
     /// copies there are the only ones, all good: cached as such, a listing of its directory
     /// need not ask the children about it.
     pub fn made(&self, gfid: Gfid, kind: FileType, made: &[bool], generation: u64) {
-        let ctx = InodeCtx {
+        let mut ctx = InodeCtx {
             generation,
             kind,
             readable: [made.to_vec(), made.to_vec(), made.to_vec()],
             split: [false; 3],
         };
+        self.mask_arbiter(&mut ctx);
         self.keep(gfid, ctx);
+    }
+
+    /// An arbiter child is never readable for a file's data (it holds none; nor its
+    /// attributes, which go with the data lane: see [`crate::reads::lanes_of`]).
+    fn mask_arbiter(&self, ctx: &mut InodeCtx) {
+        if ctx.kind == FileType::Regular
+            && let Some(a) = lock(&self.cfg).arbiter
+        {
+            ctx.readable[0][a] = false;
+        }
     }
 
     fn keep(&self, gfid: Gfid, ctx: InodeCtx) {

@@ -167,16 +167,20 @@ impl<R> Replies<R> {
     /// link or a write answers with come from the copy a later stat or lookup reads. Each
     /// brick stamps times with its own clock, so copies can differ; an answer from another
     /// copy made a new file's times seem to change with nothing done to it.
-    pub fn reply_as_read(
-        mut self,
-        quorum: Quorum,
-        policy: crate::read::ReadPolicy,
-        gfid: Gfid,
-    ) -> Result<R, Errno> {
+    /// An arbiter's answer is taken only when no other child succeeded (its attributes
+    /// describe a file without data).
+    pub fn reply_as_read(mut self, cfg: &crate::options::Config, gfid: Gfid) -> Result<R, Errno> {
+        let quorum = cfg.quorum;
         let ok = self.succeeded();
         if quorum.met(&ok) {
             let zeros = vec![0; ok.len()];
-            if let Some(&i) = crate::read::order(&ok, policy, gfid, &zeros).first()
+            let mut from = ok.clone();
+            if let Some(a) = cfg.arbiter
+                && from.iter().enumerate().any(|(i, o)| *o && i != a)
+            {
+                from[a] = false;
+            }
+            if let Some(&i) = crate::read::order(&from, cfg.read_policy, gfid, &zeros).first()
                 && let Some(Ok(v)) = self.0[i].take()
             {
                 return Ok(v);
@@ -485,6 +489,12 @@ fn good_copies(
             for (j, g) in good.iter_mut().enumerate() {
                 *g &= !(0..n).any(|i| i != j && pre[i] && m.get(i, j, lane) > 0);
             }
+            if lane == Lanes::DATA
+                && let Some(a) = sh.cfg().arbiter
+            {
+                // It holds no data: a write needs a good data copy besides it.
+                good[a] = false;
+            }
             if !good.iter().any(|g| *g) {
                 // The answers include this pre-op's own +1 for the children not taking part.
                 let outside_may_be_good =
@@ -722,6 +732,40 @@ async fn open_at_once(
 
 /// Whether every participant refused the fop (nothing changed anywhere: the pre-op is
 /// undone).
+/// With an arbiter, a data change that succeeded on the arbiter alone changed no data
+/// anywhere (the arbiter stores none); counting it would leave the arbiter the only good copy
+/// and every data copy accused. The arbiter's answer becomes the data children's error, and
+/// true says so: the caller then takes the change as made nowhere (GlusterFS
+/// `afr_txn_arbitrate_fop`).
+pub(crate) fn arbitrate<R>(sh: &Shared, plan: &Plan, replies: &mut Replies<R>) -> bool {
+    let Some(a) = sh.cfg().arbiter else {
+        return false;
+    };
+    if !plan.targets.iter().any(|(_, l)| l.has(Lanes::DATA)) {
+        return false;
+    }
+    let ok = replies.succeeded();
+    if !ok.get(a).copied().unwrap_or(false) || ok.iter().enumerate().any(|(i, o)| *o && i != a) {
+        return false;
+    }
+    let errs = replies
+        .0
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| *i != a)
+        .filter_map(|(_, r)| r.as_ref().and_then(|r| r.as_ref().err().copied()));
+    let e = first_error(errs);
+    sh.log(
+        LogLevel::Warn,
+        &format!(
+            "a data change of {:?} succeeded on the arbiter only ({e} elsewhere): failed",
+            plan.targets.first().map(|t| t.0)
+        ),
+    );
+    replies.0[a] = Some(Err(e));
+    true
+}
+
 pub(crate) fn all_refused<R>(replies: &Replies<R>) -> bool {
     !replies.succeeded().iter().any(|b| *b)
         && replies
@@ -851,7 +895,12 @@ where
             return Err(e);
         }
     };
-    let replies = fan_out(&t.pre, &|i| op(i, value)).await;
+    let mut replies = fan_out(&t.pre, &|i| op(i, value)).await;
+    if arbitrate(sh, &plan, &mut replies) {
+        // No data child took it: nothing changed that matters; nobody is accused.
+        undo_and_unlock(sh, &plan, t.owner, &t.pre, &t.locked).await;
+        return Ok(replies);
+    }
     close(sh, &plan, &t, &replies).await;
     // A fop every participant refused changed nothing anywhere (its pre-op was undone): no
     // copy became stale, so none stops being readable. Without this, an rmdir answered

@@ -76,7 +76,7 @@ impl<S: Spelling> ReplicateAs<S> {
         let cfg = self.sh.cfg();
         transaction::run(&self.sh, Plan::inode(&self.sh, gfid, lanes), op)
             .await?
-            .reply_as_read(cfg.quorum, cfg.read_policy, gfid)
+            .reply_as_read(&cfg, gfid)
     }
 
     /// A data write through `fd`: eager when on.
@@ -109,13 +109,13 @@ impl<S: Spelling> ReplicateAs<S> {
         if cfg.eager_lock && !fd.is_anonymous() {
             eager::write(&self.sh, fd.gfid, Lanes::DATA, exclusive, prepare, op)
                 .await?
-                .reply_as_read(cfg.quorum, cfg.read_policy, fd.gfid)
+                .reply_as_read(&cfg, fd.gfid)
         } else {
             eager::release_now(&self.sh, fd.gfid).await;
             let plan = Plan::inode(&self.sh, fd.gfid, Lanes::DATA);
             transaction::run_prepared(&self.sh, plan, prepare, op)
                 .await?
-                .reply_as_read(cfg.quorum, cfg.read_policy, fd.gfid)
+                .reply_as_read(&cfg, fd.gfid)
         }
     }
 
@@ -184,7 +184,7 @@ impl<S: Spelling> ReplicateAs<S> {
             .await?;
         let ok = replies.succeeded();
         let cfg = self.sh.cfg();
-        let r = replies.reply_as_read(cfg.quorum, cfg.read_policy, gfid);
+        let r = replies.reply_as_read(&cfg, gfid);
         match &r {
             Ok(e) if e.attr.gfid == gfid => self.sh.made(gfid, e.attr.kind, &ok, generation),
             _ => self.sh.forget(gfid),
@@ -310,7 +310,16 @@ impl<S: Spelling> Translator for ReplicateAs<S> {
 
     fn reconfigure(&self, o: AfrOptions) -> Result<(), String> {
         let cfg = Config::from_options(&o, self.sh.n())?;
-        *lock(&self.sh.cfg) = cfg;
+        let mut now = lock(&self.sh.cfg);
+        if cfg.arbiter != now.arbiter {
+            // Its brick stores no data: making a data brick an arbiter (or the reverse)
+            // would lose data or trust what is not there.
+            return Err(format!(
+                "{}: arbiter-count cannot change on a running volume",
+                self.sh.name
+            ));
+        }
+        *now = cfg;
         Ok(())
     }
 
@@ -625,7 +634,7 @@ impl<S: Spelling> Translator for ReplicateAs<S> {
                 op(i)
             })
             .await?
-            .reply_as_read(cfg.quorum, cfg.read_policy, gfid);
+            .reply_as_read(&cfg, gfid);
         }
         self.inode_txn(gfid, setattr_lanes(&attr), op).await
     }
@@ -646,7 +655,7 @@ impl<S: Spelling> Translator for ReplicateAs<S> {
                 |i, ()| op(i),
             )
             .await?
-            .reply_as_read(cfg.quorum, cfg.read_policy, fd.gfid);
+            .reply_as_read(&cfg, fd.gfid);
         }
         self.inode_txn(fd.gfid, setattr_lanes(&attr), op).await
     }
@@ -792,7 +801,7 @@ impl<S: Spelling> Translator for ReplicateAs<S> {
         let cfg = self.sh.cfg();
         self.entry_txn(&[&new], |i| self.child(i).link(cx, gfid, new.clone()))
             .await?
-            .reply_as_read(cfg.quorum, cfg.read_policy, gfid)
+            .reply_as_read(&cfg, gfid)
     }
 
     async fn unlink(&self, cx: &Ctx, loc: Loc) -> Result<Removed, Errno> {

@@ -181,7 +181,19 @@ impl Held {
                 Err(Errno::EIO)
             }
             Direction::Heal { sources, sinks } => {
-                let Some(src) = sources.iter().position(|s| *s) else {
+                // An arbiter holds no data to copy: a data heal's source is a data child.
+                let arbiter = sh.cfg().arbiter.filter(|_| lane == Lanes::DATA);
+                let Some(src) = (0..sources.len()).find(|&i| sources[i] && Some(i) != arbiter)
+                else {
+                    if sources.iter().any(|s| *s) {
+                        sh.log(
+                            LogLevel::Info,
+                            &format!(
+                                "data heal of {gfid} waits: no good data copy is up (only the \
+                                 arbiter)"
+                            ),
+                        );
+                    }
                     return Ok(None);
                 };
                 let n = sh.n();
@@ -209,7 +221,13 @@ impl Held {
         let present: Vec<bool> = (0..sh.n())
             .map(|i| self.locked[i] && self.matrix.present(i))
             .collect();
-        let Some(sources) = fav.pick(sh, gfid, lane.name(), &present).await else {
+        // The arbiter is never the copy picked (its data and times are not the file's); it
+        // stays a sink.
+        let mut cands = present.clone();
+        if let Some(a) = sh.cfg().arbiter {
+            cands[a] = false;
+        }
+        let Some(sources) = fav.pick(sh, gfid, lane.name(), &cands).await else {
             return self.direction(sh, gfid, lane);
         };
         let Some(src) = sources.iter().position(|s| *s) else {
