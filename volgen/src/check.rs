@@ -45,6 +45,12 @@ impl VolumeSpec {
                 return Err(VolgenError::ZeroCount { what });
             }
         }
+        if self.arbiter > 1 || (self.arbiter == 1 && self.replica != 3) {
+            return Err(VolgenError::BadArbiter {
+                replica: self.replica,
+                arbiter: self.arbiter,
+            });
+        }
         let layout = self.layout();
         let set = layout.set_size();
         if !self.bricks.len().is_multiple_of(set) {

@@ -39,6 +39,13 @@ pub enum VolgenError {
     ZeroCount { what: &'static str },
 
     #[error(
+        "arbiter {arbiter} with replica {replica}: an arbiter needs replica 3 and there is at \
+         most one per set (replica 3 arbiter 1: two data bricks and an arbiter, the last brick \
+         of each set)"
+    )]
+    BadArbiter { replica: u32, arbiter: u32 },
+
+    #[error(
         "{bricks} brick{} cannot be laid out as {layout}: the brick count must be a multiple \
          of {set} (replica {replica} x stripe {stripe}), e.g. {set} or {twice} bricks",
         if *.bricks == 1 { "" } else { "s" }, twice = .set * 2

@@ -1,6 +1,7 @@
 //! VolumeSpec -> one server volfile per brick and the client volfile.
 //!
-//! Server (bottom to top): `<vol>-posix` storage/posix -> `<vol>-locks` features/locks ->
+//! Server (bottom to top): `<vol>-posix` storage/posix -> [`<vol>-arbiter` features/arbiter,
+//! on the arbiter bricks of `replica 3 arbiter 1`] -> `<vol>-locks` features/locks ->
 //! [`<vol>-read-only`] -> `<vol>-brick-<i>` debug/io-stats (the subvolume clients attach to)
 //! -> `<vol>-server` protocol/server.
 //!
@@ -180,7 +181,7 @@ impl Gen<'_> {
         let (top, rest): (Vec<&Slot>, Vec<&Slot>) =
             slots_of(Side::Server).partition(|s| s.key == "protocol.server");
         for slot in rest.into_iter().chain(top) {
-            if !self.wanted(slot) {
+            if !self.wanted(slot) || (slot.key == "features.arbiter" && !spec.is_arbiter(pos)) {
                 continue;
             }
             let type_name = self.catalog.type_for(slot, what)?;
@@ -295,10 +296,15 @@ impl Gen<'_> {
                     "dht" => self.name(suffix),
                     _ => self.name(&format!("{suffix}-{}", first / span)),
                 };
+                let generated = if suffix == "replicate" && spec.arbiter > 0 {
+                    vec![("arbiter-count", spec.arbiter.to_string())]
+                } else {
+                    vec![]
+                };
                 st.push(
                     name.clone(),
                     &type_name,
-                    self.options(slot, vec![]),
+                    self.options(slot, generated),
                     children.into_iter().map(|c| c.0).collect(),
                 );
                 level.push((name, first));

@@ -30,6 +30,10 @@ pub struct VolumeSpec {
     /// Bricks (replica sets) each file is striped over (1: no striping).
     #[serde(default = "one")]
     pub stripe: u32,
+    /// 1: the last brick of each replica set is an arbiter (`replica 3 arbiter 1`): names,
+    /// metadata and replication counters, no file data.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub arbiter: u32,
     #[serde(default)]
     pub transport: Transport,
     /// Client addresses the bricks accept (empty: the brick's own default).
@@ -112,6 +116,7 @@ impl VolumeSpec {
             bricks,
             replica: 1,
             stripe: 1,
+            arbiter: 0,
             transport: Transport::default(),
             auth_allow: Vec::new(),
             secret: None,
@@ -212,7 +217,15 @@ impl VolumeSpec {
             bricks: self.bricks.len(),
             replica: self.replica,
             stripe: self.stripe,
+            arbiter: self.arbiter,
         }
+    }
+
+    /// Whether the brick at position `pos` is an arbiter (the last of its replica set).
+    pub fn is_arbiter(&self, pos: usize) -> bool {
+        self.arbiter > 0
+            && self.replica > 1
+            && self.brick_id(pos) % self.replica as usize == self.replica as usize - 1
     }
 
     /// The port of the brick at position `pos`: base port + its id (saturating;
@@ -263,6 +276,8 @@ pub struct Layout {
     pub bricks: usize,
     pub replica: u32,
     pub stripe: u32,
+    /// Arbiter bricks per replica set (0 or 1).
+    pub arbiter: u32,
 }
 
 impl Layout {
@@ -287,7 +302,9 @@ impl fmt::Display for Layout {
         if self.stripe > 1 {
             parts.push(format!("stripe {}", self.stripe));
         }
-        if self.replica > 1 {
+        if self.replica > 1 && self.arbiter > 0 {
+            parts.push(format!("replica {} arbiter {}", self.replica, self.arbiter));
+        } else if self.replica > 1 {
             parts.push(format!("replica {}", self.replica));
         }
         if parts.is_empty() {
@@ -354,6 +371,7 @@ mod tests {
                 bricks,
                 replica,
                 stripe,
+                arbiter: 0,
             }
             .to_string()
         };
@@ -362,6 +380,13 @@ mod tests {
         assert_eq!(l(2, 2, 1), "replica 2");
         assert_eq!(l(4, 2, 1), "distribute 2 x replica 2");
         assert_eq!(l(8, 2, 2), "distribute 2 x stripe 2 x replica 2");
+        let arb = Layout {
+            bricks: 6,
+            replica: 3,
+            stripe: 1,
+            arbiter: 1,
+        };
+        assert_eq!(arb.to_string(), "distribute 2 x replica 3 arbiter 1");
     }
 
     impl VolumeSpec {

@@ -62,6 +62,8 @@ const FROM_LISTEN: &str =
 const FROM_AUTH: &str = "it comes from the volume's auth allow-list (`auth.allow`)";
 const FROM_SECRET: &str =
     "it comes from the volume's secret file (`xlfs volume create` makes one; --secret-file)";
+const FROM_ARBITER: &str = "it comes from the volume's layout (`xlfs volume create --replica 3 \
+     --arbiter 1`): an arbiter brick stores no data, so it is fixed for the life of the volume";
 const FROM_START: &str = "`xlfs volume start` makes every brick serve the volume's client volfile (xlfsd --client-volfile)";
 
 /// Every slot, server stack bottom to top, then client stack bottom to top.
@@ -72,6 +74,14 @@ pub static SLOTS: &[Slot] = &[
         side: Side::Server,
         role: Role::Required,
         managed: &[("directory", BRICK_PATH)],
+    },
+    Slot {
+        // Only on the arbiter bricks of `replica 3 arbiter 1` (the last of each set).
+        key: "features.arbiter",
+        types: &["features/arbiter"],
+        side: Side::Server,
+        role: Role::Cluster,
+        managed: &[],
     },
     Slot {
         key: "features.locks",
@@ -120,7 +130,7 @@ pub static SLOTS: &[Slot] = &[
         types: &["cluster/replicate", "cluster/afr"],
         side: Side::Client,
         role: Role::Cluster,
-        managed: &[],
+        managed: &[("arbiter-count", FROM_ARBITER)],
     },
     Slot {
         key: "cluster.stripe",

@@ -78,6 +78,25 @@ fn cases() -> Vec<Case> {
         types: Types::real_plus(&CLUSTER),
     });
 
+    // Replica 3 arbiter 1, twice: bricks 2 and 5 are the arbiters.
+    let mut s = spec(
+        "arb",
+        &[
+            "h1:/b/1", "h2:/b/1", "h3:/b/a", "h4:/b/1", "h5:/b/1", "h6:/b/a",
+        ],
+    );
+    s.replica = 3;
+    s.arbiter = 1;
+    out.push(Case {
+        name: "distribute-replica-3-arbiter-1",
+        spec: s,
+        types: Types::real_plus(&[
+            "cluster/replicate",
+            "cluster/distribute",
+            "features/arbiter",
+        ]),
+    });
+
     // Distributed-replicated, 2 x 2, with the full performance stack.
     let mut s = spec("dr", &["h1:/b/1", "h2:/b/1", "h3:/b/1", "h4:/b/1"]);
     s.replica = 2;

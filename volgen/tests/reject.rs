@@ -114,6 +114,32 @@ fn zero_counts() {
 }
 
 #[test]
+fn an_arbiter_needs_replica_3() {
+    let want = "an arbiter needs replica 3 and there is at most one per set (replica 3 arbiter \
+                1: two data bricks and an arbiter, the last brick of each set)";
+    for (replica, arbiter, n) in [(2, 1, 2), (1, 1, 1), (3, 2, 3), (4, 1, 4)] {
+        let bricks: Vec<String> = (0..n).map(|i| format!("/b{i}")).collect();
+        let refs: Vec<&str> = bricks.iter().map(String::as_str).collect();
+        let mut s = spec("v", &refs);
+        s.replica = replica;
+        s.arbiter = arbiter;
+        let e = rejected(&s, &Types::everything());
+        assert_eq!(
+            e,
+            format!("arbiter {arbiter} with replica {replica}: {want}"),
+            "replica {replica} arbiter {arbiter}"
+        );
+    }
+    // The arbiter's count comes from the layout, not from `volume set`.
+    let mut s = spec("v", &["/a", "/b", "/c"]);
+    s.replica = 3;
+    s.options
+        .insert("cluster.replicate.arbiter-count".into(), "1".into());
+    let e = rejected(&s, &Types::everything());
+    assert!(e.contains("--arbiter 1"), "{e}");
+}
+
+#[test]
 fn brick_count_not_a_multiple() {
     let mut s = spec("v", &["/a", "/b", "/c"]);
     s.replica = 2;

@@ -122,6 +122,9 @@ pub fn fake(name: &str) -> TypeInfo {
                 OptionSpec::enumeration("quorum-type", "auto", &["none", "auto", "fixed"])
                     .reconfigurable()
                     .doc("Writes need a quorum of replicas."),
+                OptionSpec::int("arbiter-count", "0")
+                    .range(0, 1)
+                    .doc("The last child is an arbiter."),
             ],
             2,
             u32::MAX,
@@ -137,6 +140,7 @@ pub fn fake(name: &str) -> TypeInfo {
             2,
             u32::MAX,
         ),
+        "features/arbiter" => info(name, "No data stored (test schema).", vec![], 1, 1),
         "cluster/distribute" => info(
             name,
             "Distribution by name hash (test schema).",

@@ -15,6 +15,7 @@ use crate::state::{State, write_atomic};
 Examples:
   xlfs volume create gv0 /data/gv0/brick
   xlfs volume create gv1 server1:/export/b server2:/export/b --replica 2
+  xlfs volume create gv3 h1:/d/b h2:/d/b h3:/d/arb --replica 3 --arbiter 1
   xlfs volume create gv2 /d/b0 /d/b1 /d/b2 --port 24010 --auth-allow 10.0.0.0/8,127.0.0.1
 
 Every volume gets a random secret in <state>/volumes/NAME/secret (mode 0600); bricks let in
@@ -32,6 +33,11 @@ pub struct Args {
     /// Bricks (replica sets) each file is striped over.
     #[arg(long, value_name = "N", default_value_t = 1)]
     pub stripe: u32,
+    /// 1 (with --replica 3): the last brick of each replica set is an arbiter — it keeps
+    /// names, metadata and replication counters but no file data, so two copies of the data
+    /// get replica 3's quorum and split-brain protection. Fixed for the life of the volume.
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    pub arbiter: u32,
     /// Port of the first brick (brick i uses PORT+i); default: the first free range from 49152.
     #[arg(long, value_name = "PORT")]
     pub port: Option<u16>,
@@ -89,9 +95,14 @@ pub fn run(ctx: &Ctx, a: Args) -> Result<u8> {
     );
     for (i, b) in spec.bricks.iter().enumerate() {
         println!(
-            "  brick {}  {b}  port {}",
+            "  brick {}  {b}  port {}{}",
             spec.brick_id(i),
-            spec.brick_port(i)
+            spec.brick_port(i),
+            if spec.is_arbiter(i) {
+                "  (arbiter)"
+            } else {
+                ""
+            }
         );
     }
     println!("  volfiles in {}", vd.dir.display());
@@ -117,6 +128,7 @@ fn build(state: &State, a: &Args) -> Result<VolumeSpec> {
     let mut spec = VolumeSpec::new(&a.name, bricks);
     spec.replica = a.replica;
     spec.stripe = a.stripe;
+    spec.arbiter = a.arbiter;
     spec.transport.listen_host = a.listen_host.clone();
     for entry in &a.auth_allow {
         check_auth_entry(entry.trim())?;

@@ -30,6 +30,8 @@ struct Info {
     subvolumes: Vec<Subvolume>,
     replica: u32,
     stripe: u32,
+    /// Arbiter bricks per replica set (0 or 1: the last brick of each set).
+    arbiter: u32,
     base_port: u16,
     auth_allow: Vec<String>,
     secret: bool,
@@ -57,6 +59,7 @@ pub fn run(ctx: &Ctx, a: Args) -> Result<u8> {
             .collect(),
         replica: spec.replica,
         stripe: spec.stripe,
+        arbiter: spec.arbiter,
         base_port: spec.transport.base_port,
         auth_allow: spec.auth_allow.clone(),
         secret: spec.secret.is_some() || spec.secret_file.is_some(),
@@ -69,9 +72,14 @@ pub fn run(ctx: &Ctx, a: Args) -> Result<u8> {
     println!("Volume {} ({})", info.name, info.layout);
     for (i, b) in info.bricks.iter().enumerate() {
         println!(
-            "  brick {}  {b}  port {}",
+            "  brick {}  {b}  port {}{}",
             spec.brick_id(i),
-            spec.brick_port(i)
+            spec.brick_port(i),
+            if spec.is_arbiter(i) {
+                "  (arbiter)"
+            } else {
+                ""
+            }
         );
     }
     if info.subvolumes.len() > 1 {
