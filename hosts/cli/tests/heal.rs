@@ -458,9 +458,9 @@ fn replica_3_arbiter_1_stores_two_copies_and_heals_after_kills() {
     }
     // A data brick dies in the middle of the stream; the writes go on.
     kill_brick(&state, vol, 0);
-    for k in 5..20 {
+    for (k, w) in want.iter_mut().enumerate().take(20).skip(5) {
         put(k, 1);
-        want[k] = 1;
+        *w = 1;
     }
     ok(&x(&["volume", "start", vol]));
     // Let the mount reconnect to brick 0 (protocol/client's backoff is at most 3 s), and
@@ -477,9 +477,9 @@ fn replica_3_arbiter_1_stores_two_copies_and_heals_after_kills() {
     }
     // The arbiter dies next; the two data bricks take the writes.
     kill_brick(&state, vol, 2);
-    for k in 15..30 {
+    for (k, w) in want.iter_mut().enumerate().take(30).skip(15) {
         put(k, 2);
-        want[k] = 2;
+        *w = 2;
     }
     ok(&x(&["umount", &s(&mnt)]));
     ok(&x(&["volume", "start", vol]));
@@ -489,9 +489,9 @@ fn replica_3_arbiter_1_stores_two_copies_and_heals_after_kills() {
     for i in 0..3 {
         assert!(listed(&info, i).is_empty(), "brick {i}: {info}");
     }
-    for k in 0..30 {
+    for (k, round) in want.iter().enumerate() {
         let name = format!("d/f{k}");
-        let data = content(k, want[k]);
+        let data = content(k, *round);
         for (i, brick) in b.iter().enumerate() {
             let p = brick.join(&name);
             let m = std::fs::metadata(&p).unwrap_or_else(|e| panic!("{name} on brick {i}: {e}"));
