@@ -418,3 +418,93 @@ async fn a_rewind_and_another_caller_are_not_answered_from_pages_read_ahead() {
     );
     top.releasedir(&root(), f).await.expect("releasedir");
 }
+
+/// A child lost in the middle of a listing whose next pages were read ahead: the listing goes
+/// on without it (as GlusterFS's does: a child down is left out, its files cannot be reached
+/// anyway; the pages read ahead from it are dropped with it), giving every name of the other
+/// children once, never one twice, never hanging; once the child is back a new listing gives
+/// every name once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_child_lost_mid_listing_is_left_out_and_the_next_listing_is_whole() {
+    let (cluster, top) = setup(4, &[]);
+    let d = mkdir(&top, Gfid::ROOT, "d").await;
+    let layout = leaf_layout(&cluster, d).await;
+    let mut want = BTreeSet::new();
+    for c in 0..4 {
+        for k in 0..30 {
+            let a = common::name_on(&layout, &format!("c{c}-{k}-"), c);
+            create_with(&top, d, &a, b"").await;
+            want.insert(a);
+        }
+    }
+    let list = async |f: Fd| -> (Vec<String>, Result<(), Errno>) {
+        let mut out = Vec::new();
+        let mut off = 0;
+        loop {
+            let page = match top.readdirp(&root(), f, off, 1500).await {
+                Ok(p) => p,
+                Err(e) => return (out, Err(e)),
+            };
+            let Some(last) = page.last() else {
+                return (out, Ok(()));
+            };
+            off = last.next_offset;
+            out.extend(
+                page.iter()
+                    .map(|e| e.name.to_string())
+                    .filter(|n| n != "." && n != ".."),
+            );
+        }
+    };
+    let f = fd(next_fd_id(), d, libc::O_RDONLY);
+    top.opendir(&root(), f).await.expect("opendir");
+    // The first page comes from child 0; the next children's first pages are read ahead.
+    let first = top.readdirp(&root(), f, 0, 1500).await.expect("readdirp");
+    let mut got: Vec<String> = first
+        .iter()
+        .map(|e| e.name.to_string())
+        .filter(|n| n != "." && n != "..")
+        .collect();
+    cluster.down(2);
+    let mut off = first.last().expect("entries").next_offset;
+    let end = tokio::time::timeout(std::time::Duration::from_secs(10), async {
+        loop {
+            match top.readdirp(&root(), f, off, 1500).await {
+                Ok(p) if p.is_empty() => return Ok(()),
+                Ok(p) => {
+                    off = p.last().expect("entries").next_offset;
+                    got.extend(
+                        p.iter()
+                            .map(|e| e.name.to_string())
+                            .filter(|n| n != "." && n != ".."),
+                    );
+                }
+                Err(e) => return Err(e),
+            }
+        }
+    })
+    .await
+    .expect("the listing hung with a child lost");
+    let unique: BTreeSet<&String> = got.iter().collect();
+    assert_eq!(unique.len(), got.len(), "a name twice");
+    assert_eq!(end, Ok(()), "the listing goes on without the lost child");
+    let reachable: BTreeSet<String> = want
+        .iter()
+        .filter(|n| !n.starts_with("c2-"))
+        .cloned()
+        .collect();
+    assert_eq!(
+        got.iter().cloned().collect::<BTreeSet<_>>(),
+        reachable,
+        "every name of the children up, none of the lost one's (its pages read ahead dropped)"
+    );
+    top.releasedir(&root(), f).await.expect("releasedir");
+    cluster.up(2);
+    let f = fd(next_fd_id(), d, libc::O_RDONLY);
+    top.opendir(&root(), f).await.expect("opendir");
+    let (names, end) = list(f).await;
+    assert_eq!(end, Ok(()));
+    assert_eq!(names.len(), want.len(), "a name twice or missing");
+    assert_eq!(names.into_iter().collect::<BTreeSet<_>>(), want);
+    top.releasedir(&root(), f).await.expect("releasedir");
+}
