@@ -12,6 +12,22 @@ use std::process::Output;
 mod common;
 use common::{Cleanup, brick_pid, free_port, mounted, ok, skip, xlfs_raw};
 
+/// A test volume's places under `tmp`: the state directory, `bricks` brick directories and a
+/// mount point (made), with the guard that stops, kills and unmounts what the test started.
+fn scratch(tmp: &Path, vol: &str, bricks: usize) -> (PathBuf, Vec<PathBuf>, PathBuf, Cleanup) {
+    let state = tmp.join("state");
+    let b: Vec<PathBuf> = (0..bricks).map(|i| tmp.join(format!("b{i}"))).collect();
+    let mnt = tmp.join("mnt");
+    std::fs::create_dir(&mnt).expect("mkdir mnt");
+    let guard = Cleanup {
+        state: state.clone(),
+        volume: vol.into(),
+        mountpoints: vec![mnt.clone()],
+        children: Vec::new(),
+    };
+    (state, b, mnt, guard)
+}
+
 fn json(o: &Output) -> serde_json::Value {
     serde_json::from_slice(&o.stdout)
         .unwrap_or_else(|e| panic!("not JSON ({e}): {}", String::from_utf8_lossy(&o.stdout)))
@@ -76,17 +92,8 @@ fn heal_info_lists_what_a_killed_brick_missed_and_heal_repairs_it_after_restart(
         return;
     }
     let tmp = tempfile::tempdir().expect("tempdir");
-    let state = tmp.path().join("state");
-    let b: Vec<PathBuf> = (0..2).map(|i| tmp.path().join(format!("b{i}"))).collect();
-    let mnt = tmp.path().join("mnt");
-    std::fs::create_dir(&mnt).expect("mkdir mnt");
     let vol = "healtest";
-    let _guard = Cleanup {
-        state: state.clone(),
-        volume: vol.into(),
-        mountpoints: vec![mnt.clone()],
-        children: Vec::new(),
-    };
+    let (state, b, mnt, _guard) = scratch(tmp.path(), vol, 2);
     let s = |p: &Path| p.to_string_lossy().into_owned();
     let x = |args: &[&str]| xlfs_raw(&state, args);
     let port = free_port().to_string();
@@ -224,17 +231,8 @@ fn heal_full_crawls_and_heals_what_the_index_does_not_list() {
         return;
     }
     let tmp = tempfile::tempdir().expect("tempdir");
-    let state = tmp.path().join("state");
-    let b: Vec<PathBuf> = (0..2).map(|i| tmp.path().join(format!("b{i}"))).collect();
-    let mnt = tmp.path().join("mnt");
-    std::fs::create_dir(&mnt).expect("mkdir mnt");
     let vol = "healfull";
-    let _guard = Cleanup {
-        state: state.clone(),
-        volume: vol.into(),
-        mountpoints: vec![mnt.clone()],
-        children: Vec::new(),
-    };
+    let (state, b, mnt, _guard) = scratch(tmp.path(), vol, 2);
     let s = |p: &Path| p.to_string_lossy().into_owned();
     let x = |args: &[&str]| xlfs_raw(&state, args);
     let port = free_port().to_string();
@@ -297,17 +295,8 @@ fn heal_every_heals_a_brick_that_returns_while_it_runs() {
         return;
     }
     let tmp = tempfile::tempdir().expect("tempdir");
-    let state = tmp.path().join("state");
-    let b: Vec<PathBuf> = (0..2).map(|i| tmp.path().join(format!("b{i}"))).collect();
-    let mnt = tmp.path().join("mnt");
-    std::fs::create_dir(&mnt).expect("mkdir mnt");
     let vol = "healevery";
-    let mut guard = Cleanup {
-        state: state.clone(),
-        volume: vol.into(),
-        mountpoints: vec![mnt.clone()],
-        children: Vec::new(),
-    };
+    let (state, b, mnt, mut guard) = scratch(tmp.path(), vol, 2);
     let s = |p: &Path| p.to_string_lossy().into_owned();
     let x = |args: &[&str]| xlfs_raw(&state, args);
     let port = free_port().to_string();
@@ -399,17 +388,8 @@ fn replica_3_arbiter_1_stores_two_copies_and_heals_after_kills() {
         return;
     }
     let tmp = tempfile::tempdir().expect("tempdir");
-    let state = tmp.path().join("state");
-    let b: Vec<PathBuf> = (0..3).map(|i| tmp.path().join(format!("b{i}"))).collect();
-    let mnt = tmp.path().join("mnt");
-    std::fs::create_dir(&mnt).expect("mkdir mnt");
     let vol = "arbtest";
-    let _guard = Cleanup {
-        state: state.clone(),
-        volume: vol.into(),
-        mountpoints: vec![mnt.clone()],
-        children: Vec::new(),
-    };
+    let (state, b, mnt, _guard) = scratch(tmp.path(), vol, 3);
     let s = |p: &Path| p.to_string_lossy().into_owned();
     let x = |args: &[&str]| xlfs_raw(&state, args);
     let port = free_port().to_string();

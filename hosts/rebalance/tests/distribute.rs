@@ -404,6 +404,14 @@ async fn remove_brick_mode_empties_the_decommissioned_child() {
     );
 }
 
+async fn mkdir(top: &Subvol, name: &str) -> Gfid {
+    top.mkdir(&Ctx::root(), Loc::new(Gfid::ROOT, name), 0o755, 0)
+        .await
+        .expect("mkdir")
+        .attr
+        .gfid
+}
+
 /// A file with hard links: its GFID, its bytes, every one of its names.
 type Linked = (Gfid, Vec<u8>, Vec<(Gfid, String)>);
 
@@ -466,15 +474,7 @@ async fn remove_brick_moves_files_with_hard_links_with_all_their_names() {
     let leaves: Vec<Subvol> = (0..3).map(|_| MemLeaf::new()).collect();
     let before =
         MockCluster::with_leaves(leaves.clone()).build::<Distribute>(&[("min-free-disk", "0")]);
-    let cx = Ctx::root();
-    let mut dirs = Vec::new();
-    for name in ["a", "b"] {
-        let e = before
-            .mkdir(&cx, Loc::new(Gfid::ROOT, name), 0o755, 0)
-            .await
-            .expect("mkdir");
-        dirs.push(e.attr.gfid);
-    }
+    let dirs = [mkdir(&before, "a").await, mkdir(&before, "b").await];
     let files = linked_files(&before, dirs[0], dirs[1], 24).await;
     drop(before);
     let mut on_leaving = 0;
@@ -522,15 +522,7 @@ async fn add_brick_rebalance_places_every_name_of_files_with_hard_links() {
     let leaves: Vec<Subvol> = (0..3).map(|_| MemLeaf::new()).collect();
     let before = MockCluster::with_leaves(leaves[..2].to_vec())
         .build::<Distribute>(&[("min-free-disk", "0")]);
-    let cx = Ctx::root();
-    let mut dirs = Vec::new();
-    for name in ["a", "b"] {
-        let e = before
-            .mkdir(&cx, Loc::new(Gfid::ROOT, name), 0o755, 0)
-            .await
-            .expect("mkdir");
-        dirs.push(e.attr.gfid);
-    }
+    let dirs = [mkdir(&before, "a").await, mkdir(&before, "b").await];
     let files = linked_files(&before, dirs[0], dirs[1], 24).await;
     drop(before);
     // Completes with nothing skipped (so every directory's layout is committed).
