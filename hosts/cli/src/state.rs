@@ -48,7 +48,19 @@ pub struct Run {
     pub bricks: Vec<BrickRun>,
     #[serde(default)]
     pub mounts: Vec<MountRun>,
+    /// The self-heal daemon `volume start` runs for a replicated volume.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shd: Option<ShdRun>,
 }
+
+/// A self-heal daemon: `xlfs volume heal VOL --daemon` ([`SHD_MARK`] in its command line).
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct ShdRun {
+    pub pid: u32,
+}
+
+/// What tells a self-heal daemon's command line from another process's.
+pub const SHD_MARK: &str = "--daemon";
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct BrickRun {

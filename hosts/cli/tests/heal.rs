@@ -108,6 +108,14 @@ fn heal_info_lists_what_a_killed_brick_missed_and_heal_repairs_it_after_restart(
         "--port",
         &port,
     ]));
+    // Nothing but the heal command may heal here.
+    ok(&x(&[
+        "volume",
+        "set",
+        vol,
+        "cluster.replicate.self-heal-daemon",
+        "off",
+    ]));
     ok(&x(&["volume", "start", vol]));
     ok(&x(&["mount", vol, &s(&mnt)]));
     assert!(mounted(&mnt));
@@ -247,6 +255,14 @@ fn heal_full_crawls_and_heals_what_the_index_does_not_list() {
         "--port",
         &port,
     ]));
+    // Nothing but the heal command may heal here.
+    ok(&x(&[
+        "volume",
+        "set",
+        vol,
+        "cluster.replicate.self-heal-daemon",
+        "off",
+    ]));
     ok(&x(&["volume", "start", vol]));
     ok(&x(&["mount", vol, &s(&mnt)]));
     std::fs::create_dir_all(mnt.join("a/b")).expect("mkdir");
@@ -310,6 +326,14 @@ fn heal_every_heals_a_brick_that_returns_while_it_runs() {
         "2",
         "--port",
         &port,
+    ]));
+    // Nothing but the heal command may heal here.
+    ok(&x(&[
+        "volume",
+        "set",
+        vol,
+        "cluster.replicate.self-heal-daemon",
+        "off",
     ]));
     ok(&x(&["volume", "start", vol]));
     ok(&x(&["mount", vol, &s(&mnt)]));
@@ -511,4 +535,126 @@ fn replica_3_arbiter_1_stores_two_copies_and_heals_after_kills() {
             "d/f{k} through the mount"
         );
     }
+}
+
+/// The self-heal daemon `volume start` runs for a replicated volume heals a brick that
+/// missed writes once it is back, with no client left that could have healed it; `volume
+/// status` shows it, a second `start` keeps it, `self-heal-daemon off` ends it, and `volume
+/// stop` ends the one the next start runs.
+#[test]
+fn the_self_heal_daemon_heals_a_returning_brick_with_no_client_left() {
+    if skip("the_self_heal_daemon_heals_a_returning_brick_with_no_client_left") {
+        return;
+    }
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let vol = "shdtest";
+    let (state, b, mnt, _guard) = scratch(tmp.path(), vol, 2);
+    let s = |p: &Path| p.to_string_lossy().into_owned();
+    let x = |args: &[&str]| xlfs_raw(&state, args);
+    let port = free_port().to_string();
+    ok(&x(&[
+        "volume",
+        "create",
+        vol,
+        &s(&b[0]),
+        &s(&b[1]),
+        "--replica",
+        "2",
+        "--port",
+        &port,
+    ]));
+    let o = x(&["volume", "start", vol]);
+    ok(&o);
+    assert!(
+        String::from_utf8_lossy(&o.stdout).contains("self-heal daemon"),
+        "{}",
+        String::from_utf8_lossy(&o.stdout)
+    );
+    let st = json(&x(&["volume", "status", vol, "--json"]));
+    let pid = st["shd"]["pid"].as_u64().expect("shd pid") as libc::pid_t;
+    assert_eq!(st["shd"]["running"], true, "{st}");
+    // A second start keeps the same daemon.
+    ok(&x(&["volume", "start", vol]));
+    let st = json(&x(&["volume", "status", vol, "--json"]));
+    assert_eq!(st["shd"]["pid"].as_u64(), Some(pid as u64), "{st}");
+
+    ok(&x(&["mount", vol, &s(&mnt)]));
+    std::fs::write(mnt.join("old"), b"before").expect("write");
+    kill_brick(&state, vol, 1);
+    std::fs::write(mnt.join("old"), b"after the kill").expect("rewrite");
+    std::fs::create_dir(mnt.join("d")).expect("mkdir");
+    std::fs::write(mnt.join("d/new"), b"new file").expect("write new");
+    // No client is left to heal on lookup; brick 1 comes back stale.
+    ok(&x(&["umount", &s(&mnt)]));
+    ok(&x(&["volume", "start", vol]));
+    let healed = || {
+        std::fs::read(b[1].join("old")).is_ok_and(|d| d == b"after the kill")
+            && std::fs::read(b[1].join("d/new")).is_ok_and(|d| d == b"new file")
+    };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while !healed() && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+    let log = std::fs::read_to_string(state.join(format!("volumes/{vol}/log/shd.log")))
+        .unwrap_or_default();
+    assert!(
+        healed(),
+        "brick 1 not healed by the daemon; its log:\n{log}"
+    );
+    assert_eq!(gfid_of(&b[0].join("d/new")), gfid_of(&b[1].join("d/new")));
+    let info = json(&x(&["volume", "heal", vol, "info", "--json"]));
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    let mut info = info;
+    while !(listed(&info, 0).is_empty() && listed(&info, 1).is_empty())
+        && std::time::Instant::now() < deadline
+    {
+        std::thread::sleep(std::time::Duration::from_millis(200));
+        info = json(&x(&["volume", "heal", vol, "info", "--json"]));
+    }
+    assert!(
+        listed(&info, 0).is_empty() && listed(&info, 1).is_empty(),
+        "{info}"
+    );
+    // Switched off, it ends by itself; switched on again, the next start runs a new one.
+    let daemon_alive = |pid: libc::pid_t| {
+        String::from_utf8_lossy(&std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default())
+            .contains("--daemon")
+    };
+    ok(&x(&[
+        "volume",
+        "set",
+        vol,
+        "cluster.replicate.self-heal-daemon",
+        "off",
+    ]));
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while daemon_alive(pid) && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    assert!(
+        !daemon_alive(pid),
+        "the daemon runs on with self-heal-daemon off"
+    );
+    let st = json(&x(&["volume", "status", vol, "--json"]));
+    assert!(st["shd"].is_null(), "{st}");
+    ok(&x(&[
+        "volume",
+        "set",
+        vol,
+        "cluster.replicate.self-heal-daemon",
+        "on",
+    ]));
+    ok(&x(&["volume", "start", vol]));
+    let st = json(&x(&["volume", "status", vol, "--json"]));
+    assert_eq!(st["shd"]["running"], true, "{st}");
+    let pid = st["shd"]["pid"].as_u64().expect("shd pid") as libc::pid_t;
+    // Stop ends it.
+    let o = x(&["volume", "stop", vol]);
+    ok(&o);
+    assert!(
+        String::from_utf8_lossy(&o.stdout).contains("stopped the self-heal daemon"),
+        "{}",
+        String::from_utf8_lossy(&o.stdout)
+    );
+    assert!(!daemon_alive(pid), "the daemon outlived volume stop");
 }

@@ -125,6 +125,15 @@ fn volume(name: &'static str) -> Vol {
         "--port",
         &port,
     ]));
+    // The split-brains are made by letting each brick miss what the other took: a
+    // self-heal daemon would heal the first brick before the second goes.
+    ok(&v.x(&[
+        "volume",
+        "set",
+        name,
+        "cluster.replicate.self-heal-daemon",
+        "off",
+    ]));
     ok(&v.x(&["volume", "start", name]));
     ok(&v.x(&["mount", name, &s(&v.mnt)]));
     assert!(mounted(&v.mnt));

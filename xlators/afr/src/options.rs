@@ -42,6 +42,11 @@ xlator_api::options! {
             OptionSpec::bool("lock-with-changelog", "on").reconfigurable(),
         /// Heal on lookup a file or directory whose pending counters blame a child.
         pub self_heal: bool = OptionSpec::bool("self-heal", "on").reconfigurable(),
+        /// Read by `xlfs volume start`, not by this translator (GlusterFS keeps the same
+        /// option here): run the volume's self-heal daemon on each host with a brick
+        /// (`xlfs volume heal VOL --daemon`). Off stops a running daemon at once; on starts
+        /// one at the next `xlfs volume start`.
+        pub self_heal_daemon: bool = OptionSpec::bool("self-heal-daemon", "on").reconfigurable(),
         /// Heals running in the background at once (more are left to the next lookup);
         /// 0 heals inline, before the lookup answers.
         pub background_self_heal_count: u32 =

@@ -1,6 +1,8 @@
 //! `xlfs volume start NAME`: runs `xlfsd` for every brick of the volume on this host and
 //! waits until each listens; records pids and ports. Each brick also hands out the volume's
 //! client volfile, so `xlfs-mount HOST:PORT:/NAME MOUNTPOINT` can mount it from anywhere.
+//! A replicated volume also gets its self-heal daemon on this host (`xlfs volume heal VOL
+//! --daemon`), started again by the next `start` if it died.
 
 use std::ffi::OsString;
 use std::process::Child;
@@ -12,7 +14,7 @@ use super::{Ctx, XLFSD, generate_and_write};
 use crate::error::{CliError, Result};
 use crate::procs;
 use crate::sibling;
-use crate::state::{BrickRun, Run, VolumeDir};
+use crate::state::{BrickRun, Run, SHD_MARK, ShdRun, VolumeDir};
 
 /// How long a brick may take to listen.
 const START_TIMEOUT: Duration = Duration::from_secs(20);
@@ -30,6 +32,7 @@ pub fn run(ctx: &Ctx, a: Args) -> Result<u8> {
     let (vd, spec) = ctx.state().load(&a.name)?;
     let mut run = vd.load_run()?;
     let started = start_bricks(&vd, &spec, &mut run)?;
+    let shd = ensure_shd(ctx, &vd, &spec)?;
     let local = spec
         .bricks
         .iter()
@@ -56,7 +59,57 @@ pub fn run(ctx: &Ctx, a: Args) -> Result<u8> {
             b.index, spec.bricks[pos], b.port, b.pid
         );
     }
+    match shd {
+        Some((pid, true)) => println!("  self-heal daemon  pid {pid} (started)"),
+        Some((pid, false)) => println!("  self-heal daemon  pid {pid}"),
+        None => {}
+    }
     Ok(0)
+}
+
+/// The volume option that switches the self-heal daemon (replicate's `self-heal-daemon`).
+pub const SHD_OPTION: &str = "cluster.replicate.self-heal-daemon";
+
+/// Whether the volume has replicas and its self-heal daemon is not switched off.
+pub fn shd_wanted(spec: &VolumeSpec) -> bool {
+    spec.replica > 1
+        && spec
+            .options
+            .get(SHD_OPTION)
+            .is_none_or(|v| xlator_api::parse_bool(v).unwrap_or(true))
+}
+
+/// Starts the volume's self-heal daemon on this host (a replicated volume with a brick here)
+/// unless it runs already; records it in run.json. Its pid, and whether it was started now.
+pub fn ensure_shd(ctx: &Ctx, vd: &VolumeDir, spec: &VolumeSpec) -> Result<Option<(u32, bool)>> {
+    let here = procs::local_host_names();
+    if !shd_wanted(spec) || !spec.bricks.iter().any(|b| b.is_on(&here)) {
+        return Ok(None);
+    }
+    let mut run = vd.load_run()?;
+    if let Some(s) = &run.shd
+        && procs::alive(s.pid, SHD_MARK)
+    {
+        return Ok(Some((s.pid, false)));
+    }
+    let exe = std::env::current_exe().map_err(|e| {
+        CliError::Process(format!(
+            "cannot find this program to run the self-heal daemon: {e}"
+        ))
+    })?;
+    let args: Vec<OsString> = vec![
+        "--state-dir".into(),
+        ctx.state().root.into_os_string(),
+        "volume".into(),
+        "heal".into(),
+        spec.name.clone().into(),
+        SHD_MARK.into(),
+    ];
+    std::fs::create_dir_all(vd.log_dir()).map_err(CliError::io(vd.log_dir()))?;
+    let child = procs::spawn_detached(&exe, &args, &vd.log_dir().join("shd.log"))?;
+    run.shd = Some(ShdRun { pid: child.id() });
+    vd.save_run(&run)?;
+    Ok(Some((child.id(), true)))
 }
 
 /// Starts the local bricks that are not running; all or nothing (bricks started here are

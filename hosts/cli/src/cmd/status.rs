@@ -29,6 +29,8 @@ struct Status {
     /// The last rebalance / remove-brick run, if any left a status.
     #[serde(skip_serializing_if = "Option::is_none")]
     rebalance: Option<Rebalance>,
+    /// The self-heal daemon this host runs for the volume (replicated volumes).
+    shd: Option<Shd>,
 }
 
 #[derive(Serialize)]
@@ -41,6 +43,13 @@ struct Rebalance {
     files_moved: u64,
     files_skipped: u64,
     failures: u64,
+}
+
+/// The self-heal daemon on this host.
+#[derive(Serialize)]
+struct Shd {
+    pid: u32,
+    running: bool,
 }
 
 #[derive(Serialize)]
@@ -79,6 +88,14 @@ pub fn run(ctx: &Ctx, a: Args) -> Result<u8> {
             files_skipped: s.files_skipped,
             failures: s.failures,
         });
+    let shd = run
+        .shd
+        .as_ref()
+        .filter(|_| super::start::shd_wanted(&spec))
+        .map(|s| Shd {
+            pid: s.pid,
+            running: procs::alive(s.pid, crate::state::SHD_MARK),
+        });
     let status = Status {
         volume: spec.name.clone(),
         layout: spec.layout().to_string(),
@@ -86,6 +103,7 @@ pub fn run(ctx: &Ctx, a: Args) -> Result<u8> {
         bricks,
         mounts,
         rebalance,
+        shd,
     };
     if a.json {
         print_json(&status)?;
@@ -131,6 +149,14 @@ fn print_human(s: &Status) {
             (false, false) => "gone",
         };
         println!("  mount {}  pid {}  {state}", m.mountpoint, m.pid);
+    }
+    if let Some(d) = &s.shd {
+        let state = if d.running {
+            "running"
+        } else {
+            "gone (xlfs volume start starts it again)"
+        };
+        println!("  self-heal daemon  pid {}  {state}", d.pid);
     }
     if let Some(r) = &s.rebalance {
         let state = match (r.state.as_str(), r.running) {

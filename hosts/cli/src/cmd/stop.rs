@@ -50,6 +50,14 @@ pub fn stop_all(vd: &VolumeDir, _spec: &VolumeSpec) -> Result<Vec<String>> {
         super::umount::stop_mount(&m)?;
         report.push(format!("  unmounted {}", m.mountpoint.display()));
     }
+    if let Some(s) = run.shd.take() {
+        // Unrecorded first: a daemon that sees its record gone exits by itself.
+        vd.save_run(&run)?;
+        if procs::alive(s.pid, crate::state::SHD_MARK) {
+            procs::terminate(s.pid, crate::state::SHD_MARK, GRACE);
+            report.push(format!("  stopped the self-heal daemon (pid {})", s.pid));
+        }
+    }
     vd.save_run(&run)?;
     for b in std::mem::take(&mut run.bricks) {
         if !procs::alive(b.pid, XLFSD) {

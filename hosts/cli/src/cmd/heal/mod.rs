@@ -32,6 +32,7 @@ Examples:
   xlfs volume heal gv0                        heal what the local bricks' indexes list
   xlfs volume heal gv0 full                   look up every object of the volume
   xlfs volume heal gv0 --every 10s            heal the index again every 10 s (Ctrl-C stops)
+  xlfs volume heal gv0 --daemon               the self-heal daemon (volume start runs it)
   xlfs volume heal gv0 split-brain bigger-file /dir/f       resolve: the larger copy wins
   xlfs volume heal gv0 split-brain latest-mtime /dir/f      resolve: the newest copy wins
   xlfs volume heal gv0 split-brain source-brick host:/b1 [/dir/f]
@@ -54,6 +55,13 @@ pub struct Args {
     /// foreground.
     #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
     pub every: Option<Duration>,
+    /// Run as the volume's self-heal daemon, which `xlfs volume start` starts for a
+    /// replicated volume (log: <state>/volumes/VOL/log/shd.log): it reads the local bricks'
+    /// indexes every 2 s and heals when they list entries — at once when a brick comes back,
+    /// else after a delay that doubles from 2 s up to --every (default 60s) while nothing
+    /// heals — until `volume stop`. Failures are logged, never fatal.
+    #[arg(long, conflicts_with = "json")]
+    pub daemon: bool,
     /// How long to wait for the bricks to connect before healing with those that did.
     #[arg(long, value_name = "DURATION", value_parser = parse_duration, default_value = "10s")]
     pub connect_timeout: Duration,
@@ -115,13 +123,17 @@ pub fn run(ctx: &Ctx, a: Args) -> Result<u8> {
     let what = What::parse(&a.what)?;
     match what {
         What::Info | What::SplitBrain => {
-            if a.every.is_some() {
+            if a.every.is_some() || a.daemon {
                 return Err(CliError::Rejected(
-                    "volume heal: --every goes with a heal, not with info".into(),
+                    "volume heal: --every and --daemon go with a heal, not with info".into(),
                 ));
             }
             info::run(ctx, &a.name, what == What::SplitBrain, a.json)
         }
+        What::Index if a.daemon => run::daemon(ctx, &a),
+        What::Full if a.daemon => Err(CliError::Rejected(
+            "volume heal: --daemon heals the index, not a full crawl".into(),
+        )),
         What::Index | What::Full => run::run(ctx, &a, what == What::Full),
     }
 }

@@ -124,6 +124,124 @@ pub fn run(ctx: &Ctx, a: &Args, full: bool) -> Result<u8> {
     result
 }
 
+/// How often the self-heal daemon reads the local indexes and the children up.
+const TICK: Duration = Duration::from_secs(2);
+/// The daemon's longest delay between heals while nothing heals (no `--every`).
+const DAEMON_MAX_DELAY: Duration = Duration::from_secs(60);
+/// How long a new daemon waits for `volume start` to record it before taking its absence
+/// as a stop.
+const RECORD_WAIT: Duration = Duration::from_secs(10);
+
+fn shd_log(msg: &str) {
+    let t = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    println!("[shd {t}] {msg}");
+}
+
+/// How a daemon's graph ended.
+enum DaemonEnd {
+    /// Stopped: exit.
+    Stop,
+    /// The client volfile changed (add-brick, remove-brick, volume set): build it again.
+    Reload,
+}
+
+/// The self-heal daemon (`volume heal VOL --daemon`): see [`Args::daemon`]. It ends when
+/// run.json no longer names it (the volume was stopped, or another daemon took over), and
+/// builds its graph again when the volume's client volfile changes.
+pub fn daemon(ctx: &Ctx, a: &Args) -> Result<u8> {
+    let me = std::process::id();
+    let max = a.every.unwrap_or(DAEMON_MAX_DELAY).max(TICK);
+    let born = Instant::now();
+    let (vd, spec) = ctx.state().load(&a.name)?;
+    if !crate::cmd::start::shd_wanted(&spec) {
+        shd_log(&format!(
+            "{} is off for volume {} (or it has no replicas): exiting",
+            crate::cmd::start::SHD_OPTION,
+            spec.name
+        ));
+        return Ok(code::OK);
+    }
+    let volfile = std::fs::read(vd.client_volfile()).unwrap_or_default();
+    let g = HealGraph::build(&vd, &a.name)?;
+    shd_log(&format!(
+        "self-heal daemon of volume {} ({}; pid {me}): heals the local indexes, at most \
+         {max:?} apart while nothing heals",
+        spec.name,
+        spec.layout()
+    ));
+    let end = g.rt.block_on(async {
+        let mut connected = g.connect(&spec, &vd, a.connect_timeout).await;
+        let mut delay = TICK;
+        let mut last: Option<Instant> = None;
+        loop {
+            let ours = vd
+                .load_run()
+                .is_ok_and(|run| run.shd.as_ref().is_some_and(|s| s.pid == me));
+            if !ours && born.elapsed() > RECORD_WAIT {
+                shd_log("no longer the volume's self-heal daemon (volume stopped): exiting");
+                return DaemonEnd::Stop;
+            }
+            if std::fs::read(vd.client_volfile()).unwrap_or_default() != volfile {
+                shd_log("the volume's client volfile changed: building the graph again");
+                return DaemonEnd::Reload;
+            }
+            let now = children_up(&g.volume, &g.sets).await;
+            let total = |v: &[(String, u64, usize)]| v.iter().map(|(_, u, _)| *u).sum::<u64>();
+            let came_up = total(&now) > total(&connected);
+            connected = now;
+            let pending = pending_now(&spec, &vd).unwrap_or_else(|e| {
+                shd_log(&format!("cannot read the local indexes: {e}"));
+                0
+            });
+            let due = last.is_none_or(|t| t.elapsed() >= delay);
+            if pending > 0 && (came_up || due) {
+                if came_up {
+                    shd_log("a brick came back: healing now");
+                }
+                if let Err(e) = round(&g.volume, &spec, &vd, false, false, &connected).await {
+                    shd_log(&format!("heal failed: {e}"));
+                }
+                let left = pending_now(&spec, &vd).unwrap_or(pending);
+                shd_log(&format!("{pending} entries pending before, {left} after"));
+                delay = if left < pending {
+                    TICK
+                } else {
+                    (delay * 2).min(max)
+                };
+                last = Some(Instant::now());
+            }
+            tokio::time::sleep(TICK).await;
+        }
+    });
+    g.close();
+    match end {
+        DaemonEnd::Stop => Ok(code::OK),
+        DaemonEnd::Reload => {
+            // The same process (pid, record) again, with a fresh graph and runtime: the
+            // host services keep their first runtime as the fallback for good.
+            use std::os::unix::process::CommandExt as _;
+            let exe = std::env::current_exe()
+                .map_err(|e| CliError::Process(format!("cannot find this program: {e}")))?;
+            let e = std::process::Command::new(exe)
+                .args(std::env::args_os().skip(1))
+                .exec();
+            Err(CliError::Process(format!(
+                "self-heal daemon: cannot run itself again: {e}"
+            )))
+        }
+    }
+}
+
+/// Entries the local bricks' indexes list now.
+fn pending_now(spec: &VolumeSpec, vd: &crate::state::VolumeDir) -> Result<usize> {
+    let run = vd.load_run()?;
+    let online: Vec<bool> = brick_states(spec, &run).iter().map(|b| b.online).collect();
+    let bricks = info::local_indexes(spec, &online)?;
+    Ok(info::pending(&bricks).len())
+}
+
 /// Makes every replicate of the graph heal inline and on lookup; returns their names and
 /// child counts.
 fn inline_heals(vf: &mut Volfile) -> Vec<(String, usize)> {
@@ -160,23 +278,7 @@ async fn wait_connected(
         .unwrap_or(spec.bricks.len());
     let deadline = Instant::now() + timeout;
     loop {
-        let g = volume.graph();
-        // A fop makes the clients connect (they may wait for the first one).
-        let _ = tokio::time::timeout(
-            Duration::from_secs(1),
-            g.top().stat(&FopCtx::root(), Gfid::ROOT),
-        )
-        .await;
-        let ups: Vec<(String, u64, usize)> = sets
-            .iter()
-            .map(|(n, c)| {
-                let up = g
-                    .node(n)
-                    .and_then(|node| node.control.dump().find_u64("up"))
-                    .unwrap_or(0);
-                (n.clone(), up, *c)
-            })
-            .collect();
+        let ups = children_up(volume, sets).await;
         let total: u64 = ups.iter().map(|(_, u, _)| u).sum();
         let all = ups.iter().all(|(_, u, c)| *u as usize >= *c);
         if all || total as usize >= online || Instant::now() >= deadline {
@@ -184,6 +286,26 @@ async fn wait_connected(
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
+}
+
+/// (set, children up, children) per replicate, after a stat of the root (a fop makes the
+/// clients connect: they may wait for the first one).
+async fn children_up(volume: &Volume, sets: &[(String, usize)]) -> Vec<(String, u64, usize)> {
+    let g = volume.graph();
+    let _ = tokio::time::timeout(
+        Duration::from_secs(1),
+        g.top().stat(&FopCtx::root(), Gfid::ROOT),
+    )
+    .await;
+    sets.iter()
+        .map(|(n, c)| {
+            let up = g
+                .node(n)
+                .and_then(|node| node.control.dump().find_u64("up"))
+                .unwrap_or(0);
+            (n.clone(), up, *c)
+        })
+        .collect()
 }
 
 /// One heal: index passes (or a full crawl), then the report. Returns the exit code.
