@@ -81,8 +81,8 @@ Description: distributed file system of translators (GlusterFS lineage)
  xlfs serves volumes from bricks (xlfsd) and mounts them through FUSE (xlfs-mount,
  mount -t xlfs) or NFSv3 (xlfs-nfsd): replication with self-heal and arbiters,
  distribution with online rebalance, striping, caching translators, all loaded as
- plugins from /usr/lib/xlfs/xlators. Volumes are made with `xlfs volume create` and
- run with `xlfs volume start` or the xlfs-volume@VOLUME systemd unit.
+ plugins from /usr/lib/xlfs/xlators. Volumes are made with "xlfs volume create" and
+ run with "xlfs volume start" or the xlfs-volume@VOLUME systemd unit.
 CONTROL
 cat > "$pkg/DEBIAN/postinst" <<'POSTINST'
 #!/bin/sh

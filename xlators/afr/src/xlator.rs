@@ -491,13 +491,20 @@ impl<S: Spelling> Translator for ReplicateAs<S> {
             return Err(Errno::EIO);
         }
         let up = self.sh.up_set();
-        let readable: Vec<bool> = st
+        let mut readable: Vec<bool> = st
             .readable(Lanes::ENTRY)
             .iter()
             .zip(&up)
             .map(|(a, b)| *a && *b)
             .collect();
         let cfg = self.sh.cfg();
+        if let Some(a) = cfg.arbiter
+            && readable.iter().enumerate().any(|(j, r)| *r && j != a)
+        {
+            // Its files' attributes are not their data's (no blocks): every regular file it
+            // lists would be looked up again (`stale_on`).
+            readable[a] = false;
+        }
         let order = crate::read::order(&readable, cfg.read_policy, fd.gfid, &vec![0; self.sh.n()]);
         let Some(i) = self.sh.fds.readdir_child(fd, || order.first().copied()) else {
             return Err(Errno::ENOTCONN);

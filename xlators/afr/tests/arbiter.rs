@@ -66,6 +66,39 @@ async fn reads_never_reach_the_arbiter_and_it_stores_no_data() {
     for (f, _) in &files {
         assert!(all_zero(&c, f.gfid).await);
     }
+    // Listings come from the data children (the arbiter's entries carry no blocks), with
+    // each file's size.
+    c.handle(2).take_calls();
+    for k in 0..8u64 {
+        let d = top
+            .mkdir(&root(), Loc::new(Gfid::ROOT, format!("d{k}").as_str()), 0o755, 0)
+            .await
+            .expect("mkdir");
+        let g = d.attr.gfid;
+        let f = top
+            .create(
+                &root(),
+                Loc::new(g, "x"),
+                fd(100 + k, Gfid::NULL),
+                0o644,
+                0,
+            )
+            .await
+            .expect("create");
+        write(&top, fd(100 + k, f.attr.gfid), 0, b"12345").await.expect("write");
+        let dfd = xlator_api::Fd {
+            id: xlator_api::FdId(200 + k),
+            gfid: g,
+            flags: libc::O_RDONLY | libc::O_DIRECTORY,
+        };
+        top.opendir(&root(), dfd).await.expect("opendir");
+        let list = top.readdirp(&root(), dfd, 0, 4096).await.expect("readdirp");
+        let x = list.iter().find(|e| e.name.as_str() == "x").expect("listed");
+        assert_eq!(x.attr.size, 5);
+        top.releasedir(&root(), dfd).await.expect("releasedir");
+    }
+    let listed_there = c.handle(2).count(Fop::Readdirp);
+    assert_eq!(listed_there, 0, "directories listed from the arbiter");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
