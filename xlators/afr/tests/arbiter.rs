@@ -71,21 +71,22 @@ async fn reads_never_reach_the_arbiter_and_it_stores_no_data() {
     c.handle(2).take_calls();
     for k in 0..8u64 {
         let d = top
-            .mkdir(&root(), Loc::new(Gfid::ROOT, format!("d{k}").as_str()), 0o755, 0)
+            .mkdir(
+                &root(),
+                Loc::new(Gfid::ROOT, format!("d{k}").as_str()),
+                0o755,
+                0,
+            )
             .await
             .expect("mkdir");
         let g = d.attr.gfid;
         let f = top
-            .create(
-                &root(),
-                Loc::new(g, "x"),
-                fd(100 + k, Gfid::NULL),
-                0o644,
-                0,
-            )
+            .create(&root(), Loc::new(g, "x"), fd(100 + k, Gfid::NULL), 0o644, 0)
             .await
             .expect("create");
-        write(&top, fd(100 + k, f.attr.gfid), 0, b"12345").await.expect("write");
+        write(&top, fd(100 + k, f.attr.gfid), 0, b"12345")
+            .await
+            .expect("write");
         let dfd = xlator_api::Fd {
             id: xlator_api::FdId(200 + k),
             gfid: g,
@@ -93,7 +94,10 @@ async fn reads_never_reach_the_arbiter_and_it_stores_no_data() {
         };
         top.opendir(&root(), dfd).await.expect("opendir");
         let list = top.readdirp(&root(), dfd, 0, 4096).await.expect("readdirp");
-        let x = list.iter().find(|e| e.name.as_str() == "x").expect("listed");
+        let x = list
+            .iter()
+            .find(|e| e.name.as_str() == "x")
+            .expect("listed");
         assert_eq!(x.attr.size, 5);
         top.releasedir(&root(), dfd).await.expect("releasedir");
     }
