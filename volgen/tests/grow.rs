@@ -175,3 +175,38 @@ fn inconsistent_ids_are_rejected() {
     s.brick_ids = vec![0, 9];
     assert!(matches!(s.check(), Err(VolgenError::PortRange { .. })));
 }
+
+#[test]
+fn arbiters_stay_the_last_brick_of_each_set_when_sets_come_and_go() {
+    let mut s = spec("arb", &["/a/0", "/a/1", "/a/arb"]);
+    s.replica = 3;
+    s.arbiter = 1;
+    s.add_bricks(bricks(&["/b/0", "/b/1", "/b/arb"]));
+    let types = Types::real_plus(&[
+        "cluster/replicate",
+        "cluster/distribute",
+        "features/arbiter",
+    ]);
+    let arbiter_bricks = |s: &VolumeSpec| -> Vec<usize> {
+        let g = generate(s, &types).expect("generates");
+        g.servers
+            .iter()
+            .filter(|b| {
+                b.volfile
+                    .volumes
+                    .iter()
+                    .any(|v| v.type_name == "features/arbiter")
+            })
+            .map(|b| b.index)
+            .collect()
+    };
+    assert_eq!(arbiter_bricks(&s), [2, 5]);
+    let g = generate(&s, &types).expect("generates");
+    for set in ["arb-replicate-0", "arb-replicate-1"] {
+        assert_eq!(option(decl(&g.client, set), "arbiter-count"), "1", "{set}");
+    }
+    // The first set goes: the other keeps its arbiter (by brick id, not position).
+    s.remove_bricks(&[0, 1, 2]);
+    assert_eq!(arbiter_bricks(&s), [5]);
+    assert!(s.is_arbiter(2) && !s.is_arbiter(0));
+}
