@@ -41,6 +41,9 @@
 #                                        --baseline (another build: the previous commit), to
 #                                        compare two builds side by side in one run
 #                         xlfs-replica2  xlfs volume, replica 2 (2 bricks)
+#                         xlfs-replica3  xlfs volume, replica 3 (3 bricks; not in the default list)
+#                         xlfs-arbiter   xlfs volume, replica 3 arbiter 1 (2 data bricks and an
+#                                        arbiter; not in the default list)
 #                         xlfs-stripe4   xlfs volume, stripe 4 (4 bricks)
 #                         xlfs-dist4     xlfs volume, distribute 4 (4 bricks)
 #                         xlfs-tcp       single brick, the mount reaching it over TCP (no
@@ -103,6 +106,8 @@ XLFS=$REL/xlfs
 BENCH_BIN=$REL/xlfs-bench
 
 ALL_TARGETS="brick,bindfs,bindfs-mt,xlfs,xlfs-2m,xlfs-base,xlfs-pt,xlfs-replica2,xlfs-stripe4,xlfs-dist4,xlfs-tcp,xlfs-tls,gluster,gluster-replica2,gluster-dist4,gluster-shard4"
+# Known but not run unless named in --targets.
+EXTRA_TARGETS="xlfs-replica3,xlfs-arbiter"
 QUICK=0; ROUNDS=3; ONLY=w1,w2,w3,w4,w5,w6; TARGETS=$ALL_TARGETS; OUT=$HERE/results
 BASELINE=; BUILD=1; INSTALL=1; MOUNT_OPTS=; VOLUME_OPTS=; REMOUNT=0; GLUSTER=auto; CLEANUP_ONLY=0; TIMEOUT=
 BENCH_DIR=${BENCH_DIR:-/var/tmp/xlfs-bench}
@@ -160,7 +165,7 @@ BENCH_DIR=${BENCH_DIR%/}
 [ "$BENCH_DIR" != / ] || die "--bench-dir cannot be /"
 for w in ${ONLY//,/ }; do case $w in w1|w2|w3|w4|w5|w6) ;; *) die "unknown workload $w (w1..w6)";; esac; done
 for t in ${TARGETS//,/ }; do
-    case ",$ALL_TARGETS," in *",$t,"*) ;; *) die "unknown target $t (known: $ALL_TARGETS)";; esac
+    case ",$ALL_TARGETS,$EXTRA_TARGETS," in *",$t,"*) ;; *) die "unknown target $t (known: $ALL_TARGETS,$EXTRA_TARGETS)";; esac
 done
 MODE=full; [ "$QUICK" = 0 ] || MODE=quick
 # A partial run (some workloads, or extra mount options) is named after what it ran, e.g.
@@ -418,6 +423,8 @@ setup_xlfs() { # setup_xlfs NAME: volume create (volgen), start, mount
         xlfs-base) n=1; layout="single brick, baseline build $BASELINE"; XLFS=$BASELINE/xlfs;;
         xlfs-pt) n=1; layout="single brick, xlfs-mount --passthrough"; pt=--passthrough;;
         xlfs-replica2) n=2; args=(--replica 2); layout="replica 2";;
+        xlfs-replica3) n=3; args=(--replica 3); layout="replica 3";;
+        xlfs-arbiter) n=3; args=(--replica 3 --arbiter 1); layout="replica 3 arbiter 1";;
         xlfs-stripe4) n=4; args=(--stripe 4); layout="stripe 4";;
         xlfs-dist4) n=4; layout="distribute 4";;
         xlfs-tcp) n=1; layout="single brick over TCP"
