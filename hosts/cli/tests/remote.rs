@@ -537,3 +537,69 @@ fn kill_9_of_the_brick_fails_fast_and_the_mount_recovers() {
     r.expect("the fd opened before the kill works after the restart");
     stop.store(true, Ordering::Relaxed);
 }
+
+/// Several volfile servers (`H1:P1,H2:P2:/VOL`): with the first one's brick dead, the mount
+/// fetches from the next and works (replica 2: the other brick serves the files); with every
+/// one dead it fails and names the first error.
+#[test]
+fn a_mount_fetches_from_the_next_volfile_server_when_the_first_is_down() {
+    if skip("a_mount_fetches_from_the_next_volfile_server_when_the_first_is_down") {
+        return;
+    }
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let state = tmp.path().join("state");
+    let (b0, b1) = (tmp.path().join("b0"), tmp.path().join("b1"));
+    let mnt = tmp.path().join("mnt");
+    std::fs::create_dir(&mnt).expect("mkdir");
+    let mut guard = Cleanup {
+        state: state.clone(),
+        volume: "backups".into(),
+        mountpoints: vec![mnt.clone()],
+        children: Vec::new(),
+    };
+    let port = free_port();
+    xlfs(
+        &state,
+        &[
+            "volume",
+            "create",
+            "backups",
+            &s(&b0),
+            &s(&b1),
+            "--replica",
+            "2",
+            "--port",
+            &port.to_string(),
+        ],
+    );
+    xlfs(&state, &["volume", "start", "backups"]);
+    let secret = s(&state.join("volumes/backups/secret"));
+    // Brick 0 (the first volfile server) dies.
+    let pid = common::brick_pid(&state, "backups", 0);
+    // SAFETY: kill(2) of the brick process this test started.
+    assert_eq!(unsafe { libc::kill(pid, libc::SIGKILL) }, 0);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !gone(pid) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let source = format!("127.0.0.1:{port},127.0.0.1:{}:/backups", port + 1);
+    let args = vec![source.clone(), "--secret-file".into(), secret.clone()];
+    mount(&args, &mnt, &tmp.path().join("mount.log"), &mut guard);
+    std::fs::write(mnt.join("f"), b"through brick 1").expect("write");
+    assert_eq!(
+        std::fs::read(b1.join("f")).expect("on brick 1"),
+        b"through brick 1"
+    );
+    let o = Command::new("umount").arg(&mnt).output().expect("umount");
+    assert!(o.status.success());
+    // Every server down: the mount fails and says why.
+    let pid = common::brick_pid(&state, "backups", 1);
+    // SAFETY: as above.
+    assert_eq!(unsafe { libc::kill(pid, libc::SIGKILL) }, 0);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !gone(pid) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let err = mount_fails(&args, &mnt);
+    assert!(err.contains(&format!("127.0.0.1:{port}")), "{err}");
+}

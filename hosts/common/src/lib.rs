@@ -26,10 +26,14 @@ const FILE_POLL: Duration = Duration::from_secs(1);
 
 /// Where a host's graph comes from: a volfile source of the core (a file, a local brick), or a
 /// running brick (`HOST:/VOLUME`). Hosts load it at start and again on SIGHUP.
+#[allow(clippy::large_enum_variant)] // one per host process
 pub enum VolfileLoader {
     Core(Source),
     Fetch {
         server: VolfileServer,
+        /// Asked in turn when `server` does not answer (`h1,h2:/VOL`,
+        /// `backup-volfile-servers`): the first that answers gives the volfile.
+        backups: Vec<VolfileServer>,
         creds: Credentials,
         timeout: Duration,
         /// The file `creds.secret` was read from: the fetched volfile's protocol/clients are
@@ -60,12 +64,32 @@ impl VolfileLoader {
             VolfileLoader::Core(s) => Ok(s.load()?),
             VolfileLoader::Fetch {
                 server,
+                backups,
                 creds,
                 timeout,
                 ..
             } => {
-                let text = fetch_volfile(server, creds, *timeout).await?;
-                self.parse(&text)
+                let mut first_err = None;
+                let all: Vec<&VolfileServer> = std::iter::once(server).chain(backups).collect();
+                for (k, s) in all.iter().enumerate() {
+                    match fetch_volfile(s, creds, *timeout).await {
+                        Ok(text) => return self.parse(&text),
+                        Err(e) if all.len() > 1 => {
+                            let next = if k + 1 < all.len() {
+                                "; asking the next"
+                            } else {
+                                ""
+                            };
+                            tracing::warn!(error = %e, "volfile server {s} did not answer{next}");
+                            first_err.get_or_insert(e);
+                        }
+                        Err(e) => return Err(e.into()),
+                    }
+                }
+                Err(first_err.map_or_else(
+                    || unreachable!("at least one server was asked"),
+                    LoadError::from,
+                ))
             }
         }
     }
@@ -181,16 +205,33 @@ impl VolfileLoader {
         // between the start and this first watch is not lost).
         let mut known = 0;
         let mut backoff = Duration::from_secs(1);
+        // Which volfile server is watched: the next one after a failure.
+        let mut at = 0usize;
         loop {
             let text = match &*self {
                 VolfileLoader::Fetch {
                     server,
+                    backups,
                     creds,
                     timeout,
                     ..
-                } => watch_volfile(server, creds, known, WATCH_HOLD, *timeout)
-                    .await
-                    .map_err(|e| e.to_string()),
+                } => {
+                    let s = if at == 0 { server } else { &backups[at - 1] };
+                    let r = watch_volfile(s, creds, known, WATCH_HOLD, *timeout)
+                        .await
+                        .map_err(|e| e.to_string());
+                    if r.is_err() && !backups.is_empty() {
+                        at = (at + 1) % (backups.len() + 1);
+                        if at != 0 {
+                            // Another server at once; the backoff after a whole round.
+                            if let Err(e) = &r {
+                                tracing::warn!(error = %e, "volfile watch failed; asking the next server");
+                            }
+                            continue;
+                        }
+                    }
+                    r
+                }
                 VolfileLoader::Core(Source::File(path)) => {
                     tokio::time::sleep(FILE_POLL).await;
                     tokio::fs::read_to_string(path)

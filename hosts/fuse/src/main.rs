@@ -118,8 +118,9 @@ fn run(cli: Cli, source: GraphSource, mountpoint: PathBuf) -> Result<(), Error> 
     let source = match source {
         GraphSource::File(f) => VolfileLoader::Core(Source::File(f)),
         GraphSource::Local(d) => VolfileLoader::Core(Source::Local(d)),
-        GraphSource::Fetch(server) => VolfileLoader::Fetch {
+        GraphSource::Fetch(server, backups) => VolfileLoader::Fetch {
             server,
+            backups,
             creds: xlfs_host::credentials(cli.secret_file.as_deref()).map_err(Error::Secret)?,
             timeout: cli.fetch_timeout,
             secret_file: cli.secret_file.clone(),

@@ -63,6 +63,13 @@ pub struct Cli {
     #[arg(long, value_name = "SECRET", hide = true)]
     pub secret: Option<String>,
 
+    /// More volfile servers, asked in turn when the first does not answer: hosts separated
+    /// by `:`, each on the first server's port (GlusterFS's `backup-volfile-servers`; the
+    /// mount helper takes `-o backup-volfile-servers=h2:h3`). Servers with their own ports go
+    /// in the source instead: `h1,h2:24010,h3:/VOLUME`.
+    #[arg(long, value_name = "HOSTS")]
+    pub backup_volfile_servers: Option<String>,
+
     /// How long fetching the volfile may take (connect, checks, answer).
     #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = parse_timeout)]
     pub fetch_timeout: Duration,
@@ -244,7 +251,8 @@ pub struct Cli {
 pub enum GraphSource {
     File(PathBuf),
     Local(PathBuf),
-    Fetch(VolfileServer),
+    /// The volfile server, then the ones asked when it does not answer.
+    Fetch(VolfileServer, Vec<VolfileServer>),
 }
 
 /// Everything the file system shim needs to know, resolved from the command line.
@@ -299,7 +307,12 @@ impl Cli {
                 let text = server
                     .to_str()
                     .ok_or_else(|| format!("{}: not HOST:/VOLUME (not UTF-8)", server.display()))?;
-                (Some(VolfileServer::parse(text)?), mp.clone())
+                let mut all = xlfs_protocol::fetch::parse_servers(
+                    text,
+                    self.backup_volfile_servers.as_deref(),
+                )?;
+                let first = all.remove(0);
+                (Some((first, all)), mp.clone())
             }
             _ => return Err("give the mount point".into()),
         };
@@ -311,7 +324,7 @@ impl Cli {
                         .to_owned(),
                 );
             }
-            (Some(s), None, None) => GraphSource::Fetch(s),
+            (Some((s, backups)), None, None) => GraphSource::Fetch(s, backups),
             (None, _, _) if self.secret_file.is_some() => {
                 return Err(
                     "--secret-file is for HOST:/VOLUME mounts: a volfile on disk names \
@@ -477,15 +490,42 @@ mod tests {
         let (s, mp) =
             source(&["127.0.0.1:24010:/gv0", "/mnt/x", "--secret-file", "/f"]).expect("ok");
         assert_eq!(mp, PathBuf::from("/mnt/x"));
-        let GraphSource::Fetch(v) = s else {
+        let GraphSource::Fetch(v, backups) = s else {
             panic!("{s:?}")
         };
         assert_eq!(
             (v.host.as_str(), v.port, v.volume.as_str()),
             ("127.0.0.1", 24010, "gv0")
         );
+        assert!(backups.is_empty());
         let (s, _) = source(&["server1:/gv0", "/mnt"]).expect("ok");
-        assert!(matches!(s, GraphSource::Fetch(v) if v.port == xlfs_protocol::fetch::DEFAULT_PORT));
+        assert!(
+            matches!(s, GraphSource::Fetch(v, _) if v.port == xlfs_protocol::fetch::DEFAULT_PORT)
+        );
+        // More servers: in the source, and GlusterFS's backup-volfile-servers.
+        let (s, _) = source(&[
+            "h1,h2:24011:/gv0",
+            "/mnt",
+            "--backup-volfile-servers",
+            "h3:h4",
+        ])
+        .expect("ok");
+        let GraphSource::Fetch(v, backups) = s else {
+            panic!("{s:?}")
+        };
+        let all: Vec<String> = std::iter::once(&v)
+            .chain(&backups)
+            .map(|s| s.to_string())
+            .collect();
+        assert_eq!(
+            all,
+            [
+                "h1:49152:/gv0",
+                "h2:24011:/gv0",
+                "h3:49152:/gv0",
+                "h4:49152:/gv0"
+            ]
+        );
         let e = source(&["h:/gv0", "/mnt", "--secret", "s"]).expect_err("argv secret");
         assert!(e.contains("--secret-file FILE"), "{e}");
         let e = source(&["--volfile", "v", "/mnt", "--secret-file", "/f"]).expect_err("volfile");

@@ -181,6 +181,7 @@ fn loader(cli: &Cli) -> Result<VolfileLoader, String> {
                 .map_err(|e| format!("--server {server:?} --volume {volume:?}: {e}"))?;
             Ok(VolfileLoader::Fetch {
                 server,
+                backups: Vec::new(),
                 creds: xlfs_protocol::Credentials::secret(read_secret(cli)?.as_deref()),
                 timeout: cli.fetch_timeout,
                 secret_file: cli.secret_file.clone(),

@@ -121,6 +121,52 @@ impl VolfileServer {
     }
 }
 
+/// Parses a list of volfile servers: `H1[:P1],H2[:P2],...:/VOLUME` (each written as
+/// [`VolfileServer::parse`] takes it, one volume for all), and GlusterFS's
+/// `backup-volfile-servers` value: `H2:H3:...`, hosts only, each with the port of the first
+/// (IPv6 addresses in brackets). The first server, then the others in order.
+pub fn parse_servers(text: &str, backups: Option<&str>) -> Result<Vec<VolfileServer>, String> {
+    let (list, volume) = text
+        .rsplit_once(":/")
+        .ok_or_else(|| format!("{text:?} is not {FORMS}: no \":/\" before the volume name"))?;
+    let mut out = Vec::new();
+    for one in list.split(',') {
+        out.push(VolfileServer::parse(&format!("{one}:/{volume}"))?);
+    }
+    let port = out[0].port;
+    for host in backups.into_iter().flat_map(split_hosts) {
+        let s = VolfileServer::parse(&format!("{host}:{port}:/{volume}"))
+            .map_err(|e| format!("backup-volfile-servers {host:?}: {e}"))?;
+        out.push(s);
+    }
+    Ok(out)
+}
+
+/// `h2:h3:[::1]`: the hosts of a `backup-volfile-servers` value.
+fn split_hosts(text: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut cur = String::new();
+    let mut in_brackets = false;
+    for c in text.chars() {
+        match c {
+            '[' => in_brackets = true,
+            ']' => in_brackets = false,
+            ':' if !in_brackets => {
+                if !cur.is_empty() {
+                    out.push(std::mem::take(&mut cur));
+                }
+                continue;
+            }
+            _ => {}
+        }
+        cur.push(c);
+    }
+    if !cur.is_empty() {
+        out.push(cur);
+    }
+    out
+}
+
 impl FromStr for VolfileServer {
     type Err = String;
     fn from_str(s: &str) -> Result<VolfileServer, String> {
@@ -398,6 +444,29 @@ async fn fetch_inner(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn server_lists_and_backups() {
+        let addrs =
+            |v: Vec<VolfileServer>| -> Vec<String> { v.iter().map(|s| s.to_string()).collect() };
+        assert_eq!(
+            addrs(parse_servers("h1,h2:24010,[::1]:/gv0", None).expect("list")),
+            ["h1:49152:/gv0", "h2:24010:/gv0", "[::1]:49152:/gv0"]
+        );
+        assert_eq!(
+            addrs(parse_servers("h1:24010:/gv0", Some("h2:[fd00::2]:h3")).expect("backups")),
+            [
+                "h1:24010:/gv0",
+                "h2:24010:/gv0",
+                "[fd00::2]:24010:/gv0",
+                "h3:24010:/gv0"
+            ]
+        );
+        assert_eq!(parse_servers("h1:/v", Some("")).expect("empty").len(), 1);
+        for bad in ["h1,,h2:/v", "h1,h2:x:/v", "h1,h2"] {
+            assert!(parse_servers(bad, None).is_err(), "{bad}");
+        }
+    }
 
     #[test]
     fn server_forms() {
