@@ -28,6 +28,26 @@ fn scratch(tmp: &Path, vol: &str, bricks: usize) -> (PathBuf, Vec<PathBuf>, Path
     (state, b, mnt, guard)
 }
 
+/// `xlfs volume create VOL B0 B1 --replica 2` on a free port range.
+fn create_replica2(state: &Path, vol: &str, b: &[PathBuf]) {
+    let s = |p: &Path| p.to_string_lossy().into_owned();
+    let port = free_port().to_string();
+    ok(&xlfs_raw(
+        state,
+        &[
+            "volume",
+            "create",
+            vol,
+            &s(&b[0]),
+            &s(&b[1]),
+            "--replica",
+            "2",
+            "--port",
+            &port,
+        ],
+    ));
+}
+
 fn json(o: &Output) -> serde_json::Value {
     serde_json::from_slice(&o.stdout)
         .unwrap_or_else(|e| panic!("not JSON ({e}): {}", String::from_utf8_lossy(&o.stdout)))
@@ -96,18 +116,7 @@ fn heal_info_lists_what_a_killed_brick_missed_and_heal_repairs_it_after_restart(
     let (state, b, mnt, _guard) = scratch(tmp.path(), vol, 2);
     let s = |p: &Path| p.to_string_lossy().into_owned();
     let x = |args: &[&str]| xlfs_raw(&state, args);
-    let port = free_port().to_string();
-    ok(&x(&[
-        "volume",
-        "create",
-        vol,
-        &s(&b[0]),
-        &s(&b[1]),
-        "--replica",
-        "2",
-        "--port",
-        &port,
-    ]));
+    create_replica2(&state, vol, &b);
     // Nothing but the heal command may heal here.
     ok(&x(&[
         "volume",
@@ -243,18 +252,7 @@ fn heal_full_crawls_and_heals_what_the_index_does_not_list() {
     let (state, b, mnt, _guard) = scratch(tmp.path(), vol, 2);
     let s = |p: &Path| p.to_string_lossy().into_owned();
     let x = |args: &[&str]| xlfs_raw(&state, args);
-    let port = free_port().to_string();
-    ok(&x(&[
-        "volume",
-        "create",
-        vol,
-        &s(&b[0]),
-        &s(&b[1]),
-        "--replica",
-        "2",
-        "--port",
-        &port,
-    ]));
+    create_replica2(&state, vol, &b);
     // Nothing but the heal command may heal here.
     ok(&x(&[
         "volume",
@@ -315,18 +313,7 @@ fn heal_every_heals_a_brick_that_returns_while_it_runs() {
     let (state, b, mnt, mut guard) = scratch(tmp.path(), vol, 2);
     let s = |p: &Path| p.to_string_lossy().into_owned();
     let x = |args: &[&str]| xlfs_raw(&state, args);
-    let port = free_port().to_string();
-    ok(&x(&[
-        "volume",
-        "create",
-        vol,
-        &s(&b[0]),
-        &s(&b[1]),
-        "--replica",
-        "2",
-        "--port",
-        &port,
-    ]));
+    create_replica2(&state, vol, &b);
     // Nothing but the heal command may heal here.
     ok(&x(&[
         "volume",
@@ -551,18 +538,7 @@ fn the_self_heal_daemon_heals_a_returning_brick_with_no_client_left() {
     let (state, b, mnt, _guard) = scratch(tmp.path(), vol, 2);
     let s = |p: &Path| p.to_string_lossy().into_owned();
     let x = |args: &[&str]| xlfs_raw(&state, args);
-    let port = free_port().to_string();
-    ok(&x(&[
-        "volume",
-        "create",
-        vol,
-        &s(&b[0]),
-        &s(&b[1]),
-        "--replica",
-        "2",
-        "--port",
-        &port,
-    ]));
+    create_replica2(&state, vol, &b);
     let o = x(&["volume", "start", vol]);
     ok(&o);
     assert!(

@@ -575,13 +575,16 @@ fn a_mount_fetches_from_the_next_volfile_server_when_the_first_is_down() {
     xlfs(&state, &["volume", "start", "backups"]);
     let secret = s(&state.join("volumes/backups/secret"));
     // Brick 0 (the first volfile server) dies.
-    let pid = common::brick_pid(&state, "backups", 0);
-    // SAFETY: kill(2) of the brick process this test started.
-    assert_eq!(unsafe { libc::kill(pid, libc::SIGKILL) }, 0);
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while !gone(pid) && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    let kill = |i: u64| {
+        let pid = common::brick_pid(&state, "backups", i);
+        // SAFETY: kill(2) of the brick process this test started.
+        assert_eq!(unsafe { libc::kill(pid, libc::SIGKILL) }, 0);
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !gone(pid) && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    };
+    kill(0);
     let source = format!("127.0.0.1:{port},127.0.0.1:{}:/backups", port + 1);
     let args = vec![source.clone(), "--secret-file".into(), secret.clone()];
     mount(&args, &mnt, &tmp.path().join("mount.log"), &mut guard);
@@ -593,13 +596,7 @@ fn a_mount_fetches_from_the_next_volfile_server_when_the_first_is_down() {
     let o = Command::new("umount").arg(&mnt).output().expect("umount");
     assert!(o.status.success());
     // Every server down: the mount fails and says why.
-    let pid = common::brick_pid(&state, "backups", 1);
-    // SAFETY: as above.
-    assert_eq!(unsafe { libc::kill(pid, libc::SIGKILL) }, 0);
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while !gone(pid) && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    kill(1);
     let err = mount_fails(&args, &mnt);
     assert!(err.contains(&format!("127.0.0.1:{port}")), "{err}");
 }
