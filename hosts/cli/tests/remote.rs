@@ -539,8 +539,9 @@ fn kill_9_of_the_brick_fails_fast_and_the_mount_recovers() {
 }
 
 /// Several volfile servers (`H1:P1,H2:P2:/VOL`): with the first one's brick dead, the mount
-/// fetches from the next and works (replica 2: the other brick serves the files); with every
-/// one dead it fails and names the first error.
+/// fetches from the next and works (replica 2: the other brick serves the files); a mount
+/// watching the first server's volfile follows a change through the next once the first dies;
+/// with every one dead a mount fails and names the first error.
 #[test]
 fn a_mount_fetches_from_the_next_volfile_server_when_the_first_is_down() {
     if skip("a_mount_fetches_from_the_next_volfile_server_when_the_first_is_down") {
@@ -593,6 +594,46 @@ fn a_mount_fetches_from_the_next_volfile_server_when_the_first_is_down() {
         std::fs::read(b1.join("f")).expect("on brick 1"),
         b"through brick 1"
     );
+    let o = Command::new("umount").arg(&mnt).output().expect("umount");
+    assert!(o.status.success());
+
+    // Both up again; a mount watching brick 0's volfile follows a change made while brick 0
+    // is dead, through brick 1.
+    xlfs(&state, &["volume", "start", "backups"]);
+    let sock = tmp.path().join("mount.sock");
+    let mut with_sock = args.clone();
+    with_sock.extend(["--control-socket".into(), s(&sock)]);
+    mount(&with_sock, &mnt, &tmp.path().join("mount2.log"), &mut guard);
+    let dump = || {
+        let o = xlfs_raw(
+            &state,
+            &["volume", "statedump", "--socket", &s(&sock), "--json"],
+        );
+        String::from_utf8_lossy(&o.stdout).into_owned()
+    };
+    // An option the dump shows (read-ahead's page count), changed in place when it changes.
+    assert!(dump().contains("\"page_count\": 4"), "{}", dump());
+    kill(0);
+    xlfs(
+        &state,
+        &[
+            "volume",
+            "set",
+            "backups",
+            "performance.read-ahead.page-count",
+            "8",
+        ],
+    );
+    let end = Instant::now() + Duration::from_secs(40);
+    while !dump().contains("\"page_count\": 8") {
+        assert!(
+            Instant::now() < end,
+            "the mount did not follow the volfile through brick 1: {}\n{}",
+            dump(),
+            std::fs::read_to_string(tmp.path().join("mount2.log")).unwrap_or_default()
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
     let o = Command::new("umount").arg(&mnt).output().expect("umount");
     assert!(o.status.success());
     // Every server down: the mount fails and says why.
