@@ -560,6 +560,10 @@ fn the_self_heal_daemon_heals_a_returning_brick_with_no_client_left() {
     std::fs::write(mnt.join("old"), b"after the kill").expect("rewrite");
     std::fs::create_dir(mnt.join("d")).expect("mkdir");
     std::fs::write(mnt.join("d/new"), b"new file").expect("write new");
+    // volume status counts the entries brick 0's index holds for brick 1.
+    let st = json(&x(&["volume", "status", vol, "--json"]));
+    let pending0 = st["heal_index"][0]["entries"].as_u64().unwrap_or(0);
+    assert!(pending0 >= 3, "heal index counts in status: {st}");
     // No client is left to heal on lookup; brick 1 comes back stale.
     ok(&x(&["umount", &s(&mnt)]));
     ok(&x(&["volume", "start", vol]));
@@ -591,6 +595,19 @@ fn the_self_heal_daemon_heals_a_returning_brick_with_no_client_left() {
         listed(&info, 0).is_empty() && listed(&info, 1).is_empty(),
         "{info}"
     );
+    // The index entries settle and go; status counts none then.
+    let zero = |st: &serde_json::Value| {
+        st["heal_index"]
+            .as_array()
+            .is_some_and(|a| a.len() == 2 && a.iter().all(|h| h["entries"] == 0))
+    };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    let mut st = json(&x(&["volume", "status", vol, "--json"]));
+    while !zero(&st) && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(200));
+        st = json(&x(&["volume", "status", vol, "--json"]));
+    }
+    assert!(zero(&st), "{st}");
     // Switched off, it ends by itself; switched on again, the next start runs a new one.
     let daemon_alive = |pid: libc::pid_t| {
         String::from_utf8_lossy(&std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default())

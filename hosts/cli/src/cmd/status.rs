@@ -31,6 +31,19 @@ struct Status {
     rebalance: Option<Rebalance>,
     /// The self-heal daemon this host runs for the volume (replicated volumes).
     shd: Option<Shd>,
+    /// Replicated volumes: entries in each local brick's heal index (objects with a non-zero
+    /// replication counter, or whose counters returned to zero in the last seconds), read
+    /// from disk (`volume heal VOL info` lists them by path).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    heal_index: Vec<HealCount>,
+}
+
+#[derive(Serialize)]
+struct HealCount {
+    index: usize,
+    brick: String,
+    /// None: the index could not be read (the message is printed).
+    entries: Option<usize>,
 }
 
 #[derive(Serialize)]
@@ -96,6 +109,25 @@ pub fn run(ctx: &Ctx, a: Args) -> Result<u8> {
             pid: s.pid,
             running: procs::alive(s.pid, crate::state::SHD_MARK),
         });
+    let here = procs::local_host_names();
+    let heal_index: Vec<HealCount> = (0..spec.bricks.len())
+        .filter(|p| spec.replica > 1 && spec.bricks[*p].is_on(&here))
+        .map(|p| {
+            let path = std::path::Path::new(spec.bricks[p].path());
+            let entries = match xlfs_posix::index_entries(path) {
+                Ok(v) => Some(v.len()),
+                Err(e) => {
+                    eprintln!("heal index of brick {}: {e}", spec.bricks[p]);
+                    None
+                }
+            };
+            HealCount {
+                index: spec.brick_id(p),
+                brick: spec.bricks[p].to_string(),
+                entries,
+            }
+        })
+        .collect();
     let status = Status {
         volume: spec.name.clone(),
         layout: spec.layout().to_string(),
@@ -104,6 +136,7 @@ pub fn run(ctx: &Ctx, a: Args) -> Result<u8> {
         mounts,
         rebalance,
         shd,
+        heal_index,
     };
     if a.json {
         print_json(&status)?;
@@ -149,6 +182,20 @@ fn print_human(s: &Status) {
             (false, false) => "gone",
         };
         println!("  mount {}  pid {}  {state}", m.mountpoint, m.pid);
+    }
+    if !s.heal_index.is_empty() {
+        let counts: Vec<String> = s
+            .heal_index
+            .iter()
+            .map(|h| match h.entries {
+                Some(n) => format!("brick {} {n}", h.index),
+                None => format!("brick {} unreadable", h.index),
+            })
+            .collect();
+        println!(
+            "  heal index  {} (xlfs volume heal VOL info lists them)",
+            counts.join(", ")
+        );
     }
     if let Some(d) = &s.shd {
         let state = if d.running {
