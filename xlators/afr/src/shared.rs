@@ -51,6 +51,9 @@ pub(crate) struct Shared {
     pub up: ChildState,
     pub services: HostServices,
     pub cfg: Mutex<Config>,
+    /// The arbiter child (`arbiter-count 1`), fixed for the instance's life (reconfigure
+    /// refuses a change): read without the config's lock on every fop that needs it.
+    pub arbiter: Option<usize>,
     /// Bumped on every ChildUp: what was learnt of the copies before may be stale.
     pub generation: AtomicU64,
     pub inodes: Mutex<HashMap<Gfid, InodeCtx>>,
@@ -112,6 +115,7 @@ impl Shared {
             keys,
             up,
             services,
+            arbiter: cfg.arbiter,
             cfg: Mutex::new(cfg),
             generation: AtomicU64::new(1),
             inodes: Mutex::new(HashMap::new()),
@@ -242,7 +246,7 @@ impl Shared {
     /// attributes, which go with the data lane: see [`crate::reads::lanes_of`]).
     fn mask_arbiter(&self, ctx: &mut InodeCtx) {
         if ctx.kind == FileType::Regular
-            && let Some(a) = lock(&self.cfg).arbiter
+            && let Some(a) = self.arbiter
         {
             ctx.readable[0][a] = false;
         }

@@ -490,7 +490,7 @@ fn good_copies(
                 *g &= !(0..n).any(|i| i != j && pre[i] && m.get(i, j, lane) > 0);
             }
             if lane == Lanes::DATA
-                && let Some(a) = sh.cfg().arbiter
+                && let Some(a) = sh.arbiter
             {
                 // It holds no data: a write needs a good data copy besides it.
                 good[a] = false;
@@ -738,7 +738,7 @@ async fn open_at_once(
 /// true says so: the caller then takes the change as made nowhere (GlusterFS
 /// `afr_txn_arbitrate_fop`).
 pub(crate) fn arbitrate<R>(sh: &Shared, plan: &Plan, replies: &mut Replies<R>) -> bool {
-    let Some(a) = sh.cfg().arbiter else {
+    let Some(a) = sh.arbiter else {
         return false;
     };
     if !plan.targets.iter().any(|(_, l)| l.has(Lanes::DATA)) {

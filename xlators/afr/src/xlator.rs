@@ -498,7 +498,7 @@ impl<S: Spelling> Translator for ReplicateAs<S> {
             .map(|(a, b)| *a && *b)
             .collect();
         let cfg = self.sh.cfg();
-        if let Some(a) = cfg.arbiter
+        if let Some(a) = self.sh.arbiter
             && readable.iter().enumerate().any(|(j, r)| *r && j != a)
         {
             // Its files' attributes are not their data's (no blocks): every regular file it

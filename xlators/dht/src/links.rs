@@ -71,8 +71,8 @@ impl Shared {
         self.require_all_up()?;
         let root = Ctx::root();
         let (rcx, _) = with_own_req(&root);
-        let first = self.layout_of(names[0].0).await?;
-        let d = first.hashed(&names[0].1);
+        // Where the file goes: the hashed child of its first name.
+        let d = self.layout_of(names[0].0).await?.hashed(&names[0].1);
         let mut linked: Vec<Linked> = Vec::with_capacity(names.len());
         // Per child: the names it holds the file under (not as a link file).
         let mut holders: Vec<Vec<usize>> = vec![Vec::new(); self.n()];
@@ -324,9 +324,8 @@ impl Shared {
         let mut went = 0;
         let mut failed = None;
         for l in &all {
-            let cx = Ctx::builder(0, 0).ext(&xlator_api::UnlinkExact(g)).build();
-            match self.children[s].unlink(&cx, (*l).clone()).await {
-                Ok(_) => {}
+            match self.unlink_if(s, l, g).await {
+                Ok(()) => {}
                 Err(Errno::ESTALE | Errno::ENOENT) => {
                     let _ = self.unlink_exact(d, l, g).await;
                     went += 1;

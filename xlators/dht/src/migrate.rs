@@ -455,12 +455,19 @@ impl Shared {
         Ok(Moved::Moved(0))
     }
 
+    /// Removes `loc` on child `i` if it still names `gfid`; a name already gone is done.
     pub(crate) async fn unlink_exact(&self, i: usize, loc: &Loc, gfid: Gfid) -> Result<(), Errno> {
-        let cx = Ctx::builder(0, 0).ext(&UnlinkExact(gfid)).build();
-        match self.children[i].unlink(&cx, loc.clone()).await {
-            Ok(_) | Err(Errno::ENOENT) => Ok(()),
+        match self.unlink_if(i, loc, gfid).await {
+            Ok(()) | Err(Errno::ENOENT) => Ok(()),
             Err(e) => Err(e),
         }
+    }
+
+    /// Removes `loc` on child `i` only while it names `gfid`: ESTALE when it names another
+    /// object, ENOENT when it is gone.
+    pub(crate) async fn unlink_if(&self, i: usize, loc: &Loc, gfid: Gfid) -> Result<(), Errno> {
+        let cx = Ctx::builder(0, 0).ext(&UnlinkExact(gfid)).build();
+        self.children[i].unlink(&cx, loc.clone()).await.map(drop)
     }
 
     /// Steps 2 to 6 of the module doc. `extra`: the file's other names (hard links), all on

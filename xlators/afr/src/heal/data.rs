@@ -53,7 +53,7 @@ async fn copy(
                 flags: libc::O_RDWR,
             };
             let r = match sink.open(&cx, dfd).await {
-                Ok(_) if cfg.arbiter == Some(s) => {
+                Ok(_) if sh.arbiter == Some(s) => {
                     // No data is stored there: the size is all it takes.
                     let resize = SetAttr {
                         size: ROption::RSome(attr.size),

@@ -182,7 +182,7 @@ impl Held {
             }
             Direction::Heal { sources, sinks } => {
                 // An arbiter holds no data to copy: a data heal's source is a data child.
-                let arbiter = sh.cfg().arbiter.filter(|_| lane == Lanes::DATA);
+                let arbiter = sh.arbiter.filter(|_| lane == Lanes::DATA);
                 let Some(src) = (0..sources.len()).find(|&i| sources[i] && Some(i) != arbiter)
                 else {
                     if sources.iter().any(|s| *s) {
@@ -224,7 +224,7 @@ impl Held {
         // The arbiter is never the copy picked (its data and times are not the file's); it
         // stays a sink.
         let mut cands = present.clone();
-        if let Some(a) = sh.cfg().arbiter {
+        if let Some(a) = sh.arbiter {
             cands[a] = false;
         }
         let Some(sources) = fav.pick(sh, gfid, lane.name(), &cands).await else {
