@@ -174,7 +174,7 @@ impl<R> Replies<R> {
         let ok = self.succeeded();
         if quorum.met(&ok) {
             let zeros = vec![0; ok.len()];
-            let mut from = ok.clone();
+            let mut from = ok;
             if let Some(a) = cfg.arbiter
                 && from.iter().enumerate().any(|(i, o)| *o && i != a)
             {
