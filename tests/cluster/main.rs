@@ -31,6 +31,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 use xlfs_integration_tests::{bin, free_ports, is_mounted};
 
+mod mgmt;
 mod netns;
 use netns::{Killed, Net};
 

@@ -210,10 +210,12 @@ impl Gen<'_> {
 
     fn server_transport(&self, brick: &Brick, port: u16) -> Vec<(&'static str, String)> {
         let spec = self.spec;
-        let host = match (&spec.transport.listen_host, brick.is_local()) {
+        // A brick listens only where it was named (its host's address, or loopback), never
+        // on every address unless `--listen-host 0.0.0.0` asks for it.
+        let host = match (&spec.transport.listen_host, brick.host()) {
             (Some(h), _) => h.clone(),
-            (None, true) => crate::brick::LOOPBACK.into(),
-            (None, false) => "0.0.0.0".into(),
+            (None, None) => crate::brick::LOOPBACK.into(),
+            (None, Some(h)) => h.to_owned(),
         };
         let mut out = vec![("listen-host", host), ("listen-port", port.to_string())];
         if !spec.auth_allow.is_empty() {

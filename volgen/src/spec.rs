@@ -83,7 +83,8 @@ fn is_zero(n: &u32) -> bool {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Transport {
-    /// Address the bricks bind; default: 127.0.0.1 for local bricks, 0.0.0.0 for `host:/path`.
+    /// Address the bricks bind; default: 127.0.0.1 for local bricks, the host as written for
+    /// `host:/path` (never every address unless asked: `0.0.0.0`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub listen_host: Option<String>,
     /// Port of brick 0; brick `i` uses `base_port + i`.

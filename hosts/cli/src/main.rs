@@ -83,12 +83,21 @@ pub enum Command {
     /// TLS certificates: a volume's CA, and certificates for its bricks and clients.
     #[command(subcommand)]
     Tls(cmd::tls::Command),
+    /// The cluster's peers (hosts running xlfs-mgmtd): probe, status, detach.
+    #[command(subcommand)]
+    Peer(cmd::peer::PeerCommand),
+    /// Every peer of the cluster.
+    #[command(subcommand)]
+    Pool(cmd::peer::PoolCommand),
 }
 
 #[derive(Subcommand, Debug)]
 pub enum VolumeCommand {
     /// Describe a new volume and generate its volfiles.
     Create(cmd::create::Args),
+    /// Write a volume's description as the cluster decided it (run by xlfs-mgmtd).
+    #[command(hide = true)]
+    Sync(cmd::sync::Args),
     /// Set an option by key (see `xlfs volume options`).
     Set(cmd::set::Args),
     /// Show option values.

@@ -41,7 +41,8 @@ pub struct Args {
     /// Port of the first brick (brick i uses PORT+i); default: the first free range from 49152.
     #[arg(long, value_name = "PORT")]
     pub port: Option<u16>,
-    /// Address the bricks listen on (default 127.0.0.1 for local bricks, 0.0.0.0 otherwise).
+    /// Address the bricks listen on (default 127.0.0.1 for local bricks, the brick's host as
+    /// written for HOST:/path; 0.0.0.0 listens on every address).
     #[arg(long, value_name = "ADDR")]
     pub listen_host: Option<String>,
     /// Client addresses the bricks accept: `*`, addresses, networks, comma-separated.

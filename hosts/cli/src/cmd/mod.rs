@@ -9,6 +9,7 @@ pub mod info;
 pub mod list;
 pub mod mount;
 pub mod options;
+pub mod peer;
 pub mod rebalance;
 pub mod remove_brick;
 pub mod reset;
@@ -17,6 +18,7 @@ pub mod start;
 pub mod statedump;
 pub mod status;
 pub mod stop;
+pub mod sync;
 pub mod tls;
 pub mod translator;
 pub mod umount;
@@ -60,9 +62,15 @@ pub fn run(cli: Cli) -> Result<u8> {
     let ctx = Ctx {
         state_dir: cli.state_dir,
     };
+    if matches!(cli.command, Command::Volume(_))
+        && let Some(code) = peer::forward_volume(&ctx)
+    {
+        return code;
+    }
     match cli.command {
         Command::Volume(v) => match v {
             VolumeCommand::Create(a) => create::run(&ctx, a),
+            VolumeCommand::Sync(a) => sync::run(&ctx, a),
             VolumeCommand::Set(a) => set::run(&ctx, a),
             VolumeCommand::Get(a) => get::run(&ctx, a),
             VolumeCommand::Reset(a) => reset::run(&ctx, a),
@@ -85,6 +93,8 @@ pub fn run(cli: Cli) -> Result<u8> {
         Command::Up(a) => up::run(&ctx, a),
         Command::Translator(c) => translator::run(&ctx, c),
         Command::Tls(c) => tls::run(c),
+        Command::Peer(c) => peer::run(&ctx, c),
+        Command::Pool(c) => peer::pool(&ctx, c),
     }
 }
 

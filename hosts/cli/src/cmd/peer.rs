@@ -1,0 +1,189 @@
+//! The cluster: `xlfs peer probe|status|detach`, `xlfs pool list`, and volume commands handed
+//! to this host's management daemon (`xlfs-mgmtd`) so they act on every peer.
+//!
+//! A host whose state directory has a running daemon (`<state>/mgmt/daemon.json`) is in
+//! cluster mode: `volume create|set|reset|start|stop|delete` go to the daemon, which makes
+//! the change with a majority of the peers and applies it on each; the read-only commands
+//! read the state directory, which the daemon keeps in line with the cluster.
+
+use std::time::Duration;
+
+use clap::Subcommand;
+use xlfs_mgmt::daemon::LOCAL_ENV;
+use xlfs_mgmt::proto::{Request, Response};
+use xlfs_mgmt::store::{DaemonFile, Store};
+
+use super::Ctx;
+use crate::error::{CliError, Result};
+
+/// How long a cluster operation may take (a brick start on every peer included).
+const OP_TIMEOUT: Duration = Duration::from_secs(120);
+
+#[derive(Subcommand, Debug)]
+#[command(after_help = "\
+Examples (with xlfs-mgmtd running on each host, the same secret file on each):
+  xlfs peer probe 10.0.0.2        add the host to this cluster (port 24017 unless given)
+  xlfs peer status                the other peers, connected or not
+  xlfs peer detach 10.0.0.2       take a host without bricks out")]
+pub enum PeerCommand {
+    /// Add a host (its xlfs-mgmtd) to this host's cluster.
+    Probe { host: String },
+    /// The other peers of the cluster, and whether this host reaches them.
+    Status,
+    /// Take a host without bricks out of the cluster.
+    Detach { host: String },
+}
+
+#[derive(Subcommand, Debug)]
+pub enum PoolCommand {
+    /// Every peer of the cluster, this one included.
+    List,
+}
+
+/// The running daemon of this state directory and the secret to reach it, unless the
+/// command was run by the daemon itself ([`LOCAL_ENV`]).
+pub fn daemon(ctx: &Ctx) -> Option<(DaemonFile, Vec<u8>)> {
+    if std::env::var_os(LOCAL_ENV).is_some() {
+        return None;
+    }
+    let store = Store::new(&ctx.state().root);
+    let text = std::fs::read_to_string(store.daemon_file()).ok()?;
+    let d: DaemonFile = serde_json::from_str(&text).ok()?;
+    if !crate::procs::alive(d.pid, "xlfs-mgmtd") {
+        return None;
+    }
+    let secret = store.secret(&d.secret_file, false).ok()?;
+    Some((d, secret))
+}
+
+fn ask(ctx: &Ctx, req: &Request) -> Result<Response> {
+    let Some((d, secret)) = daemon(ctx) else {
+        return Err(CliError::State(format!(
+            "no xlfs-mgmtd runs for {}: start one on this host (xlfs-mgmtd --listen ADDR)",
+            ctx.state().root.display()
+        )));
+    };
+    xlfs_mgmt::rpc::call(&d.addr, &secret, req, OP_TIMEOUT)
+        .map_err(|e| CliError::Process(e.to_string()))
+}
+
+/// Prints a daemon's answer to a command; its exit code.
+fn print(resp: Response) -> Result<u8> {
+    match resp {
+        Response::Output {
+            code,
+            stdout,
+            stderr,
+        } => {
+            print!("{stdout}");
+            eprint!("{stderr}");
+            Ok(code)
+        }
+        Response::Error(e) => Err(CliError::State(e)),
+        Response::Done => Ok(0),
+        other => Err(CliError::Other(format!("unexpected answer {other:?}"))),
+    }
+}
+
+pub fn run(ctx: &Ctx, c: PeerCommand) -> Result<u8> {
+    match c {
+        PeerCommand::Probe { host } => print(ask(ctx, &Request::Probe { addr: host })?),
+        PeerCommand::Detach { host } => print(ask(ctx, &Request::Detach { addr: host })?),
+        PeerCommand::Status => {
+            let peers = peers(ctx)?;
+            let others: Vec<_> = peers.iter().filter(|p| !p.me).collect();
+            println!("Number of Peers: {}", others.len());
+            for p in others {
+                println!();
+                println!("Hostname: {}", p.addr);
+                println!("Uuid: {:016x}", p.id);
+                println!(
+                    "State: Peer in Cluster ({})",
+                    if p.connected {
+                        "Connected"
+                    } else {
+                        "Disconnected"
+                    }
+                );
+            }
+            Ok(0)
+        }
+    }
+}
+
+pub fn pool(ctx: &Ctx, c: PoolCommand) -> Result<u8> {
+    match c {
+        PoolCommand::List => {
+            println!("{:<18}{:<28}{:<14}Log", "UUID", "Hostname", "State");
+            for p in peers(ctx)? {
+                let host = if p.me {
+                    format!("{} (this host)", p.addr)
+                } else {
+                    p.addr.clone()
+                };
+                let state = if p.connected {
+                    "Connected"
+                } else {
+                    "Disconnected"
+                };
+                let log = p.chosen.map_or("-".to_owned(), |c| c.to_string());
+                println!("{:<18}{host:<28}{state:<14}{log}", format!("{:016x}", p.id));
+            }
+            Ok(0)
+        }
+    }
+}
+
+fn peers(ctx: &Ctx) -> Result<Vec<xlfs_mgmt::proto::PeerInfo>> {
+    match ask(ctx, &Request::Peers)? {
+        Response::Peers(p) => Ok(p),
+        Response::Error(e) => Err(CliError::State(e)),
+        other => Err(CliError::Other(format!("unexpected answer {other:?}"))),
+    }
+}
+
+/// Volume commands that change the cluster's configuration: made by the daemon.
+const CLUSTER_VERBS: [&str; 6] = ["create", "set", "reset", "start", "stop", "delete"];
+/// Volume commands that change a volume's bricks: not cluster operations yet.
+const LOCAL_ONLY: [&str; 3] = ["add-brick", "remove-brick", "rebalance"];
+
+/// In cluster mode, hands `xlfs volume VERB ...` to the daemon and returns its exit code;
+/// `None` when the command runs here as usual.
+pub fn forward_volume(ctx: &Ctx) -> Option<Result<u8>> {
+    daemon(ctx)?;
+    let args = volume_args();
+    let verb = args.first()?.as_str();
+    if LOCAL_ONLY.contains(&verb) {
+        return Some(Err(CliError::State(format!(
+            "`xlfs volume {verb}` is not a cluster operation yet, and this host's volumes are \
+             managed by its xlfs-mgmtd: stop the daemons to change the bricks by hand"
+        ))));
+    }
+    if !CLUSTER_VERBS.contains(&verb) {
+        return None;
+    }
+    Some(ask(ctx, &Request::Volume { args }).and_then(print))
+}
+
+/// This command's arguments after `volume`, without the global `--state-dir`.
+fn volume_args() -> Vec<String> {
+    let all: Vec<String> = std::env::args().skip(1).collect();
+    let mut out = Vec::new();
+    let mut seen_volume = false;
+    let mut it = all.into_iter();
+    while let Some(a) = it.next() {
+        if a == "--state-dir" {
+            it.next();
+            continue;
+        }
+        if a.starts_with("--state-dir=") {
+            continue;
+        }
+        if !seen_volume {
+            seen_volume = a == "volume";
+            continue;
+        }
+        out.push(a);
+    }
+    out
+}

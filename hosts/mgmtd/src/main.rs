@@ -1,0 +1,115 @@
+//! xlfs-mgmtd: the management daemon of one host (GlusterFS's glusterd). Run one on every
+//! host of a cluster; `xlfs peer probe HOST` joins them, and `xlfs volume ...` run on any of
+//! them then acts on the whole cluster.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::Parser;
+use xlfs_mgmt::daemon::{Config, Daemon, log};
+use xlfs_mgmt::rpc::DEFAULT_PORT;
+
+const AFTER_HELP: &str = "\
+On each host (the same secret file on all of them; the first daemon creates one if missing):
+  xlfs-mgmtd --listen 10.0.0.1 &              (port 24017 by default)
+Then on one of them:
+  xlfs peer probe 10.0.0.2 && xlfs peer probe 10.0.0.3
+  xlfs volume create gv0 10.0.0.1:/b 10.0.0.2:/b 10.0.0.3:/b --replica 3
+  xlfs volume start gv0
+  xlfs-mount 10.0.0.1:49152,10.0.0.2:49153,10.0.0.3:49154:/gv0 /mnt/gv0 --secret-file S
+
+A change (probe, detach, volume create/set/reset/start/stop/delete) is made only when a
+majority of the peers accept it; without one it is refused and nothing changes. A peer that
+was down or cut off catches up when it is back. Each daemon starts the bricks of its own host
+and starts again any that dies (checked every --tick).
+
+Files: <state>/mgmt/node.json (this peer and its copy of the log), <state>/mgmt/secret,
+<state>/mgmt/daemon.json (where `xlfs` finds the daemon). The volumes are in
+<state>/volumes/, as `xlfs` keeps them. Logs go to stderr.";
+
+/// The xlfs management daemon.
+#[derive(Parser, Debug)]
+#[command(name = "xlfs-mgmtd", version, about, after_help = AFTER_HELP)]
+struct Args {
+    /// This host's address on the cluster network, HOST[:PORT] (port 24017 if left out): it
+    /// listens there and the other peers reach it there. Bricks named by this HOST are this
+    /// host's. There is no default: a daemon never listens on every address unasked.
+    #[arg(long, value_name = "ADDR")]
+    listen: String,
+    /// The state directory (the one `xlfs` uses on this host).
+    #[arg(long, value_name = "DIR", env = "XLFS_STATE_DIR", default_value = "/var/lib/xlfs")]
+    state_dir: PathBuf,
+    /// The cluster secret, the same on every peer [default: <state>/mgmt/secret, created with
+    /// a random secret when missing].
+    #[arg(long, value_name = "FILE")]
+    secret_file: Option<PathBuf>,
+    /// How often the log is compared with the peers' and the bricks checked, in milliseconds.
+    #[arg(long, value_name = "MS", default_value_t = 2000)]
+    tick_ms: u64,
+    /// Bound on one request to another peer, in milliseconds (an unreachable peer costs this).
+    #[arg(long, value_name = "MS", default_value_t = 2000)]
+    peer_timeout_ms: u64,
+}
+
+fn main() -> ExitCode {
+    let a = Args::parse();
+    let xlfs = match sibling("xlfs") {
+        Some(p) => p,
+        None => {
+            eprintln!(
+                "xlfs-mgmtd: cannot find the `xlfs` command next to xlfs-mgmtd or on PATH \
+                 (cargo build --workspace --bins)"
+            );
+            return ExitCode::from(1);
+        }
+    };
+    let cfg = Config {
+        listen: a.listen,
+        secret_file: a
+            .secret_file
+            .unwrap_or_else(|| xlfs_mgmt::store::Store::new(&a.state_dir).secret_file()),
+        state_dir: a.state_dir,
+        tick: Duration::from_millis(a.tick_ms.max(100)),
+        timeout: Duration::from_millis(a.peer_timeout_ms.max(100)),
+        xlfs,
+    };
+    let (d, listener) = match Daemon::start(cfg) {
+        Ok(x) => x,
+        Err(e) => {
+            eprintln!("xlfs-mgmtd: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    log(format_args!(
+        "xlfs-mgmtd {} listening at {} (default port {DEFAULT_PORT})",
+        env!("CARGO_PKG_VERSION"),
+        listener
+            .local_addr()
+            .map(|a| a.to_string())
+            .unwrap_or_default()
+    ));
+    d.serve(listener);
+    ExitCode::SUCCESS
+}
+
+/// `name` next to this executable (or its parent, for cargo's `deps`), then on PATH.
+fn sibling(name: &str) -> Option<PathBuf> {
+    let mut dirs: Vec<PathBuf> = Vec::new();
+    if let Some(d) = std::env::var_os("XLFS_BIN_DIR") {
+        dirs.push(d.into());
+    }
+    if let Some(dir) = std::env::current_exe()
+        .ok()
+        .and_then(|e| e.parent().map(PathBuf::from))
+    {
+        if dir.ends_with("deps") {
+            dirs.extend(dir.parent().map(PathBuf::from));
+        }
+        dirs.push(dir);
+    }
+    if let Some(path) = std::env::var_os("PATH") {
+        dirs.extend(std::env::split_paths(&path));
+    }
+    dirs.iter().map(|d| d.join(name)).find(|p| p.is_file())
+}

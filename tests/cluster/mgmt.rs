@@ -1,0 +1,346 @@
+//! Three hosts managed by xlfs-mgmtd, each a network namespace with its own daemon and state
+//! directory, and a client namespace: probe, create a replica 3 volume across them from one
+//! peer, start it from another, mount it from the client and write; kill -9 one host's daemon
+//! and brick: I/O goes on and `volume set` still works on the majority; the host restarts and
+//! catches up (its daemon also starts its brick again), heal converges; cut one host off: it
+//! refuses changes while the other two make them; mend: it catches up and all three hold the
+//! same log.
+
+use std::fs::{self, File};
+use std::io::Write;
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::process::{Output, Stdio};
+use std::time::{Duration, Instant};
+
+use xlfs_integration_tests::bin;
+
+use crate::Mount;
+use crate::netns::{Killed, Net};
+
+const HOSTS: usize = 3;
+const VOLUME: &str = "gv0";
+const BASE_PORT: u16 = 24600;
+
+struct Hosts {
+    mount: Option<Mount>,
+    daemons: Vec<Option<Killed>>,
+    net: Net,
+    dir: tempfile::TempDir,
+}
+
+impl Hosts {
+    fn state(&self, i: usize) -> PathBuf {
+        self.dir.path().join(format!("h{i}/state"))
+    }
+
+    fn brick(&self, i: usize) -> PathBuf {
+        self.dir.path().join(format!("h{i}/brick"))
+    }
+
+    fn start_daemon(&mut self, i: usize) {
+        let log = self.dir.path().join(format!("h{i}/mgmtd.log"));
+        fs::create_dir_all(log.parent().expect("dir")).expect("mkdir");
+        let child = self
+            .net
+            .command(i, &bin("xlfs-mgmtd"))
+            .args(["--listen", &self.net.addr(i)])
+            .arg("--state-dir")
+            .arg(self.state(i))
+            .arg("--secret-file")
+            .arg(self.dir.path().join("cluster.secret"))
+            .args(["--tick-ms", "300", "--peer-timeout-ms", "1000"])
+            .stdout(Stdio::null())
+            .stderr(
+                fs::OpenOptions::new()
+                    .create(true)
+                    .append(true)
+                    .open(&log)
+                    .expect("log"),
+            )
+            .spawn()
+            .expect("xlfs-mgmtd");
+        self.daemons[i] = Some(Killed(child));
+        let file = self.state(i).join("mgmt/daemon.json");
+        wait(&format!("daemon {i} up"), Duration::from_secs(20), || {
+            fs::read_to_string(&file).is_ok_and(|t| t.contains(&format!("\"pid\":{}", self.pid(i))))
+        });
+    }
+
+    fn pid(&self, i: usize) -> u32 {
+        self.daemons[i].as_ref().map_or(0, |k| k.0.id())
+    }
+
+    /// `xlfs ARGS` on host `i` (its namespace and state directory).
+    fn xlfs_raw(&self, i: usize, args: &[&str]) -> Output {
+        self.net
+            .command(i, &bin("xlfs"))
+            .args(args)
+            .env("XLFS_STATE_DIR", self.state(i))
+            .env_remove("XLFS_MGMT_LOCAL")
+            .output()
+            .expect("xlfs")
+    }
+
+    fn xlfs(&self, i: usize, args: &[&str]) -> String {
+        let o = self.xlfs_raw(i, args);
+        assert!(
+            o.status.success(),
+            "host {i}: xlfs {args:?}: {}{}\n{}",
+            String::from_utf8_lossy(&o.stdout),
+            String::from_utf8_lossy(&o.stderr),
+            self.logs()
+        );
+        String::from_utf8_lossy(&o.stdout).into_owned()
+    }
+
+    fn logs(&self) -> String {
+        (0..HOSTS)
+            .map(|i| {
+                let t = fs::read_to_string(self.dir.path().join(format!("h{i}/mgmtd.log")))
+                    .unwrap_or_default();
+                format!("--- mgmtd {i} ---\n{t}")
+            })
+            .collect()
+    }
+
+    /// Pids of the processes host `i`'s daemon started for the volume (bricks, heal daemon).
+    fn volume_pids(&self, i: usize) -> Vec<u32> {
+        let run = self.state(i).join("volumes").join(VOLUME).join("run.json");
+        let Ok(text) = fs::read_to_string(run) else {
+            return Vec::new();
+        };
+        let v: serde_json::Value = serde_json::from_str(&text).unwrap_or_default();
+        let mut pids: Vec<u32> = v["bricks"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|b| b["pid"].as_u64())
+            .map(|p| p as u32)
+            .collect();
+        pids.extend(v["shd"]["pid"].as_u64().map(|p| p as u32));
+        pids
+    }
+
+    fn brick_alive(&self, i: usize) -> bool {
+        let run = self.state(i).join("volumes").join(VOLUME).join("run.json");
+        let text = fs::read_to_string(run).unwrap_or_default();
+        let v: serde_json::Value = serde_json::from_str(&text).unwrap_or_default();
+        v["bricks"].as_array().into_iter().flatten().any(|b| {
+            b["pid"].as_u64().is_some_and(|p| {
+                fs::read_to_string(format!("/proc/{p}/cmdline")).is_ok_and(|c| c.contains("xlfsd"))
+            })
+        })
+    }
+
+    /// Host `i`'s copy of the log.
+    fn log_of(&self, i: usize) -> serde_json::Value {
+        let text = fs::read_to_string(self.state(i).join("mgmt/node.json")).unwrap_or_default();
+        let v: serde_json::Value = serde_json::from_str(&text).unwrap_or_default();
+        v["paxos"]["chosen"].clone()
+    }
+
+    /// Kills host `i`'s daemon and the processes it started, with SIGKILL.
+    fn kill_host(&mut self, i: usize) {
+        self.daemons[i] = None;
+        for p in self.volume_pids(i) {
+            // SAFETY: kill(2) of a process this test's daemons started.
+            unsafe { libc::kill(p as i32, libc::SIGKILL) };
+        }
+    }
+
+    fn cut_off(&self, i: usize) {
+        for j in (0..=HOSTS).filter(|j| *j != i) {
+            self.net.cut(i, j);
+            self.net.cut(j, i);
+        }
+    }
+
+    fn mend(&self, i: usize) {
+        for j in (0..=HOSTS).filter(|j| *j != i) {
+            self.net.mend(i, j);
+            self.net.mend(j, i);
+        }
+    }
+}
+
+impl Drop for Hosts {
+    fn drop(&mut self) {
+        self.mount = None;
+        for i in 0..HOSTS {
+            self.kill_host(i);
+        }
+        if std::thread::panicking() {
+            eprintln!("{}", self.logs());
+        }
+    }
+}
+
+fn wait(what: &str, limit: Duration, mut ok: impl FnMut() -> bool) {
+    let deadline = Instant::now() + limit;
+    while !ok() {
+        assert!(Instant::now() < deadline, "{what}: not within {limit:?}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+fn write_synced(path: &Path, data: &[u8]) {
+    let mut f = File::create(path).expect("create");
+    f.write_all(data).expect("write");
+    f.sync_all().expect("fsync");
+}
+
+#[test]
+fn three_hosts_keep_one_configuration_through_a_dead_host_and_a_partition() {
+    xlfs_integration_tests::require_e2e!();
+    if let Err(why) = crate::netns::available() {
+        if std::env::var("XLFS_E2E_REQUIRE").as_deref() == Ok("1") {
+            panic!("cannot make network namespaces: {why}");
+        }
+        println!("SKIPPED: {why}");
+        return;
+    }
+    let net = Net::new("mg", HOSTS + 1, 77);
+    let mut h = Hosts {
+        mount: None,
+        daemons: (0..HOSTS).map(|_| None).collect(),
+        net,
+        dir: tempfile::tempdir().expect("tempdir"),
+    };
+    let client = HOSTS;
+    for i in 0..HOSTS {
+        h.start_daemon(i);
+    }
+
+    // Probe the others from host 0.
+    for i in 1..HOSTS {
+        let out = h.xlfs(0, &["peer", "probe", &h.net.addr(i)]);
+        assert!(out.contains("success"), "{out}");
+    }
+    let pool = h.xlfs(2, &["pool", "list"]);
+    assert_eq!(pool.matches("Connected").count(), HOSTS, "{pool}");
+    let again = h.xlfs(1, &["peer", "probe", &h.net.addr(2)]);
+    assert!(again.contains("already in the pool"), "{again}");
+
+    // Create on host 0, start from host 1.
+    let mut create = vec!["volume".to_owned(), "create".into(), VOLUME.into()];
+    create.extend(["--replica".into(), "3".into()]);
+    create.extend(["--port".into(), BASE_PORT.to_string()]);
+    for i in 0..HOSTS {
+        create.push(format!("{}:{}", h.net.addr(i), h.brick(i).display()));
+    }
+    let refs: Vec<&str> = create.iter().map(String::as_str).collect();
+    h.xlfs(0, &refs);
+    h.xlfs(
+        2,
+        &["volume", "set", VOLUME, "protocol.client.ping-timeout", "2s"],
+    );
+    h.xlfs(1, &["volume", "start", VOLUME]);
+    for i in 0..HOSTS {
+        wait(
+            &format!("host {i}'s brick started by its daemon"),
+            Duration::from_secs(30),
+            || h.brick_alive(i),
+        );
+        let info = h.xlfs(i, &["volume", "info", VOLUME]);
+        assert!(info.contains("ping-timeout"), "host {i}: {info}");
+    }
+
+    // Mount from the client, fetching from the first host that answers.
+    let mnt = h.dir.path().join("mnt");
+    fs::create_dir_all(&mnt).expect("mkdir");
+    let servers: Vec<String> = (0..HOSTS)
+        .map(|i| format!("{}:{}", h.net.addr(i), BASE_PORT + i as u16))
+        .collect();
+    let mut cmd = h.net.command(client, &bin("xlfs-mount"));
+    cmd.arg(format!("{}:/{VOLUME}", servers.join(",")))
+        .arg("--secret-file")
+        .arg(h.state(0).join("volumes").join(VOLUME).join("secret"));
+    h.mount = Some(Mount::start(cmd, &mnt, &h.dir.path().join("mount.log")));
+    write_synced(&mnt.join("before"), b"written with three hosts up");
+
+    // Host 2 dies (daemon and brick, kill -9): I/O goes on, the majority changes the volume.
+    h.kill_host(2);
+    write_synced(&mnt.join("during"), &vec![7u8; 256 * 1024]);
+    let f = File::open(mnt.join("before")).expect("open");
+    let mut buf = vec![0u8; 27];
+    f.read_exact_at(&mut buf, 0).expect("read");
+    assert_eq!(&buf, b"written with three hosts up");
+    let set = h.xlfs(
+        1,
+        &["volume", "set", VOLUME, "performance.write-behind.window-size", "2MiB"],
+    );
+    assert!(set.contains("window-size"), "{set}");
+
+    // It comes back: catches up with the change and starts its brick again; heal converges.
+    h.start_daemon(2);
+    wait("host 2 catches up", Duration::from_secs(30), || {
+        h.log_of(2) == h.log_of(0)
+    });
+    wait("host 2's brick restarted", Duration::from_secs(30), || {
+        h.brick_alive(2)
+    });
+    let info = h.xlfs(2, &["volume", "info", VOLUME]);
+    assert!(info.contains("2MiB"), "host 2 missed the change: {info}");
+    let mut last = String::new();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !{
+        // Each host's heal info lists its own brick's heal index.
+        let out: String = (0..HOSTS)
+            .map(|i| {
+                let o = h.xlfs_raw(i, &["volume", "heal", VOLUME, "info"]).stdout;
+                String::from_utf8_lossy(&o).into_owned()
+            })
+            .collect();
+        let counts: Vec<&str> = out
+            .lines()
+            .filter(|l| l.starts_with("Number of entries"))
+            .collect();
+        h.brick(2).join("during").metadata().is_ok_and(|m| m.len() == 256 * 1024)
+            && counts.len() == HOSTS
+            && counts.iter().all(|l| l.ends_with(": 0"))
+            || {
+                last = out.clone();
+                false
+            }
+    } {
+        assert!(
+            Instant::now() < deadline,
+            "heal does not converge within 60 s: {last}"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+
+    // Host 1 is cut off: it refuses changes; the other two make them.
+    h.cut_off(1);
+    let refused = h.xlfs_raw(
+        1,
+        &["volume", "set", VOLUME, "performance.write-behind.window-size", "4MiB"],
+    );
+    assert!(!refused.status.success(), "a cut-off host made a change");
+    let why = String::from_utf8_lossy(&refused.stderr);
+    assert!(why.contains("majority"), "{why}");
+    h.xlfs(
+        0,
+        &["volume", "set", VOLUME, "performance.write-behind.window-size", "8MiB"],
+    );
+    write_synced(&mnt.join("cut"), b"written with host 1 cut off");
+    let status = h.xlfs_raw(2, &["peer", "status"]);
+    assert!(
+        String::from_utf8_lossy(&status.stdout).contains("Disconnected"),
+        "{}",
+        String::from_utf8_lossy(&status.stdout)
+    );
+
+    // Mended: it catches up, and all three hold the same log and description.
+    h.mend(1);
+    wait("host 1 catches up", Duration::from_secs(30), || {
+        h.log_of(1) == h.log_of(0) && h.log_of(2) == h.log_of(0)
+    });
+    for i in 0..HOSTS {
+        let info = h.xlfs(i, &["volume", "info", VOLUME]);
+        assert!(info.contains("8MiB") && !info.contains("4MiB"), "host {i}: {info}");
+    }
+    let pool = h.xlfs(1, &["pool", "list"]);
+    assert_eq!(pool.matches("Connected").count(), HOSTS, "{pool}");
+}
