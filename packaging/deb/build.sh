@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Builds the Debian package of xlfs from this workspace: the binaries (xlfs, xlfsd,
-# xlfs-mount, xlfs-nfsd, xlfs-rebalance), the translator plugins in /usr/lib/xlfs/xlators
+# xlfs-mount, xlfs-nfsd, xlfs-rebalance, xlfs-mgmtd), the translator plugins in /usr/lib/xlfs/xlators
 # (where the binaries look: <exe>/../lib/xlfs/xlators), the mount helpers
 # /sbin/mount.xlfs and /sbin/mount.fuse.xlfs (`mount -t xlfs HOST:/VOL DIR`, fstab lines
-# with `_netdev`), the systemd unit xlfs-volume@.service and the docs.
+# with `_netdev`), the systemd units xlfs-volume@.service and xlfs-mgmtd.service (with
+# /etc/default/xlfs-mgmtd, a conffile) and the docs.
 #
 #   packaging/deb/build.sh [--profile release|debug] [--no-build] [--out DIR]
 #
@@ -34,7 +35,7 @@ esac
 root=$(cd "$(dirname "$0")/../.." && pwd)
 target=${CARGO_TARGET_DIR:-$root/target}
 out=${out:-$target/deb}
-bins="xlfs xlfsd xlfs-mount xlfs-nfsd xlfs-rebalance"
+bins="xlfs xlfsd xlfs-mount xlfs-nfsd xlfs-rebalance xlfs-mgmtd"
 
 if [ "$build" = 1 ]; then
     flag=; [ "$profile" = release ] && flag=--release
@@ -55,13 +56,20 @@ trap 'rm -rf "$stage"' EXIT
 pkg=$stage/xlfs
 
 install -d "$pkg/DEBIAN" "$pkg/usr/bin" "$pkg/usr/lib/xlfs/xlators" "$pkg/sbin" \
-    "$pkg/lib/systemd/system" "$pkg/usr/share/doc/xlfs" "$pkg/var/lib/xlfs"
+    "$pkg/lib/systemd/system" "$pkg/usr/share/doc/xlfs" "$pkg/var/lib/xlfs" "$pkg/etc/default"
 for b in $bins; do install -m 0755 "$dir/$b" "$pkg/usr/bin/$b"; done
 for p in $plugins; do install -m 0644 "$dir/$p" "$pkg/usr/lib/xlfs/xlators/$p"; done
 [ "$profile" = release ] && strip --strip-unneeded "$pkg"/usr/bin/* "$pkg"/usr/lib/xlfs/xlators/*.so
 ln -s ../usr/bin/xlfs-mount "$pkg/sbin/mount.xlfs"
 ln -s ../usr/bin/xlfs-mount "$pkg/sbin/mount.fuse.xlfs"
-install -m 0644 "$root/packaging/systemd/xlfs-volume@.service" "$pkg/lib/systemd/system/"
+install -m 0644 "$root/packaging/systemd/xlfs-volume@.service" "$root/packaging/systemd/xlfs-mgmtd.service" \
+    "$pkg/lib/systemd/system/"
+cat > "$pkg/etc/default/xlfs-mgmtd" <<DEFAULT
+# This host's address on the cluster network, HOST[:PORT] (port 24017 if left out), for
+# xlfs-mgmtd --listen (xlfs-mgmtd.service). There is no default: set it before starting it.
+XLFS_MGMTD_LISTEN=
+DEFAULT
+echo /etc/default/xlfs-mgmtd > "$pkg/DEBIAN/conffiles"
 install -m 0644 "$root/README.md" "$root/LICENSE" "$pkg/usr/share/doc/xlfs/"
 for d in "$root"/docs/*.md; do install -m 0644 "$d" "$pkg/usr/share/doc/xlfs/"; done
 

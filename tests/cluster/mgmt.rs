@@ -233,7 +233,13 @@ fn three_hosts_keep_one_configuration_through_a_dead_host_and_a_partition() {
     h.xlfs(0, &refs);
     h.xlfs(
         2,
-        &["volume", "set", VOLUME, "protocol.client.ping-timeout", "2s"],
+        &[
+            "volume",
+            "set",
+            VOLUME,
+            "protocol.client.ping-timeout",
+            "2s",
+        ],
     );
     h.xlfs(1, &["volume", "start", VOLUME]);
     for i in 0..HOSTS {
@@ -268,7 +274,13 @@ fn three_hosts_keep_one_configuration_through_a_dead_host_and_a_partition() {
     assert_eq!(&buf, b"written with three hosts up");
     let set = h.xlfs(
         1,
-        &["volume", "set", VOLUME, "performance.write-behind.window-size", "2MiB"],
+        &[
+            "volume",
+            "set",
+            VOLUME,
+            "performance.write-behind.window-size",
+            "2MiB",
+        ],
     );
     assert!(set.contains("window-size"), "{set}");
 
@@ -296,7 +308,10 @@ fn three_hosts_keep_one_configuration_through_a_dead_host_and_a_partition() {
             .lines()
             .filter(|l| l.starts_with("Number of entries"))
             .collect();
-        h.brick(2).join("during").metadata().is_ok_and(|m| m.len() == 256 * 1024)
+        h.brick(2)
+            .join("during")
+            .metadata()
+            .is_ok_and(|m| m.len() == 256 * 1024)
             && counts.len() == HOSTS
             && counts.iter().all(|l| l.ends_with(": 0"))
             || {
@@ -315,14 +330,26 @@ fn three_hosts_keep_one_configuration_through_a_dead_host_and_a_partition() {
     h.cut_off(1);
     let refused = h.xlfs_raw(
         1,
-        &["volume", "set", VOLUME, "performance.write-behind.window-size", "4MiB"],
+        &[
+            "volume",
+            "set",
+            VOLUME,
+            "performance.write-behind.window-size",
+            "4MiB",
+        ],
     );
     assert!(!refused.status.success(), "a cut-off host made a change");
     let why = String::from_utf8_lossy(&refused.stderr);
     assert!(why.contains("majority"), "{why}");
     h.xlfs(
         0,
-        &["volume", "set", VOLUME, "performance.write-behind.window-size", "8MiB"],
+        &[
+            "volume",
+            "set",
+            VOLUME,
+            "performance.write-behind.window-size",
+            "8MiB",
+        ],
     );
     write_synced(&mnt.join("cut"), b"written with host 1 cut off");
     let status = h.xlfs_raw(2, &["peer", "status"]);
@@ -338,8 +365,14 @@ fn three_hosts_keep_one_configuration_through_a_dead_host_and_a_partition() {
         h.log_of(1) == h.log_of(0) && h.log_of(2) == h.log_of(0)
     });
     for i in 0..HOSTS {
+        // The daemon applies what it caught up with on its next pass.
+        wait(
+            &format!("host {i} applies the change"),
+            Duration::from_secs(10),
+            || h.xlfs(i, &["volume", "info", VOLUME]).contains("8MiB"),
+        );
         let info = h.xlfs(i, &["volume", "info", VOLUME]);
-        assert!(info.contains("8MiB") && !info.contains("4MiB"), "host {i}: {info}");
+        assert!(!info.contains("4MiB"), "host {i}: {info}");
     }
     let pool = h.xlfs(1, &["pool", "list"]);
     assert_eq!(pool.matches("Connected").count(), HOSTS, "{pool}");

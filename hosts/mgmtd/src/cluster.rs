@@ -101,5 +101,7 @@ impl Cluster {
 pub fn host_of(addr: &str) -> String {
     let a = crate::rpc::with_port(addr);
     let host = a.rsplit_once(':').map_or(a.as_str(), |(h, _)| h);
-    host.trim_start_matches('[').trim_end_matches(']').to_owned()
+    host.trim_start_matches('[')
+        .trim_end_matches(']')
+        .to_owned()
 }

@@ -114,11 +114,14 @@ impl Daemon {
                     paxos: found(id, &addr),
                 };
                 store.save(&n)?;
-                log(format_args!("founded a cluster of one: peer {id:016x} at {addr}"));
+                log(format_args!(
+                    "founded a cluster of one: peer {id:016x} at {addr}"
+                ));
                 n
             }
         };
-        let listener = TcpListener::bind(&addr).map_err(|e| format!("cannot listen at {addr}: {e}"))?;
+        let listener =
+            TcpListener::bind(&addr).map_err(|e| format!("cannot listen at {addr}: {e}"))?;
         write_durably(
             &store.daemon_file(),
             serde_json::to_string(&DaemonFile {
@@ -301,7 +304,9 @@ impl Daemon {
                     })
                 })
                 .collect();
-            hs.into_iter().filter_map(|h| h.join().ok().flatten()).collect()
+            hs.into_iter()
+                .filter_map(|h| h.join().ok().flatten())
+                .collect()
         });
         let cluster = self.cluster().id;
         let Some((addr, best)) = statuses
@@ -352,7 +357,10 @@ impl Daemon {
                 match self.sync(v) {
                     Ok(out) => log(format_args!("volume {name}: description applied. {out}")),
                     Err(e) => {
-                        self.once(name, format!("volume {name}: cannot apply its description: {e}"));
+                        self.once(
+                            name,
+                            format!("volume {name}: cannot apply its description: {e}"),
+                        );
                         continue;
                     }
                 }
@@ -435,13 +443,14 @@ impl Daemon {
 
     /// Runs `xlfs ARGS` on this host's state directory; its output, or why it failed.
     fn xlfs(&self, args: &[&str]) -> Result<String, String> {
-        self.xlfs_in(&self.cfg.state_dir, args).and_then(|(code, out, err)| {
-            if code == 0 {
-                Ok(out)
-            } else {
-                Err(format!("{}{}", out.trim(), err.trim()))
-            }
-        })
+        self.xlfs_in(&self.cfg.state_dir, args)
+            .and_then(|(code, out, err)| {
+                if code == 0 {
+                    Ok(out)
+                } else {
+                    Err(format!("{}{}", out.trim(), err.trim()))
+                }
+            })
     }
 
     fn xlfs_in(&self, state: &Path, args: &[&str]) -> Result<(u8, String, String), String> {
@@ -711,7 +720,7 @@ impl Daemon {
                         }
                         match self.propose(Change::PutVolume(files)) {
                             Ok(()) => return out(printed + &self.spread_note()),
-                            Err(e) => return Response::Error(format!("not changed: {e}")),
+                            Err(e) => return Response::Error(not_made(&e)),
                         }
                     }
                     Err(r) => return r,
@@ -750,7 +759,7 @@ impl Daemon {
                 "volume {verb}: {name}: success{}",
                 self.spread_note()
             )),
-            Err(e) => Response::Error(format!("not changed: {e}")),
+            Err(e) => Response::Error(not_made(&e)),
         }
     }
 
@@ -783,8 +792,7 @@ impl Daemon {
             let refs: Vec<&str> = std::iter::once("volume")
                 .chain(args.iter().map(String::as_str))
                 .collect();
-            let (code, stdout, stderr) =
-                self.xlfs_in(&dir, &refs).map_err(Response::Error)?;
+            let (code, stdout, stderr) = self.xlfs_in(&dir, &refs).map_err(Response::Error)?;
             let real = self.cfg.state_dir.display().to_string();
             let fix = |s: &str| s.replace(&dir.display().to_string(), &real);
             if code != 0 {
@@ -903,6 +911,9 @@ impl Local<Change> for Proposer<'_> {
     fn chosen(&self, slot: u64, entry: Entry<Change>) {
         let _ = self.d.learn(slot, entry);
     }
+    fn chosen_id(&self, slot: u64) -> Option<u64> {
+        self.d.node().paxos.chosen.get(slot as usize).map(|e| e.id)
+    }
 }
 
 impl Transport<Change> for Proposer<'_> {
@@ -941,7 +952,18 @@ impl Transport<Change> for Proposer<'_> {
                     })
                 })
                 .collect();
-            hs.into_iter().filter_map(|h| h.join().ok().flatten()).collect()
+            hs.into_iter()
+                .filter_map(|h| h.join().ok().flatten())
+                .collect()
         })
     }
+}
+
+/// Why a volume change was refused. A value accepted by a minority may still be finished by
+/// the next proposal that finds it (Paxos), so "not made" is as far as this peer knows.
+fn not_made(e: &str) -> String {
+    format!(
+        "{e}. The change is not made (if a minority took it, the next change made on a \
+         majority may still find and finish it: check with `xlfs volume info`)"
+    )
 }

@@ -38,7 +38,12 @@ struct Args {
     #[arg(long, value_name = "ADDR")]
     listen: String,
     /// The state directory (the one `xlfs` uses on this host).
-    #[arg(long, value_name = "DIR", env = "XLFS_STATE_DIR", default_value = "/var/lib/xlfs")]
+    #[arg(
+        long,
+        value_name = "DIR",
+        env = "XLFS_STATE_DIR",
+        default_value = "/var/lib/xlfs"
+    )]
     state_dir: PathBuf,
     /// The cluster secret, the same on every peer [default: <state>/mgmt/secret, created with
     /// a random secret when missing].
@@ -54,6 +59,13 @@ struct Args {
 
 fn main() -> ExitCode {
     let a = Args::parse();
+    if a.listen.trim().is_empty() {
+        eprintln!(
+            "xlfs-mgmtd: --listen is empty: give this host's address on the cluster network \
+             (with systemd: XLFS_MGMTD_LISTEN in /etc/default/xlfs-mgmtd)"
+        );
+        return ExitCode::from(2);
+    }
     let xlfs = match sibling("xlfs") {
         Some(p) => p,
         None => {

@@ -76,8 +76,15 @@ impl<V> Default for Durable<V> {
 /// A proposer's requests.
 #[derive(Serialize, Deserialize, Clone, Debug)]
 pub enum Request<V> {
-    Prepare { slot: u64, ballot: Ballot },
-    Accept { slot: u64, ballot: Ballot, entry: Entry<V> },
+    Prepare {
+        slot: u64,
+        ballot: Ballot,
+    },
+    Accept {
+        slot: u64,
+        ballot: Ballot,
+        entry: Entry<V>,
+    },
 }
 
 /// An acceptor's answers.
@@ -186,6 +193,8 @@ pub trait Local<V> {
     fn saw_round(&self, round: u64);
     /// Records (and applies) `entry` as chosen for `slot`.
     fn chosen(&self, slot: u64, entry: Entry<V>);
+    /// The id of the entry chosen for `slot`, if known here.
+    fn chosen_id(&self, slot: u64) -> Option<u64>;
 }
 
 /// Why a proposal was not chosen.
@@ -216,8 +225,14 @@ pub fn propose<V: Clone + PartialEq>(
     entry: Entry<V>,
 ) -> Result<u64, ProposeError> {
     let mut rounds = 0;
+    let first = local.next_slot();
     loop {
         let slot = local.next_slot();
+        // Another proposer may have found this entry accepted and finished it in a slot
+        // learnt meanwhile: it is chosen once, never again.
+        if let Some(s) = (first..slot).find(|s| local.chosen_id(*s) == Some(entry.id)) {
+            return Ok(s);
+        }
         let members = local.members(slot);
         if !members.contains(&local.me()) {
             return Err(ProposeError::NotMember);
@@ -230,7 +245,13 @@ pub fn propose<V: Clone + PartialEq>(
         // Phase 1.
         let answers = net.call_all(&members, &Request::Prepare { slot, ballot });
         if let Some(e) = decided(&answers) {
+            // Decided already, perhaps with this very entry (another proposer found it
+            // accepted and finished it): then it is chosen, and must not be proposed again.
+            let mine = e.id == entry.id;
             local.chosen(slot, e);
+            if mine {
+                return Ok(slot);
+            }
             continue;
         }
         note_nacks(local, &answers);
@@ -269,7 +290,13 @@ pub fn propose<V: Clone + PartialEq>(
             },
         );
         if let Some(e) = decided(&answers) {
+            // Decided already, perhaps with this very entry (another proposer found it
+            // accepted and finished it): then it is chosen, and must not be proposed again.
+            let mine = e.id == entry.id;
             local.chosen(slot, e);
+            if mine {
+                return Ok(slot);
+            }
             continue;
         }
         note_nacks(local, &answers);

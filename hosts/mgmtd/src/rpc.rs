@@ -115,7 +115,11 @@ fn mac(secret: &[u8], side: &str, nc: &str, ns: &str) -> String {
 
 /// Constant-time comparison of two MACs.
 fn same(a: &str, b: &str) -> bool {
-    a.len() == b.len() && a.bytes().zip(b.bytes()).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+    a.len() == b.len()
+        && a.bytes()
+            .zip(b.bytes())
+            .fold(0u8, |acc, (x, y)| acc | (x ^ y))
+            == 0
 }
 
 /// `HOST` or `HOST:PORT` (IPv6 in brackets) as `host:port`.
@@ -218,7 +222,8 @@ pub fn call_as(
 /// The server side of the handshake on an accepted connection: `Ok` once the client proved
 /// the secret and runs this version. A refusal has been sent to the client when it errs.
 pub fn accept(s: &mut TcpStream, secret: &[u8], timeout: Duration) -> Result<(), String> {
-    s.set_read_timeout(Some(timeout)).map_err(|e| e.to_string())?;
+    s.set_read_timeout(Some(timeout))
+        .map_err(|e| e.to_string())?;
     s.set_write_timeout(Some(timeout))
         .map_err(|e| e.to_string())?;
     let _ = s.set_nodelay(true);
@@ -255,6 +260,55 @@ pub fn accept(s: &mut TcpStream, secret: &[u8], timeout: Duration) -> Result<(),
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A server that answers one connection with `Done` once the handshake passes; what
+    /// `accept` said.
+    fn serve_one(secret: &'static [u8]) -> (String, std::thread::JoinHandle<Result<(), String>>) {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        let addr = l.local_addr().expect("addr").to_string();
+        let h = std::thread::spawn(move || {
+            let (mut s, _) = l.accept().expect("accept");
+            accept(&mut s, secret, Duration::from_secs(5))?;
+            let _: Request = read_frame(&mut s).map_err(|e| e.to_string())?;
+            write_frame(&mut s, &Response::Done).map_err(|e| e.to_string())
+        });
+        (addr, h)
+    }
+
+    const SECRET: &[u8] = b"0123456789abcdef0123456789abcdef";
+    const T: Duration = Duration::from_secs(5);
+
+    #[test]
+    fn a_call_with_the_secret_is_answered() {
+        let (addr, h) = serve_one(SECRET);
+        let r = call(&addr, SECRET, &Request::Status, T).expect("call");
+        assert!(matches!(r, Response::Done));
+        h.join().expect("server").expect("handshake");
+    }
+
+    #[test]
+    fn another_version_is_refused_naming_both() {
+        let (addr, h) = serve_one(SECRET);
+        match call_as(&addr, SECRET, &Request::Status, T, "0.0.1") {
+            Err(RpcError::Refused { why, .. }) => {
+                assert!(why.contains(VERSION) && why.contains("0.0.1"), "{why}");
+            }
+            other => panic!("not refused: {other:?}"),
+        }
+        assert!(h.join().expect("server").is_err());
+    }
+
+    #[test]
+    fn another_secret_is_refused_both_ways() {
+        let (addr, h) = serve_one(SECRET);
+        let other = b"another secret, 32 characters at least";
+        assert!(matches!(
+            call(&addr, other, &Request::Status, T),
+            Err(RpcError::WrongSecret { .. })
+        ));
+        // The server never answered a request either.
+        assert!(h.join().expect("server").is_err());
+    }
 
     #[test]
     fn addresses_get_the_default_port() {

@@ -99,6 +99,10 @@ impl Local<V> for Peer<'_> {
         let mut d = self.w.nodes[&self.me].lock().expect("node");
         d.max_round = d.max_round.max(round);
     }
+    fn chosen_id(&self, slot: u64) -> Option<u64> {
+        let d = self.w.nodes[&self.me].lock().expect("node");
+        d.chosen.get(slot as usize).map(|e| e.id)
+    }
     fn chosen(&self, slot: u64, entry: Entry<V>) {
         let mut d = self.w.nodes[&self.me].lock().expect("node");
         Acceptor { d: &mut d }
@@ -120,7 +124,9 @@ impl Local<V> for Peer<'_> {
 fn run(seed: u64, loss: u64) {
     let founders = vec![1, 2, 3];
     let w = World {
-        nodes: (1..=4).map(|p| (p, Mutex::new(Durable::default()))).collect(),
+        nodes: (1..=4)
+            .map(|p| (p, Mutex::new(Durable::default())))
+            .collect(),
         founders: founders.clone(),
         rng: Rng(Mutex::new(seed | 1)),
         loss,
@@ -172,7 +178,11 @@ fn run(seed: u64, loss: u64) {
     }
     let mut seen = BTreeSet::new();
     for e in &longest {
-        assert!(seen.insert(e.id), "seed {seed}: proposal {} chosen twice", e.id);
+        assert!(
+            seen.insert(e.id),
+            "seed {seed}: proposal {} chosen twice",
+            e.id
+        );
     }
     let m = members(&longest, longest.len() as u64, &founders);
     assert!(!m.is_empty());
