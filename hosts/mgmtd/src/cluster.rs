@@ -4,7 +4,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use crate::paxos::{Entry, PeerId};
+use crate::replog::{Entry, PeerId};
 
 /// One entry of the log.
 #[derive(Serialize, Deserialize, Clone, PartialEq, Eq, Debug)]

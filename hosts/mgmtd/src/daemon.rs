@@ -1,6 +1,7 @@
 //! The running daemon: answers peers and the `xlfs` command, proposes changes, follows the
 //! log, and keeps this host's state directory and bricks in line with it.
 
+use std::collections::{BTreeMap, HashMap};
 use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -11,8 +12,8 @@ use std::time::Duration;
 use xlfs_volgen::VolumeSpec;
 
 use crate::cluster::{Change, Cluster, VolumeFiles, host_of};
-use crate::paxos::{self, Acceptor, Entry, Local, PeerId, Transport};
 use crate::proto::{PeerInfo, Request, Response, Status};
+use crate::replog::{self, Durable, Entry, PeerId, Proposal, Replica};
 use crate::rpc;
 use crate::store::{DaemonFile, FORMAT, Node, Store, write_durably};
 
@@ -24,6 +25,8 @@ pub const LOCAL_ENV: &str = "XLFS_MGMT_LOCAL";
 pub const MARK: &str = "cluster.json";
 /// The answer to a log request of another cluster than the daemon's.
 const OTHER_CLUSTER: &str = "this peer is in another cluster";
+/// How long a connection may sit with no request before the daemon closes it.
+const IDLE: Duration = Duration::from_secs(60);
 
 /// What the daemon was started with.
 pub struct Config {
@@ -42,7 +45,16 @@ pub struct Daemon {
     cfg: Config,
     store: Store,
     secret: Vec<u8>,
-    node: Mutex<Node>,
+    node: Mutex<State>,
+    /// Proposals of this peer waiting to be applied, by entry id.
+    waiters: Mutex<HashMap<u64, mpsc::Sender<()>>>,
+    /// What goes to each other peer, handed to its sender thread.
+    senders: Mutex<HashMap<PeerId, mpsc::Sender<Vec<raft::prelude::Message>>>>,
+    /// Where each peer is reached: the applied configuration's peers, and the address each
+    /// peer that sent this one a message gave.
+    addrs: Mutex<HashMap<PeerId, String>>,
+    logger: slog::Logger,
+    this: std::sync::Weak<Daemon>,
     /// One proposal at a time from this peer.
     proposing: Mutex<()>,
     /// One pass over the state directory at a time.
@@ -66,19 +78,49 @@ fn random_u64() -> u64 {
     u64::from_le_bytes(b) | 1
 }
 
+/// How long a join that was asked for may take before this peer gives up waiting and is a
+/// cluster of one again.
+const JOIN_WAIT_SECS: u64 = 120;
+
+/// This peer, and its copy of the log.
+struct State {
+    id: PeerId,
+    addr: String,
+    r: Replica<Change>,
+}
+
+impl State {
+    fn to_node(&self) -> Node {
+        Node {
+            format: FORMAT,
+            id: self.id,
+            addr: self.addr.clone(),
+            raft: self.r.durable().clone(),
+        }
+    }
+}
+
 /// A new cluster of one: this peer.
-fn found(id: PeerId, addr: &str) -> paxos::Durable<Change> {
-    paxos::Durable {
-        chosen: vec![Entry {
+fn found(id: PeerId, addr: &str) -> Durable<Change> {
+    let cluster = random_u64();
+    Durable::found(
+        cluster,
+        id,
+        Entry {
             id: random_u64(),
             value: Change::Found {
-                cluster: random_u64(),
+                cluster,
                 peer: id,
                 addr: addr.to_owned(),
             },
-        }],
-        ..Default::default()
-    }
+        },
+    )
+}
+
+/// The cluster a durable log describes (its applied part, and its first entry when nothing is
+/// applied yet).
+fn cluster_of(d: &Durable<Change>) -> Cluster {
+    Cluster::from_log(&d.chosen)
 }
 
 impl Daemon {
@@ -91,7 +133,7 @@ impl Daemon {
         let node = match store.load()? {
             Some(mut n) => {
                 if n.addr != addr {
-                    let c = Cluster::from_log(&n.paxos.chosen);
+                    let c = cluster_of(&n.raft);
                     if c.peers.len() > 1 {
                         return Err(format!(
                             "this peer is {} in its cluster; it cannot listen at {addr} (other \
@@ -100,7 +142,7 @@ impl Daemon {
                         ));
                     }
                     n.addr = addr.clone();
-                    n.paxos = found(n.id, &addr);
+                    n.raft = found(n.id, &addr);
                     store.save(&n)?;
                 }
                 n
@@ -111,7 +153,7 @@ impl Daemon {
                     format: FORMAT,
                     id,
                     addr: addr.clone(),
-                    paxos: found(id, &addr),
+                    raft: found(id, &addr),
                 };
                 store.save(&n)?;
                 log(format_args!(
@@ -119,6 +161,17 @@ impl Daemon {
                 ));
                 n
             }
+        };
+        let logger = if std::env::var_os("XLFS_MGMTD_RAFT_LOG").is_some() {
+            raft::default_logger()
+        } else {
+            replog::quiet_logger()
+        };
+        let state = State {
+            id: node.id,
+            addr: node.addr.clone(),
+            r: Replica::open(node.id, node.raft, &logger)
+                .map_err(|e| format!("{}: {e}", store.node_file().display()))?,
         };
         let listener =
             TcpListener::bind(&addr).map_err(|e| format!("cannot listen at {addr}: {e}"))?;
@@ -135,27 +188,161 @@ impl Daemon {
             0o644,
         )?;
         let (tx, rx) = mpsc::channel();
-        let d = Arc::new(Daemon {
+        let d = Arc::new_cyclic(|this| Daemon {
+            this: this.clone(),
             cfg,
             store,
             secret,
-            node: Mutex::new(node),
+            node: Mutex::new(state),
+            waiters: Mutex::new(HashMap::new()),
+            senders: Mutex::new(HashMap::new()),
+            addrs: Mutex::new(HashMap::new()),
+            logger,
             proposing: Mutex::new(()),
             reconciling: Mutex::new(()),
             kick: Mutex::new(tx),
             last: Mutex::new(Default::default()),
         });
+        d.learn_addrs();
         let t = d.clone();
         std::thread::spawn(move || t.follow(rx));
+        let t = d.clone();
+        std::thread::spawn(move || {
+            loop {
+                std::thread::sleep(replog::TICK);
+                t.pump(|r| r.tick());
+            }
+        });
+        // Whatever the stored log had committed but not applied yet; a sole voter elects
+        // itself.
+        d.pump(|_| ());
+        d.pump(|r| r.tick());
         Ok((d, listener))
     }
 
-    fn node(&self) -> MutexGuard<'_, Node> {
+    fn node(&self) -> MutexGuard<'_, State> {
         self.node.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     fn cluster(&self) -> Cluster {
-        Cluster::from_log(&self.node().paxos.chosen)
+        cluster_of(self.node().r.durable())
+    }
+
+    /// Runs `f` on the log, then persists what changed and sends what it produced: the one
+    /// path by which the log moves.
+    fn pump<T>(&self, f: impl FnOnce(&mut Replica<Change>) -> T) -> T {
+        let mut st = self.node();
+        let t = f(&mut st.r);
+        let out = st.r.advance();
+        if out.changed
+            && let Err(e) = self.store.save(&st.to_node())
+        {
+            // Raft's state moved in memory past what is on disk: the only safe way on is from
+            // the disk, as after a crash.
+            log(format_args!(
+                "cannot record the log ({e}); exiting so a restart goes on from what is recorded"
+            ));
+            std::process::exit(1);
+        }
+        let me = st.id;
+        drop(st);
+        let mut by_peer: BTreeMap<PeerId, Vec<raft::prelude::Message>> = BTreeMap::new();
+        for m in out.messages {
+            if m.to != me {
+                by_peer.entry(m.to).or_default().push(m);
+            }
+        }
+        for (peer, msgs) in by_peer {
+            self.send(peer, msgs);
+        }
+        if !out.applied.is_empty() {
+            self.learn_addrs();
+            let mut w = self.waiters.lock().unwrap_or_else(|e| e.into_inner());
+            for e in &out.applied {
+                if let Some(tx) = w.remove(&e.id) {
+                    let _ = tx.send(());
+                }
+            }
+            drop(w);
+            self.kick();
+        }
+        t
+    }
+
+    /// Takes the peers' addresses from the applied configuration.
+    fn learn_addrs(&self) {
+        let c = self.cluster();
+        let mut a = self.addrs.lock().unwrap_or_else(|e| e.into_inner());
+        for (p, addr) in c.peers {
+            a.insert(p, addr);
+        }
+    }
+
+    /// Hands `msgs` to peer `peer`'s sender thread (started on first use).
+    fn send(&self, peer: PeerId, msgs: Vec<raft::prelude::Message>) {
+        let mut s = self.senders.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(tx) = s.get(&peer)
+            && tx.send(msgs.clone()).is_ok()
+        {
+            return;
+        }
+        let (tx, rx) = mpsc::channel();
+        let _ = tx.send(msgs);
+        s.insert(peer, tx);
+        let Some(me) = self.me_arc() else { return };
+        std::thread::spawn(move || me.sender(peer, rx));
+    }
+
+    /// The sender of one peer: one authenticated connection kept open, each batch of Raft
+    /// messages (with whatever queued meanwhile) in one request. A batch that cannot be
+    /// delivered is dropped: Raft sends again what still matters.
+    fn sender(self: Arc<Self>, peer: PeerId, rx: mpsc::Receiver<Vec<raft::prelude::Message>>) {
+        let mut conn: Option<rpc::Conn> = None;
+        while let Ok(mut batch) = rx.recv() {
+            while let Ok(more) = rx.try_recv() {
+                batch.extend(more);
+            }
+            let addr = self
+                .addrs
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .get(&peer)
+                .cloned();
+            let Some(addr) = addr else { continue };
+            let (cluster, from, from_addr) = {
+                let st = self.node();
+                (st.r.cluster(), st.id, st.addr.clone())
+            };
+            let req = Request::Raft {
+                cluster,
+                from,
+                from_addr,
+                msgs: batch.iter().map(replog::encode).collect(),
+            };
+            let mut delivered = false;
+            for _ in 0..2 {
+                if conn.as_ref().is_none_or(|c| c.addr() != addr) {
+                    conn = rpc::Conn::open(&addr, &self.secret, self.cfg.timeout).ok();
+                }
+                let Some(c) = conn.as_mut() else { break };
+                match c.call(&req) {
+                    Ok(_) => {
+                        delivered = true;
+                        break;
+                    }
+                    // A connection kept open may have been closed by the other side: once
+                    // more on a new one.
+                    Err(_) => conn = None,
+                }
+            }
+            if !delivered {
+                self.pump(|r| r.unreachable(peer));
+            }
+        }
+    }
+
+    fn me_arc(&self) -> Option<Arc<Daemon>> {
+        self.this.upgrade()
     }
 
     fn kick(&self) {
@@ -177,47 +364,56 @@ impl Daemon {
             log(format_args!("refused {peer}: {why}"));
             return;
         }
-        let req: Request = match rpc::read_frame(&mut s) {
-            Ok(r) => r,
-            Err(e) => {
-                log(format_args!("{peer}: no request: {e}"));
+        // Requests one after the other until the caller closes (peers keep a connection
+        // open for the log's messages; the `xlfs` command sends one request).
+        let _ = s.set_read_timeout(Some(IDLE));
+        let mut first = true;
+        loop {
+            let req: Request = match rpc::read_frame(&mut s) {
+                Ok(r) => r,
+                Err(e) => {
+                    if first {
+                        log(format_args!("{peer}: no request: {e}"));
+                    }
+                    return;
+                }
+            };
+            first = false;
+            // Operations run as long as they need; the answer is written when they end.
+            let _ = s.set_write_timeout(Some(self.cfg.timeout));
+            let resp = self.handle(req);
+            if rpc::write_frame(&mut s, &resp).is_err() {
                 return;
             }
-        };
-        // Operations run as long as they need; the answer is written when they end.
-        let _ = s.set_write_timeout(Some(self.cfg.timeout));
-        let resp = self.handle(req);
-        let _ = rpc::write_frame(&mut s, &resp);
+        }
     }
 
     fn handle(&self, req: Request) -> Response {
         match req {
-            Request::Paxos { cluster, req: r } => {
-                let mut n = self.node();
-                if Cluster::from_log(&n.paxos.chosen).id != cluster {
+            Request::Raft {
+                cluster,
+                from,
+                from_addr,
+                msgs,
+            } => {
+                if self.node().r.cluster() != cluster {
                     return Response::Error(OTHER_CLUSTER.into());
                 }
-                let (reply, changed) = Acceptor { d: &mut n.paxos }.handle(r);
-                if changed && let Err(e) = self.store.save(&n) {
-                    log(format_args!("cannot record a promise: {e}"));
-                    return Response::Error(e);
-                }
-                Response::Paxos(reply)
-            }
-            Request::Learn {
-                cluster,
-                slot,
-                entry,
-            } => match self.learn_for(cluster, slot, entry) {
-                Ok(()) => Response::Done,
-                Err(e) => Response::Error(e),
-            },
-            Request::Fetch { from } => {
-                let n = self.node();
-                Response::Entries(n.paxos.chosen.iter().skip(from as usize).cloned().collect())
+                self.addrs
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .insert(from, from_addr);
+                let msgs: Vec<_> = msgs.iter().filter_map(|m| replog::decode(m)).collect();
+                self.pump(|r| {
+                    for m in msgs {
+                        // A message of an older configuration or term is Raft's to ignore.
+                        let _ = r.step(m);
+                    }
+                });
+                Response::Done
             }
             Request::Status => Response::Status(self.status()),
-            Request::Join { log } => self.join(log),
+            Request::Join { cluster } => self.join(cluster),
             Request::Leave { cluster } => self.leave(cluster),
             Request::Probe { addr } => self.probe(&addr),
             Request::Detach { addr } => self.detach(&addr),
@@ -228,42 +424,17 @@ impl Daemon {
 
     fn status(&self) -> Status {
         let n = self.node();
-        let c = Cluster::from_log(&n.paxos.chosen);
+        let c = cluster_of(n.r.durable());
         Status {
             id: n.id,
             addr: n.addr.clone(),
-            cluster: c.id,
-            chosen: n.paxos.chosen.len() as u64,
+            cluster: n.r.cluster(),
+            chosen: n.r.chosen().len() as u64,
             peers: c.peers.len(),
             volumes: c.volumes.len(),
             version: rpc::VERSION.to_owned(),
-        }
-    }
-
-    /// [`Daemon::learn`], for a peer of cluster `cluster`.
-    fn learn_for(&self, cluster: u64, slot: u64, entry: Entry<Change>) -> Result<(), String> {
-        if self.cluster().id != cluster {
-            return Err(OTHER_CLUSTER.into());
-        }
-        self.learn(slot, entry)
-    }
-
-    /// Records a decided slot (the next one; a later one is fetched in order by the next
-    /// catch-up).
-    fn learn(&self, slot: u64, entry: Entry<Change>) -> Result<(), String> {
-        let mut n = self.node();
-        match (Acceptor { d: &mut n.paxos }).learn(slot, entry) {
-            Ok(true) => {
-                self.store.save(&n)?;
-                drop(n);
-                self.kick();
-                Ok(())
-            }
-            Ok(false) => Ok(()),
-            Err(e) => {
-                log(format_args!("DISAGREEMENT with a peer: {e}"));
-                Err(e.to_string())
-            }
+            leader: n.r.leader(),
+            term: n.r.term(),
         }
     }
 
@@ -273,10 +444,9 @@ impl Daemon {
 
     // ----- following the log -----
 
-    /// The follower loop: catch up with the peers and apply, every tick or when kicked.
+    /// The follower loop: apply the log to this host, every tick or when it moved.
     fn follow(self: Arc<Self>, kicks: mpsc::Receiver<()>) {
         loop {
-            self.catch_up();
             self.reconcile();
             match kicks.recv_timeout(self.cfg.tick) {
                 Ok(()) | Err(mpsc::RecvTimeoutError::Timeout) => {}
@@ -286,65 +456,56 @@ impl Daemon {
         }
     }
 
-    /// Copies the chosen entries this peer lacks from the peer that has most.
-    fn catch_up(&self) {
-        let (me, mine, peers) = {
-            let n = self.node();
-            let c = Cluster::from_log(&n.paxos.chosen);
-            (n.id, n.paxos.chosen.len() as u64, c.peers)
-        };
-        let others: Vec<(PeerId, String)> = peers.into_iter().filter(|(p, _)| *p != me).collect();
-        let statuses: Vec<(String, Status)> = std::thread::scope(|s| {
-            let hs: Vec<_> = others
-                .iter()
-                .map(|(_, addr)| {
-                    s.spawn(move || match self.call(addr, &Request::Status) {
-                        Ok(Response::Status(st)) => Some((addr.clone(), st)),
-                        _ => None,
-                    })
-                })
-                .collect();
-            hs.into_iter()
-                .filter_map(|h| h.join().ok().flatten())
-                .collect()
-        });
-        let cluster = self.cluster().id;
-        let Some((addr, best)) = statuses
-            .into_iter()
-            .filter(|(_, st)| st.cluster == cluster)
-            .max_by_key(|(_, st)| st.chosen)
-        else {
-            return;
-        };
-        if best.chosen <= mine {
-            return;
-        }
-        if let Ok(Response::Entries(es)) = self.call(&addr, &Request::Fetch { from: mine }) {
-            let n = es.len();
-            for (i, e) in es.into_iter().enumerate() {
-                if self.learn(mine + i as u64, e).is_err() {
-                    return;
-                }
+    /// Makes this peer a cluster of one again (detached, or a join that never completed).
+    fn refound(&self, why: &str) {
+        let mut st = self.node();
+        let (id, addr) = (st.id, st.addr.clone());
+        match Replica::open(id, found(id, &addr), &self.logger) {
+            Ok(r) => st.r = r,
+            Err(e) => {
+                log(format_args!("cannot found a cluster of one: {e}"));
+                return;
             }
-            log(format_args!("caught up with {addr}: {n} change(s)"));
         }
+        if let Err(e) = self.store.save(&st.to_node()) {
+            log(format_args!("cannot record the log ({e}); exiting"));
+            std::process::exit(1);
+        }
+        drop(st);
+        log(why);
+        self.pump(|_| ());
+        self.pump(|r| r.tick());
     }
 
     /// Brings this host's state directory and bricks in line with the log.
     fn reconcile(&self) {
         let _r = self.reconciling.lock().unwrap_or_else(|e| e.into_inner());
-        let (me, c) = {
+        let (me, c, joining) = {
             let n = self.node();
-            (n.id, Cluster::from_log(&n.paxos.chosen))
+            (n.id, cluster_of(n.r.durable()), n.r.durable().joining_since)
         };
         if !c.peers.contains_key(&me) {
-            let mut n = self.node();
-            let addr = n.addr.clone();
-            n.paxos = found(me, &addr);
-            if self.store.save(&n).is_ok() {
-                log("this peer was detached from its cluster: it is a cluster of one again");
+            match joining {
+                Some(t) if replog::now_secs() < t + JOIN_WAIT_SECS => {}
+                Some(_) => self.refound(
+                    "the join asked of this peer did not complete: it is a cluster of one again",
+                ),
+                None => self.refound(
+                    "this peer was detached from its cluster: it is a cluster of one again",
+                ),
             }
             return;
+        }
+        if joining.is_some() {
+            let mut st = self.node();
+            if st.r.joined() && self.store.save(&st.to_node()).is_ok() {
+                log(format_args!(
+                    "joined cluster {:016x} ({} peers, {} volumes)",
+                    c.id,
+                    c.peers.len(),
+                    c.volumes.len()
+                ));
+            }
         }
         let vols = self.cfg.state_dir.join("volumes");
         for (name, v) in &c.volumes {
@@ -469,49 +630,111 @@ impl Daemon {
 
     // ----- proposing -----
 
-    /// Proposes `change` to the cluster; on success it is recorded here, told to the peers,
-    /// and applied here before this returns.
+    /// Proposes `change` to the cluster; on success it is applied here before this returns.
     fn propose(&self, change: Change) -> Result<(), String> {
+        self.propose_as(change, Proposal::Change)
+    }
+
+    /// [`Daemon::propose`], as the kind of proposal `kind` makes of the entry.
+    fn propose_as(
+        &self,
+        change: Change,
+        kind: impl FnOnce(Entry<Change>) -> Proposal<Change>,
+    ) -> Result<(), String> {
         let entry = Entry {
             id: random_u64(),
             value: change,
         };
-        let p = Proposer { d: self };
-        let slot = paxos::propose(&p, &p, entry.clone()).map_err(|e| e.to_string())?;
-        self.tell_all(slot, entry);
-        self.reconcile();
-        Ok(())
-    }
-
-    /// Tells every other peer that `slot` is decided (best effort: a peer that misses it
-    /// catches up on its next tick).
-    fn tell_all(&self, slot: u64, entry: Entry<Change>) {
-        let (me, c) = {
-            let n = self.node();
-            (n.id, Cluster::from_log(&n.paxos.chosen))
+        let id = entry.id;
+        let (tx, rx) = mpsc::channel();
+        self.waiters
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(id, tx);
+        let forget = || {
+            self.waiters
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .remove(&id);
         };
-        std::thread::scope(|s| {
-            for (p, addr) in &c.peers {
-                if *p == me {
-                    continue;
+        let limit = self.commit_limit();
+        let deadline = std::time::Instant::now() + limit;
+        // Right after a start, or while a leader is being elected, no leader is known for up
+        // to an election timeout: wait for one rather than refuse.
+        let kind = std::cell::Cell::new(Some(kind));
+        let entry = std::cell::Cell::new(Some(entry));
+        loop {
+            let res = self.pump(|r| {
+                if r.leader().is_none() {
+                    return Err(replog::ProposeError::NoLeader);
                 }
-                let req = Request::Learn {
-                    cluster: c.id,
-                    slot,
-                    entry: entry.clone(),
-                };
-                s.spawn(move || {
-                    let _ = self.call(addr, &req);
-                });
+                match (kind.take(), entry.take()) {
+                    (Some(k), Some(e)) => r.propose(k(e)),
+                    _ => Err(replog::ProposeError::Refused("proposed twice".into())),
+                }
+            });
+            match res {
+                Ok(()) => break,
+                Err(replog::ProposeError::NoLeader) if std::time::Instant::now() < deadline => {
+                    std::thread::sleep(replog::TICK);
+                }
+                Err(e) => {
+                    forget();
+                    return Err(format!("{e} ({})", self.reach()));
+                }
             }
-        });
+        }
+        match rx.recv_timeout(limit) {
+            Ok(()) => {
+                self.reconcile();
+                Ok(())
+            }
+            Err(_) => {
+                forget();
+                Err(format!(
+                    "no majority: the change was not committed within {} s; a change needs a \
+                     majority of the peers up and reachable ({})",
+                    limit.as_secs(),
+                    self.reach()
+                ))
+            }
+        }
     }
 
-    /// Catches up first, so a proposal starts from the newest configuration a peer has.
+    /// How long a proposal waits to be committed.
+    fn commit_limit(&self) -> Duration {
+        (self.cfg.timeout * 4).max(Duration::from_secs(5))
+    }
+
+    /// How many of the peers this one reaches now, for a refusal's message.
+    fn reach(&self) -> String {
+        let c = self.cluster();
+        let me = self.node().id;
+        let up = std::thread::scope(|s| {
+            let hs: Vec<_> = c
+                .peers
+                .iter()
+                .filter(|(p, _)| **p != me)
+                .map(|(_, addr)| {
+                    s.spawn(move || {
+                        matches!(self.call(addr, &Request::Status), Ok(Response::Status(st)) if st.cluster == c.id)
+                    })
+                })
+                .collect();
+            hs.into_iter()
+                .filter_map(|h| h.join().ok())
+                .filter(|up| *up)
+                .count()
+        }) + 1;
+        format!(
+            "this peer reaches {up} of the {} peers, {} needed",
+            c.peers.len(),
+            c.peers.len() / 2 + 1
+        )
+    }
+
     fn lock_proposals(&self) -> MutexGuard<'_, ()> {
-        let g = self.proposing.lock().unwrap_or_else(|e| e.into_inner());
-        self.catch_up();
-        g
+        self.proposing.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     fn probe(&self, addr: &str) -> Response {
@@ -523,10 +746,7 @@ impl Daemon {
             Err(e) => return Response::Error(probe_error(e)),
         };
         let c = self.cluster();
-        let (me, log) = {
-            let n = self.node();
-            (n.id, n.paxos.chosen.clone())
-        };
+        let me = self.node().id;
         if st.id == me {
             return Response::Error(format!("{addr} is this peer"));
         }
@@ -536,55 +756,61 @@ impl Daemon {
                 st.addr
             ));
         }
-        if c.peers.contains_key(&st.id) {
-            if st.cluster == c.id {
-                return out(format!("peer probe: {addr} is already in the pool\n"));
-            }
-        } else {
-            if st.cluster != c.id && (st.peers > 1 || st.volumes > 0) {
-                return Response::Error(format!(
-                    "{addr} is in another cluster ({} peers, {} volumes); detach it there \
-                     first (xlfs peer detach, on one of its peers)",
-                    st.peers, st.volumes
-                ));
-            }
-            if let Err(e) = self.propose(Change::AddPeer {
+        if c.peers.contains_key(&st.id) && st.cluster == c.id {
+            return out(format!("peer probe: {addr} is already in the pool\n"));
+        }
+        if st.cluster != c.id && (st.peers > 1 || st.volumes > 0) {
+            return Response::Error(format!(
+                "{addr} is in another cluster ({} peers, {} volumes); detach it there \
+                 first (xlfs peer detach, on one of its peers)",
+                st.peers, st.volumes
+            ));
+        }
+        // It empties its log and waits for this cluster's leader, then the leader makes it a
+        // voter: from then on it gets the whole log from the leader.
+        match self.call(&addr, &Request::Join { cluster: c.id }) {
+            Ok(Response::Done) => {}
+            Ok(Response::Error(e)) => return Response::Error(format!("{addr} did not join: {e}")),
+            Ok(other) => return Response::Error(format!("{addr} answered {other:?}")),
+            Err(e) => return Response::Error(probe_error(e)),
+        }
+        if !c.peers.contains_key(&st.id) {
+            let change = Change::AddPeer {
                 peer: st.id,
                 addr: addr.clone(),
-            }) {
-                return Response::Error(format!("peer probe {addr}: {e}"));
+            };
+            if let Err(e) = self.propose_as(change, |e| Proposal::AddPeer(st.id, e)) {
+                return Response::Error(format!(
+                    "peer probe {addr}: {e}. It gives up waiting to join in {JOIN_WAIT_SECS} s"
+                ));
             }
         }
-        let log = {
-            let n = self.node();
-            if n.paxos.chosen.len() >= log.len() {
-                n.paxos.chosen.clone()
-            } else {
-                log
+        // Answer once it holds the configuration, as a probe's caller expects of "in the pool".
+        let want = self.node().r.chosen().len() as u64;
+        let deadline = std::time::Instant::now() + self.commit_limit();
+        loop {
+            match self.call(&addr, &Request::Status) {
+                Ok(Response::Status(s)) if s.cluster == c.id && s.chosen >= want => break,
+                _ if std::time::Instant::now() >= deadline => {
+                    return out(format!(
+                        "peer probe: success ({addr} is in the pool; it is still copying the \
+                         configuration: `xlfs pool list` shows how far it is)\n"
+                    ));
+                }
+                _ => std::thread::sleep(replog::TICK),
             }
-        };
-        match self.call(&addr, &Request::Join { log }) {
-            Ok(Response::Done) => out(format!("peer probe: success ({addr} is in the pool)\n")),
-            Ok(Response::Error(e)) => Response::Error(format!("{addr} did not join: {e}")),
-            Ok(other) => Response::Error(format!("{addr} answered {other:?}")),
-            Err(e) => Response::Error(format!(
-                "{addr} is in the pool, but did not take the configuration yet ({e}); probe it \
-                 again once it is reachable"
-            )),
         }
+        out(format!("peer probe: success ({addr} is in the pool)\n"))
     }
 
-    fn join(&self, entries: Vec<Entry<Change>>) -> Response {
-        let mut n = self.node();
-        let mine = Cluster::from_log(&n.paxos.chosen);
-        let theirs = Cluster::from_log(&entries);
-        if mine.id == theirs.id {
-            drop(n);
-            for (i, e) in entries.into_iter().enumerate() {
-                let _ = self.learn(i as u64, e);
-            }
+    /// Asked by a peer that probes this one: empty the log and wait for cluster `cluster`'s
+    /// leader.
+    fn join(&self, cluster: u64) -> Response {
+        let mut st = self.node();
+        if st.r.cluster() == cluster {
             return Response::Done;
         }
+        let mine = cluster_of(st.r.durable());
         if mine.peers.len() > 1 || !mine.volumes.is_empty() {
             return Response::Error(format!(
                 "this peer is in another cluster ({} peers, {} volumes)",
@@ -592,44 +818,27 @@ impl Daemon {
                 mine.volumes.len()
             ));
         }
-        if !theirs.peers.contains_key(&n.id) {
-            return Response::Error("the log sent does not list this peer".into());
+        let id = st.id;
+        match Replica::open(id, Durable::joining(cluster), &self.logger) {
+            Ok(r) => st.r = r,
+            Err(e) => return Response::Error(e),
         }
-        let max_round = n.paxos.max_round;
-        n.paxos = paxos::Durable {
-            chosen: entries,
-            max_round,
-            ..Default::default()
-        };
-        if let Err(e) = self.store.save(&n) {
-            return Response::Error(e);
+        if let Err(e) = self.store.save(&st.to_node()) {
+            log(format_args!("cannot record the log ({e}); exiting"));
+            std::process::exit(1);
         }
         log(format_args!(
-            "joined cluster {:016x} ({} peers, {} volumes)",
-            theirs.id,
-            theirs.peers.len(),
-            theirs.volumes.len()
+            "asked to join cluster {cluster:016x}: waiting for its leader"
         ));
-        drop(n);
-        self.kick();
         Response::Done
     }
 
     fn leave(&self, cluster: u64) -> Response {
-        let mut n = self.node();
-        let c = Cluster::from_log(&n.paxos.chosen);
-        if c.id != cluster {
+        if self.node().r.cluster() != cluster {
             return Response::Error("not in that cluster".into());
         }
-        let (id, addr) = (n.id, n.addr.clone());
-        n.paxos = found(id, &addr);
-        match self.store.save(&n) {
-            Ok(()) => {
-                log("detached: a cluster of one again");
-                Response::Done
-            }
-            Err(e) => Response::Error(e),
-        }
+        self.refound("detached: a cluster of one again");
+        Response::Done
     }
 
     fn detach(&self, addr: &str) -> Response {
@@ -662,7 +871,9 @@ impl Daemon {
                 used.join(", ")
             ));
         }
-        if let Err(e) = self.propose(Change::RemovePeer { peer }) {
+        if let Err(e) = self.propose_as(Change::RemovePeer { peer }, |e| {
+            Proposal::RemovePeer(peer, e)
+        }) {
             return Response::Error(format!("peer detach {addr}: {e}"));
         }
         let _ = self.call(&c.peers[&peer], &Request::Leave { cluster: c.id });
@@ -879,91 +1090,11 @@ fn has_processes(dir: &Path) -> bool {
         .any(|p| Path::new(&format!("/proc/{p}")).exists())
 }
 
-/// The proposer's view of this daemon and its peers.
-struct Proposer<'a> {
-    d: &'a Daemon,
-}
-
-impl Local<Change> for Proposer<'_> {
-    fn me(&self) -> PeerId {
-        self.d.node().id
-    }
-    fn next_slot(&self) -> u64 {
-        self.d.node().paxos.chosen.len() as u64
-    }
-    fn members(&self, slot: u64) -> Vec<PeerId> {
-        let n = self.d.node();
-        Cluster::from_log(&n.paxos.chosen[..(slot as usize).min(n.paxos.chosen.len())]).members()
-    }
-    fn next_round(&self) -> u64 {
-        let mut n = self.d.node();
-        n.paxos.max_round += 1;
-        let r = n.paxos.max_round;
-        if let Err(e) = self.d.store.save(&n) {
-            log(format_args!("cannot record a round: {e}"));
-        }
-        r
-    }
-    fn saw_round(&self, round: u64) {
-        let mut n = self.d.node();
-        n.paxos.max_round = n.paxos.max_round.max(round);
-    }
-    fn chosen(&self, slot: u64, entry: Entry<Change>) {
-        let _ = self.d.learn(slot, entry);
-    }
-    fn chosen_id(&self, slot: u64) -> Option<u64> {
-        self.d.node().paxos.chosen.get(slot as usize).map(|e| e.id)
-    }
-}
-
-impl Transport<Change> for Proposer<'_> {
-    fn call_all(
-        &self,
-        to: &[PeerId],
-        req: &paxos::Request<Change>,
-    ) -> Vec<(PeerId, paxos::Reply<Change>)> {
-        let (me, c) = {
-            let n = self.d.node();
-            (n.id, Cluster::from_log(&n.paxos.chosen))
-        };
-        let (cluster, peers) = (c.id, c.peers);
-        std::thread::scope(|s| {
-            let hs: Vec<_> = to
-                .iter()
-                .map(|p| {
-                    let addr = peers.get(p).cloned();
-                    s.spawn(move || {
-                        if *p == me {
-                            let mut n = self.d.node();
-                            let (reply, changed) = Acceptor { d: &mut n.paxos }.handle(req.clone());
-                            if changed && self.d.store.save(&n).is_err() {
-                                return None;
-                            }
-                            return Some((*p, reply));
-                        }
-                        let req = Request::Paxos {
-                            cluster,
-                            req: req.clone(),
-                        };
-                        match self.d.call(&addr?, &req) {
-                            Ok(Response::Paxos(r)) => Some((*p, r)),
-                            _ => None,
-                        }
-                    })
-                })
-                .collect();
-            hs.into_iter()
-                .filter_map(|h| h.join().ok().flatten())
-                .collect()
-        })
-    }
-}
-
-/// Why a volume change was refused. A value accepted by a minority may still be finished by
-/// the next proposal that finds it (Paxos), so "not made" is as far as this peer knows.
+/// Why a volume change was refused. A change handed to a leader just before it lost its
+/// majority may still be committed by it, so "not made" is as far as this peer knows.
 fn not_made(e: &str) -> String {
     format!(
-        "{e}. The change is not made (if a minority took it, the next change made on a \
-         majority may still find and finish it: check with `xlfs volume info`)"
+        "{e}. The change is not made as far as this peer knows (one that reached the leader \
+         just before it was cut off can still be made: check with `xlfs volume info`)"
     )
 }

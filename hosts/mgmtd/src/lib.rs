@@ -1,8 +1,9 @@
 //! xlfs-mgmtd: the management daemon of each host.
 //!
 //! The cluster's configuration (its peers, and each volume's description, secret and whether
-//! it is started) is a log of [`cluster::Change`]s replicated by [`paxos`] among the peers; a
-//! change is made only when a majority of the peers accept it. Each daemon applies the log to
+//! it is started) is a log of [`cluster::Change`]s replicated among the peers by Raft (TiKV's
+//! `raft` crate, driven by [`replog`]); a change is made only when a majority of the peers
+//! accept it. Each daemon applies the log to
 //! its host's state directory (the one the `xlfs` command uses), and starts, stops and
 //! restarts the bricks of its own host to match.
 //!
@@ -11,7 +12,7 @@
 
 pub mod cluster;
 pub mod daemon;
-pub mod paxos;
 pub mod proto;
+pub mod replog;
 pub mod rpc;
 pub mod store;

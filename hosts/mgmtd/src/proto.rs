@@ -3,29 +3,23 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::cluster::Change;
-use crate::paxos::{self, Entry, PeerId};
+use crate::replog::PeerId;
 
 #[derive(Serialize, Deserialize, Debug, Clone)]
 pub enum Request {
-    /// Phase 1 or 2 of a slot of cluster `cluster`'s log.
-    Paxos {
+    /// Raft messages of cluster `cluster`'s log from peer `from`, reached at `from_addr`
+    /// (each a protobuf-encoded Raft message, in hex).
+    Raft {
         cluster: u64,
-        req: paxos::Request<Change>,
+        from: PeerId,
+        from_addr: String,
+        msgs: Vec<String>,
     },
-    /// Slot `slot` of cluster `cluster`'s log is decided.
-    Learn {
-        cluster: u64,
-        slot: u64,
-        entry: Entry<Change>,
-    },
-    /// The chosen entries from slot `from` on.
-    Fetch { from: u64 },
     /// Who the daemon is and how far its log goes.
     Status,
-    /// Take this cluster's log (the daemon was probed); refused by a daemon already in a
-    /// cluster with other peers or with volumes.
-    Join { log: Vec<Entry<Change>> },
+    /// Empty the log and wait for cluster `cluster`'s leader (the daemon was probed); refused
+    /// by a daemon already in a cluster with other peers or with volumes.
+    Join { cluster: u64 },
     /// The daemon was detached: found a cluster of its own again.
     Leave { cluster: u64 },
     /// `xlfs peer probe HOST`.
@@ -48,6 +42,11 @@ pub struct Status {
     pub peers: usize,
     pub volumes: usize,
     pub version: String,
+    /// The leader this peer knows of.
+    #[serde(default)]
+    pub leader: Option<PeerId>,
+    #[serde(default)]
+    pub term: u64,
 }
 
 /// One peer as `peer status` shows it.
@@ -63,9 +62,7 @@ pub struct PeerInfo {
 
 #[derive(Serialize, Deserialize, Debug, Clone)]
 pub enum Response {
-    Paxos(paxos::Reply<Change>),
     Done,
-    Entries(Vec<Entry<Change>>),
     Status(Status),
     Peers(Vec<PeerInfo>),
     /// What a command printed, and its exit code.

@@ -1,5 +1,6 @@
-//! The management wire: TCP, frames of a 4-byte big-endian length and a JSON body, one
-//! request and its answer per connection.
+//! The management wire: TCP, frames of a 4-byte big-endian length and a JSON body, requests
+//! and their answers in turn (the `xlfs` command sends one; peers keep a connection open for
+//! the log's messages).
 //!
 //! Every connection starts with a mutual proof of the cluster secret, so neither side learns
 //! anything from the other without it, and a peer of another version is refused before any
@@ -11,7 +12,7 @@
 //!        or Refused(why)
 //! client -> Proof  { mac_c = HMAC(secret, "c" nonce_c nonce_s) }
 //! server -> Ready, or Refused(why)
-//! client -> request; server -> answer; close
+//! client -> request; server -> answer; (more requests and answers); close
 //! ```
 
 use std::io::{Read, Write};
@@ -24,7 +25,7 @@ use serde::{Deserialize, Serialize, de::DeserializeOwned};
 use crate::proto::{Request, Response};
 
 /// The management protocol; a change to [`Request`] or [`Response`] bumps it.
-pub const PROTOCOL: u32 = 1;
+pub const PROTOCOL: u32 = 2;
 /// This build's version, compared with every peer's.
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");
 /// The largest frame either side accepts (a whole log, with volume descriptions).
@@ -156,67 +157,107 @@ pub fn call_as(
     timeout: Duration,
     version: &str,
 ) -> Result<Response, RpcError> {
-    let unreachable = |why: String| RpcError::Unreachable {
-        addr: addr.to_owned(),
-        why,
-    };
-    let sock = addr
-        .to_socket_addrs()
-        .map_err(|e| unreachable(e.to_string()))?
-        .next()
-        .ok_or_else(|| unreachable("no address".into()))?;
-    let mut s =
-        TcpStream::connect_timeout(&sock, timeout).map_err(|e| unreachable(e.to_string()))?;
-    let io = |e: std::io::Error| unreachable(e.to_string());
-    s.set_read_timeout(Some(timeout)).map_err(io)?;
-    s.set_write_timeout(Some(timeout)).map_err(io)?;
-    let _ = s.set_nodelay(true);
-    let nc = nonce();
-    write_frame(
-        &mut s,
-        &ClientHello {
-            protocol: PROTOCOL,
-            version: version.to_owned(),
-            nonce: nc.clone(),
-        },
-    )
-    .map_err(io)?;
-    let ns = match read_frame::<ServerHello>(&mut s).map_err(io)? {
-        ServerHello::Refused(why) => {
-            return Err(RpcError::Refused {
-                addr: addr.to_owned(),
-                why,
-            });
-        }
-        ServerHello::Hello {
-            nonce, mac: theirs, ..
-        } => {
-            if !same(&theirs, &mac(secret, "s", &nc, &nonce)) {
-                return Err(RpcError::WrongSecret {
+    Conn::open_as(addr, secret, timeout, version)?.call(req)
+}
+
+/// An authenticated connection to a daemon, for any number of requests in turn.
+pub struct Conn {
+    s: TcpStream,
+    addr: String,
+}
+
+impl Conn {
+    /// Connects and proves the secret both ways; `timeout` bounds the connect and each read
+    /// and write.
+    pub fn open(addr: &str, secret: &[u8], timeout: Duration) -> Result<Conn, RpcError> {
+        Conn::open_as(addr, secret, timeout, VERSION)
+    }
+
+    fn open_as(
+        addr: &str,
+        secret: &[u8],
+        timeout: Duration,
+        version: &str,
+    ) -> Result<Conn, RpcError> {
+        let unreachable = |why: String| RpcError::Unreachable {
+            addr: addr.to_owned(),
+            why,
+        };
+        let sock = addr
+            .to_socket_addrs()
+            .map_err(|e| unreachable(e.to_string()))?
+            .next()
+            .ok_or_else(|| unreachable("no address".into()))?;
+        let mut s =
+            TcpStream::connect_timeout(&sock, timeout).map_err(|e| unreachable(e.to_string()))?;
+        let io = |e: std::io::Error| unreachable(e.to_string());
+        s.set_read_timeout(Some(timeout)).map_err(io)?;
+        s.set_write_timeout(Some(timeout)).map_err(io)?;
+        let _ = s.set_nodelay(true);
+        let nc = nonce();
+        write_frame(
+            &mut s,
+            &ClientHello {
+                protocol: PROTOCOL,
+                version: version.to_owned(),
+                nonce: nc.clone(),
+            },
+        )
+        .map_err(io)?;
+        let ns = match read_frame::<ServerHello>(&mut s).map_err(io)? {
+            ServerHello::Refused(why) => {
+                return Err(RpcError::Refused {
                     addr: addr.to_owned(),
+                    why,
                 });
             }
-            nonce
+            ServerHello::Hello {
+                nonce, mac: theirs, ..
+            } => {
+                if !same(&theirs, &mac(secret, "s", &nc, &nonce)) {
+                    return Err(RpcError::WrongSecret {
+                        addr: addr.to_owned(),
+                    });
+                }
+                nonce
+            }
+        };
+        write_frame(
+            &mut s,
+            &Proof {
+                mac: mac(secret, "c", &nc, &ns),
+            },
+        )
+        .map_err(io)?;
+        match read_frame::<Ready>(&mut s).map_err(io)? {
+            Ready::Ready => {}
+            Ready::Refused(why) => {
+                return Err(RpcError::Refused {
+                    addr: addr.to_owned(),
+                    why,
+                });
+            }
         }
-    };
-    write_frame(
-        &mut s,
-        &Proof {
-            mac: mac(secret, "c", &nc, &ns),
-        },
-    )
-    .map_err(io)?;
-    match read_frame::<Ready>(&mut s).map_err(io)? {
-        Ready::Ready => {}
-        Ready::Refused(why) => {
-            return Err(RpcError::Refused {
-                addr: addr.to_owned(),
-                why,
-            });
-        }
+        Ok(Conn {
+            s,
+            addr: addr.to_owned(),
+        })
     }
-    write_frame(&mut s, req).map_err(io)?;
-    read_frame::<Response>(&mut s).map_err(io)
+
+    /// Where it goes.
+    pub fn addr(&self) -> &str {
+        &self.addr
+    }
+
+    /// Sends `req` and returns the answer.
+    pub fn call(&mut self, req: &Request) -> Result<Response, RpcError> {
+        let io = |e: std::io::Error| RpcError::Unreachable {
+            addr: self.addr.clone(),
+            why: e.to_string(),
+        };
+        write_frame(&mut self.s, req).map_err(io)?;
+        read_frame::<Response>(&mut self.s).map_err(io)
+    }
 }
 
 /// The server side of the handshake on an accepted connection: `Ok` once the client proved

@@ -1,13 +1,14 @@
 //! What a daemon must not forget across a crash, in `<state>/mgmt/`:
 //!
 //! ```text
-//! <state>/mgmt/node.json      this peer: its id and address, the acceptor's promises, the log
+//! <state>/mgmt/node.json      this peer: its id and address, Raft's hard state, the log
 //! <state>/mgmt/secret         the cluster secret (0600; the same file on every peer)
 //! <state>/mgmt/daemon.json    the running daemon's address and pid (how `xlfs` finds it)
 //! ```
 //!
 //! `node.json` is replaced whole (written beside, fsynced, renamed, directory fsynced) before
-//! the daemon answers a request that changed it: an acceptor's promise survives kill -9.
+//! the daemon sends anything that depends on it: a vote or an acknowledged entry survives
+//! kill -9.
 
 use std::io::Write;
 use std::os::unix::fs::OpenOptionsExt;
@@ -15,8 +16,8 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use crate::cluster::Change;
-use crate::paxos::{Durable, PeerId};
+use crate::cluster::{Change, Cluster};
+use crate::replog::{Durable, Entry, Member, PeerId};
 
 /// One peer's durable state.
 #[derive(Serialize, Deserialize, Clone, Debug)]
@@ -26,10 +27,25 @@ pub struct Node {
     pub id: PeerId,
     /// The address other peers and clients reach this daemon at (`--listen`).
     pub addr: String,
-    pub paxos: Durable<Change>,
+    pub raft: Durable<Change>,
 }
 
-pub const FORMAT: u32 = 1;
+/// Format 2: the log kept by Raft. Format 1 (a Paxos log of chosen entries, xlfs 0.2 before
+/// Raft) is read and converted.
+pub const FORMAT: u32 = 2;
+
+/// A format-1 node file.
+#[derive(Deserialize)]
+struct NodeV1 {
+    id: PeerId,
+    addr: String,
+    paxos: PaxosV1,
+}
+
+#[derive(Deserialize)]
+struct PaxosV1 {
+    chosen: Vec<Entry<Change>>,
+}
 
 /// Where the running daemon can be reached.
 #[derive(Serialize, Deserialize, Clone, Debug)]
@@ -73,8 +89,29 @@ impl Store {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
             Err(e) => return Err(format!("cannot read {}: {e}", path.display())),
         };
-        let node: Node = serde_json::from_str(&text)
-            .map_err(|e| format!("{} is damaged: {e}", path.display()))?;
+        let damaged = |e: serde_json::Error| format!("{} is damaged: {e}", path.display());
+        let v: serde_json::Value = serde_json::from_str(&text).map_err(damaged)?;
+        if v["format"].as_u64() == Some(1) {
+            // Its chosen entries become the first entries of the Raft log, committed at term 1:
+            // the peers' Paxos logs were prefixes of one log, so their Raft logs agree too.
+            let old: NodeV1 = serde_json::from_value(v).map_err(damaged)?;
+            let c = Cluster::from_log(&old.paxos.chosen);
+            let node = Node {
+                format: FORMAT,
+                id: old.id,
+                addr: old.addr,
+                raft: Durable::seeded(c.id, &old.paxos.chosen, |v| match v {
+                    Change::Found { peer, .. } | Change::AddPeer { peer, .. } => {
+                        Some(Member::Add(*peer))
+                    }
+                    Change::RemovePeer { peer } => Some(Member::Remove(*peer)),
+                    _ => None,
+                }),
+            };
+            self.save(&node)?;
+            return Ok(Some(node));
+        }
+        let node: Node = serde_json::from_value(v).map_err(damaged)?;
         if node.format != FORMAT {
             return Err(format!(
                 "{} has format {}; this xlfs-mgmtd reads format {FORMAT}",
@@ -137,4 +174,61 @@ pub fn write_durably(path: &Path, bytes: &[u8], mode: u32) -> Result<(), String>
         .and_then(|d| d.sync_all())
         .map_err(err)?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cluster::VolumeFiles;
+    use crate::replog::{Replica, quiet_logger};
+
+    #[test]
+    fn a_format_1_node_is_converted_to_a_raft_log_with_the_same_entries_and_voters() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let store = Store::new(dir.path());
+        let chosen = vec![
+            Entry {
+                id: 11,
+                value: Change::Found {
+                    cluster: 5,
+                    peer: 1,
+                    addr: "10.0.0.1:24017".into(),
+                },
+            },
+            Entry {
+                id: 12,
+                value: Change::AddPeer {
+                    peer: 2,
+                    addr: "10.0.0.2:24017".into(),
+                },
+            },
+            Entry {
+                id: 13,
+                value: Change::PutVolume(VolumeFiles {
+                    name: "gv0".into(),
+                    spec: "()".into(),
+                    secret: None,
+                    started: false,
+                }),
+            },
+        ];
+        let v1 = serde_json::json!({
+            "format": 1,
+            "id": 2,
+            "addr": "10.0.0.2:24017",
+            "paxos": { "chosen": chosen, "slots": {}, "max_round": 4 },
+        });
+        std::fs::create_dir_all(&store.dir).expect("mkdir");
+        std::fs::write(store.node_file(), v1.to_string()).expect("write");
+        let node = store.load().expect("load").expect("a node");
+        assert_eq!(node.format, FORMAT);
+        assert_eq!(node.raft.cluster, 5);
+        // Written back in the new format.
+        let again = store.load().expect("load").expect("a node");
+        assert_eq!(again.raft, node.raft);
+        let mut r = Replica::open(node.id, node.raft, &quiet_logger()).expect("open");
+        let out = r.advance();
+        assert_eq!(out.applied, chosen);
+        assert_eq!(r.durable().voters, vec![1, 2]);
+    }
 }
