@@ -368,3 +368,45 @@ fn a_peer_restarted_from_disk_keeps_its_vote_and_log() {
     assert_eq!(reopened.chosen().len(), 3, "found + two peers added");
     assert_eq!(before.voters.len(), 3);
 }
+
+/// Whether peer `id` grants a vote to `from` at `term`, answering as the daemon would.
+fn grants(w: &mut World, id: PeerId, from: PeerId, term: u64) -> bool {
+    use raft::prelude::MessageType;
+    let mut m = Message::default();
+    m.set_msg_type(MessageType::MsgRequestVote);
+    m.from = from;
+    m.to = id;
+    m.term = term;
+    m.index = 1_000;
+    m.log_term = term - 1;
+    w.net.clear();
+    w.pump(id, |r| r.step(m).expect("step"));
+    let answers: Vec<Message> = w.net.drain(..).collect();
+    let a = answers
+        .iter()
+        .find(|m| m.get_msg_type() == MessageType::MsgRequestVoteResponse)
+        .expect("an answer to the vote request");
+    !a.reject
+}
+
+#[test]
+fn a_vote_survives_a_crash() {
+    let mut w = World::new(5);
+    let mut members: BTreeSet<PeerId> = [1].into();
+    grow(&mut w, &mut members, 2);
+    grow(&mut w, &mut members, 3);
+    // Peer 2 stops hearing from the leader (its lease runs out), then votes for 3.
+    for _ in 0..50 {
+        w.pump(2, |r| r.tick());
+    }
+    w.net.clear();
+    let term = w.peers[&2].live.as_ref().expect("up").term() + 10;
+    assert!(grants(&mut w, 2, 3, term), "peer 2 votes for 3");
+    // It crashes and comes back from what it persisted: no second vote in that term.
+    let p = w.peers.get_mut(&2).expect("peer");
+    p.live = Some(Replica::open(2, p.disk.clone(), &w.log).expect("reopen"));
+    assert!(
+        !grants(&mut w, 2, 1, term),
+        "peer 2 voted twice in term {term} across a crash"
+    );
+}
