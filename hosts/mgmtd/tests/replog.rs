@@ -346,22 +346,6 @@ fn a_peer_restarted_from_disk_keeps_its_vote_and_log() {
     let mut members: BTreeSet<PeerId> = [1].into();
     grow(&mut w, &mut members, 2);
     grow(&mut w, &mut members, 3);
-    for (id, p) in &w.peers {
-        let r = p.live.as_ref().expect("up");
-        let d = r.durable();
-        eprintln!(
-            "peer {id}: leader? {} term {} leader {:?} commit {} applied {} log {} chosen {} voters {:?} disk chosen {}",
-            r.is_leader(),
-            r.term(),
-            r.leader(),
-            d.commit,
-            d.applied,
-            d.log.len(),
-            d.chosen.len(),
-            d.voters,
-            p.disk.chosen.len()
-        );
-    }
     let before = w.peers[&2].disk.clone();
     let reopened = Replica::open(2, before.clone(), &w.log).expect("reopen");
     assert_eq!(reopened.durable(), &before);
