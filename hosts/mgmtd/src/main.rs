@@ -49,7 +49,8 @@ struct Args {
     /// a random secret when missing].
     #[arg(long, value_name = "FILE")]
     secret_file: Option<PathBuf>,
-    /// How often the log is compared with the peers' and the bricks checked, in milliseconds.
+    /// How often this host's state directory and bricks are checked against the log, in
+    /// milliseconds (the log itself moves on Raft's own 100 ms tick).
     #[arg(long, value_name = "MS", default_value_t = 2000)]
     tick_ms: u64,
     /// Bound on one request to another peer, in milliseconds (an unreachable peer costs this).
