@@ -136,13 +136,7 @@ fn heal_info_lists_what_a_killed_brick_missed_and_heal_repairs_it_after_restart(
     assert!(listed(&info, 0).is_empty() && listed(&info, 1).is_empty());
 
     // Brick 1 dies; the writes go to brick 0 alone, which blames brick 1.
-    let pid1 = brick_pid(&state, vol, 1);
-    // SAFETY: kill(2) of the brick process this test started.
-    assert_eq!(unsafe { libc::kill(pid1, libc::SIGKILL) }, 0);
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-    while Path::new(&format!("/proc/{pid1}")).exists() && std::time::Instant::now() < deadline {
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
+    kill_brick(&state, vol, 1);
     std::fs::write(mnt.join("old"), b"after the kill").expect("rewrite old");
     std::fs::create_dir(mnt.join("d/new")).expect("mkdir d/new");
     std::fs::write(mnt.join("d/new/f"), b"new file").expect("write d/new/f");
@@ -268,9 +262,9 @@ fn heal_full_crawls_and_heals_what_the_index_does_not_list() {
     ok(&x(&["umount", &s(&mnt)]));
     // The blame is there but the index entries were lost (say, removed by hand): the index
     // heal sees nothing, the full crawl finds the counters by lookup.
-    let pid1 = brick_pid(&state, vol, 1);
-    // SAFETY: kill(2) of the brick process this test started.
-    assert_eq!(unsafe { libc::kill(pid1, libc::SIGKILL) }, 0);
+    // Gone before `volume start` looks: a brick still dying counts as running, and would
+    // not be started again.
+    kill_brick(&state, vol, 1);
     let g = gfid_of(&b[1].join("a/b/f"));
     std::fs::remove_file(b[1].join("a/b/f")).expect("lose f on b1");
     std::fs::remove_file(b[1].join(".xlfs/gfid").join(&g[..2]).join(&g)).expect("and its handle");
@@ -324,9 +318,7 @@ fn heal_every_heals_a_brick_that_returns_while_it_runs() {
     ]));
     ok(&x(&["volume", "start", vol]));
     ok(&x(&["mount", vol, &s(&mnt)]));
-    let pid1 = brick_pid(&state, vol, 1);
-    // SAFETY: kill(2) of the brick process this test started.
-    assert_eq!(unsafe { libc::kill(pid1, libc::SIGKILL) }, 0);
+    kill_brick(&state, vol, 1);
     std::thread::sleep(std::time::Duration::from_millis(300));
     std::fs::write(mnt.join("late"), b"written while b1 was down").expect("write");
     ok(&x(&["umount", &s(&mnt)]));
