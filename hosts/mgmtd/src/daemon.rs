@@ -117,8 +117,7 @@ fn found(id: PeerId, addr: &str) -> Durable<Change> {
     )
 }
 
-/// The cluster a durable log describes (its applied part, and its first entry when nothing is
-/// applied yet).
+/// The cluster a durable log describes (as far as it is applied).
 fn cluster_of(d: &Durable<Change>) -> Cluster {
     Cluster::from_log(&d.chosen)
 }
@@ -234,15 +233,8 @@ impl Daemon {
         let mut st = self.node();
         let t = f(&mut st.r);
         let out = st.r.advance();
-        if out.changed
-            && let Err(e) = self.store.save(&st.to_node())
-        {
-            // Raft's state moved in memory past what is on disk: the only safe way on is from
-            // the disk, as after a crash.
-            log(format_args!(
-                "cannot record the log ({e}); exiting so a restart goes on from what is recorded"
-            ));
-            std::process::exit(1);
+        if out.changed {
+            self.save(&st);
         }
         let me = st.id;
         drop(st);
@@ -269,6 +261,18 @@ impl Daemon {
         t
     }
 
+    /// Records this peer's state before anything that depends on it leaves. If it cannot be
+    /// written, Raft's state in memory is past what is on disk, and the only safe way on is
+    /// from the disk, as after a crash: the daemon exits.
+    fn save(&self, st: &State) {
+        if let Err(e) = self.store.save(&st.to_node()) {
+            log(format_args!(
+                "cannot record the log ({e}); exiting so a restart goes on from what is recorded"
+            ));
+            std::process::exit(1);
+        }
+    }
+
     /// Takes the peers' addresses from the applied configuration.
     fn learn_addrs(&self) {
         let c = self.cluster();
@@ -281,15 +285,19 @@ impl Daemon {
     /// Hands `msgs` to peer `peer`'s sender thread (started on first use).
     fn send(&self, peer: PeerId, msgs: Vec<raft::prelude::Message>) {
         let mut s = self.senders.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(tx) = s.get(&peer)
-            && tx.send(msgs.clone()).is_ok()
-        {
-            return;
-        }
+        let msgs = match s.get(&peer) {
+            Some(tx) => match tx.send(msgs) {
+                Ok(()) => return,
+                Err(mpsc::SendError(msgs)) => msgs,
+            },
+            None => msgs,
+        };
         let (tx, rx) = mpsc::channel();
         let _ = tx.send(msgs);
         s.insert(peer, tx);
-        let Some(me) = self.me_arc() else { return };
+        let Some(me) = self.this.upgrade() else {
+            return;
+        };
         std::thread::spawn(move || me.sender(peer, rx));
     }
 
@@ -339,10 +347,6 @@ impl Daemon {
                 self.pump(|r| r.unreachable(peer));
             }
         }
-    }
-
-    fn me_arc(&self) -> Option<Arc<Daemon>> {
-        self.this.upgrade()
     }
 
     fn kick(&self) {
@@ -467,10 +471,7 @@ impl Daemon {
                 return;
             }
         }
-        if let Err(e) = self.store.save(&st.to_node()) {
-            log(format_args!("cannot record the log ({e}); exiting"));
-            std::process::exit(1);
-        }
+        self.save(&st);
         drop(st);
         log(why);
         self.pump(|_| ());
@@ -641,11 +642,8 @@ impl Daemon {
         change: Change,
         kind: impl FnOnce(Entry<Change>) -> Proposal<Change>,
     ) -> Result<(), String> {
-        let entry = Entry {
-            id: random_u64(),
-            value: change,
-        };
-        let id = entry.id;
+        let id = random_u64();
+        let proposal = kind(Entry { id, value: change });
         let (tx, rx) = mpsc::channel();
         self.waiters
             .lock()
@@ -661,19 +659,8 @@ impl Daemon {
         let deadline = std::time::Instant::now() + limit;
         // Right after a start, or while a leader is being elected, no leader is known for up
         // to an election timeout: wait for one rather than refuse.
-        let kind = std::cell::Cell::new(Some(kind));
-        let entry = std::cell::Cell::new(Some(entry));
         loop {
-            let res = self.pump(|r| {
-                if r.leader().is_none() {
-                    return Err(replog::ProposeError::NoLeader);
-                }
-                match (kind.take(), entry.take()) {
-                    (Some(k), Some(e)) => r.propose(k(e)),
-                    _ => Err(replog::ProposeError::Refused("proposed twice".into())),
-                }
-            });
-            match res {
+            match self.pump(|r| r.propose(proposal.clone())) {
                 Ok(()) => break,
                 Err(replog::ProposeError::NoLeader) if std::time::Instant::now() < deadline => {
                     std::thread::sleep(replog::TICK);
@@ -708,28 +695,12 @@ impl Daemon {
 
     /// How many of the peers this one reaches now, for a refusal's message.
     fn reach(&self) -> String {
-        let c = self.cluster();
-        let me = self.node().id;
-        let up = std::thread::scope(|s| {
-            let hs: Vec<_> = c
-                .peers
-                .iter()
-                .filter(|(p, _)| **p != me)
-                .map(|(_, addr)| {
-                    s.spawn(move || {
-                        matches!(self.call(addr, &Request::Status), Ok(Response::Status(st)) if st.cluster == c.id)
-                    })
-                })
-                .collect();
-            hs.into_iter()
-                .filter_map(|h| h.join().ok())
-                .filter(|up| *up)
-                .count()
-        }) + 1;
+        let peers = self.peers();
+        let up = peers.iter().filter(|p| p.connected).count();
         format!(
             "this peer reaches {up} of the {} peers, {} needed",
-            c.peers.len(),
-            c.peers.len() / 2 + 1
+            peers.len(),
+            peers.len() / 2 + 1
         )
     }
 
@@ -823,10 +794,7 @@ impl Daemon {
             Ok(r) => st.r = r,
             Err(e) => return Response::Error(e),
         }
-        if let Err(e) = self.store.save(&st.to_node()) {
-            log(format_args!("cannot record the log ({e}); exiting"));
-            std::process::exit(1);
-        }
+        self.save(&st);
         log(format_args!(
             "asked to join cluster {cluster:016x}: waiting for its leader"
         ));

@@ -318,10 +318,6 @@ impl<V: Serialize + DeserializeOwned + Clone> Replica<V> {
             |e: &Entry<V>| serde_json::to_vec(e).map_err(|e| ProposeError::Refused(e.to_string()));
         let res = match p {
             Proposal::Change(e) => self.node.propose(Vec::new(), json(&e)?),
-            Proposal::AddPeer(peer, e) | Proposal::RemovePeer(peer, e) if peer == 0 => {
-                let _ = e;
-                return Err(ProposeError::Refused("peer id 0".into()));
-            }
             Proposal::AddPeer(peer, e) => self
                 .node
                 .propose_conf_change(json(&e)?, conf_change(ConfChangeType::AddNode, peer)),
@@ -351,14 +347,12 @@ impl<V: Serialize + DeserializeOwned + Clone> Replica<V> {
         // follower lacks.
         let committed = rd.take_committed_entries();
         self.apply(committed, &mut out);
-        if !rd.entries().is_empty() {
-            let ents = rd.entries().clone();
-            if let Err(e) = self.node.mut_store().wl().append(&ents) {
+        if let Some(first) = rd.entries().first().map(|e| e.index) {
+            if let Err(e) = self.node.mut_store().wl().append(rd.entries()) {
                 crate::daemon::log(format_args!("the log refused entries: {e}"));
             }
-            let first = ents[0].index;
             self.d.log.truncate(first.saturating_sub(1) as usize);
-            self.d.log.extend(ents.iter().map(from_raft));
+            self.d.log.extend(rd.entries().iter().map(from_raft));
             out.changed = true;
         }
         if let Some(hs) = rd.hs() {

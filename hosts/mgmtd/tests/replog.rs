@@ -291,12 +291,18 @@ fn grow(w: &mut World, members: &mut BTreeSet<PeerId>, id: PeerId) {
     w.change_members(|e| Proposal::AddPeer(id, e), members);
 }
 
-/// Runs one schedule; how many entries were decided.
-fn run(seed: u64) -> usize {
+/// Peer 1's cluster, with 2 and 3 joined.
+fn three_peers(seed: u64) -> (World, BTreeSet<PeerId>) {
     let mut w = World::new(seed);
     let mut members: BTreeSet<PeerId> = [1].into();
     grow(&mut w, &mut members, 2);
     grow(&mut w, &mut members, 3);
+    (w, members)
+}
+
+/// Runs one schedule; how many entries were decided.
+fn run(seed: u64) -> usize {
+    let (mut w, mut members) = three_peers(seed);
     for i in 0..3000 {
         w.step(20);
         w.check();
@@ -345,10 +351,7 @@ fn peers_agree_through_loss_crashes_partitions_and_membership_changes() {
 
 #[test]
 fn a_peer_restarted_from_disk_keeps_its_vote_and_log() {
-    let mut w = World::new(77);
-    let mut members: BTreeSet<PeerId> = [1].into();
-    grow(&mut w, &mut members, 2);
-    grow(&mut w, &mut members, 3);
+    let (w, _) = three_peers(77);
     let before = w.peers[&2].disk.clone();
     let reopened = Replica::open(2, before.clone(), &w.log).expect("reopen");
     assert_eq!(reopened.durable(), &before);
@@ -378,10 +381,7 @@ fn grants(w: &mut World, id: PeerId, from: PeerId, term: u64) -> bool {
 
 #[test]
 fn a_vote_survives_a_crash() {
-    let mut w = World::new(5);
-    let mut members: BTreeSet<PeerId> = [1].into();
-    grow(&mut w, &mut members, 2);
-    grow(&mut w, &mut members, 3);
+    let (mut w, _) = three_peers(5);
     // Peer 2 stops hearing from the leader (its lease runs out), then votes for 3.
     for _ in 0..50 {
         w.pump(2, |r| r.tick());
