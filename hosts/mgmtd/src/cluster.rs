@@ -38,6 +38,12 @@ pub struct VolumeFiles {
     /// The volume's secret (the first line of its `secret` file), if it has one.
     pub secret: Option<String>,
     pub started: bool,
+    /// In a proposal: the volume's [`Cluster::versions`] entry it was made on. Applied only if
+    /// the volume is still at that version, so a change that waited (a proposal delayed on
+    /// its way to the leader) never undoes one made after it. `None` (entries of logs kept
+    /// before this existed): applied whatever came before. Never kept in [`Cluster::volumes`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub base: Option<u64>,
 }
 
 /// The configuration after some prefix of the log.
@@ -46,6 +52,8 @@ pub struct Cluster {
     pub id: u64,
     pub peers: BTreeMap<PeerId, String>,
     pub volumes: BTreeMap<String, VolumeFiles>,
+    /// How many changes of each volume were applied since it was created.
+    pub versions: BTreeMap<String, u64>,
 }
 
 impl Cluster {
@@ -75,12 +83,26 @@ impl Cluster {
                 self.peers.remove(peer);
             }
             Change::PutVolume(v) => {
-                self.volumes.insert(v.name.clone(), v.clone());
+                let version = self.version(&v.name);
+                if v.base.is_some_and(|b| b != version) {
+                    // Made on a description another change has replaced since: stale.
+                    return;
+                }
+                let mut v = v.clone();
+                v.base = None;
+                self.versions.insert(v.name.clone(), version + 1);
+                self.volumes.insert(v.name.clone(), v);
             }
             Change::DeleteVolume { name } => {
                 self.volumes.remove(name);
+                self.versions.remove(name);
             }
         }
+    }
+
+    /// The version of volume `name` (0 when it does not exist).
+    pub fn version(&self, name: &str) -> u64 {
+        self.versions.get(name).copied().unwrap_or(0)
     }
 
     pub fn members(&self) -> Vec<PeerId> {
@@ -104,4 +126,34 @@ pub fn host_of(addr: &str) -> String {
     host.trim_start_matches('[')
         .trim_end_matches(']')
         .to_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn put(spec: &str, base: Option<u64>) -> Change {
+        Change::PutVolume(VolumeFiles {
+            name: "gv0".into(),
+            spec: spec.into(),
+            secret: None,
+            started: false,
+            base,
+        })
+    }
+
+    #[test]
+    fn a_change_made_on_a_replaced_description_is_not_applied() {
+        let mut c = Cluster::default();
+        c.apply(&put("created", Some(0)));
+        c.apply(&put("grown", Some(1)));
+        // Made on version 1, arriving after version 2: it would undo "grown".
+        c.apply(&put("set on the old one", Some(1)));
+        assert_eq!(c.volumes["gv0"].spec, "grown");
+        assert_eq!(c.version("gv0"), 2);
+        assert_eq!(c.volumes["gv0"].base, None);
+        // Entries of older logs carry no base: applied in order.
+        c.apply(&put("old log", None));
+        assert_eq!(c.volumes["gv0"].spec, "old log");
+    }
 }

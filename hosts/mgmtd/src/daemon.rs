@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use xlfs_volgen::VolumeSpec;
 
@@ -49,7 +49,7 @@ pub struct Daemon {
     /// Proposals of this peer waiting to be applied, by entry id.
     waiters: Mutex<HashMap<u64, mpsc::Sender<()>>>,
     /// What goes to each other peer, handed to its sender thread.
-    senders: Mutex<HashMap<PeerId, mpsc::Sender<Vec<raft::prelude::Message>>>>,
+    senders: Mutex<HashMap<PeerId, mpsc::Sender<Batch>>>,
     /// Where each peer is reached: the applied configuration's peers, and the address each
     /// peer that sent this one a message gave.
     addrs: Mutex<HashMap<PeerId, String>>,
@@ -77,6 +77,9 @@ fn random_u64() -> u64 {
     let _ = ring::rand::SecureRandom::fill(&ring::rand::SystemRandom::new(), &mut b);
     u64::from_le_bytes(b) | 1
 }
+
+/// Raft messages for one peer, and when they were made.
+type Batch = (Instant, Vec<raft::prelude::Message>);
 
 /// How long a join that was asked for may take before this peer gives up waiting and is a
 /// cluster of one again.
@@ -285,15 +288,16 @@ impl Daemon {
     /// Hands `msgs` to peer `peer`'s sender thread (started on first use).
     fn send(&self, peer: PeerId, msgs: Vec<raft::prelude::Message>) {
         let mut s = self.senders.lock().unwrap_or_else(|e| e.into_inner());
-        let msgs = match s.get(&peer) {
-            Some(tx) => match tx.send(msgs) {
+        let batch = (Instant::now(), msgs);
+        let batch = match s.get(&peer) {
+            Some(tx) => match tx.send(batch) {
                 Ok(()) => return,
-                Err(mpsc::SendError(msgs)) => msgs,
+                Err(mpsc::SendError(batch)) => batch,
             },
-            None => msgs,
+            None => batch,
         };
         let (tx, rx) = mpsc::channel();
-        let _ = tx.send(msgs);
+        let _ = tx.send(batch);
         s.insert(peer, tx);
         let Some(me) = self.this.upgrade() else {
             return;
@@ -303,12 +307,21 @@ impl Daemon {
 
     /// The sender of one peer: one authenticated connection kept open, each batch of Raft
     /// messages (with whatever queued meanwhile) in one request. A batch that cannot be
-    /// delivered is dropped: Raft sends again what still matters.
-    fn sender(self: Arc<Self>, peer: PeerId, rx: mpsc::Receiver<Vec<raft::prelude::Message>>) {
+    /// delivered is dropped: Raft sends again what still matters. Messages that waited longer
+    /// than a peer timeout (the peer was unreachable) are dropped too: a proposal handed on
+    /// to the leader must not arrive long after its proposer reported it refused.
+    fn sender(self: Arc<Self>, peer: PeerId, rx: mpsc::Receiver<Batch>) {
         let mut conn: Option<rpc::Conn> = None;
-        while let Ok(mut batch) = rx.recv() {
-            while let Ok(more) = rx.try_recv() {
-                batch.extend(more);
+        while let Ok(first) = rx.recv() {
+            let fresh = |(made, _): &Batch| made.elapsed() < self.cfg.timeout;
+            let mut batch = Vec::new();
+            for b in std::iter::once(first).chain(std::iter::from_fn(|| rx.try_recv().ok())) {
+                if fresh(&b) {
+                    batch.extend(b.1);
+                }
+            }
+            if batch.is_empty() {
+                continue;
             }
             let addr = self
                 .addrs
@@ -891,13 +904,18 @@ impl Daemon {
             ("create", Some(_)) => {
                 return Response::Error(format!("volume {name} exists in the cluster"));
             }
-            ("create", None) | ("set", Some(_)) | ("reset", Some(_)) => {
+            ("create", None) | ("set", Some(_)) | ("reset", Some(_)) | ("add-brick", Some(_)) => {
                 match self.scratch(&c, args, name, current.is_some_and(|v| v.started)) {
                     Ok((files, printed)) => {
+                        let printed = if verb == "add-brick" {
+                            cluster_add_brick_text(&printed, files.started)
+                        } else {
+                            printed
+                        };
                         if current == Some(&files) {
                             return out(printed);
                         }
-                        match self.propose(Change::PutVolume(files)) {
+                        match self.put_volume(&c, files) {
                             Ok(()) => return out(printed + &self.spread_note()),
                             Err(e) => return Response::Error(not_made(&e)),
                         }
@@ -912,7 +930,13 @@ impl Daemon {
                 }
                 let mut v = v.clone();
                 v.started = want;
-                Change::PutVolume(v)
+                return match self.put_volume(&c, v) {
+                    Ok(()) => out(format!(
+                        "volume {verb}: {name}: success{}",
+                        self.spread_note()
+                    )),
+                    Err(e) => Response::Error(not_made(&e)),
+                };
             }
             ("delete", Some(v)) => {
                 if v.started {
@@ -940,6 +964,24 @@ impl Daemon {
             )),
             Err(e) => Response::Error(not_made(&e)),
         }
+    }
+
+    /// Proposes `files` as the volume's description, made on `c`: applied only if no other
+    /// change of the volume was applied since (see [`VolumeFiles::base`]).
+    fn put_volume(&self, c: &Cluster, files: VolumeFiles) -> Result<(), String> {
+        let name = files.name.clone();
+        let proposed = VolumeFiles {
+            base: Some(c.version(&name)),
+            ..files.clone()
+        };
+        self.propose(Change::PutVolume(proposed))?;
+        if self.cluster().volumes.get(&name) != Some(&files) {
+            return Err(format!(
+                "volume {name} was changed by another command while this one was made, so this \
+                 one was not applied; look at `xlfs volume info {name}` and run it again"
+            ));
+        }
+        Ok(())
     }
 
     fn spread_note(&self) -> String {
@@ -1002,6 +1044,7 @@ impl Daemon {
                     spec: spec.to_ron(),
                     secret,
                     started,
+                    base: None,
                 },
                 fix(&stdout),
             ))
@@ -1009,6 +1052,23 @@ impl Daemon {
         let _ = std::fs::remove_dir_all(&dir);
         res
     }
+}
+
+/// What `add-brick` printed on the scratch copy, told as the cluster does it: each peer
+/// writes the new description and, if the volume is started, starts its own new bricks; the
+/// scratch copy was never started, so its hints about starting them are not the cluster's.
+fn cluster_add_brick_text(printed: &str, started: bool) -> String {
+    let mut text: String = printed
+        .lines()
+        .filter(|l| !l.contains("is not started") && !l.contains("on another host: start it"))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    text.push_str(if started {
+        "  each peer starts its new bricks; mounts switch to the grown graph without a remount\n"
+    } else {
+        "  the volume is not started: `xlfs volume start` starts the new bricks too\n"
+    });
+    text
 }
 
 /// A volume's description as stored under `vd`: its secret file is `vd/secret`.

@@ -209,6 +209,7 @@ mod tests {
                     spec: "()".into(),
                     secret: None,
                     started: false,
+                    base: None,
                 }),
             },
         ];

@@ -2,7 +2,7 @@
 //! to this host's management daemon (`xlfs-mgmtd`) so they act on every peer.
 //!
 //! A host whose state directory has a running daemon (`<state>/mgmt/daemon.json`) is in
-//! cluster mode: `volume create|set|reset|start|stop|delete` go to the daemon, which makes
+//! cluster mode: `volume create|set|reset|start|stop|delete|add-brick` go to the daemon, which makes
 //! the change with a majority of the peers and applies it on each; the read-only commands
 //! read the state directory, which the daemon keeps in line with the cluster.
 
@@ -143,9 +143,19 @@ fn peers(ctx: &Ctx) -> Result<Vec<xlfs_mgmt::proto::PeerInfo>> {
 }
 
 /// Volume commands that change the cluster's configuration: made by the daemon.
-const CLUSTER_VERBS: [&str; 6] = ["create", "set", "reset", "start", "stop", "delete"];
-/// Volume commands that change a volume's bricks: not cluster operations yet.
-const LOCAL_ONLY: [&str; 3] = ["add-brick", "remove-brick", "rebalance"];
+const CLUSTER_VERBS: [&str; 7] = [
+    "create",
+    "set",
+    "reset",
+    "start",
+    "stop",
+    "delete",
+    "add-brick",
+];
+/// Volume commands that change a volume's bricks in several steps: not cluster operations
+/// yet. (`rebalance` runs on the host it is started on, as a client of the volume: it changes
+/// no description.)
+const LOCAL_ONLY: [&str; 1] = ["remove-brick"];
 
 /// In cluster mode, hands `xlfs volume VERB ...` to the daemon and returns its exit code;
 /// `None` when the command runs here as usual.
