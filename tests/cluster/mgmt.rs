@@ -483,4 +483,19 @@ fn three_hosts_keep_one_configuration_through_a_dead_host_and_a_partition() {
             "host {i}: {info}"
         );
     }
+    // One status of the whole cluster, from any peer: every brick's pid, reported by the
+    // daemon of the host it runs on.
+    let st: serde_json::Value =
+        serde_json::from_str(&h.xlfs(1, &["volume", "status", VOLUME, "--json"])).expect("json");
+    let bricks = st["bricks"].as_array().expect("bricks");
+    assert_eq!(bricks.len(), 2 * HOSTS, "{st}");
+    assert!(
+        bricks
+            .iter()
+            .all(|b| b["online"] == true && b["pid"].as_u64().is_some()),
+        "{st}"
+    );
+    let peers = st["peers"].as_array().expect("peers");
+    assert_eq!(peers.len(), HOSTS - 1, "{st}");
+    assert!(peers.iter().all(|p| p["reached"] == true), "{st}");
 }

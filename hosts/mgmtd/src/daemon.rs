@@ -436,6 +436,16 @@ impl Daemon {
             Request::Detach { addr } => self.detach(&addr),
             Request::Peers => Response::Peers(self.peers()),
             Request::Volume { args } => self.volume(&args),
+            Request::LocalStatus { name } => {
+                match self.xlfs_in(&self.cfg.state_dir, &["volume", "status", &name, "--json"]) {
+                    Ok((code, stdout, stderr)) => Response::Output {
+                        code,
+                        stdout,
+                        stderr,
+                    },
+                    Err(e) => Response::Error(e),
+                }
+            }
         }
     }
 

@@ -30,6 +30,9 @@ pub enum Request {
     Peers,
     /// `xlfs volume ARGS...`, run for the whole cluster.
     Volume { args: Vec<String> },
+    /// `xlfs volume status NAME --json` of this peer's host alone (its bricks' pids, its
+    /// self-heal daemon, its bricks' heal indexes), for a status of the whole cluster.
+    LocalStatus { name: String },
 }
 
 /// A daemon's view of itself.

@@ -67,6 +67,25 @@ fn ask(ctx: &Ctx, req: &Request) -> Result<Response> {
         .map_err(|e| CliError::Process(e.to_string()))
 }
 
+/// `xlfs volume status NAME --json` as peer `addr` sees its own host (see
+/// [`Request::LocalStatus`]).
+pub fn local_status(addr: &str, secret: &[u8], name: &str) -> Result<String> {
+    match xlfs_mgmt::rpc::call(
+        addr,
+        secret,
+        &Request::LocalStatus {
+            name: name.to_owned(),
+        },
+        Duration::from_secs(10),
+    )
+    .map_err(|e| CliError::Process(e.to_string()))?
+    {
+        Response::Output { stdout, .. } => Ok(stdout),
+        Response::Error(e) => Err(CliError::State(e)),
+        other => Err(CliError::Other(format!("unexpected answer {other:?}"))),
+    }
+}
+
 /// Prints a daemon's answer to a command; its exit code.
 fn print(resp: Response) -> Result<u8> {
     match resp {
@@ -134,7 +153,7 @@ pub fn pool(ctx: &Ctx, c: PoolCommand) -> Result<u8> {
     }
 }
 
-fn peers(ctx: &Ctx) -> Result<Vec<xlfs_mgmt::proto::PeerInfo>> {
+pub fn peers(ctx: &Ctx) -> Result<Vec<xlfs_mgmt::proto::PeerInfo>> {
     match ask(ctx, &Request::Peers)? {
         Response::Peers(p) => Ok(p),
         Response::Error(e) => Err(CliError::State(e)),

@@ -1,7 +1,8 @@
 //! `xlfs volume status NAME`: bricks up/down with ports and pids, and mounts. Exits 7 when
-//! a brick is down.
+//! a brick is down. On a host managed by xlfs-mgmtd, each other peer's daemon adds what only
+//! its host knows: its bricks' pids, its self-heal daemon, its bricks' heal indexes.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::{BrickState, Ctx, XLFS_MOUNT, brick_states, print_json};
 use crate::error::{Result, code};
@@ -36,9 +37,38 @@ struct Status {
     /// from disk (`volume heal VOL info` lists them by path).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     heal_index: Vec<HealCount>,
+    /// The other peers of the cluster (hosts managed by xlfs-mgmtd), as each reported its
+    /// own host.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    peers: Vec<PeerReport>,
 }
 
 #[derive(Serialize)]
+struct PeerReport {
+    addr: String,
+    /// Its daemon answered.
+    reached: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    shd: Option<Shd>,
+}
+
+/// What another peer reports of its own host (the fields of its `status --json` used here).
+#[derive(Deserialize)]
+struct Remote {
+    bricks: Vec<RemoteBrick>,
+    shd: Option<Shd>,
+    #[serde(default)]
+    heal_index: Vec<HealCount>,
+}
+
+#[derive(Deserialize)]
+struct RemoteBrick {
+    index: usize,
+    local: bool,
+    pid: Option<u32>,
+}
+
+#[derive(Serialize, Deserialize)]
 struct HealCount {
     index: usize,
     brick: String,
@@ -59,7 +89,7 @@ struct Rebalance {
 }
 
 /// The self-heal daemon on this host.
-#[derive(Serialize)]
+#[derive(Serialize, Deserialize)]
 struct Shd {
     pid: u32,
     running: bool,
@@ -128,7 +158,7 @@ pub fn run(ctx: &Ctx, a: Args) -> Result<u8> {
             }
         })
         .collect();
-    let status = Status {
+    let mut status = Status {
         volume: spec.name.clone(),
         layout: spec.layout().to_string(),
         online,
@@ -137,13 +167,53 @@ pub fn run(ctx: &Ctx, a: Args) -> Result<u8> {
         rebalance,
         shd,
         heal_index,
+        peers: Vec::new(),
     };
+    if let Some((_, secret)) = super::peer::daemon(ctx) {
+        add_peers(ctx, &secret, &mut status);
+    }
     if a.json {
         print_json(&status)?;
     } else {
         print_human(&status);
     }
     Ok(if online { code::OK } else { code::DOWN })
+}
+
+/// Asks every other peer's daemon for its host's part (see the module doc).
+fn add_peers(ctx: &Ctx, secret: &[u8], status: &mut Status) {
+    let peers = match super::peer::peers(ctx) {
+        Ok(p) => p,
+        Err(e) => {
+            eprintln!("the other peers' part is missing: {e}");
+            return;
+        }
+    };
+    for p in peers.iter().filter(|p| !p.me) {
+        let remote = super::peer::local_status(&p.addr, secret, &status.volume)
+            .ok()
+            .and_then(|text| serde_json::from_str::<Remote>(&text).ok());
+        let Some(r) = remote else {
+            status.peers.push(PeerReport {
+                addr: p.addr.clone(),
+                reached: false,
+                shd: None,
+            });
+            continue;
+        };
+        for rb in r.bricks.iter().filter(|b| b.local) {
+            if let Some(b) = status.bricks.iter_mut().find(|b| b.index == rb.index) {
+                b.pid = rb.pid;
+            }
+        }
+        status.heal_index.extend(r.heal_index);
+        status.peers.push(PeerReport {
+            addr: p.addr.clone(),
+            reached: true,
+            shd: r.shd,
+        });
+    }
+    status.heal_index.sort_by_key(|h| h.index);
 }
 
 fn print_human(s: &Status) {
@@ -204,6 +274,21 @@ fn print_human(s: &Status) {
             "gone (xlfs volume start starts it again)"
         };
         println!("  self-heal daemon  pid {}  {state}", d.pid);
+    }
+    for p in &s.peers {
+        match (&p.shd, p.reached) {
+            (_, false) => println!(
+                "  peer {}  unreachable: its bricks' pids are unknown",
+                p.addr
+            ),
+            (Some(d), true) => println!(
+                "  peer {}  self-heal daemon  pid {}  {}",
+                p.addr,
+                d.pid,
+                if d.running { "running" } else { "gone" }
+            ),
+            (None, true) => println!("  peer {}  reached", p.addr),
+        }
     }
     if let Some(r) = &s.rebalance {
         let state = match (r.state.as_str(), r.running) {
