@@ -65,6 +65,18 @@ impl Volume {
     /// Applies a new volfile: in place if only reconfigurable options changed, else by
     /// building a new graph and switching to it. On error the current graph stays.
     pub fn reload(&self, volfile: Volfile) -> Result<Reload, GraphError> {
+        self.reload_when_ready(volfile, None)
+    }
+
+    /// [`Volume::reload`]; a new graph is switched to only once it is ready
+    /// ([`Graph::wait_ready`], at most `ready`), so the first fops on it do not meet
+    /// bricks still connecting (ENOTCONN). The current graph serves meanwhile. With `ready`,
+    /// this blocks the calling thread: not from an async task (see `block_in_place`).
+    pub fn reload_when_ready(
+        &self,
+        volfile: Volfile,
+        ready: Option<std::time::Duration>,
+    ) -> Result<Reload, GraphError> {
         // A panic in an earlier reload left nothing half-done here: the graph is swapped last.
         let _one_at_a_time = self
             .reloading
@@ -99,6 +111,15 @@ impl Volume {
             .unwrap_or_else(|p| p.into_inner())
             .clone();
         new.on_upcall(hook);
+        if let Some(limit) = ready {
+            let silent = new.wait_ready(limit);
+            if !silent.is_empty() {
+                tracing::warn!(
+                    "the new graph switched to with {} not heard from after {limit:?}",
+                    silent.join(", ")
+                );
+            }
+        }
         let (old_graph, new_graph) = (cur.id(), new.id());
         self.current.store(Arc::new(new));
         cur.broadcast(EventKind::GraphSwitch);

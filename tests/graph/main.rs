@@ -534,3 +534,38 @@ async fn backing_files_pass_only_through_translators_that_keep_file_data() {
     );
     let _ = g.top().release(&cx, fd(5, gfid, 0)).await;
 }
+
+/// A graph switch waits (bounded) for the new graph to say whether its bricks are up, and the
+/// old graph serves meanwhile: a mount switching at once sent its first fops to bricks still
+/// connecting (ENOTCONN on a create right after an add-brick, seen in tests/cluster/mgmt.rs).
+#[test]
+fn a_switch_waits_for_the_new_graph_to_be_ready_and_the_old_one_serves_meanwhile() {
+    let old =
+        r#"( volumes: [ (name: "top", type: "test/probe", options: { "label": "g10-a" }) ] )"#;
+    let new = r#"( volumes: [
+        (name: "net", type: "test/announcer"),
+        (name: "top", type: "test/probe", options: { "label": "g10-b" }, subvolumes: ["net"]),
+    ] )"#;
+    let vol = Arc::new(Volume::new(vf(old), registry()).expect("builds"));
+    let first = vol.graph().id();
+    let limit = std::time::Duration::from_millis(600);
+    let v = vol.clone();
+    let switching = std::thread::spawn(move || v.reload_when_ready(vf(new), Some(limit)));
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    assert_eq!(
+        vol.graph().id(),
+        first,
+        "switched before the new graph's brick said anything"
+    );
+    // It never speaks: the switch happens at the limit all the same.
+    assert!(matches!(
+        switching.join().expect("reload"),
+        Ok(Reload::Switched { .. })
+    ));
+    assert_ne!(vol.graph().id(), first);
+    // Without a limit (current-thread hosts, tests) it switches at once, as before.
+    let v2 = Arc::new(Volume::new(vf(old), registry()).expect("builds"));
+    let before = v2.graph().id();
+    assert!(matches!(v2.reload(vf(new)), Ok(Reload::Switched { .. })));
+    assert_ne!(v2.graph().id(), before);
+}

@@ -132,7 +132,26 @@ impl VolfileLoader {
                 return format!("error: volfile not applied: {e}\n");
             }
         };
-        reload_line(volume.reload(vf), "")
+        reload_line(reload_when_ready(volume, vf), "")
+    }
+}
+
+/// [`Volume::reload`], switching to a new graph only once it is ready (at most
+/// [`WAIT_UP`]): before, a mount switched at once and fops in the first milliseconds met the
+/// new graph's bricks still connecting (ENOTCONN on a create right after an add-brick). On
+/// a current-thread runtime, where the wait would block the connections it waits for, it
+/// switches at once as before.
+pub fn reload_when_ready(
+    volume: &Volume,
+    vf: Volfile,
+) -> Result<Reload, xlfs_core::graph::GraphError> {
+    use tokio::runtime::{Handle, RuntimeFlavor};
+    match Handle::try_current().map(|h| h.runtime_flavor()) {
+        Ok(RuntimeFlavor::MultiThread) => {
+            tokio::task::block_in_place(|| volume.reload_when_ready(vf, Some(WAIT_UP)))
+        }
+        Ok(_) => volume.reload(vf),
+        Err(_) => volume.reload_when_ready(vf, Some(WAIT_UP)),
     }
 }
 
@@ -258,7 +277,7 @@ impl VolfileLoader {
                 continue;
             }
             known = version;
-            match self.parse(&text).map(|vf| volume.reload(vf)) {
+            match self.parse(&text).map(|vf| reload_when_ready(&volume, vf)) {
                 Ok(Ok(Reload::Unchanged)) => tracing::debug!("volfile watch: unchanged"),
                 Ok(Ok(Reload::Reconfigured(v))) => {
                     tracing::info!(volumes = ?v, "the volfile changed: options changed in place")
