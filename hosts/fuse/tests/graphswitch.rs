@@ -689,9 +689,14 @@ fn concurrent_readers_on_one_fd_move_it_once() {
     // SAFETY: kill(2) on our own child xlfsd.
     unsafe { libc::kill(brick, libc::SIGSTOP) };
     let resume = Resume(brick);
+    // The switch waits for the new graph's brick to answer, so the brick goes on from
+    // another thread while `switch` waits for it.
+    let waker = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(300));
+        drop(resume);
+    });
     s.switch();
-    std::thread::sleep(Duration::from_millis(300));
-    drop(resume);
+    waker.join().expect("waker");
     std::thread::sleep(Duration::from_millis(500));
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     for t in threads {
