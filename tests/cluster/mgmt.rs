@@ -4,7 +4,9 @@
 //! and brick: I/O goes on and `volume set` still works on the majority; the host restarts and
 //! catches up (its daemon also starts its brick again), heal converges; cut one host off: it
 //! refuses changes while the other two make them; mend: it catches up and all three hold the
-//! same log; then add-brick from one peer grows it to 2 x 3 and a rebalance spreads the files.
+//! same log; then add-brick from one peer grows it to 2 x 3 and a rebalance spreads the files;
+//! last, remove-brick from another peer moves the files off the first set and takes it out of
+//! every peer's description, each daemon stopping its host's removed brick.
 
 use std::fs::{self, File};
 use std::io::Write;
@@ -498,4 +500,69 @@ fn three_hosts_keep_one_configuration_through_a_dead_host_and_a_partition() {
     let peers = st["peers"].as_array().expect("peers");
     assert_eq!(peers.len(), HOSTS - 1, "{st}");
     assert!(peers.iter().all(|p| p["reached"] == true), "{st}");
+
+    // Shrunk from another peer: remove-brick of the first set. Its start and commit are
+    // cluster changes; the runner moves the files on the host it was started on; each
+    // daemon stops its own removed brick.
+    let mut remove = vec!["volume".to_owned(), "remove-brick".into(), VOLUME.into()];
+    for i in 0..HOSTS {
+        remove.push(format!("{}:{}", h.net.addr(i), h.brick(i).display()));
+    }
+    let start: Vec<&str> = remove.iter().map(String::as_str).chain(["start"]).collect();
+    let o = h.xlfs(1, &start);
+    assert!(o.contains("decided by a majority"), "{o}");
+    for i in 0..HOSTS {
+        let info = h.xlfs(i, &["volume", "info", VOLUME]);
+        assert!(info.contains("decommissioned"), "host {i}: {info}");
+    }
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let st = loop {
+        let o = h.xlfs(1, &["volume", "remove-brick", VOLUME, "status", "--json"]);
+        let st: serde_json::Value = serde_json::from_str(&o).expect("status json");
+        if st["state"] != "running" {
+            break st;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "remove-brick did not finish: {st}"
+        );
+        std::thread::sleep(Duration::from_millis(300));
+    };
+    assert_eq!(st["state"], "completed", "{st}");
+    let commit: Vec<&str> = remove
+        .iter()
+        .map(String::as_str)
+        .chain(["commit"])
+        .collect();
+    let o = h.xlfs(1, &commit);
+    assert!(o.contains("each peer stops its removed bricks"), "{o}");
+    let old_brick = |i: usize, info: &str| {
+        let p = h.brick(i).display().to_string();
+        info.lines().any(|l| l.trim_end().ends_with(&p))
+    };
+    for i in 0..HOSTS {
+        wait(
+            &format!("host {i}'s daemon stops its removed brick"),
+            Duration::from_secs(30),
+            || h.bricks_alive(i) == 1,
+        );
+        let info = h.xlfs(i, &["volume", "info", VOLUME]);
+        assert!(!old_brick(i, &info), "host {i}: {info}");
+        assert!(!info.contains("decommissioned"), "host {i}: {info}");
+    }
+    for n in &names {
+        assert_eq!(
+            fs::read(mnt.join(n)).expect("read after remove-brick"),
+            n.repeat(100).as_bytes(),
+            "{n}"
+        );
+    }
+    let all: Vec<String> = fs::read_dir(&mnt)
+        .expect("list")
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    for n in &names {
+        assert!(all.contains(n), "{n} not listed: {all:?}");
+    }
 }

@@ -915,23 +915,12 @@ impl Daemon {
                 return Response::Error(format!("volume {name} exists in the cluster"));
             }
             ("create", None) | ("set", Some(_)) | ("reset", Some(_)) | ("add-brick", Some(_)) => {
-                match self.scratch(&c, args, name, current.is_some_and(|v| v.started)) {
-                    Ok((files, printed)) => {
-                        let printed = if verb == "add-brick" {
-                            cluster_add_brick_text(&printed, files.started)
-                        } else {
-                            printed
-                        };
-                        if current == Some(&files) {
-                            return out(printed);
-                        }
-                        match self.put_volume(&c, files) {
-                            Ok(()) => return out(printed + &self.spread_note()),
-                            Err(e) => return Response::Error(not_made(&e)),
-                        }
-                    }
-                    Err(r) => return r,
-                }
+                return self.scratch_change(&c, args, name, verb);
+            }
+            // The description change of a remove-brick start, stop or commit; the xlfs that
+            // asks runs the rest (the runner, the checks) on its host.
+            ("remove-brick", Some(_)) if args.iter().any(|a| a == "--describe-only") => {
+                return self.scratch_change(&c, args, name, verb);
             }
             ("start" | "stop", Some(v)) => {
                 let want = verb == "start";
@@ -973,6 +962,29 @@ impl Daemon {
                 self.spread_note()
             )),
             Err(e) => Response::Error(not_made(&e)),
+        }
+    }
+
+    /// A change made by running the command on a copy of the cluster's volumes, then
+    /// proposed as the volume's new description.
+    fn scratch_change(&self, c: &Cluster, args: &[String], name: &str, verb: &str) -> Response {
+        let current = c.volumes.get(name);
+        match self.scratch(c, args, name, current.is_some_and(|v| v.started)) {
+            Ok((files, printed)) => {
+                let printed = if verb == "add-brick" {
+                    cluster_add_brick_text(&printed, files.started)
+                } else {
+                    printed
+                };
+                if current == Some(&files) {
+                    return out(printed);
+                }
+                match self.put_volume(c, files) {
+                    Ok(()) => out(printed + &self.spread_note()),
+                    Err(e) => Response::Error(not_made(&e)),
+                }
+            }
+            Err(r) => r,
         }
     }
 

@@ -19,8 +19,8 @@ Then on one of them:
   xlfs volume start gv0
   xlfs-mount 10.0.0.1:49152,10.0.0.2:49153,10.0.0.3:49154:/gv0 /mnt/gv0 --secret-file S
 
-A change (probe, detach, volume create/set/reset/start/stop/delete/add-brick) is made only when a
-majority of the peers accept it; without one it is refused (one that reached a leader just
+A change (probe, detach, volume create/set/reset/start/stop/delete/add-brick, and the
+description changes of remove-brick start/stop/commit) is made only when a majority of the peers accept it; without one it is refused (one that reached a leader just
 before it was cut off may still be made: `xlfs volume info` shows). A peer that
 was down or cut off catches up when it is back. Each daemon starts the bricks of its own host
 and starts again any that dies (checked every --tick).

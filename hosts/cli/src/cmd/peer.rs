@@ -3,8 +3,9 @@
 //!
 //! A host whose state directory has a running daemon (`<state>/mgmt/daemon.json`) is in
 //! cluster mode: `volume create|set|reset|start|stop|delete|add-brick` go to the daemon, which makes
-//! the change with a majority of the peers and applies it on each; the read-only commands
-//! read the state directory, which the daemon keeps in line with the cluster.
+//! the change with a majority of the peers and applies it on each; `remove-brick` and
+//! `rebalance` run here and hand their description changes to the daemon; the read-only
+//! commands read the state directory, which the daemon keeps in line with the cluster.
 
 use std::time::Duration;
 
@@ -171,10 +172,6 @@ const CLUSTER_VERBS: [&str; 7] = [
     "delete",
     "add-brick",
 ];
-/// Volume commands that change a volume's bricks in several steps: not cluster operations
-/// yet. (`rebalance` runs on the host it is started on, as a client of the volume: it changes
-/// no description.)
-const LOCAL_ONLY: [&str; 1] = ["remove-brick"];
 
 /// In cluster mode, hands `xlfs volume VERB ...` to the daemon and returns its exit code;
 /// `None` when the command runs here as usual.
@@ -182,16 +179,25 @@ pub fn forward_volume(ctx: &Ctx) -> Option<Result<u8>> {
     daemon(ctx)?;
     let args = volume_args();
     let verb = args.first()?.as_str();
-    if LOCAL_ONLY.contains(&verb) {
-        return Some(Err(CliError::State(format!(
-            "`xlfs volume {verb}` is not a cluster operation yet, and this host's volumes are \
-             managed by its xlfs-mgmtd: stop the daemons to change the bricks by hand"
-        ))));
-    }
     if !CLUSTER_VERBS.contains(&verb) {
         return None;
     }
     Some(ask(ctx, &Request::Volume { args }).and_then(print))
+}
+
+/// Asks the daemon to make the volume command `args` on the cluster's copy of the volume
+/// (how `remove-brick`, which runs here, changes the description everywhere).
+pub fn change_volume(ctx: &Ctx, args: Vec<String>) -> Result<()> {
+    match ask(ctx, &Request::Volume { args })? {
+        Response::Output { code: 0, .. } | Response::Done => Ok(()),
+        Response::Output { stdout, stderr, .. } => Err(CliError::State(format!(
+            "{}{}",
+            stdout.trim(),
+            stderr.trim()
+        ))),
+        Response::Error(e) => Err(CliError::State(e)),
+        other => Err(CliError::Other(format!("unexpected answer {other:?}"))),
+    }
 }
 
 /// This command's arguments after `volume`, without the global `--state-dir`.

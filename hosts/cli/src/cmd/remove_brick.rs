@@ -13,8 +13,16 @@
 //!   the volume). It regenerates the volfiles without those children (the others keep their
 //!   names), waits for the mounts to switch, stops the removed bricks and keeps their
 //!   directories.
+//!
+//! In cluster mode (an xlfs-mgmtd runs for the state directory) each description change
+//! (start, stop, commit) is a cluster change: the daemon makes it with a majority of the peers
+//! (on its copy of the volume, with the hidden `--describe-only`, which changes the
+//! description and nothing else) and every peer applies it; a commit's removed bricks are
+//! stopped by the daemon of the host they run on. The runner, its status and the checks
+//! before a commit stay on the host the command runs on, as for rebalance: run status and
+//! commit where start ran.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use xlfs_volgen::{Brick, Catalog, VolumeSpec};
 
@@ -24,12 +32,15 @@ use super::rebalance::{
 use super::{Ctx, XLFSD, generate_and_write, print_json, registry};
 use crate::error::{CliError, Result};
 use crate::procs;
+use crate::state::{BrickRun, VolumeDir};
 
 /// How long commit waits for mounts to follow the client volfile before it stops the
 /// removed bricks (mounts reread a volfile on disk every second).
 const SWITCH_WAIT: Duration = Duration::from_secs(3);
 /// How long start waits for mounts to apply `decommissioned` before the runner starts.
 const APPLY_WAIT: Duration = Duration::from_secs(2);
+/// How long this host may take to apply a change the cluster made (cluster mode).
+const APPLIED_WAIT: Duration = Duration::from_secs(20);
 /// How long a removed brick may take to exit after SIGTERM.
 const GRACE: Duration = Duration::from_secs(10);
 
@@ -64,12 +75,73 @@ pub struct Args {
     /// status: print the runner's status file.
     #[arg(long)]
     pub json: bool,
+    /// Change the description only (no runner, no checks of a run, no brick stopped): how
+    /// xlfs-mgmtd makes the cluster's copy of a start, stop or commit.
+    #[arg(long, hide = true)]
+    pub describe_only: bool,
+}
+
+/// Where remove-brick writes a changed description: this host's state directory, or the
+/// cluster (through this host's xlfs-mgmtd, which every peer follows).
+struct Writer<'a> {
+    ctx: &'a Ctx,
+    /// The command the daemon runs on its copy of the volume; `None` when not in cluster mode.
+    cluster: Option<Vec<String>>,
+}
+
+impl Writer<'_> {
+    /// Makes `spec` the volume's description; `live`: mounts apply it in place.
+    fn write(&self, vd: &VolumeDir, spec: &VolumeSpec, live: bool) -> Result<()> {
+        let Some(args) = &self.cluster else {
+            generate_and_write(vd, spec)?;
+            super::set::notify_mounts(&vd.load_run()?, live);
+            return Ok(());
+        };
+        super::peer::change_volume(self.ctx, args.clone())?;
+        // The daemon answers once the change is decided; this host applies it in its own
+        // time (its runner and checks read the description here).
+        let deadline = Instant::now() + APPLIED_WAIT;
+        loop {
+            let (_, here) = self.ctx.state().load(&spec.name)?;
+            if here.bricks == spec.bricks && decommissioned(&here) == decommissioned(spec) {
+                break;
+            }
+            if Instant::now() > deadline {
+                return Err(CliError::State(format!(
+                    "the cluster made the change to volume {}, but this host has not applied                      it within {}s (see xlfs-mgmtd's log); run the command again once `xlfs                      volume info {}` shows it",
+                    spec.name,
+                    APPLIED_WAIT.as_secs(),
+                    spec.name
+                )));
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        println!(
+            "  decided by a majority of the peers; each applies it (mounts follow by themselves)"
+        );
+        Ok(())
+    }
 }
 
 pub fn run(ctx: &Ctx, a: Args) -> Result<u8> {
     let (vd, spec) = ctx.state().load(&a.name)?;
     let (action, bricks) = split_words(&a.words)?;
     let pending = decommissioned(&spec);
+    if a.describe_only {
+        let positions = resolve(&spec, &bricks)?;
+        let children = children_of(&spec, &positions);
+        describe_only(&vd, spec, action, &positions, &children, &pending)?;
+        return Ok(0);
+    }
+    let writer = Writer {
+        ctx,
+        cluster: super::peer::daemon(ctx).map(|_| {
+            let mut args = vec!["remove-brick".to_owned(), a.name.clone()];
+            args.extend(a.words.iter().cloned());
+            args.push("--describe-only".into());
+            args
+        }),
+    };
     let positions = if bricks.is_empty() {
         match action {
             Action::Status | Action::Stop => positions_of_children(&spec, &pending),
@@ -86,7 +158,7 @@ pub fn run(ctx: &Ctx, a: Args) -> Result<u8> {
     };
     let children = children_of(&spec, &positions);
     match action {
-        Action::Start => start(&vd, spec, &children, &pending),
+        Action::Start => start(&writer, &vd, spec, &children, &pending),
         Action::Status => {
             let Some((s, raw)) = read_status(&vd)? else {
                 return Err(CliError::State(format!(
@@ -130,7 +202,7 @@ pub fn run(ctx: &Ctx, a: Args) -> Result<u8> {
                 )));
             }
             let stopped = stop_runner(&vd)?;
-            cancel(&vd, spec.clone())?;
+            writer.write(&vd, &cancelled(spec.clone())?, true)?;
             if let Some(s) = stopped {
                 println!("remove-brick runner stopped ({})", s.state);
             }
@@ -143,8 +215,95 @@ pub fn run(ctx: &Ctx, a: Args) -> Result<u8> {
             );
             Ok(0)
         }
-        Action::Commit => commit(&vd, spec, &positions, &children, &pending, a.force),
+        Action::Commit => commit(&writer, &vd, spec, &positions, &children, &pending, a.force),
     }
+}
+
+/// The description change alone of a start, stop or commit (see [`Args::describe_only`]).
+fn describe_only(
+    vd: &VolumeDir,
+    spec: VolumeSpec,
+    action: Action,
+    positions: &[usize],
+    children: &[String],
+    pending: &[String],
+) -> Result<()> {
+    let changed = match action {
+        Action::Start if pending.is_empty() => decommission(spec, children)?,
+        Action::Start if pending == children => spec,
+        Action::Stop if pending == children => cancelled(spec)?,
+        Action::Commit if pending == children => shrunk(&spec, positions),
+        Action::Status => {
+            return Err(CliError::Rejected("status changes no description".into()));
+        }
+        _ => {
+            return Err(CliError::State(format!(
+                "volume {} is removing {}, not {}",
+                spec.name,
+                if pending.is_empty() {
+                    "nothing".to_owned()
+                } else {
+                    pending.join(", ")
+                },
+                children.join(", ")
+            )));
+        }
+    };
+    generate_and_write(vd, &changed)?;
+    println!("{}: description written", changed.name);
+    Ok(())
+}
+
+/// `spec` with the children named in `decommissioned`.
+fn decommission(mut spec: VolumeSpec, children: &[String]) -> Result<VolumeSpec> {
+    Catalog::new(&registry()).set(&mut spec, DECOMMISSIONED, &children.join(","))?;
+    Ok(spec)
+}
+
+/// `spec` with no removal pending.
+fn cancelled(mut spec: VolumeSpec) -> Result<VolumeSpec> {
+    Catalog::new(&registry()).reset(&mut spec, DECOMMISSIONED)?;
+    Ok(spec)
+}
+
+/// `spec` without the bricks at `positions` (and the removal done).
+fn shrunk(spec: &VolumeSpec, positions: &[usize]) -> VolumeSpec {
+    let mut shrunk = spec.clone();
+    shrunk.remove_bricks(positions);
+    shrunk.options.remove(DECOMMISSIONED);
+    shrunk
+}
+
+/// Stops the bricks that run here but are no longer in `spec` (after a remove-brick commit,
+/// here or on another peer), once mounts had time to switch to the graph without them;
+/// they leave `run.json`. Says what was stopped.
+pub fn stop_removed(vd: &VolumeDir, spec: &VolumeSpec) -> Result<Vec<String>> {
+    let ids: Vec<usize> = (0..spec.bricks.len()).map(|p| spec.brick_id(p)).collect();
+    let gone: Vec<BrickRun> = vd
+        .load_run()?
+        .bricks
+        .into_iter()
+        .filter(|b| !ids.contains(&b.index))
+        .collect();
+    if gone.is_empty() {
+        return Ok(Vec::new());
+    }
+    // Mounts elsewhere reread the client volfile within a second: give them time before
+    // the bricks go.
+    if gone.iter().any(|b| procs::alive(b.pid, XLFSD)) {
+        std::thread::sleep(SWITCH_WAIT);
+    }
+    let mut lines = Vec::new();
+    for b in &gone {
+        if procs::alive(b.pid, XLFSD) {
+            procs::terminate(b.pid, XLFSD, GRACE);
+            lines.push(format!("  stopped brick {} (pid {})", b.index, b.pid));
+        }
+    }
+    let mut run = vd.load_run()?;
+    run.bricks.retain(|b| ids.contains(&b.index));
+    vd.save_run(&run)?;
+    Ok(lines)
 }
 
 /// The action (last word) and the bricks before it.
@@ -231,7 +390,8 @@ fn positions_of_children(spec: &VolumeSpec, children: &[String]) -> Vec<usize> {
 }
 
 fn start(
-    vd: &crate::state::VolumeDir,
+    writer: &Writer,
+    vd: &VolumeDir,
     mut spec: VolumeSpec,
     children: &[String],
     pending: &[String],
@@ -247,11 +407,8 @@ fn start(
         }
         // A new removal: nothing of an earlier run may be resumed.
         set_aside(vd)?;
-        let catalog = Catalog::new(&registry());
-        catalog.set(&mut spec, DECOMMISSIONED, &children.join(","))?;
-        generate_and_write(vd, &spec)?;
-        let run = vd.load_run()?;
-        super::set::notify_mounts(&run, true);
+        spec = decommission(spec, children)?;
+        writer.write(vd, &spec, true)?;
         std::thread::sleep(APPLY_WAIT);
         false
     } else if pending == children {
@@ -283,17 +440,9 @@ fn start(
     Ok(0)
 }
 
-/// Clears `decommissioned` and lets the mounts know.
-fn cancel(vd: &crate::state::VolumeDir, mut spec: VolumeSpec) -> Result<()> {
-    let catalog = Catalog::new(&registry());
-    catalog.reset(&mut spec, DECOMMISSIONED)?;
-    generate_and_write(vd, &spec)?;
-    super::set::notify_mounts(&vd.load_run()?, true);
-    Ok(())
-}
-
 fn commit(
-    vd: &crate::state::VolumeDir,
+    writer: &Writer,
+    vd: &VolumeDir,
     spec: VolumeSpec,
     positions: &[usize],
     children: &[String],
@@ -321,7 +470,10 @@ fn commit(
         });
     }
     match &status {
-        None => problems.push("no remove-brick run left a status".into()),
+        None => problems.push(
+            "no remove-brick run left a status here (run commit on the host where start ran)"
+                .into(),
+        ),
         Some(s) if s.mode != "remove-brick" => {
             problems.push("the last run was a rebalance, not a remove-brick".into())
         }
@@ -355,27 +507,14 @@ fn commit(
             problems.join("; ")
         );
     }
-    let removed_ids: Vec<usize> = positions.iter().map(|p| spec.brick_id(*p)).collect();
     let removed: Vec<Brick> = positions.iter().map(|p| spec.bricks[*p].clone()).collect();
-    let mut shrunk = spec.clone();
-    shrunk.remove_bricks(positions);
-    shrunk.options.remove(DECOMMISSIONED);
-    generate_and_write(vd, &shrunk)?;
-    let mut run = vd.load_run()?;
-    super::set::notify_mounts(&run, false);
-    // Mounts elsewhere reread the file within a second: give them time before the bricks go.
-    std::thread::sleep(SWITCH_WAIT);
-    let mut lines = Vec::new();
-    for id in &removed_ids {
-        if let Some(pos) = run.bricks.iter().position(|r| r.index == *id) {
-            let r = run.bricks.remove(pos);
-            if procs::alive(r.pid, XLFSD) {
-                procs::terminate(r.pid, XLFSD, GRACE);
-                lines.push(format!("  stopped brick {id} (pid {})", r.pid));
-            }
-        }
-    }
-    vd.save_run(&run)?;
+    let shrunk = shrunk(&spec, positions);
+    writer.write(vd, &shrunk, false)?;
+    let lines = if writer.cluster.is_some() {
+        vec!["  each peer stops its removed bricks once mounts had time to switch".to_owned()]
+    } else {
+        stop_removed(vd, &shrunk)?
+    };
     println!(
         "volume {}: {} -> {} ({} removed)",
         spec.name,

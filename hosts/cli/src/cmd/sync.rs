@@ -1,7 +1,8 @@
 //! `xlfs volume sync NAME --spec FILE [--secret-file FILE]` (hidden): writes a volume's
 //! description as the cluster decided it into this host's state directory, the way xlfs-mgmtd
 //! applies a create, set or reset made on another peer. The volfiles are regenerated; running
-//! bricks reread theirs and mounts started here reload (the others follow by themselves).
+//! bricks reread theirs and mounts started here reload (the others follow by themselves);
+//! bricks that run here but left the description (a remove-brick commit) are stopped.
 
 use std::path::{Path, PathBuf};
 
@@ -57,5 +58,9 @@ pub fn run(ctx: &Ctx, a: Args) -> Result<u8> {
         super::set::notify_mounts(&run, false);
     }
     println!("{}: description written", spec.name);
+    // A remove-brick committed anywhere: this host's removed bricks go.
+    for line in super::remove_brick::stop_removed(&vd, &spec)? {
+        println!("{line}");
+    }
     Ok(0)
 }
