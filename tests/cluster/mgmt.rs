@@ -284,12 +284,12 @@ fn three_hosts_keep_one_configuration_through_a_dead_host_and_a_partition() {
         assert!(info.contains("ping-timeout"), "host {i}: {info}");
     }
 
-    // Mount from the client, fetching from the first host that answers.
+    // Mount from the client, fetching from the first host that answers: hosts without
+    // ports, so each is asked at its daemon (the bricks listen elsewhere), which serves the
+    // client volfile of every volume of the cluster.
     let mnt = h.dir.path().join("mnt");
     fs::create_dir_all(&mnt).expect("mkdir");
-    let servers: Vec<String> = (0..HOSTS)
-        .map(|i| format!("{}:{}", h.net.addr(i), BASE_PORT + i as u16))
-        .collect();
+    let servers: Vec<String> = (0..HOSTS).map(|i| h.net.addr(i)).collect();
     let mut cmd = h.net.command(client, &bin("xlfs-mount"));
     cmd.arg(format!("{}:/{VOLUME}", servers.join(",")))
         .arg("--secret-file")

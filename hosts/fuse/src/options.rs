@@ -23,15 +23,18 @@ pub const DEFAULT_MAX_WRITE: u32 = 1 << 20;
 #[command(after_help = "Where the graph comes from (exactly one):
   HOST:/VOLUME, HOST:PORT:/VOLUME   the client volfile of VOLUME, fetched from a running
                                     brick (one started by `xlfs volume start`, or
-                                    `xlfsd --client-volfile`), after its auth-allow and
-                                    secret checks (--secret-file); PORT defaults to 49152
-                                    (brick 0 of a volume created without --port);
-                                    IPv6 in brackets: [::1]:/gv0
+                                    `xlfsd --client-volfile`) or xlfs-mgmtd, after its
+                                    auth-allow and secret checks (--secret-file). Without
+                                    PORT: HOST's xlfs-mgmtd (port 24018, any volume of its
+                                    cluster), then port 49152 (brick 0 of a volume created
+                                    without --port). Several hosts: h1,h2,h3:/gv0 (the
+                                    first that answers). IPv6 in brackets: [::1]:/gv0
   --volfile FILE                    a client volfile on disk
   --local DIR                       a local volume on DIR/brick, no network
 
 Examples:
   xlfs-mount server1:/gv0 /mnt/gv0
+  xlfs-mount h1,h2,h3:/gv0 /mnt/gv0 --secret-file /etc/xlfs/gv0.secret
   xlfs-mount 127.0.0.1:24010:/gv0 /mnt/gv0 --secret-file /etc/xlfs/gv0.secret
   xlfs-mount --volfile /var/lib/xlfs/volumes/gv0/client.vol /mnt/gv0
   xlfs-mount --local /srv/x /mnt/x")]
@@ -500,7 +503,9 @@ mod tests {
         assert!(backups.is_empty());
         let (s, _) = source(&["server1:/gv0", "/mnt"]).expect("ok");
         assert!(
-            matches!(s, GraphSource::Fetch(v, _) if v.port == xlfs_protocol::fetch::DEFAULT_PORT)
+            matches!(&s, GraphSource::Fetch(v, b) if v.port == xlfs_protocol::fetch::VOLFILE_PORT
+                && b.len() == 1 && b[0].port == xlfs_protocol::fetch::DEFAULT_PORT),
+            "{s:?}"
         );
         // More servers: in the source, and GlusterFS's backup-volfile-servers.
         let (s, _) = source(&[
@@ -520,9 +525,12 @@ mod tests {
         assert_eq!(
             all,
             [
+                "h1:24018:/gv0",
                 "h1:49152:/gv0",
                 "h2:24011:/gv0",
+                "h3:24018:/gv0",
                 "h3:49152:/gv0",
+                "h4:24018:/gv0",
                 "h4:49152:/gv0"
             ]
         );

@@ -9,6 +9,7 @@ use std::sync::mpsc;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
+use xlfs_protocol::server::volfiles;
 use xlfs_volgen::VolumeSpec;
 
 use crate::cluster::{Change, Cluster, VolumeFiles, host_of};
@@ -39,6 +40,8 @@ pub struct Config {
     pub timeout: Duration,
     /// The `xlfs` binary the daemon runs on the state directory.
     pub xlfs: PathBuf,
+    /// The port on the --listen host where client volfiles are served (0: not served).
+    pub volfile_port: u16,
 }
 
 pub struct Daemon {
@@ -177,6 +180,18 @@ impl Daemon {
         };
         let listener =
             TcpListener::bind(&addr).map_err(|e| format!("cannot listen at {addr}: {e}"))?;
+        let volfiles = match cfg.volfile_port {
+            0 => None,
+            port => {
+                let host = listener.local_addr().map_err(|e| e.to_string())?.ip();
+                let at = std::net::SocketAddr::new(host, port);
+                Some(TcpListener::bind(at).map_err(|e| {
+                    format!(
+                        "cannot serve client volfiles at {at}: {e} (another xlfs-mgmtd?                          --volfile-port 0 serves none)"
+                    )
+                })?)
+            }
+        };
         write_durably(
             &store.daemon_file(),
             serde_json::to_string(&DaemonFile {
@@ -206,6 +221,9 @@ impl Daemon {
             last: Mutex::new(Default::default()),
         });
         d.learn_addrs();
+        if let Some(l) = volfiles {
+            d.serve_volfiles(l)?;
+        }
         let t = d.clone();
         std::thread::spawn(move || t.follow(rx));
         let t = d.clone();
@@ -220,6 +238,78 @@ impl Daemon {
         d.pump(|_| ());
         d.pump(|r| r.tick());
         Ok((d, listener))
+    }
+
+    /// Serves the client volfile of every started volume of the cluster on `l` (see
+    /// `xlfs_protocol::server::volfiles`), from this host's copy of it, with the volume's
+    /// secret and auth.allow.
+    fn serve_volfiles(&self, l: TcpListener) -> Result<(), String> {
+        l.set_nonblocking(true).map_err(|e| e.to_string())?;
+        let at = l.local_addr().map_err(|e| e.to_string())?;
+        let this = self.this.clone();
+        let lookup: Arc<volfiles::Lookup> = Arc::new(move |name: &str| {
+            let d = this.upgrade().ok_or("the daemon is stopping")?;
+            d.volfile(name)
+        });
+        std::thread::Builder::new()
+            .name("volfiles".into())
+            .spawn(move || {
+                let rt = match tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                {
+                    Ok(rt) => rt,
+                    Err(e) => return log(format_args!("client volfiles not served: {e}")),
+                };
+                rt.block_on(async move {
+                    match tokio::net::TcpListener::from_std(l) {
+                        Ok(l) => volfiles::serve(l, lookup).await,
+                        Err(e) => log(format_args!("client volfiles not served: {e}")),
+                    }
+                });
+            })
+            .map_err(|e| e.to_string())?;
+        log(format_args!("serving client volfiles at {at}"));
+        Ok(())
+    }
+
+    /// What the volfile server hands out for volume `name`.
+    fn volfile(&self, name: &str) -> Result<volfiles::Served, String> {
+        let c = self.cluster();
+        let Some(v) = c.volumes.get(name) else {
+            let names: Vec<&str> = c.volumes.keys().map(String::as_str).collect();
+            return Err(format!(
+                "no volume {name:?} in this cluster (its volumes: {})",
+                if names.is_empty() {
+                    "none".to_owned()
+                } else {
+                    names.join(", ")
+                }
+            ));
+        };
+        if !v.started {
+            return Err(format!(
+                "volume {name} is not started (xlfs volume start {name})"
+            ));
+        }
+        let spec =
+            VolumeSpec::from_ron(&v.spec, Path::new("cluster")).map_err(|e| e.to_string())?;
+        let dir = self.cfg.state_dir.join("volumes").join(name);
+        let text = std::fs::read_to_string(dir.join("client.vol")).map_err(|e| {
+            format!("this host has not applied volume {name} yet ({e}); ask another peer")
+        })?;
+        let allow = if spec.auth_allow.is_empty() {
+            None
+        } else {
+            Some(xlfs_protocol::server::AllowList::parse(
+                &spec.auth_allow.join(","),
+            )?)
+        };
+        Ok(volfiles::Served {
+            text,
+            secret: v.secret.clone(),
+            allow,
+        })
     }
 
     fn node(&self) -> MutexGuard<'_, State> {

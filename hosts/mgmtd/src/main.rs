@@ -17,13 +17,18 @@ Then on one of them:
   xlfs peer probe 10.0.0.2 && xlfs peer probe 10.0.0.3
   xlfs volume create gv0 10.0.0.1:/b 10.0.0.2:/b 10.0.0.3:/b --replica 3
   xlfs volume start gv0
-  xlfs-mount 10.0.0.1:49152,10.0.0.2:49153,10.0.0.3:49154:/gv0 /mnt/gv0 --secret-file S
+  xlfs-mount 10.0.0.1,10.0.0.2,10.0.0.3:/gv0 /mnt/gv0 --secret-file S
 
 A change (probe, detach, volume create/set/reset/start/stop/delete/add-brick, and the
-description changes of remove-brick start/stop/commit) is made only when a majority of the peers accept it; without one it is refused (one that reached a leader just
-before it was cut off may still be made: `xlfs volume info` shows). A peer that
-was down or cut off catches up when it is back. Each daemon starts the bricks of its own host
+description changes of remove-brick start/stop/commit) is made only when a majority of the
+peers accept it; without one it is refused (one that reached a leader just before it was cut
+off may still be made: `xlfs volume info` shows). A peer that was down or cut off catches up
+when it is back. Each daemon starts the bricks of its own host
 and starts again any that dies (checked every --tick).
+
+Clients mount any started volume from any peer: the daemon serves its client volfile at port
+24018 of the --listen address (--volfile-port) with the volume's auth.allow and secret, and
+`xlfs-mount h1,h2,h3:/VOL` asks there first.
 
 Files: <state>/mgmt/node.json (this peer and its copy of the log), <state>/mgmt/secret,
 <state>/mgmt/daemon.json (where `xlfs` finds the daemon). The volumes are in
@@ -57,6 +62,10 @@ struct Args {
     /// Bound on one request to another peer, in milliseconds (an unreachable peer costs this).
     #[arg(long, value_name = "MS", default_value_t = 2000)]
     peer_timeout_ms: u64,
+    /// The port, on the --listen host, where the client volfile of every started volume of
+    /// the cluster is served (`xlfs-mount HOST:/VOLUME` asks there first); 0: none.
+    #[arg(long, value_name = "PORT", default_value_t = xlfs_protocol::fetch::VOLFILE_PORT)]
+    volfile_port: u16,
 }
 
 fn main() -> ExitCode {
@@ -87,6 +96,7 @@ fn main() -> ExitCode {
         tick: Duration::from_millis(a.tick_ms.max(100)),
         timeout: Duration::from_millis(a.peer_timeout_ms.max(100)),
         xlfs,
+        volfile_port: a.volfile_port,
     };
     let (d, listener) = match Daemon::start(cfg) {
         Ok(x) => x,

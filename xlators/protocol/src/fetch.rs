@@ -45,6 +45,11 @@ pub fn volfile_version(text: &str) -> u64 {
 /// `--port` (volgen's `DEFAULT_BASE_PORT`).
 pub const DEFAULT_PORT: u16 = 49152;
 
+/// Where xlfs-mgmtd serves the client volfile of every volume of its cluster
+/// ([`crate::server::volfiles`]). A server list without ports ([`parse_servers`]) asks it
+/// first on each host, then brick 0's [`DEFAULT_PORT`].
+pub const VOLFILE_PORT: u16 = 24018;
+
 /// How long a fetch may take by default (connect, request, answer).
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -63,6 +68,11 @@ const FORMS: &str = "HOST:/VOLUME or HOST:PORT:/VOLUME (e.g. server1:/gv0, 127.0
 impl VolfileServer {
     /// Parses `HOST:/VOLUME` or `HOST:PORT:/VOLUME`.
     pub fn parse(text: &str) -> Result<VolfileServer, String> {
+        VolfileServer::parse_port(text).map(|(s, _)| s)
+    }
+
+    /// [`VolfileServer::parse`], and whether the text gave the port.
+    fn parse_port(text: &str) -> Result<(VolfileServer, bool), String> {
         let bad = |why: &str| format!("{text:?} is not {FORMS}: {why}");
         let Some((server, volume)) = text.rsplit_once(":/") else {
             return Err(bad("no \":/\" before the volume name"));
@@ -97,6 +107,7 @@ impl VolfileServer {
         if host.is_empty() {
             return Err(bad("the host is empty"));
         }
+        let given = port.is_some();
         let port = match port {
             None => DEFAULT_PORT,
             Some(p) => match p.parse::<u16>() {
@@ -104,11 +115,12 @@ impl VolfileServer {
                 _ => return Err(bad(&format!("{p:?} is not a port number"))),
             },
         };
-        Ok(VolfileServer {
+        let server = VolfileServer {
             host: host.to_owned(),
             port,
             volume: volume.to_owned(),
-        })
+        };
+        Ok((server, given))
     }
 
     /// `host:port` (brackets around IPv6 addresses), for messages.
@@ -124,20 +136,40 @@ impl VolfileServer {
 /// Parses a list of volfile servers: `H1[:P1],H2[:P2],...:/VOLUME` (each written as
 /// [`VolfileServer::parse`] takes it, one volume for all), and GlusterFS's
 /// `backup-volfile-servers` value: `H2:H3:...`, hosts only, each with the port of the first
-/// (IPv6 addresses in brackets). The first server, then the others in order.
+/// (IPv6 addresses in brackets). The first server, then the others in order. A host written
+/// without a port stands for two servers: its xlfs-mgmtd ([`VOLFILE_PORT`]), then its brick
+/// 0 ([`DEFAULT_PORT`]); backups then take no port either.
 pub fn parse_servers(text: &str, backups: Option<&str>) -> Result<Vec<VolfileServer>, String> {
     let (list, volume) = text
         .rsplit_once(":/")
         .ok_or_else(|| format!("{text:?} is not {FORMS}: no \":/\" before the volume name"))?;
     let mut out = Vec::new();
-    for one in list.split(',') {
-        out.push(VolfileServer::parse(&format!("{one}:/{volume}"))?);
-    }
-    let port = out[0].port;
-    for host in backups.into_iter().flat_map(split_hosts) {
-        let s = VolfileServer::parse(&format!("{host}:{port}:/{volume}"))
-            .map_err(|e| format!("backup-volfile-servers {host:?}: {e}"))?;
+    // A host without a port: its xlfs-mgmtd first, then its brick 0's default port.
+    let mut push = |(s, given): (VolfileServer, bool)| {
+        if !given {
+            out.push(VolfileServer {
+                port: VOLFILE_PORT,
+                ..s.clone()
+            });
+        }
         out.push(s);
+    };
+    let mut first_given = None;
+    for one in list.split(',') {
+        let parsed = VolfileServer::parse_port(&format!("{one}:/{volume}"))?;
+        first_given.get_or_insert((parsed.0.port, parsed.1));
+        push(parsed);
+    }
+    let (port, given) = first_given.unwrap_or((DEFAULT_PORT, false));
+    for host in backups.into_iter().flat_map(split_hosts) {
+        let text = if given {
+            format!("{host}:{port}:/{volume}")
+        } else {
+            format!("{host}:/{volume}")
+        };
+        let parsed = VolfileServer::parse_port(&text)
+            .map_err(|e| format!("backup-volfile-servers {host:?}: {e}"))?;
+        push(parsed);
     }
     Ok(out)
 }
@@ -451,7 +483,22 @@ mod tests {
             |v: Vec<VolfileServer>| -> Vec<String> { v.iter().map(|s| s.to_string()).collect() };
         assert_eq!(
             addrs(parse_servers("h1,h2:24010,[::1]:/gv0", None).expect("list")),
-            ["h1:49152:/gv0", "h2:24010:/gv0", "[::1]:49152:/gv0"]
+            [
+                "h1:24018:/gv0",
+                "h1:49152:/gv0",
+                "h2:24010:/gv0",
+                "[::1]:24018:/gv0",
+                "[::1]:49152:/gv0"
+            ]
+        );
+        assert_eq!(
+            addrs(parse_servers("h1:/gv0", Some("h2")).expect("no ports")),
+            [
+                "h1:24018:/gv0",
+                "h1:49152:/gv0",
+                "h2:24018:/gv0",
+                "h2:49152:/gv0"
+            ]
         );
         assert_eq!(
             addrs(parse_servers("h1:24010:/gv0", Some("h2:[fd00::2]:h3")).expect("backups")),
@@ -462,7 +509,7 @@ mod tests {
                 "h3:24010:/gv0"
             ]
         );
-        assert_eq!(parse_servers("h1:/v", Some("")).expect("empty").len(), 1);
+        assert_eq!(parse_servers("h1:7:/v", Some("")).expect("empty").len(), 1);
         for bad in ["h1,,h2:/v", "h1,h2:x:/v", "h1,h2"] {
             assert!(parse_servers(bad, None).is_err(), "{bad}");
         }

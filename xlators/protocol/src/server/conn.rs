@@ -356,7 +356,7 @@ pub async fn serve(shared: Arc<Shared>, sock: Stream, peer: SocketAddr, mut slot
 }
 
 /// Sends a refusal and closes the connection.
-async fn refuse(w: &mut WriteHalf, reason: String) {
+pub(crate) async fn refuse(w: &mut WriteHalf, reason: String) {
     if let Ok(f) = wire::encode(&ServerMsg::Refused(reason), Vec::new(), HANDSHAKE_MAX_FRAME) {
         let _ = wire::write_frames(w, std::slice::from_ref(&f)).await;
     }
@@ -364,7 +364,7 @@ async fn refuse(w: &mut WriteHalf, reason: String) {
 }
 
 /// How the secret's challenge failed.
-enum Challenged {
+pub(crate) enum Challenged {
     /// The client answered wrongly: tell it why.
     Refuse(String),
     /// It went away or sent something else (a client without the secret closes when it sees
@@ -374,7 +374,7 @@ enum Challenged {
 
 /// The brick's half of the challenge-response (see [`crate::creds`]): sends its nonce and
 /// proof, then checks the client's proof.
-async fn challenge(
+pub(crate) async fn challenge(
     reader: &mut FrameReader<ReadHalf>,
     w: &mut WriteHalf,
     secret: &str,

@@ -13,6 +13,7 @@ mod registry;
 mod session;
 mod stuck;
 mod upcall;
+pub mod volfiles;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
