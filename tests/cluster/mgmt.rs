@@ -52,6 +52,8 @@ impl Hosts {
             .arg("--secret-file")
             .arg(self.dir.path().join("cluster.secret"))
             .args(["--tick-ms", "300", "--peer-timeout-ms", "1000"])
+            // Compacted every few entries: the hosts that were away catch up from snapshots.
+            .args(["--compact-after", "4"])
             .stdout(Stdio::null())
             .stderr(
                 fs::OpenOptions::new()
@@ -151,11 +153,13 @@ impl Hosts {
         self.dir.path().join(format!("h{i}/brick2"))
     }
 
-    /// Host `i`'s copy of the log.
+    /// How far host `i` applied the log (Raft: the same index, the same entries). The
+    /// applied changes themselves differ in form across hosts once compacted (each squashes
+    /// at its own point).
     fn log_of(&self, i: usize) -> serde_json::Value {
         let text = fs::read_to_string(self.state(i).join("mgmt/node.json")).unwrap_or_default();
         let v: serde_json::Value = serde_json::from_str(&text).unwrap_or_default();
-        v["raft"]["chosen"].clone()
+        v["raft"]["applied"].clone()
     }
 
     /// Kills host `i`'s daemon and the processes it started, with SIGKILL.
@@ -376,16 +380,20 @@ fn three_hosts_keep_one_configuration_through_a_dead_host_and_a_partition() {
     assert!(!refused.status.success(), "a cut-off host made a change");
     let why = String::from_utf8_lossy(&refused.stderr);
     assert!(why.contains("majority"), "{why}");
-    h.xlfs(
-        0,
-        &[
-            "volume",
-            "set",
-            VOLUME,
-            "performance.write-behind.window-size",
-            "8MiB",
-        ],
-    );
+    // More changes than the logs keep (--compact-after 4): what host 1 lacks is compacted
+    // away on the others, so it catches up from a snapshot.
+    for size in ["3MiB", "5MiB", "6MiB", "7MiB", "9MiB", "8MiB"] {
+        h.xlfs(
+            0,
+            &[
+                "volume",
+                "set",
+                VOLUME,
+                "performance.write-behind.window-size",
+                size,
+            ],
+        );
+    }
     write_synced(&mnt.join("cut"), b"written with host 1 cut off");
     let status = h.xlfs_raw(2, &["peer", "status"]);
     assert!(
@@ -399,6 +407,11 @@ fn three_hosts_keep_one_configuration_through_a_dead_host_and_a_partition() {
     wait("host 1 catches up", Duration::from_secs(30), || {
         h.log_of(1) == h.log_of(0) && h.log_of(2) == h.log_of(0)
     });
+    let log1 = fs::read_to_string(h.dir.path().join("h1/mgmtd.log")).unwrap_or_default();
+    assert!(
+        log1.contains("caught up from a snapshot"),
+        "host 1 did not catch up from a snapshot:\n{log1}"
+    );
     for i in 0..HOSTS {
         // The daemon applies what it caught up with on its next pass.
         wait(

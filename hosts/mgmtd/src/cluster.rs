@@ -27,6 +27,17 @@ pub enum Change {
     DeleteVolume {
         name: String,
     },
+    /// The whole configuration: what a compaction of the log squashes the changes applied
+    /// before it into ([`squash`]).
+    Restore(Box<Cluster>),
+}
+
+/// One entry that builds what `log` builds (the log's compaction).
+pub fn squash(log: &[Entry<Change>]) -> Entry<Change> {
+    Entry {
+        id: 0,
+        value: Change::Restore(Box::new(Cluster::from_log(log))),
+    }
 }
 
 /// What a peer writes into `<state>/volumes/NAME/`.
@@ -47,7 +58,7 @@ pub struct VolumeFiles {
 }
 
 /// The configuration after some prefix of the log.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
 pub struct Cluster {
     pub id: u64,
     pub peers: BTreeMap<PeerId, String>,
@@ -97,6 +108,7 @@ impl Cluster {
                 self.volumes.remove(name);
                 self.versions.remove(name);
             }
+            Change::Restore(c) => *self = (**c).clone(),
         }
     }
 
@@ -155,5 +167,49 @@ mod tests {
         // Entries of older logs carry no base: applied in order.
         c.apply(&put("old log", None));
         assert_eq!(c.volumes["gv0"].spec, "old log");
+    }
+
+    #[test]
+    fn a_squashed_log_builds_the_same_configuration_and_versions() {
+        let e = |id, value| Entry { id, value };
+        let log = vec![
+            e(
+                1,
+                Change::Found {
+                    cluster: 7,
+                    peer: 1,
+                    addr: "a:1".into(),
+                },
+            ),
+            e(
+                2,
+                Change::AddPeer {
+                    peer: 2,
+                    addr: "b:1".into(),
+                },
+            ),
+            e(3, put("created", Some(0))),
+            e(4, put("set", Some(1))),
+            e(5, Change::RemovePeer { peer: 2 }),
+        ];
+        let squashed = squash(&log);
+        assert_eq!(squashed.id, 0);
+        let whole = Cluster::from_log(&log);
+        assert_eq!(Cluster::from_log(std::slice::from_ref(&squashed)), whole);
+        // Changes after the squash apply as they would have: a change made on version 2
+        // lands, one made on version 1 does not.
+        let mut a = whole.clone();
+        let mut b = Cluster::from_log(std::slice::from_ref(&squashed));
+        for c in [put("late", Some(1)), put("next", Some(2))] {
+            a.apply(&c);
+            b.apply(&c);
+        }
+        assert_eq!(a, b);
+        assert_eq!(b.volumes["gv0"].spec, "next");
+        assert_eq!(b.version("gv0"), 3);
+        // And it survives the log's JSON.
+        let json = serde_json::to_string(&squashed).expect("json");
+        let back: Entry<Change> = serde_json::from_str(&json).expect("parse");
+        assert_eq!(back, squashed);
     }
 }

@@ -42,6 +42,8 @@ pub struct Config {
     pub xlfs: PathBuf,
     /// The port on the --listen host where client volfiles are served (0: not served).
     pub volfile_port: u16,
+    /// How many applied entries the log keeps before it is compacted.
+    pub compact_after: usize,
 }
 
 pub struct Daemon {
@@ -87,6 +89,10 @@ type Batch = (Instant, Vec<raft::prelude::Message>);
 /// How long a join that was asked for may take before this peer gives up waiting and is a
 /// cluster of one again.
 const JOIN_WAIT_SECS: u64 = 120;
+
+/// How many applied entries the log keeps before it is compacted by default (each may be a
+/// whole volume description; node.json is rewritten whole at each change).
+pub const COMPACT_AFTER: usize = 256;
 
 /// This peer, and its copy of the log.
 struct State {
@@ -176,7 +182,8 @@ impl Daemon {
             id: node.id,
             addr: node.addr.clone(),
             r: Replica::open(node.id, node.raft, &logger)
-                .map_err(|e| format!("{}: {e}", store.node_file().display()))?,
+                .map_err(|e| format!("{}: {e}", store.node_file().display()))?
+                .compacting(cfg.compact_after, crate::cluster::squash),
         };
         let listener =
             TcpListener::bind(&addr).map_err(|e| format!("cannot listen at {addr}: {e}"))?;
@@ -312,6 +319,12 @@ impl Daemon {
         })
     }
 
+    /// A copy of the log for this daemon, compacted every `--compact-after` applied entries.
+    fn replica(&self, id: PeerId, d: Durable<Change>) -> Result<Replica<Change>, String> {
+        Ok(Replica::open(id, d, &self.logger)?
+            .compacting(self.cfg.compact_after, crate::cluster::squash))
+    }
+
     fn node(&self) -> MutexGuard<'_, State> {
         self.node.lock().unwrap_or_else(|e| e.into_inner())
     }
@@ -404,11 +417,21 @@ impl Daemon {
         let mut conn: Option<rpc::Conn> = None;
         while let Ok(first) = rx.recv() {
             let fresh = |(made, _): &Batch| made.elapsed() < self.cfg.timeout;
+            // Whether a snapshot arrived is reported: Raft sends that peer nothing until told.
+            let snapshot = |m: &raft::prelude::Message| {
+                m.get_msg_type() == raft::prelude::MessageType::MsgSnapshot
+            };
             let mut batch = Vec::new();
+            let mut lost_snapshot = false;
             for b in std::iter::once(first).chain(std::iter::from_fn(|| rx.try_recv().ok())) {
                 if fresh(&b) {
                     batch.extend(b.1);
+                } else {
+                    lost_snapshot |= b.1.iter().any(snapshot);
                 }
+            }
+            if lost_snapshot {
+                self.pump(|r| r.snapshot_sent(peer, false));
             }
             if batch.is_empty() {
                 continue;
@@ -446,8 +469,12 @@ impl Daemon {
                     Err(_) => conn = None,
                 }
             }
+            let sent_snapshot = batch.iter().any(snapshot);
             if !delivered {
                 self.pump(|r| r.unreachable(peer));
+            }
+            if sent_snapshot {
+                self.pump(|r| r.snapshot_sent(peer, delivered));
             }
         }
     }
@@ -546,7 +573,7 @@ impl Daemon {
             id: n.id,
             addr: n.addr.clone(),
             cluster: n.r.cluster(),
-            chosen: n.r.chosen().len() as u64,
+            chosen: n.r.durable().applied,
             peers: c.peers.len(),
             volumes: c.volumes.len(),
             version: rpc::VERSION.to_owned(),
@@ -577,7 +604,7 @@ impl Daemon {
     fn refound(&self, why: &str) {
         let mut st = self.node();
         let (id, addr) = (st.id, st.addr.clone());
-        match Replica::open(id, found(id, &addr), &self.logger) {
+        match self.replica(id, found(id, &addr)) {
             Ok(r) => st.r = r,
             Err(e) => {
                 log(format_args!("cannot found a cluster of one: {e}"));
@@ -870,7 +897,7 @@ impl Daemon {
             }
         }
         // Answer once it holds the configuration, as a probe's caller expects of "in the pool".
-        let want = self.node().r.chosen().len() as u64;
+        let want = self.node().r.durable().applied;
         let deadline = std::time::Instant::now() + self.commit_limit();
         loop {
             match self.call(&addr, &Request::Status) {
@@ -903,7 +930,7 @@ impl Daemon {
             ));
         }
         let id = st.id;
-        match Replica::open(id, Durable::joining(cluster), &self.logger) {
+        match self.replica(id, Durable::joining(cluster)) {
             Ok(r) => st.r = r,
             Err(e) => return Response::Error(e),
         }

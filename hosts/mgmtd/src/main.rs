@@ -66,6 +66,10 @@ struct Args {
     /// the cluster is served (`xlfs-mount HOST:/VOLUME` asks there first); 0: none.
     #[arg(long, value_name = "PORT", default_value_t = xlfs_protocol::fetch::VOLFILE_PORT)]
     volfile_port: u16,
+    /// How many applied entries the log keeps before it is compacted into a snapshot (tests
+    /// set it low to exercise catching up from snapshots).
+    #[arg(long, value_name = "N", default_value_t = xlfs_mgmt::daemon::COMPACT_AFTER, hide = true)]
+    compact_after: usize,
 }
 
 fn main() -> ExitCode {
@@ -97,6 +101,7 @@ fn main() -> ExitCode {
         timeout: Duration::from_millis(a.peer_timeout_ms.max(100)),
         xlfs,
         volfile_port: a.volfile_port,
+        compact_after: a.compact_after.max(1),
     };
     let (d, listener) = match Daemon::start(cfg) {
         Ok(x) => x,

@@ -7,11 +7,17 @@
 //! peers, and whether [`Durable`] changed. **The caller persists [`Durable`] before it sends
 //! any of those messages** (Raft's rule: a vote or an acknowledged entry survives a crash).
 //!
-//! What is kept ([`Durable`]): Raft's hard state (term, vote, commit), the voters, the whole
-//! Raft log (configuration changes are rare and small, so it is never compacted and a peer
-//! that was away, or a new one, is caught up by the leader from the first entry), how far
-//! it is applied, and the applied changes themselves ([`Durable::chosen`]), from which the
-//! cluster's configuration is built.
+//! What is kept ([`Durable`]): Raft's hard state (term, vote, commit), the voters, the Raft
+//! log after the last snapshot, how far it is applied, and the applied changes themselves
+//! ([`Durable::chosen`]), from which the cluster's configuration is built.
+//!
+//! Compaction ([`Replica::compacting`]): once more than a limit of applied entries are in the
+//! log, the applied changes are squashed by the caller's function into one entry that builds
+//! the same configuration, and the log before the applied index is dropped; that point is the
+//! snapshot ([`Durable::snapshot`]). A peer that lacks entries a leader no longer has (away
+//! for long, or new) is sent the snapshot (Raft's MsgSnapshot, its data the squashed
+//! changes) and goes on from there. A snapshot that does not list the peer it would go to
+//! (taken before that peer was added) is not sent: the leader takes a new one first.
 //!
 //! Membership: adding or removing a peer is a Raft configuration change (one voter at a time)
 //! whose context carries the [`Entry`] that records it, so the change and the entry are applied
@@ -21,10 +27,14 @@
 //! election to exist; a peer that joins starts empty and never campaigns until the leader's
 //! log makes it a voter.
 
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use protobuf::Message as _;
-use raft::prelude::{ConfChange, ConfChangeType, ConfState, EntryType, HardState, Message};
+use raft::prelude::{
+    ConfChange, ConfChangeType, ConfState, EntryType, HardState, Message, Snapshot,
+};
 use raft::storage::MemStorage;
 use raft::{RawNode, StateRole};
 use serde::de::DeserializeOwned;
@@ -74,6 +84,22 @@ pub struct Durable<V> {
     /// a member: a join that never completes is given up after a while.
     #[serde(default)]
     pub joining_since: Option<u64>,
+    /// Where the log was last compacted: [`Durable::log`] starts after it, and the first
+    /// `chosen` entries of [`Durable::chosen`] are the configuration up to it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub snapshot: Option<Snap>,
+}
+
+/// A compaction point (see [`Durable::snapshot`]).
+#[derive(Serialize, Deserialize, Clone, PartialEq, Eq, Debug)]
+pub struct Snap {
+    /// The last Raft index it covers, and that entry's term.
+    pub index: u64,
+    pub term: u64,
+    /// The voters after that entry.
+    pub voters: Vec<PeerId>,
+    /// How many of the first [`Durable::chosen`] entries make it.
+    pub chosen: usize,
 }
 
 impl<V> Durable<V> {
@@ -99,6 +125,7 @@ impl<V> Durable<V> {
             applied: 0,
             chosen: Vec::new(),
             joining_since: None,
+            snapshot: None,
         }
     }
 
@@ -114,6 +141,7 @@ impl<V> Durable<V> {
             applied: 0,
             chosen: Vec::new(),
             joining_since: Some(now_secs()),
+            snapshot: None,
         }
     }
 
@@ -162,6 +190,7 @@ impl<V> Durable<V> {
             applied: 0,
             chosen: Vec::new(),
             joining_since: None,
+            snapshot: None,
         }
     }
 }
@@ -210,8 +239,67 @@ pub struct Output<V> {
 /// One peer's copy of the log.
 pub struct Replica<V> {
     pub me: PeerId,
-    node: RawNode<MemStorage>,
+    node: RawNode<Store>,
     d: Durable<V>,
+    /// When to compact, and how (see [`Replica::compacting`]).
+    compaction: Option<(usize, Squash<V>)>,
+}
+
+/// Builds, from applied changes, one entry that builds the same configuration.
+pub type Squash<V> = fn(&[Entry<V>]) -> Entry<V>;
+
+/// Raft's storage: the log in memory, and the snapshot a leader sends to a peer that lacks
+/// compacted entries.
+#[derive(Clone)]
+struct Store {
+    mem: MemStorage,
+    /// The last snapshot (its data: the squashed changes, JSON); index 0 when none.
+    snap: Arc<Mutex<Snapshot>>,
+    /// Set when a peer needed a snapshot that does not list it: the next
+    /// [`Replica::advance`] takes a new one.
+    wanted: Arc<AtomicBool>,
+}
+
+impl raft::Storage for Store {
+    fn initial_state(&self) -> raft::Result<raft::RaftState> {
+        self.mem.initial_state()
+    }
+
+    fn entries(
+        &self,
+        low: u64,
+        high: u64,
+        max_size: impl Into<Option<u64>>,
+        context: raft::GetEntriesContext,
+    ) -> raft::Result<Vec<raft::prelude::Entry>> {
+        self.mem.entries(low, high, max_size, context)
+    }
+
+    fn term(&self, idx: u64) -> raft::Result<u64> {
+        self.mem.term(idx)
+    }
+
+    fn first_index(&self) -> raft::Result<u64> {
+        self.mem.first_index()
+    }
+
+    fn last_index(&self) -> raft::Result<u64> {
+        self.mem.last_index()
+    }
+
+    fn snapshot(&self, request_index: u64, to: u64) -> raft::Result<Snapshot> {
+        let snap = self.snap.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        let meta = snap.get_metadata();
+        let lists = meta.get_conf_state().voters.contains(&to)
+            || meta.get_conf_state().learners.contains(&to);
+        if meta.index == 0 || meta.index < request_index || !lists {
+            self.wanted.store(true, Ordering::Relaxed);
+            return Err(raft::Error::Store(
+                raft::StorageError::SnapshotTemporarilyUnavailable,
+            ));
+        }
+        Ok(snap)
+    }
 }
 
 /// Raft's timing, in ticks: the caller ticks every [`TICK`].
@@ -222,9 +310,19 @@ const HEARTBEAT_TICKS: usize = 2;
 impl<V: Serialize + DeserializeOwned + Clone> Replica<V> {
     /// Opens peer `me`'s copy from its durable state.
     pub fn open(me: PeerId, d: Durable<V>, logger: &slog::Logger) -> Result<Replica<V>, String> {
-        let store = MemStorage::new();
+        let store = Store {
+            mem: MemStorage::new(),
+            snap: Arc::default(),
+            wanted: Arc::default(),
+        };
         {
-            let mut w = store.wl();
+            let mut w = store.mem.wl();
+            if let Some(s) = &d.snapshot {
+                let snap = snapshot_of(s, d.chosen.get(..s.chosen).unwrap_or_default())?;
+                w.apply_snapshot(snap.clone())
+                    .map_err(|e| format!("the stored snapshot: {e}"))?;
+                *store.snap.lock().unwrap_or_else(|e| e.into_inner()) = snap;
+            }
             if !d.voters.is_empty() {
                 w.set_conf_state(ConfState::from((d.voters.clone(), Vec::<u64>::new())));
             }
@@ -252,7 +350,113 @@ impl<V: Serialize + DeserializeOwned + Clone> Replica<V> {
         };
         cfg.validate().map_err(|e| e.to_string())?;
         let node = RawNode::new(&cfg, store, logger).map_err(|e| e.to_string())?;
-        Ok(Replica { me, node, d })
+        Ok(Replica {
+            me,
+            node,
+            d,
+            compaction: None,
+        })
+    }
+
+    /// Compacts the log once more than `limit` applied entries are in it, squashing the
+    /// applied changes with `squash` (see the module doc).
+    pub fn compacting(mut self, limit: usize, squash: Squash<V>) -> Replica<V> {
+        self.compaction = Some((limit.max(1), squash));
+        self
+    }
+
+    /// Compacts the log at the applied index if it holds more than the limit of applied
+    /// entries, or a peer wants a snapshot that lists it.
+    fn maybe_compact(&mut self) {
+        let Some((limit, squash)) = self.compaction else {
+            return;
+        };
+        let store = self.node.store().clone();
+        let wanted = store.wanted.swap(false, Ordering::Relaxed);
+        let since = self.d.snapshot.as_ref().map_or(0, |s| s.index);
+        let applied = self.d.applied;
+        if applied <= since || (!wanted && applied - since <= limit as u64) {
+            return;
+        }
+        use raft::Storage as _;
+        let Ok(term) = store.mem.term(applied) else {
+            return;
+        };
+        let squashed = squash(&self.d.chosen);
+        let snap = Snap {
+            index: applied,
+            term,
+            voters: self.d.voters.clone(),
+            chosen: 1,
+        };
+        let Ok(raft_snap) = snapshot_of(&snap, std::slice::from_ref(&squashed)) else {
+            return;
+        };
+        // The storage's snapshot point moves to `applied`; the entries after it stay.
+        let (Ok(state), Ok(last)) = (store.mem.initial_state(), store.mem.last_index()) else {
+            return;
+        };
+        let tail = if applied < last {
+            let all = raft::GetEntriesContext::empty(false);
+            match store.mem.entries(applied + 1, last + 1, None, all) {
+                Ok(t) => t,
+                Err(_) => return,
+            }
+        } else {
+            Vec::new()
+        };
+        {
+            let mut w = store.mem.wl();
+            if let Err(e) = w.apply_snapshot(raft_snap.clone()) {
+                crate::daemon::log(format_args!("log compaction failed: {e}"));
+                return;
+            }
+            if let Err(e) = w.append(&tail) {
+                crate::daemon::log(format_args!("log compaction failed: {e}"));
+            }
+            w.set_hardstate(state.hard_state);
+            w.set_conf_state(state.conf_state);
+        }
+        *store.snap.lock().unwrap_or_else(|e| e.into_inner()) = raft_snap;
+        self.d.chosen = vec![squashed];
+        self.d.log.retain(|e| e.index > applied);
+        self.d.snapshot = Some(snap);
+    }
+
+    /// A snapshot the leader sent: the log restarts from it.
+    fn restore(&mut self, snap: &Snapshot) -> bool {
+        let meta = snap.get_metadata();
+        let chosen: Vec<Entry<V>> = match serde_json::from_slice(&snap.data) {
+            Ok(c) => c,
+            Err(e) => {
+                crate::daemon::log(format_args!("a snapshot this peer cannot read: {e}"));
+                return false;
+            }
+        };
+        let store = self.node.store().clone();
+        if let Err(e) = store.mem.wl().apply_snapshot(snap.clone()) {
+            crate::daemon::log(format_args!("snapshot not applied: {e}"));
+            return false;
+        }
+        *store.snap.lock().unwrap_or_else(|e| e.into_inner()) = snap.clone();
+        self.d.snapshot = Some(Snap {
+            index: meta.index,
+            term: meta.term,
+            voters: meta.get_conf_state().voters.clone(),
+            chosen: chosen.len(),
+        });
+        self.d.voters = meta.get_conf_state().voters.clone();
+        self.d.chosen = chosen;
+        self.d.applied = meta.index;
+        self.d.commit = self.d.commit.max(meta.index);
+        self.d.term = self.d.term.max(meta.term);
+        self.d.log.clear();
+        crate::daemon::log(format_args!(
+            "caught up from a snapshot of the log at index {} ({} changes squashed)",
+            meta.index,
+            self.d.chosen.len()
+        ));
+        true
     }
 
     pub fn durable(&self) -> &Durable<V> {
@@ -343,15 +547,16 @@ impl<V: Serialize + DeserializeOwned + Clone> Replica<V> {
         }
         let mut rd = self.node.ready();
         out.messages.extend(rd.take_messages());
-        // No snapshots: the log is never compacted, so a leader always has the entries a
-        // follower lacks.
+        if !rd.snapshot().is_empty() && self.restore(rd.snapshot()) {
+            out.changed = true;
+        }
         let committed = rd.take_committed_entries();
         self.apply(committed, &mut out);
         if let Some(first) = rd.entries().first().map(|e| e.index) {
-            if let Err(e) = self.node.mut_store().wl().append(rd.entries()) {
+            if let Err(e) = self.node.mut_store().mem.wl().append(rd.entries()) {
                 crate::daemon::log(format_args!("the log refused entries: {e}"));
             }
-            self.d.log.truncate(first.saturating_sub(1) as usize);
+            self.d.log.retain(|e| e.index < first);
             self.d.log.extend(rd.entries().iter().map(from_raft));
             out.changed = true;
         }
@@ -360,7 +565,7 @@ impl<V: Serialize + DeserializeOwned + Clone> Replica<V> {
             self.d.term = hs.term;
             self.d.vote = hs.vote;
             self.d.commit = hs.commit;
-            self.node.mut_store().wl().set_hardstate(hs);
+            self.node.mut_store().mem.wl().set_hardstate(hs);
             out.changed = true;
         }
         out.messages.extend(rd.take_persisted_messages());
@@ -368,6 +573,7 @@ impl<V: Serialize + DeserializeOwned + Clone> Replica<V> {
         if let Some(commit) = light.commit_index() {
             self.node
                 .mut_store()
+                .mem
                 .wl()
                 .mut_hard_state()
                 .set_commit(commit);
@@ -378,7 +584,23 @@ impl<V: Serialize + DeserializeOwned + Clone> Replica<V> {
         let committed = light.take_committed_entries();
         self.apply(committed, &mut out);
         self.node.advance_apply();
+        let before = self.d.snapshot.as_ref().map(|s| s.index);
+        self.maybe_compact();
+        if self.d.snapshot.as_ref().map(|s| s.index) != before {
+            out.changed = true;
+        }
         out
+    }
+
+    /// Tells Raft whether a snapshot sent to `peer` arrived: until told, it sends that peer
+    /// nothing more (the peer's answer alone may be lost).
+    pub fn snapshot_sent(&mut self, peer: PeerId, arrived: bool) {
+        let status = if arrived {
+            raft::SnapshotStatus::Finish
+        } else {
+            raft::SnapshotStatus::Failure
+        };
+        self.node.report_snapshot(peer, status);
     }
 
     fn apply(&mut self, entries: Vec<raft::prelude::Entry>, out: &mut Output<V>) {
@@ -395,7 +617,7 @@ impl<V: Serialize + DeserializeOwned + Clone> Replica<V> {
                     match self.node.apply_conf_change(&cc) {
                         Ok(cs) => {
                             self.d.voters = cs.voters.clone();
-                            self.node.mut_store().wl().set_conf_state(cs);
+                            self.node.mut_store().mem.wl().set_conf_state(cs);
                         }
                         Err(err) => crate::daemon::log(format_args!(
                             "configuration change not applied: {err}"
@@ -433,6 +655,21 @@ fn conf_change(kind: ConfChangeType, peer: PeerId) -> ConfChange {
 
 fn conf_bytes(kind: ConfChangeType, peer: PeerId) -> Vec<u8> {
     conf_change(kind, peer).write_to_bytes().unwrap_or_default()
+}
+
+/// The Raft snapshot of compaction point `s`, whose configuration `chosen` builds.
+fn snapshot_of<V: Serialize>(s: &Snap, chosen: &[Entry<V>]) -> Result<Snapshot, String> {
+    let mut snap = Snapshot {
+        data: serde_json::to_vec(chosen)
+            .map_err(|e| e.to_string())?
+            .into(),
+        ..Default::default()
+    };
+    let meta = snap.mut_metadata();
+    meta.index = s.index;
+    meta.term = s.term;
+    meta.set_conf_state(ConfState::from((s.voters.clone(), Vec::<u64>::new())));
+    Ok(snap)
 }
 
 fn to_raft(e: &LogEntry) -> Result<raft::prelude::Entry, String> {

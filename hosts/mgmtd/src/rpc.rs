@@ -24,8 +24,8 @@ use serde::{Deserialize, Serialize, de::DeserializeOwned};
 
 use crate::proto::{Request, Response};
 
-/// The management protocol; a change to [`Request`] or [`Response`] bumps it.
-pub const PROTOCOL: u32 = 2;
+/// The management protocol; a change to [`Request`], [`Response`] or the log's entries bumps it.
+pub const PROTOCOL: u32 = 3;
 /// This build's version, compared with every peer's.
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");
 /// The largest frame either side accepts (a whole log, with volume descriptions).

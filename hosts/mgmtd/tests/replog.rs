@@ -8,6 +8,11 @@
 //! one log and hold no entry twice. At the end, with the network whole and every peer up,
 //! every peer holds the same log, and every entry any peer ever applied is in it.
 //!
+//! Every peer compacts its log every few entries (an entry's value is a list of ids, and a
+//! compaction squashes the applied entries into one whose list is all of theirs), so peers
+//! that were away are caught up from snapshots as well as from entries; the logs compared
+//! are the ids in order.
+//!
 //! A seed fixes the test's own choices; Raft randomizes its election timeouts, so how much
 //! each schedule decides varies from run to run (the progress bar is on the total).
 
@@ -29,9 +34,40 @@ impl Rng {
     }
 }
 
+/// An entry's value: the ids it stands for (one, or many once squashed).
+type Ids = Vec<u64>;
+
+/// Applied entries kept before a compaction: small, so compactions happen all the time.
+const COMPACT_AFTER: usize = 8;
+
+fn squash(log: &[Entry<Ids>]) -> Entry<Ids> {
+    Entry {
+        id: 0,
+        value: ids_of(log),
+    }
+}
+
+/// The ids a log's entries stand for, in order.
+fn ids_of(log: &[Entry<Ids>]) -> Ids {
+    log.iter().flat_map(|e| e.value.iter().copied()).collect()
+}
+
+fn open(id: PeerId, d: Durable<Ids>, log: &slog::Logger) -> Replica<Ids> {
+    Replica::open(id, d, log)
+        .expect("open")
+        .compacting(COMPACT_AFTER, squash)
+}
+
+fn entry(id: u64) -> Entry<Ids> {
+    Entry {
+        id,
+        value: vec![id],
+    }
+}
+
 struct Peer {
-    live: Option<Replica<u64>>,
-    disk: Durable<u64>,
+    live: Option<Replica<Ids>>,
+    disk: Durable<Ids>,
 }
 
 struct World {
@@ -58,12 +94,12 @@ impl World {
             applied: BTreeSet::new(),
             log: quiet_logger(),
         };
-        w.add(1, Durable::found(9, 1, Entry { id: 1, value: 1 }));
+        w.add(1, Durable::found(9, 1, entry(1)));
         w
     }
 
-    fn add(&mut self, id: PeerId, d: Durable<u64>) {
-        let r = Replica::open(id, d.clone(), &self.log).expect("open");
+    fn add(&mut self, id: PeerId, d: Durable<Ids>) {
+        let r = open(id, d.clone(), &self.log);
         self.peers.insert(
             id,
             Peer {
@@ -75,7 +111,7 @@ impl World {
     }
 
     /// Runs `f` on peer `id` if it is up, then persists and sends, as the daemon does.
-    fn pump<T>(&mut self, id: PeerId, f: impl FnOnce(&mut Replica<u64>) -> T) -> Option<T> {
+    fn pump<T>(&mut self, id: PeerId, f: impl FnOnce(&mut Replica<Ids>) -> T) -> Option<T> {
         let p = self.peers.get_mut(&id)?;
         let r = p.live.as_mut()?;
         let t = f(r);
@@ -117,7 +153,9 @@ impl World {
                     if self.cut.contains(&m.from)
                         || self.cut.contains(&m.to)
                         || self.rng.chance(loss)
+                        || self.peers.get(&m.to).is_none_or(|p| p.live.is_none())
                     {
+                        self.report_snapshot(&m, false);
                         continue;
                     }
                     if self.rng.chance(10) {
@@ -125,19 +163,13 @@ impl World {
                         self.net.push_back(m);
                         continue;
                     }
-                    let to = m.to;
-                    self.pump(to, |r| {
-                        let _ = r.step(m);
-                    });
+                    self.deliver(m);
                 }
             }
             35..=41 => {
                 let id = self.any_peer();
                 self.next_id += 1;
-                let e = Entry {
-                    id: self.next_id,
-                    value: self.next_id,
-                };
+                let e = entry(self.next_id);
                 self.pump(id, |r| {
                     let _ = r.propose(Proposal::Change(e));
                 });
@@ -149,7 +181,7 @@ impl World {
                 if p.live.is_some() {
                     p.live = None;
                 } else {
-                    p.live = Some(Replica::open(id, p.disk.clone(), &self.log).expect("reopen"));
+                    p.live = Some(open(id, p.disk.clone(), &self.log));
                     self.pump(id, |_| {});
                 }
             }
@@ -166,29 +198,62 @@ impl World {
         }
     }
 
+    /// Hands `m` to its peer.
+    fn deliver(&mut self, m: Message) {
+        let snapshot = m.clone();
+        let to = m.to;
+        self.pump(to, |r| {
+            let _ = r.step(m);
+        });
+        self.report_snapshot(&snapshot, true);
+    }
+
+    /// As the daemon's sender does: tells the sender of a snapshot whether it arrived.
+    fn report_snapshot(&mut self, m: &Message, arrived: bool) {
+        if m.get_msg_type() == raft::prelude::MessageType::MsgSnapshot {
+            let (from, to) = (m.from, m.to);
+            self.pump(from, |r| r.snapshot_sent(to, arrived));
+        }
+    }
+
     /// The applied logs are prefixes of one log, with no entry twice.
     fn check(&self) {
-        let logs: Vec<(PeerId, &[Entry<u64>])> = self
+        let logs: Vec<(PeerId, Ids)> = self
             .peers
             .iter()
             .flat_map(|(id, p)| {
-                let mut v = vec![(*id, p.disk.chosen.as_slice())];
+                let mut v = vec![(*id, ids_of(&p.disk.chosen))];
                 if let Some(r) = &p.live {
-                    v.push((*id, r.chosen()));
+                    v.push((*id, ids_of(r.chosen())));
                 }
                 v
             })
             .collect();
         for (a, la) in &logs {
-            let ids: BTreeSet<u64> = la.iter().map(|e| e.id).collect();
+            let distinct: BTreeSet<u64> = la.iter().copied().collect();
             assert_eq!(
-                ids.len(),
+                distinct.len(),
                 la.len(),
                 "peer {a} applied an entry twice: {la:?}"
             );
             for (b, lb) in &logs {
                 let n = la.len().min(lb.len());
                 assert_eq!(la[..n], lb[..n], "peers {a} and {b} disagree");
+            }
+        }
+    }
+
+    /// One tick of every peer, then every message delivered (none across a cut).
+    fn round(&mut self) {
+        let ids: Vec<PeerId> = self.peers.keys().copied().collect();
+        for id in ids {
+            self.pump(id, |r| r.tick());
+        }
+        while let Some(m) = self.net.pop_front() {
+            if self.cut.contains(&m.from) || self.cut.contains(&m.to) {
+                self.report_snapshot(&m, false);
+            } else {
+                self.deliver(m);
             }
         }
     }
@@ -200,7 +265,7 @@ impl World {
         for id in &ids {
             let p = self.peers.get_mut(id).expect("peer");
             if p.live.is_none() {
-                p.live = Some(Replica::open(*id, p.disk.clone(), &self.log).expect("reopen"));
+                p.live = Some(open(*id, p.disk.clone(), &self.log));
             }
         }
         for _ in 0..20_000 {
@@ -208,10 +273,7 @@ impl World {
                 self.pump(*id, |r| r.tick());
             }
             while let Some(m) = self.net.pop_front() {
-                let to = m.to;
-                self.pump(to, |r| {
-                    let _ = r.step(m);
-                });
+                self.deliver(m);
             }
             // Every voter the leader knows, and every peer in `members`, holds its log.
             let Some(leader) = self.leader() else {
@@ -220,7 +282,7 @@ impl World {
             let want = self.peers[&leader]
                 .live
                 .as_ref()
-                .map_or(0, |r| r.chosen().len());
+                .map_or(0, |r| ids_of(r.chosen()).len());
             let voters = &self.peers[&leader]
                 .live
                 .as_ref()
@@ -231,9 +293,9 @@ impl World {
                 .iter()
                 .chain(members.iter().filter(|m| voters.contains(m)))
                 .any(|id| {
-                    self.peers
-                        .get(id)
-                        .is_some_and(|p| p.live.as_ref().map_or(0, |r| r.chosen().len()) != want)
+                    self.peers.get(id).is_some_and(|p| {
+                        p.live.as_ref().map_or(0, |r| ids_of(r.chosen()).len()) != want
+                    })
                 });
             if !behind {
                 self.check();
@@ -264,7 +326,7 @@ impl World {
     /// Proposes a membership change on whatever leader there is until it is applied.
     fn change_members(
         &mut self,
-        p: impl Fn(Entry<u64>) -> Proposal<u64>,
+        p: impl Fn(Entry<Ids>) -> Proposal<Ids>,
         members: &BTreeSet<PeerId>,
     ) {
         self.next_id += 1;
@@ -273,7 +335,7 @@ impl World {
             self.settle(members);
             let leader = self.leader().expect("a leader once healed");
             self.pump(leader, |r| {
-                let _ = r.propose(p(Entry { id, value: id }));
+                let _ = r.propose(p(entry(id)));
             });
             self.settle(members);
             if self.applied.contains(&id) {
@@ -316,12 +378,12 @@ fn run(seed: u64) -> usize {
         }
     }
     w.settle(&members);
-    let reference: Vec<Entry<u64>> = w.peers[&1].live.as_ref().expect("up").chosen().to_vec();
+    let reference: Ids = ids_of(w.peers[&1].live.as_ref().expect("up").chosen());
     for id in &members {
         let r = w.peers[id].live.as_ref().expect("up");
         assert_eq!(
-            r.chosen(),
-            reference.as_slice(),
+            ids_of(r.chosen()),
+            reference,
             "seed {seed}: peer {id} did not catch up"
         );
         assert_eq!(
@@ -330,7 +392,7 @@ fn run(seed: u64) -> usize {
             "seed {seed}: peer {id}'s voters"
         );
     }
-    let in_log: BTreeSet<u64> = reference.iter().map(|e| e.id).collect();
+    let in_log: BTreeSet<u64> = reference.iter().copied().collect();
     let lost: Vec<&u64> = w.applied.difference(&in_log).collect();
     assert!(
         lost.is_empty(),
@@ -353,9 +415,13 @@ fn peers_agree_through_loss_crashes_partitions_and_membership_changes() {
 fn a_peer_restarted_from_disk_keeps_its_vote_and_log() {
     let (w, _) = three_peers(77);
     let before = w.peers[&2].disk.clone();
-    let reopened = Replica::open(2, before.clone(), &w.log).expect("reopen");
+    let reopened = open(2, before.clone(), &w.log);
     assert_eq!(reopened.durable(), &before);
-    assert_eq!(reopened.chosen().len(), 3, "found + two peers added");
+    assert_eq!(
+        ids_of(reopened.chosen()).len(),
+        3,
+        "found + two peers added"
+    );
     assert_eq!(before.voters.len(), 3);
 }
 
@@ -391,9 +457,50 @@ fn a_vote_survives_a_crash() {
     assert!(grants(&mut w, 2, 3, term), "peer 2 votes for 3");
     // It crashes and comes back from what it persisted: no second vote in that term.
     let p = w.peers.get_mut(&2).expect("peer");
-    p.live = Some(Replica::open(2, p.disk.clone(), &w.log).expect("reopen"));
+    p.live = Some(open(2, p.disk.clone(), &w.log));
     assert!(
         !grants(&mut w, 2, 1, term),
         "peer 2 voted twice in term {term} across a crash"
     );
+}
+
+#[test]
+fn a_peer_away_for_long_is_caught_up_from_a_snapshot() {
+    let (mut w, members) = three_peers(11);
+    w.cut.insert(3);
+    // Far more entries than the leader keeps: the ones peer 3 lacks are compacted away.
+    for _ in 0..5 * COMPACT_AFTER {
+        w.next_id += 1;
+        let e = entry(w.next_id);
+        let leader = w.leader().expect("a leader");
+        w.pump(leader, |r| r.propose(Proposal::Change(e)).expect("propose"));
+        for _ in 0..3 {
+            w.round();
+        }
+    }
+    let leader = w.leader().expect("a leader");
+    let snap = w.peers[&leader]
+        .live
+        .as_ref()
+        .expect("up")
+        .durable()
+        .snapshot
+        .clone()
+        .expect("the leader compacted");
+    assert!(snap.index > 3 + COMPACT_AFTER as u64, "{snap:?}");
+    w.settle(&members);
+    let reference = ids_of(w.peers[&leader].live.as_ref().expect("up").chosen());
+    assert!(reference.len() >= 3 + 5 * COMPACT_AFTER, "{reference:?}");
+    let three = w.peers[&3].live.as_ref().expect("up");
+    assert_eq!(ids_of(three.chosen()), reference);
+    assert!(
+        three.durable().snapshot.is_some(),
+        "peer 3 caught up without a snapshot"
+    );
+    // Compacted on disk too: the log kept is short, and a restart reads it back.
+    let d = w.peers[&3].disk.clone();
+    assert!(d.log.len() <= 2 * COMPACT_AFTER, "log of {}", d.log.len());
+    let reopened = open(3, d.clone(), &w.log);
+    assert_eq!(ids_of(reopened.chosen()), reference);
+    assert_eq!(reopened.durable(), &d);
 }
