@@ -60,8 +60,10 @@ install -d "$pkg/DEBIAN" "$pkg/usr/bin" "$pkg/usr/lib/xlfs/xlators" "$pkg/sbin" 
 for b in $bins; do install -m 0755 "$dir/$b" "$pkg/usr/bin/$b"; done
 for p in $plugins; do install -m 0644 "$dir/$p" "$pkg/usr/lib/xlfs/xlators/$p"; done
 [ "$profile" = release ] && strip --strip-unneeded "$pkg"/usr/bin/* "$pkg"/usr/lib/xlfs/xlators/*.so
-ln -s ../usr/bin/xlfs-mount "$pkg/sbin/mount.xlfs"
-ln -s ../usr/bin/xlfs-mount "$pkg/sbin/mount.fuse.xlfs"
+# Absolute targets: on a merged-/usr system (Debian 12's default) /sbin is a link to usr/sbin,
+# where a relative ../usr/bin would name /usr/usr/bin.
+ln -s /usr/bin/xlfs-mount "$pkg/sbin/mount.xlfs"
+ln -s /usr/bin/xlfs-mount "$pkg/sbin/mount.fuse.xlfs"
 install -m 0644 "$root/packaging/systemd/xlfs-volume@.service" "$root/packaging/systemd/xlfs-mgmtd.service" \
     "$pkg/lib/systemd/system/"
 cat > "$pkg/etc/default/xlfs-mgmtd" <<DEFAULT
@@ -74,13 +76,18 @@ install -m 0644 "$root/README.md" "$root/LICENSE" "$pkg/usr/share/doc/xlfs/"
 for d in "$root"/docs/*.md; do install -m 0644 "$d" "$pkg/usr/share/doc/xlfs/"; done
 
 size=$(du -sk "$pkg" | cut -f1)
+# The newest glibc symbol version the binaries and plugins need: libc6 at least that (a
+# package built on Debian 12 installs on Debian 11 but its binaries cannot run there).
+glibc=$(cat "$pkg"/usr/bin/* "$pkg"/usr/lib/xlfs/xlators/*.so | grep -ao 'GLIBC_2\.[0-9.]*' |
+    sed 's/GLIBC_//' | sort -uV | tail -1)
+[ -n "$glibc" ] || { echo "build.sh: no glibc symbol versions found in the binaries" >&2; exit 1; }
 cat > "$pkg/DEBIAN/control" <<CONTROL
 Package: xlfs
 Version: $version
 Architecture: $arch
 Maintainer: xlfs developers <xlfs@example.invalid>
 Installed-Size: $size
-Depends: libc6
+Depends: libc6 (>= $glibc), libgcc-s1
 Recommends: fuse3
 Section: admin
 Priority: optional

@@ -455,6 +455,33 @@ fn three_hosts_keep_one_configuration_through_a_dead_host_and_a_partition() {
         write_synced(&mnt.join(n), n.repeat(100).as_bytes());
     }
     h.xlfs(0, &["volume", "rebalance", VOLUME, "start"]);
+    // While it runs (held with SIGSTOP), no other host starts a second one, nor grows the
+    // volume under it.
+    let st: serde_json::Value =
+        serde_json::from_str(&h.xlfs(0, &["volume", "rebalance", VOLUME, "status", "--json"]))
+            .expect("status json");
+    let runner = st["pid"].as_u64().expect("runner pid") as libc::pid_t;
+    // SAFETY: plain signals to the runner this test started.
+    let held = unsafe { libc::kill(runner, libc::SIGSTOP) } == 0;
+    assert!(
+        held,
+        "the rebalance runner (pid {runner}) ended before it could be held"
+    );
+    {
+        for (i, args) in [
+            (2, vec!["volume", "rebalance", VOLUME, "start"]),
+            (1, vec!["volume", "add-brick", VOLUME, "10.0.0.1:/nowhere"]),
+        ] {
+            let o = h.xlfs_raw(i, &args);
+            let why = String::from_utf8_lossy(&o.stderr);
+            assert!(
+                !o.status.success() && why.contains("a rebalance on"),
+                "host {i} {args:?} while host 0 rebalances: {why}"
+            );
+        }
+        // SAFETY: as above.
+        unsafe { libc::kill(runner, libc::SIGCONT) };
+    }
     let deadline = Instant::now() + Duration::from_secs(120);
     let st = loop {
         let o = h.xlfs(0, &["volume", "rebalance", VOLUME, "status", "--json"]);

@@ -7,6 +7,7 @@
 //! root, /dev/fuse, the binaries and dpkg-deb; skips otherwise (fails under
 //! XLFS_E2E_REQUIRE=1).
 
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -71,6 +72,12 @@ fn the_debian_package_holds_everything_and_runs_from_where_it_installs() {
     };
     assert_eq!(field("Package"), "xlfs");
     assert_eq!(field("Version"), env!("CARGO_PKG_VERSION"));
+    // The glibc the binaries were linked against, at least (they do not run on an older one).
+    let depends = field("Depends");
+    assert!(
+        depends.starts_with("libc6 (>= 2.") && depends.contains("libgcc-s1"),
+        "{depends}"
+    );
     let o = Command::new("dpkg-deb")
         .arg("-c")
         .arg(&deb)
@@ -89,8 +96,9 @@ fn the_debian_package_holds_everything_and_runs_from_where_it_installs() {
         "./usr/lib/xlfs/xlators/libxlfs_afr.so\n",
         "./usr/lib/xlfs/xlators/libxlfs_arbiter.so\n",
         "./usr/lib/xlfs/xlators/libxlfs_dht.so\n",
-        "./sbin/mount.xlfs -> ../usr/bin/xlfs-mount\n",
-        "./sbin/mount.fuse.xlfs -> ../usr/bin/xlfs-mount\n",
+        // Absolute: /sbin is a link to usr/sbin on merged-/usr systems.
+        "./sbin/mount.xlfs -> /usr/bin/xlfs-mount\n",
+        "./sbin/mount.fuse.xlfs -> /usr/bin/xlfs-mount\n",
         "./lib/systemd/system/xlfs-volume@.service\n",
         "./usr/share/doc/xlfs/README.md\n",
     ] {
@@ -173,9 +181,11 @@ fn the_debian_package_holds_everything_and_runs_from_where_it_installs() {
         b"from the package"
     );
 
-    // The mount helper, called as mount(8) calls /sbin/mount.xlfs for `mount -t xlfs`.
+    // The mount helper, called as mount(8) calls /sbin/mount.xlfs for `mount -t xlfs` (the
+    // link's absolute target is outside the scratch root: the binary it names, by that name).
     let secret = state.join("volumes/pkg/secret");
-    let o = Command::new(root.join("sbin/mount.xlfs"))
+    let o = Command::new(root.join("usr/bin/xlfs-mount"))
+        .arg0("/sbin/mount.xlfs")
         .arg(format!("127.0.0.1:{port}:/pkg"))
         .arg(&mnt2)
         .args(["-o", &format!("_netdev,secret-file={}", s(&secret))])

@@ -87,6 +87,47 @@ pub fn local_status(addr: &str, secret: &[u8], name: &str) -> Result<String> {
     }
 }
 
+/// In cluster mode, refuses when a rebalance or remove-brick runner of `volume` is alive on
+/// another peer (or on any peer, this one included, with `include_me`): two runners, or an
+/// add-brick under a running one, would move files by two different layouts. A peer that
+/// does not answer is named in a warning (a runner there is not seen). Outside cluster mode,
+/// nothing to check beyond this host's own status.
+pub fn no_runner_elsewhere(ctx: &Ctx, volume: &str, include_me: bool) -> Result<()> {
+    let Some((_, secret)) = daemon(ctx) else {
+        return Ok(());
+    };
+    let mut running = Vec::new();
+    for p in peers(ctx)?.iter().filter(|p| include_me || !p.me) {
+        let status = local_status(&p.addr, &secret, volume)
+            .ok()
+            .and_then(|text| serde_json::from_str::<serde_json::Value>(&text).ok());
+        let Some(st) = status else {
+            eprintln!(
+                "xlfs: warning: peer {} did not answer: a rebalance or remove-brick running \
+                 there is not seen",
+                p.addr
+            );
+            continue;
+        };
+        let r = &st["rebalance"];
+        if r["running"] == true {
+            running.push(format!(
+                "a {} on {}",
+                r["mode"].as_str().unwrap_or("rebalance"),
+                p.addr
+            ));
+        }
+    }
+    if running.is_empty() {
+        return Ok(());
+    }
+    Err(CliError::State(format!(
+        "{} of volume {volume} is running; wait for it or stop it there (`xlfs volume \
+         rebalance {volume} status|stop` on that host)",
+        running.join(" and ")
+    )))
+}
+
 /// Prints a daemon's answer to a command; its exit code.
 fn print(resp: Response) -> Result<u8> {
     match resp {
@@ -181,6 +222,13 @@ pub fn forward_volume(ctx: &Ctx) -> Option<Result<u8>> {
     let verb = args.first()?.as_str();
     if !CLUSTER_VERBS.contains(&verb) {
         return None;
+    }
+    // The daemon grows the volume on a scratch copy, which sees no runner.
+    if verb == "add-brick"
+        && let Some(name) = args.get(1)
+        && let Err(e) = no_runner_elsewhere(ctx, name, true)
+    {
+        return Some(Err(e));
     }
     Some(ask(ctx, &Request::Volume { args }).and_then(print))
 }

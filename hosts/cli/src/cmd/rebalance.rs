@@ -266,6 +266,7 @@ pub fn run(ctx: &Ctx, a: Args) -> Result<u8> {
                     spec.name
                 )));
             }
+            super::peer::no_runner_elsewhere(ctx, &spec.name, false)?;
             let resumed = match read_status(&vd)? {
                 Some((s, _)) if s.mode != "rebalance" && !s.alive() => {
                     set_aside(&vd)?;

@@ -405,6 +405,7 @@ fn start(
                 s.mode, spec.name, s.pid
             )));
         }
+        super::peer::no_runner_elsewhere(writer.ctx, &spec.name, false)?;
         // A new removal: nothing of an earlier run may be resumed.
         set_aside(vd)?;
         spec = decommission(spec, children)?;
