@@ -188,7 +188,14 @@ fn the_debian_package_holds_everything_and_runs_from_where_it_installs() {
         .arg0("/sbin/mount.xlfs")
         .arg(format!("127.0.0.1:{port}:/pkg"))
         .arg(&mnt2)
-        .args(["-o", &format!("_netdev,secret-file={}", s(&secret))])
+        .args([
+            "-o",
+            &format!(
+                "_netdev,secret-file={},log-file={}",
+                s(&secret),
+                s(&tmp.path().join("m2.log"))
+            ),
+        ])
         .output()
         .expect("run mount.xlfs");
     assert!(o.status.success(), "mount.xlfs: {}", text(&o));

@@ -16,7 +16,7 @@ use xlfs_core::volfile::{OptionDecl, Volfile, VolfileError};
 use xlfs_core::volume::{Reload, Volume};
 use xlfs_protocol::Credentials;
 use xlfs_protocol::fetch::{
-    FetchError, VolfileServer, fetch_volfile, volfile_version, watch_volfile,
+    FetchError, VOLFILE_PORT, VolfileServer, fetch_volfile, volfile_version, watch_volfile,
 };
 
 /// How long one volfile watch waits at the brick before it is renewed.
@@ -69,7 +69,7 @@ impl VolfileLoader {
                 timeout,
                 ..
             } => {
-                let mut first_err = None;
+                let (mut first_err, mut no_daemon) = (None, None);
                 let all: Vec<&VolfileServer> = std::iter::once(server).chain(backups).collect();
                 for (k, s) in all.iter().enumerate() {
                     match fetch_volfile(s, creds, *timeout).await {
@@ -80,13 +80,21 @@ impl VolfileLoader {
                             } else {
                                 ""
                             };
-                            tracing::warn!(error = %e, "volfile server {s} did not answer{next}");
-                            first_err.get_or_insert(e);
+                            // A host without a management daemon (one brick, no cluster)
+                            // refuses its daemon's port at once: not worth a warning.
+                            // Its refusal is not what the user needs to read either.
+                            if s.port == VOLFILE_PORT && matches!(e, FetchError::Connect { .. }) {
+                                tracing::debug!(error = %e, "no xlfs-mgmtd at {s}{next}");
+                                no_daemon.get_or_insert(e);
+                            } else {
+                                tracing::warn!(error = %e, "volfile server {s} did not answer{next}");
+                                first_err.get_or_insert(e);
+                            }
                         }
                         Err(e) => return Err(e.into()),
                     }
                 }
-                Err(first_err.map_or_else(
+                Err(first_err.or(no_daemon).map_or_else(
                     || unreachable!("at least one server was asked"),
                     LoadError::from,
                 ))

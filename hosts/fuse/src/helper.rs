@@ -10,7 +10,11 @@
 //!   the mount is listed, as mount(8) expects; if the daemon exits first, its error output
 //!   is printed and the status is 32 (mount failure). SOURCE is `HOST:/VOLUME`, a directory
 //!   (`--local`) or a volfile (`--volfile`). `ro` mounts read-only, `dev` without `nodev`,
-//!   `log-file=PATH` appends the daemon's log to PATH; `noatime`, `relatime`, `strictatime`
+//!   `log-file=PATH` appends the daemon's log to PATH (default: one file per mount point in
+//!   /var/log/xlfs, `/mnt/gv0` -> `mnt-gv0.log`, as GlusterFS does; never a pipe, which
+//!   would close under the daemon when mount(8) returns); the kernel shows SOURCE as the
+//!   mount's source (`fsname`), so mount(8), findmnt and systemd match it with the fstab
+//!   line; `noatime`, `relatime`, `strictatime`
 //!   become `--atime MODE` and `nodiratime` `--nodiratime` (a remount cannot change them:
 //!   the daemon is not told); other generic options (`rw`, `defaults`, `_netdev`, `atime`,
 //!   ...) are accepted and ignored; any other `name[=value]` is passed on as
@@ -131,7 +135,11 @@ impl Invocation {
         if self.fake {
             return Ok(());
         }
-        start_daemon(&args, &mountpoint, self.log_file())
+        let log = match self.log_file() {
+            Some(p) => p,
+            None => default_log(&mountpoint)?,
+        };
+        start_daemon(&args, &mountpoint, &log)
     }
 
     fn log_file(&self) -> Option<PathBuf> {
@@ -170,6 +178,14 @@ impl Invocation {
                     }
                 }
             }
+        }
+        if !self
+            .options
+            .iter()
+            .any(|o| o.split('=').next() == Some("fsname"))
+        {
+            args.push("--fsname".into());
+            args.push(self.source.clone());
         }
         let src = Path::new(&self.source);
         if src.is_dir() {
@@ -266,8 +282,31 @@ fn mounted_count(mountpoint: &Path) -> usize {
         .count()
 }
 
-/// Starts the daemon in its own session and waits until its mount is listed.
-fn start_daemon(args: &[OsString], mountpoint: &Path, log: Option<PathBuf>) -> Result<(), String> {
+/// The daemon's log without `log-file=`: `/var/log/xlfs/<mount point, '/' as '-'>.log`.
+fn default_log(mountpoint: &Path) -> Result<PathBuf, String> {
+    let dir = Path::new(LOG_DIR);
+    std::fs::create_dir_all(dir).map_err(|e| {
+        format!("cannot create {LOG_DIR} for the mount's log ({e}); give one with -o log-file=PATH")
+    })?;
+    Ok(dir.join(log_name(mountpoint)))
+}
+
+/// `/mnt/gv0` -> `mnt-gv0.log`.
+fn log_name(mountpoint: &Path) -> String {
+    let name = mountpoint
+        .to_string_lossy()
+        .trim_matches('/')
+        .replace('/', "-");
+    let name = if name.is_empty() { "root".into() } else { name };
+    format!("{name}.log")
+}
+
+/// Where mount logs go by default.
+const LOG_DIR: &str = "/var/log/xlfs";
+
+/// Starts the daemon in its own session, its log appended to `log`, and waits until its
+/// mount is listed; if it exits first, what it logged since is the error.
+fn start_daemon(args: &[OsString], mountpoint: &Path, log: &Path) -> Result<(), String> {
     let exe = std::env::current_exe().map_err(|e| format!("cannot find xlfs-mount: {e}"))?;
     let before = mounted_count(mountpoint);
     let mut cmd = Command::new(exe);
@@ -276,21 +315,13 @@ fn start_daemon(args: &[OsString], mountpoint: &Path, log: Option<PathBuf>) -> R
         .args(args)
         .stdin(Stdio::null())
         .stdout(Stdio::null());
-    match &log {
-        Some(p) => {
-            let f = OpenOptions::new()
-                .create(true)
-                .append(true)
-                .open(p)
-                .map_err(|e| format!("log file {}: {e}", p.display()))?;
-            cmd.stderr(f);
-        }
-        // Read until the mount is up, to report why it failed; the daemon's later log lines
-        // are dropped (a closed pipe).
-        None => {
-            cmd.stderr(Stdio::piped());
-        }
-    }
+    let f = OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(log)
+        .map_err(|e| format!("log file {}: {e}", log.display()))?;
+    let from = f.metadata().map(|m| m.len()).unwrap_or(0);
+    cmd.stderr(f);
     // SAFETY: setsid is async-signal-safe; it detaches the daemon from mount(8)'s session
     // and terminal, so it outlives them.
     unsafe {
@@ -302,25 +333,16 @@ fn start_daemon(args: &[OsString], mountpoint: &Path, log: Option<PathBuf>) -> R
     let mut child = cmd
         .spawn()
         .map_err(|e| format!("cannot start xlfs-mount: {e}"))?;
-    let errors = child.stderr.take().map(|mut e| {
-        std::thread::spawn(move || {
-            let mut s = String::new();
-            let _ = e.read_to_string(&mut s);
-            s
-        })
-    });
     let start = Instant::now();
     loop {
         if mounted_count(mountpoint) > before {
             return Ok(());
         }
         if let Ok(Some(status)) = child.try_wait() {
-            let text = errors.and_then(|t| t.join().ok()).unwrap_or_else(|| {
-                log.map(|p| format!("see {}", p.display()))
-                    .unwrap_or_default()
-            });
             return Err(format!(
-                "xlfs-mount exited ({status}) without mounting:\n{text}"
+                "xlfs-mount exited ({status}) without mounting (log: {}):\n{}",
+                log.display(),
+                logged_since(log, from)
             ));
         }
         if start.elapsed() > MOUNT_TIMEOUT {
@@ -332,6 +354,21 @@ fn start_daemon(args: &[OsString], mountpoint: &Path, log: Option<PathBuf>) -> R
         }
         std::thread::sleep(Duration::from_millis(20));
     }
+}
+
+/// What `log` holds past byte `from` (the last 8 KiB of it).
+fn logged_since(log: &Path, from: u64) -> String {
+    use std::io::{Seek as _, SeekFrom};
+    let Ok(mut f) = std::fs::File::open(log) else {
+        return String::new();
+    };
+    let end = f.metadata().map(|m| m.len()).unwrap_or(0);
+    let from = from.max(end.saturating_sub(8192));
+    let mut text = String::new();
+    if f.seek(SeekFrom::Start(from)).is_ok() {
+        let _ = f.read_to_string(&mut text);
+    }
+    text
 }
 
 #[cfg(test)]
@@ -362,7 +399,15 @@ mod tests {
         let args = inv.daemon_args().expect("args");
         assert_eq!(
             args,
-            os(&["--attr-timeout", "2", "--dev", "h:/vol", "/mnt"])
+            os(&[
+                "--attr-timeout",
+                "2",
+                "--dev",
+                "--fsname",
+                "h:/vol",
+                "h:/vol",
+                "/mnt"
+            ])
         );
         assert!(Invocation::parse(&os(&["/mnt"])).is_err());
         let inv = Invocation::parse(&os(&["h:/v", "/m", "-o", "ro,noatime,nodiratime,atime"]))
@@ -374,10 +419,24 @@ mod tests {
                 "--atime",
                 "noatime",
                 "--nodiratime",
+                "--fsname",
+                "h:/v",
                 "h:/v",
                 "/m"
             ])
         );
+        // A name given by hand is kept.
+        let inv = Invocation::parse(&os(&["h:/v", "/m", "-o", "fsname=mine"])).expect("parse");
+        assert_eq!(
+            inv.daemon_args().expect("args"),
+            os(&["--fsname", "mine", "h:/v", "/m"])
+        );
+    }
+
+    #[test]
+    fn the_default_log_is_named_after_the_mount_point() {
+        assert_eq!(log_name(Path::new("/mnt/gv0")), "mnt-gv0.log");
+        assert_eq!(log_name(Path::new("/")), "root.log");
     }
 
     #[test]

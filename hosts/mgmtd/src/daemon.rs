@@ -621,10 +621,16 @@ impl Daemon {
     /// Brings this host's state directory and bricks in line with the log.
     fn reconcile(&self) {
         let _r = self.reconciling.lock().unwrap_or_else(|e| e.into_inner());
-        let (me, c, joining) = {
+        let (me, c, joining, applied) = {
             let n = self.node();
-            (n.id, cluster_of(n.r.durable()), n.r.durable().joining_since)
+            let d = n.r.durable();
+            (n.id, cluster_of(d), d.joining_since, d.applied)
         };
+        if applied == 0 && joining.is_none() {
+            // Just founded (or converted): the first entries are not applied yet, so this
+            // peer is not in the configuration yet either.
+            return;
+        }
         if !c.peers.contains_key(&me) {
             match joining {
                 Some(t) if replog::now_secs() < t + JOIN_WAIT_SECS => {}

@@ -118,8 +118,35 @@ fn main() -> ExitCode {
             .map(|a| a.to_string())
             .unwrap_or_default()
     ));
+    notify_ready();
     d.serve(listener);
     ExitCode::SUCCESS
+}
+
+/// Tells systemd the daemon listens (`Type=notify` in xlfs-mgmtd.service: units ordered
+/// after it, such as an fstab mount with `x-systemd.requires=xlfs-mgmtd.service`, start only
+/// then). Nothing without `NOTIFY_SOCKET`.
+fn notify_ready() {
+    let Some(path) = std::env::var_os("NOTIFY_SOCKET") else {
+        return;
+    };
+    let Ok(sock) = std::os::unix::net::UnixDatagram::unbound() else {
+        return;
+    };
+    let bytes = std::os::unix::ffi::OsStrExt::as_bytes(path.as_os_str());
+    let sent = match bytes.strip_prefix(b"@") {
+        Some(name) => {
+            use std::os::linux::net::SocketAddrExt as _;
+            std::os::unix::net::SocketAddr::from_abstract_name(name)
+                .and_then(|a| sock.send_to_addr(b"READY=1", &a))
+        }
+        None => sock.send_to(b"READY=1", &path),
+    };
+    if let Err(e) = sent {
+        log(format_args!(
+            "cannot tell systemd this daemon is ready: {e}"
+        ));
+    }
 }
 
 /// `name` next to this executable (or its parent, for cargo's `deps`), then on PATH.

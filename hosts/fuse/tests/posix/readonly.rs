@@ -69,8 +69,8 @@ fn the_mount_helper_remounts_read_only_and_back() {
     fs::write(mnt.join("f"), b"again").expect("write after remount,rw");
     assert_eq!(fs::read(mnt.join("f")).expect("read"), b"again");
 
-    // A helper mount that cannot be made says why.
-    let out = helper(&bin, &[&vol, &mnt], "rw");
+    // A helper mount that cannot be made says why (what the daemon logged before it exited).
+    let out = helper(&bin, &[&vol, &mnt], &opts);
     assert_eq!(out.status.code(), Some(32), "{out:?}");
     assert!(
         String::from_utf8_lossy(&out.stderr).contains("busy"),

@@ -384,7 +384,7 @@ where
             .map(|m| m.0)
             .map_err(|e| format!("bad answer to the proof: {e}")),
         Ok(None) | Err(WireError::Truncated) => {
-            Err("the brick closed the connection after the proof".into())
+            Err("the server closed the connection after the proof (restarting?)".into())
         }
         Err(e) => Err(e.to_string()),
     }
