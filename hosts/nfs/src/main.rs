@@ -111,8 +111,8 @@ fn run(cli: Cli) -> Result<(), Error> {
     }
     let source = match (&cli.server, &cli.volfile, &cli.local) {
         (Some(s), _, _) => VolfileLoader::Fetch {
-            server: s.clone(),
-            backups: Vec::new(),
+            server: s.0[0].clone(),
+            backups: s.0[1..].to_vec(),
             creds: xlfs_host::credentials(cli.secret_file.as_deref())
                 .map_err(|e| Error::Secret(format!("--secret-file: {e}")))?,
             timeout: cli.fetch_timeout,

@@ -19,8 +19,16 @@ use crate::export::Allow;
 /// bricks check permissions as for a local user. Runs in the foreground until SIGINT/SIGTERM.
 ///
 /// The graph comes from `HOST[:PORT]:/VOLUME` (the client volfile fetched from a running
-/// brick, as xlfs-mount does; PORT defaults to 49152; IPv6: `[::1]:/gv0`), `--volfile FILE`
-/// or `--local DIR`.
+/// brick or xlfs-mgmtd, as xlfs-mount does; without PORT the host's xlfs-mgmtd, then 49152;
+/// IPv6: `[::1]:/gv0`), `--volfile FILE` or `--local DIR`.
+/// The volfile servers of `HOST:/VOLUME`, in the order they are asked (never empty).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Servers(pub Vec<VolfileServer>);
+
+fn servers(text: &str) -> Result<Servers, String> {
+    xlfs_protocol::fetch::parse_servers(text, None).map(Servers)
+}
+
 #[derive(Parser, Debug, Clone)]
 #[command(name = "xlfs-nfsd", version, about, long_about)]
 #[command(group(ArgGroup::new("source").required(true).args(["volfile", "local", "server"])))]
@@ -30,9 +38,11 @@ use crate::export::Allow;
   xlfs-nfsd --volfile /var/lib/xlfs/volumes/gv0/client.vol")]
 pub struct Cli {
     /// `HOST[:PORT]:/VOLUME`: fetch the client volfile of VOLUME from the brick there (one
-    /// started by `xlfs volume start`, or xlfsd --client-volfile).
-    #[arg(value_name = "HOST:/VOLUME", value_parser = VolfileServer::parse)]
-    pub server: Option<VolfileServer>,
+    /// started by `xlfs volume start`, or xlfsd --client-volfile), or from the host's
+    /// xlfs-mgmtd; several hosts as `h1,h2:/VOLUME` (the first that answers). Without PORT,
+    /// each host is asked at its xlfs-mgmtd (24018), then at 49152, as xlfs-mount does.
+    #[arg(value_name = "HOST:/VOLUME", value_parser = servers)]
+    pub server: Option<Servers>,
 
     /// A file whose first line is the volume's secret (mode 0600; `xlfs volume create` makes
     /// `<state>/volumes/VOLUME/secret`): proven to the brick when fetching the volfile
@@ -158,7 +168,14 @@ mod tests {
         assert!(parse(&["not-a-volume"]).is_err());
         let cli = parse(&["127.0.0.1:24010:/gv0", "--secret-file", "/f"]).expect("parse");
         let s = cli.server.expect("server");
-        assert_eq!((s.port, s.volume.as_str()), (24010, "gv0"));
+        assert_eq!((s.0[0].port, s.0[0].volume.as_str()), (24010, "gv0"));
+        assert_eq!(s.0.len(), 1);
+        let s = parse(&["h1,h2:/gv0"])
+            .expect("list")
+            .server
+            .expect("server");
+        let ports: Vec<u16> = s.0.iter().map(|v| v.port).collect();
+        assert_eq!(ports, [24018, 49152, 24018, 49152]);
         assert_eq!(cli.secret_file, Some(PathBuf::from("/f")));
         assert!(parse(&["--local", "/d", "--allow", "nope"]).is_err());
     }
