@@ -3,6 +3,7 @@
 //! request; unknown volumes, wrong secrets and refused addresses get messages for the user.
 
 mod common;
+use common::fetching::{at, refusal};
 
 use std::time::Duration;
 
@@ -12,24 +13,6 @@ use xlfs_protocol::wire::{self, ClientMsg, FrameReader, MAGIC, PROTOCOL_VERSION,
 use xlfs_testkit::memfs::MemLeaf;
 
 const T: Duration = Duration::from_secs(5);
-
-fn at(addr: std::net::SocketAddr, volume: &str) -> VolfileServer {
-    VolfileServer {
-        host: addr.ip().to_string(),
-        port: addr.port(),
-        volume: volume.into(),
-    }
-}
-
-async fn refusal(s: &VolfileServer, secret: Option<&str>) -> String {
-    match fetch_volfile(s, &Credentials::secret(secret), T).await {
-        Err(FetchError::Refused { reason, .. }) => reason,
-        // Refused by the fetching side: the secret's challenge failed.
-        Err(FetchError::Protocol { what, .. }) if what.contains("secret") => what,
-        Err(e) => panic!("expected a refusal, got {e}"),
-        Ok(t) => panic!("expected a refusal, got a volfile: {t}"),
-    }
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn serves_the_client_volfile_after_the_client_checks() {

@@ -7,11 +7,12 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use xlfs_protocol::Credentials;
-use xlfs_protocol::fetch::{
-    FetchError, VolfileServer, fetch_volfile, volfile_version, watch_volfile,
-};
+use xlfs_protocol::fetch::{fetch_volfile, volfile_version, watch_volfile};
 use xlfs_protocol::server::AllowList;
 use xlfs_protocol::server::volfiles::{Lookup, Served, serve};
+
+mod common;
+use common::fetching::{at, refusal};
 
 const T: Duration = Duration::from_secs(5);
 
@@ -34,23 +35,6 @@ async fn start(volumes: Volumes) -> std::net::SocketAddr {
     });
     tokio::spawn(serve(l, lookup));
     addr
-}
-
-fn at(addr: std::net::SocketAddr, volume: &str) -> VolfileServer {
-    VolfileServer {
-        host: addr.ip().to_string(),
-        port: addr.port(),
-        volume: volume.into(),
-    }
-}
-
-async fn refusal(s: &VolfileServer, secret: Option<&str>) -> String {
-    match fetch_volfile(s, &Credentials::secret(secret), T).await {
-        Err(FetchError::Refused { reason, .. }) => reason,
-        Err(FetchError::Protocol { what, .. }) if what.contains("secret") => what,
-        Err(e) => panic!("expected a refusal, got {e}"),
-        Ok(t) => panic!("expected a refusal, got a volfile: {t}"),
-    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

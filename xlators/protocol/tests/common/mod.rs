@@ -2,6 +2,7 @@
 //! all in this process over 127.0.0.1 (instances come from `xlfs_testkit::build`).
 #![allow(dead_code)]
 
+pub mod fetching;
 pub mod probe;
 pub mod raw;
 
