@@ -483,6 +483,12 @@ fn a_brick_killed_mid_stream_loses_no_fsynced_write_and_heals_to_identical_brick
         cold_model.insert(format!("c{i}"), Some(data));
     }
     std::thread::sleep(Duration::from_secs(2));
+    // Brick 1 (dead: nothing changes its directory) missed the cold files, so the heal
+    // below has them to do at least.
+    assert!(
+        !c.bricks[1].join("cold").exists() && c.bricks[0].join("cold/c19").exists(),
+        "the cold files are on brick 0 only while brick 1 is down"
+    );
     c.start();
     assert_ne!(c.brick_pid(1), victim, "brick 1 restarted");
     std::thread::sleep(Duration::from_secs(3));
@@ -499,11 +505,10 @@ fn a_brick_killed_mid_stream_loses_no_fsynced_write_and_heals_to_identical_brick
         );
         assert!(model.len() > 20, "client {i} did too little");
     }
-    // Brick 1 missed what was done while it was down (the bricks as the stream left them,
-    // before anything reads through the mounts).
+    // What is still unhealed (the self-heal daemon, started with the volume, may already
+    // have healed some of it since brick 1 came back: informative only).
     let missed = differences(&tree(&c.bricks[0]), &tree(&c.bricks[1])).len();
     println!("{missed} names differ between the bricks before the heal");
-    assert!(missed >= 20, "brick 1 missed the cold files at least");
     // Every fsynced write is there, through both mounts.
     for m in [&m0, &m1] {
         check_model(m, "c0", &results[0].0);
