@@ -123,6 +123,25 @@ impl Hosts {
             .map(|p| p as u32)
             .collect();
         pids.extend(v["shd"]["pid"].as_u64().map(|p| p as u32));
+        // A rebalance or remove-brick runner started on this host.
+        let status = self
+            .state(i)
+            .join("volumes")
+            .join(VOLUME)
+            .join("rebalance.json");
+        let status: serde_json::Value =
+            serde_json::from_str(&fs::read_to_string(status).unwrap_or_default())
+                .unwrap_or_default();
+        // Only while it runs: a finished runner's pid may belong to another process now.
+        pids.extend(
+            status["pid"]
+                .as_u64()
+                .filter(|p| {
+                    fs::read_to_string(format!("/proc/{p}/cmdline"))
+                        .is_ok_and(|c| c.contains("xlfs-rebalance"))
+                })
+                .map(|p| p as u32),
+        );
         pids
     }
 
@@ -467,20 +486,25 @@ fn three_hosts_keep_one_configuration_through_a_dead_host_and_a_partition() {
         held,
         "the rebalance runner (pid {runner}) ended before it could be held"
     );
-    {
-        for (i, args) in [
-            (2, vec!["volume", "rebalance", VOLUME, "start"]),
-            (1, vec!["volume", "add-brick", VOLUME, "10.0.0.1:/nowhere"]),
-        ] {
-            let o = h.xlfs_raw(i, &args);
-            let why = String::from_utf8_lossy(&o.stderr);
-            assert!(
-                !o.status.success() && why.contains("a rebalance on"),
-                "host {i} {args:?} while host 0 rebalances: {why}"
-            );
-        }
-        // SAFETY: as above.
-        unsafe { libc::kill(runner, libc::SIGCONT) };
+    let refused: Vec<(usize, bool, String)> = [
+        (2, vec!["volume", "rebalance", VOLUME, "start"]),
+        (1, vec!["volume", "add-brick", VOLUME, "10.0.0.1:/nowhere"]),
+    ]
+    .into_iter()
+    .map(|(i, args)| {
+        let o = h.xlfs_raw(i, &args);
+        let why = String::from_utf8_lossy(&o.stderr).into_owned();
+        (
+            i,
+            !o.status.success() && why.contains("a rebalance on"),
+            why,
+        )
+    })
+    .collect();
+    // SAFETY: as above. Resumed before any assertion, so a failure leaves no stopped runner.
+    unsafe { libc::kill(runner, libc::SIGCONT) };
+    for (i, ok, why) in refused {
+        assert!(ok, "host {i}: refused while host 0 rebalances? {why}");
     }
     let deadline = Instant::now() + Duration::from_secs(120);
     let st = loop {
