@@ -194,11 +194,9 @@ pub async fn serve(shared: Arc<Shared>, sock: Stream, peer: SocketAddr, mut slot
     // answered with its refusal below).
     let (volume, nonce, checked) = match &first {
         First::OtherVersion(v) => {
-            let reason = format!(
-                "client speaks protocol version {v}, this brick speaks {}: run the same xlfs \
-                 release on clients and bricks",
-                wire::PROTOCOL_VERSION
-            );
+            let reason = super::same_release(*v, wire::SCHEMA, "brick")
+                .err()
+                .unwrap_or_default();
             shared.refused_because(format_args!("refused {peer}: {reason}"));
             refuse(&mut w, reason).await;
             return;

@@ -135,6 +135,25 @@ struct Shared {
     volfiles_served: AtomicU64,
 }
 
+/// The checks every xlfs server (`what`: "brick", "volfile server") makes of a client's
+/// release: the protocol version and the fop table it was built from.
+pub(crate) fn same_release(version: u32, schema: u64, what: &str) -> Result<(), String> {
+    if version != PROTOCOL_VERSION {
+        return Err(format!(
+            "client speaks protocol version {version}, this {what} speaks {PROTOCOL_VERSION}: \
+             run the same xlfs release on clients and {what}s"
+        ));
+    }
+    if schema != wire::SCHEMA {
+        return Err(format!(
+            "client and {what} were built from different fop tables (client {schema:016x}, \
+             {what} {:016x}): run the same xlfs release on clients and {what}s",
+            wire::SCHEMA
+        ));
+    }
+    Ok(())
+}
+
 /// Where the client's secret comes from, for refusal messages.
 pub(crate) const CLIENT_SECRET: &str = "the client's `secret-file` option";
 pub(crate) const FETCH_SECRET: &str = "the mount's --secret-file";
@@ -161,20 +180,7 @@ impl Shared {
                 self.name
             ));
         }
-        if version != PROTOCOL_VERSION {
-            return Err(format!(
-                "client speaks protocol version {version}, this brick speaks \
-                 {PROTOCOL_VERSION}: run the same xlfs release on clients and bricks"
-            ));
-        }
-        if schema != wire::SCHEMA {
-            return Err(format!(
-                "client and brick were built from different fop tables (client {schema:016x}, \
-                 brick {:016x}): run the same xlfs release on clients and bricks",
-                wire::SCHEMA
-            ));
-        }
-        Ok(())
+        same_release(version, schema, "brick")
     }
 
     /// The brick's secret, which a client must prove it holds (see [`crate::creds`]).

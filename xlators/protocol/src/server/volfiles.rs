@@ -15,12 +15,12 @@ use std::time::Duration;
 
 use tokio::net::TcpListener;
 
-use super::AllowList;
 use super::conn::{Challenged, challenge, refuse};
+use super::{AllowList, same_release};
 use crate::fetch::volfile_version;
 use crate::wire::{
-    self, ClientMsg, FrameReader, HANDSHAKE_MAX_FRAME, MAGIC, PROTOCOL_VERSION, ServerMsg,
-    VOLFILE_MAX_FRAME, VolfileReply, VolfileRequest,
+    self, ClientMsg, FrameReader, HANDSHAKE_MAX_FRAME, MAGIC, ServerMsg, VOLFILE_MAX_FRAME,
+    VolfileReply, VolfileRequest,
 };
 
 /// What a lookup finds for a volume name.
@@ -35,6 +35,9 @@ pub struct Served {
 
 /// Finds a volume by name: what to serve, or why not (told to the client).
 pub type Lookup = dyn Fn(&str) -> Result<Served, String> + Send + Sync;
+
+/// This server, in refusal messages.
+const WHAT: &str = "volfile server";
 
 /// How long a connection may take to send its request, answer the challenge, or read the
 /// answer.
@@ -73,12 +76,8 @@ async fn connection(sock: wire::Stream, peer: SocketAddr, lookup: &Lookup) {
         return;
     };
     if let Some(v) = wire::claimed_version(&body)
-        && v != PROTOCOL_VERSION
+        && let Err(reason) = same_release(v, wire::SCHEMA, WHAT)
     {
-        let reason = format!(
-            "client speaks protocol version {v}, this volfile server speaks \
-             {PROTOCOL_VERSION}: run the same xlfs release on clients and servers"
-        );
         return refuse(&mut w, reason).await;
     }
     let (req, watch) = match wire::decode::<ClientMsg>(body).map(|m| m.0) {
@@ -163,21 +162,7 @@ fn check(req: &VolfileRequest, peer: SocketAddr, lookup: &Lookup) -> Result<Serv
             req.volume
         ));
     }
-    if req.version != PROTOCOL_VERSION {
-        return Err(format!(
-            "client speaks protocol version {}, this volfile server speaks \
-             {PROTOCOL_VERSION}: run the same xlfs release on clients and servers",
-            req.version
-        ));
-    }
-    if req.schema != wire::SCHEMA {
-        return Err(format!(
-            "client and server were built from different fop tables (client {:016x}, server \
-             {:016x}): run the same xlfs release on clients and servers",
-            req.schema,
-            wire::SCHEMA
-        ));
-    }
+    same_release(req.version, req.schema, WHAT)?;
     if served.text.len() > VOLFILE_MAX_FRAME - 1024 {
         return Err(format!(
             "the client volfile of {:?} is {} bytes, more than the {} a volfile answer carries",
