@@ -9,8 +9,8 @@ use std::sync::{Condvar, Mutex};
 use std::time::Duration;
 
 use xlator_api::{
-    Dump, DumpFormat, Event, EventKind, EventSink, InitArgs, Options, Subvol, TypeInfo, Upcall,
-    json_string,
+    Dump, DumpFormat, DumpValue, Event, EventKind, EventSink, InitArgs, Options, PENDING_AT_EXIT,
+    Subvol, TypeInfo, Upcall, json_string,
 };
 
 use crate::hop;
@@ -387,6 +387,33 @@ impl Graph {
     pub fn broadcast(&self, kind: EventKind) {
         for node in self.nodes.values() {
             node.subvol.notify(Event { kind, child: 0 });
+        }
+    }
+
+    /// What the translators still owe their children ([`PENDING_AT_EXIT`] summed over every
+    /// translator's dump).
+    pub fn pending_at_exit(&self) -> u64 {
+        self.nodes
+            .values()
+            .map(|n| match n.control.dump().get(PENDING_AT_EXIT) {
+                Some(DumpValue::U64(v)) => *v,
+                _ => 0,
+            })
+            .sum()
+    }
+
+    /// Before a host exits: asks every translator to send what it keeps for later
+    /// ([`EventKind::GraphSwitch`]) and waits, up to `limit`, until none reports anything
+    /// [`PENDING_AT_EXIT`]. Returns what is still owed then (0: all sent).
+    pub async fn drain(&self, limit: Duration) -> u64 {
+        self.broadcast(EventKind::GraphSwitch);
+        let start = std::time::Instant::now();
+        loop {
+            let owed = self.pending_at_exit();
+            if owed == 0 || start.elapsed() >= limit {
+                return owed;
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
         }
     }
 

@@ -21,7 +21,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
-use xlfs_integration_tests::{bin, free_ports, is_mounted};
+use xlfs_integration_tests::{bin, free_ports, is_mounted, xattrs};
 
 macro_rules! require {
     () => {
@@ -556,6 +556,60 @@ fn an_eager_lock_is_given_up_when_another_mount_writes() {
     let got = fs::read(v.a.join("f")).expect("read");
     assert_eq!(&got[100..106], b"from b");
     assert_eq!(&got[200..206], b"from a");
+}
+
+/// A directory one mount of a replica 2 volume holds eagerly (it keeps the directory's
+/// entrylk and entry pre-op after a create, for `post-op-delay`, here 20 s) is given up as
+/// soon as the other mount makes or removes a name there: the bricks send the holder a
+/// lock-contention upcall for entrylks too. And a mount that exits first ends its holds
+/// (post-ops and unlocks): afterwards no copy of anything is marked.
+#[test]
+fn a_directory_hold_is_given_up_when_another_mount_makes_a_name_there() {
+    require!();
+    let mut v = Volume::start_layout_set(
+        "edir2",
+        &["--replica", "2"],
+        2,
+        &[],
+        &[("cluster.replicate.post-op-delay", "20s")],
+    );
+    fs::create_dir(v.a.join("d")).expect("mkdir");
+    for round in 0..3 {
+        fs::write(v.a.join(format!("d/a{round}")), b"a").expect("create on a");
+        let t0 = Instant::now();
+        fs::write(v.bm.join(format!("d/b{round}")), b"b").expect("create on b");
+        fs::remove_file(v.bm.join(format!("d/a{round}"))).expect("unlink on b");
+        let took = t0.elapsed();
+        println!("round {round}: B's create and unlink took {took:?}");
+        assert!(
+            took < Duration::from_secs(5),
+            "B waited {took:?}: the directory hold was not given up"
+        );
+    }
+    let mut names: Vec<String> = fs::read_dir(v.a.join("d"))
+        .expect("readdir")
+        .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    assert_eq!(names, ["b0", "b1", "b2"]);
+    // Both mounts exit (SIGTERM) right after writing: their holds end before they do.
+    fs::write(v.a.join("d/last"), b"x").expect("create on a");
+    drop(v.up.take());
+    drop(v.b.take());
+    for brick in ["brick0", "brick1"] {
+        for name in ["d", "d/last", "d/b2"] {
+            let p = v.dir.path().join(brick).join(name);
+            for (k, val) in xattrs(&p) {
+                if k.starts_with("trusted.afr.") {
+                    assert!(
+                        val.iter().all(|b| *b == 0),
+                        "{}: {k} = {val:?} after both mounts exited",
+                        p.display()
+                    );
+                }
+            }
+        }
+    }
 }
 
 /// Kernel caches of 30 s, for [`changes_show_soon`].

@@ -29,7 +29,7 @@ use std::process::{Child, Command, Output, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
-use xlfs_integration_tests::{bin, free_ports, is_mounted};
+use xlfs_integration_tests::{bin, free_ports, is_mounted, xattrs};
 
 mod mgmt;
 mod netns;
@@ -372,28 +372,6 @@ fn tree(brick: &Path) -> Tree {
             );
         }
     }
-    out
-}
-
-fn xattrs(p: &Path) -> Vec<(String, Vec<u8>)> {
-    let c = std::ffi::CString::new(p.as_os_str().as_encoded_bytes()).expect("path");
-    let mut names = vec![0u8; 64 << 10];
-    // SAFETY: a NUL-terminated path and a buffer of the length given.
-    let n = unsafe { libc::llistxattr(c.as_ptr(), names.as_mut_ptr().cast(), names.len()) };
-    assert!(n >= 0, "llistxattr {}", p.display());
-    names.truncate(n as usize);
-    let mut out = Vec::new();
-    for name in names.split(|&b| b == 0).filter(|s| !s.is_empty()) {
-        let cn = std::ffi::CString::new(name).expect("name");
-        let mut v = vec![0u8; 64 << 10];
-        // SAFETY: NUL-terminated path and name, a buffer of the length given.
-        let len =
-            unsafe { libc::lgetxattr(c.as_ptr(), cn.as_ptr(), v.as_mut_ptr().cast(), v.len()) };
-        assert!(len >= 0, "lgetxattr {} {:?}", p.display(), cn);
-        v.truncate(len as usize);
-        out.push((String::from_utf8_lossy(name).into_owned(), v));
-    }
-    out.sort();
     out
 }
 

@@ -80,3 +80,26 @@ macro_rules! require_e2e {
 pub use xlfs_testkit::ports::free_ports;
 
 pub mod probe;
+
+/// Every xattr of `p` (not following a symlink), sorted by name.
+pub fn xattrs(p: &Path) -> Vec<(String, Vec<u8>)> {
+    let c = std::ffi::CString::new(p.as_os_str().as_encoded_bytes()).expect("path");
+    let mut names = vec![0u8; 64 << 10];
+    // SAFETY: a NUL-terminated path and a buffer of the length given.
+    let n = unsafe { libc::llistxattr(c.as_ptr(), names.as_mut_ptr().cast(), names.len()) };
+    assert!(n >= 0, "llistxattr {}", p.display());
+    names.truncate(n as usize);
+    let mut out = Vec::new();
+    for name in names.split(|&b| b == 0).filter(|s| !s.is_empty()) {
+        let cn = std::ffi::CString::new(name).expect("name");
+        let mut v = vec![0u8; 64 << 10];
+        // SAFETY: NUL-terminated path and name, a buffer of the length given.
+        let len =
+            unsafe { libc::lgetxattr(c.as_ptr(), cn.as_ptr(), v.as_mut_ptr().cast(), v.len()) };
+        assert!(len >= 0, "lgetxattr {} {:?}", p.display(), cn);
+        v.truncate(len as usize);
+        out.push((String::from_utf8_lossy(name).into_owned(), v));
+    }
+    out.sort();
+    out
+}

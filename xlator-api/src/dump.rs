@@ -5,6 +5,13 @@
 use abi_stable::StableAbi;
 use abi_stable::std_types::{RString, RVec};
 
+/// The statedump field (a number) where a translator reports what it still owes its children
+/// and sends on its own later (cluster/replicate's eager holds, whose post-ops and unlocks
+/// come after a timer). After [`EventKind::GraphSwitch`](crate::EventKind::GraphSwitch) a
+/// translator sends those at once; a host that exits waits until every translator reports 0
+/// (or for a bounded time), so nothing owed is lost with the process.
+pub const PENDING_AT_EXIT: &str = "pending-at-exit";
+
 /// One value in a statedump.
 #[repr(C, u8)]
 #[derive(StableAbi, Clone, Debug, PartialEq)]

@@ -57,7 +57,7 @@ pub use ctx::{
     AroundLock, CreateXattrs, Ctx, CtxBuilder, CtxExtension, ExtScope, GfidReq, LOCKS_AROUND_XATTR,
     LocksAround, PipePayloadOk, UnlinkExact, UnlinkUnlessMarked, XattrReq,
 };
-pub use dump::{Dump, DumpField, DumpValue, json_string};
+pub use dump::{Dump, DumpField, DumpValue, PENDING_AT_EXIT, json_string};
 pub use fops::{Fop, FopAttrs};
 pub use options::{
     FromOption, OptionKind, OptionKv, OptionSpec, Options, XlatorOptions, parse_bool,

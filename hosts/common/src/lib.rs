@@ -310,6 +310,24 @@ impl VolfileLoader {
 /// How long a host waits, before serving, for its graph to say whether it is up.
 pub const WAIT_UP: std::time::Duration = std::time::Duration::from_secs(10);
 
+/// How long a host that exits waits for what its translators still owe the bricks.
+pub const DRAIN: Duration = Duration::from_secs(5);
+
+/// Before a host exits: what the translators keep for later (write-behind's data,
+/// replicate's eager holds with their post-ops and unlocks) is sent now, waiting up to
+/// [`DRAIN`] (see `Graph::drain`). What is still owed then is logged: the bricks give the
+/// locks back when the connection goes, and the self-heal daemon finds the pre-ops left.
+pub async fn drain(volume: &Volume) {
+    let owed = volume.graph().drain(DRAIN).await;
+    if owed > 0 {
+        tracing::warn!(
+            owed,
+            "eager holds still open after {DRAIN:?} at exit: their changelogs stay marked \
+             until the self-heal daemon visits them"
+        );
+    }
+}
+
 /// Waits (at most [`WAIT_UP`]; blocks the thread) until every network client and cluster
 /// translator of the graph has said whether it is up, so the first requests do not meet
 /// bricks that are still connecting (a replica set that has heard from one brick only, a

@@ -308,6 +308,7 @@ async fn serve(
     }
     let host_dump = shared.dump();
     shared.release_all().await;
+    xlfs_host::drain(&volume).await;
     println!("xlfs-mount: unmounted {}", mountpoint.display());
     if cli.dump_on_exit {
         println!("{host_dump}{}", volume.graph().dump(DumpFormat::Text));

@@ -29,7 +29,7 @@ use std::time::{Duration, Instant};
 
 use tokio::net::TcpListener;
 use tokio::signal::unix::{SignalKind, signal};
-use xlator_api::{DumpFormat, EventKind, Gfid};
+use xlator_api::{DumpFormat, Gfid};
 use xlfs_core::registry::Registry;
 use xlfs_core::volume::Volume;
 // Linked in for their built-in translator types (registered through `inventory`).
@@ -262,7 +262,7 @@ async fn serve(
     }
     // Let write-behind and friends send what they hold. UNSTABLE writes that do not make it
     // are resent by clients: the next instance has another write verifier.
-    volume.graph().broadcast(EventKind::GraphSwitch);
+    xlfs_host::drain(&volume).await;
     tokio::time::sleep(Duration::from_millis(100)).await;
     if cli.dump_on_exit {
         let _ = writeln!(out, "{}", volume.graph().dump(DumpFormat::Text));

@@ -309,6 +309,7 @@ fn run(cli: Cli) -> Result<State, String> {
         ..Config::new(cli.status.clone())
     };
     let stop = Stop::new();
+    let drained = volume.clone();
     rt.block_on(async move {
         let mut term =
             signal(SignalKind::terminate()).map_err(|e| format!("cannot watch SIGTERM: {e}"))?;
@@ -328,9 +329,10 @@ fn run(cli: Cli) -> Result<State, String> {
                 }
             }
         });
-        let end = xlfs_rebalance::run(Arc::new(target), start, &cfg, stop)
-            .await
-            .map_err(|e| e.to_string())?;
-        Ok(end.state)
+        let end = xlfs_rebalance::run(Arc::new(target), start, &cfg, stop).await;
+        // What the translators still owe the bricks (replicate's eager holds) goes before
+        // the process does.
+        xlfs_host::drain(&drained).await;
+        Ok(end.map_err(|e| e.to_string())?.state)
     })
 }

@@ -5,17 +5,32 @@
 //! x` does after each file's data), go straight to the children (one round trip per replica
 //! per fop instead of lock + pre-op + fop + post-op + unlock).
 //!
+//! Namespace fops get the same for their directory (`entry-eager-lock`): a create, mkdir,
+//! mknod, symlink, link, unlink or rmdir takes the whole directory's entrylk and the pre-op of
+//! its entry lane, and keeps both, so the next namespace fops of this client in that
+//! directory (`tar x` creating a directory's files, `rm -rf` removing them) cost one round
+//! trip per replica instead of three. Such fops of one client in one directory go one at a
+//! time (the kernel already orders them so on a FUSE mount), so two fops of one name never
+//! reach the replicas in different orders. A rename, and this client's own entry heal of the
+//! directory, end the hold first.
+//!
 //! A hold ends (post-op for the children that succeeded every fop of the hold, then
 //! unlock):
 //! - as soon as another client wants the lock: features/locks on each brick sends the
-//!   holder a lock-contention upcall when another client's inodelk meets the hold, and
+//!   holder a lock-contention upcall when another client's inodelk (entrylk, for a
+//!   directory's hold) meets the hold, and
 //!   [`release_now`] runs on it (`Translator::upcall` in xlator.rs);
 //! - `post-op-delay` after it was taken (the timer is not renewed by later writes, so
 //!   another client waiting for the lock waits at most that long even when the upcall is
 //!   lost);
 //! - at once when a fop of the hold failed on some child (its blame is made durable
-//!   before the next one), and on flush, fsync, release, a truncate, any other data or
-//!   metadata transaction of this client on the file, or a heal of it ([`release_now`]);
+//!   before the next one), and on fsync, a truncate, any other data or metadata
+//!   transaction of this client on the file, or a heal of it ([`release_now`]); not at
+//!   flush or release: the attribute changes that follow a close (`tar x` sets a file's
+//!   times by path after closing it) go through the hold too, and a close waits for no
+//!   post-op;
+//! - when the graph is replaced or its host exits (`GraphSwitch`; hosts wait for the
+//!   holds to end before exiting, see `PENDING_AT_EXIT`);
 //! - right after its fop when taking it met contention (the non-blocking lock found
 //!   another owner): a contended file gets plain transactions, so clients alternate.
 //!
@@ -35,10 +50,30 @@ use crate::changelog::Lanes;
 use crate::shared::{Handle, Shared, lock};
 use crate::transaction::{self, Plan, Replies};
 
-/// The eager holds of one client, by file.
+/// What a hold keeps locked.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(crate) enum On {
+    /// A file's data and metadata (inodelks in both domains, pre-op of both lanes).
+    File,
+    /// A directory's names (its whole-directory entrylk, pre-op of its entry lane).
+    Dir,
+}
+
+impl On {
+    fn plan(self, sh: &Shared, gfid: Gfid) -> Plan {
+        match self {
+            On::File => Plan::inode(sh, gfid, Lanes::DATA | Lanes::META),
+            On::Dir => Plan::dir(sh, gfid),
+        }
+    }
+}
+
+type Key = (Gfid, On);
+
+/// The eager holds of one client, by file and by directory.
 #[derive(Default)]
 pub(crate) struct Eager {
-    slots: Mutex<HashMap<Gfid, Arc<tokio::sync::Mutex<Slot>>>>,
+    slots: Mutex<HashMap<Key, Arc<tokio::sync::Mutex<Slot>>>>,
 }
 
 #[derive(Default)]
@@ -62,27 +97,28 @@ struct Held {
 }
 
 impl Eager {
-    fn slot(&self, gfid: Gfid) -> Arc<tokio::sync::Mutex<Slot>> {
-        lock(&self.slots).entry(gfid).or_default().clone()
+    fn slot(&self, key: Key) -> Arc<tokio::sync::Mutex<Slot>> {
+        lock(&self.slots).entry(key).or_default().clone()
     }
 
-    fn existing(&self, gfid: Gfid) -> Option<Arc<tokio::sync::Mutex<Slot>>> {
-        lock(&self.slots).get(&gfid).cloned()
+    fn existing(&self, key: Key) -> Option<Arc<tokio::sync::Mutex<Slot>>> {
+        lock(&self.slots).get(&key).cloned()
     }
 
-    /// Whether `gfid` has a hold now (or is being taken or used at this instant).
+    /// Whether file `gfid` has a hold now (or is being taken or used at this instant).
     pub fn holds(&self, gfid: Gfid) -> bool {
-        let Some(s) = self.existing(gfid) else {
+        let Some(s) = self.existing((gfid, On::File)) else {
             return false;
         };
         s.try_lock().map_or(true, |s| s.held.is_some())
     }
 
-    /// Files with a hold now (a slot busy at this instant is counted as held).
+    /// Files and directories with a hold now (a slot busy at this instant is counted as
+    /// held).
     pub fn held(&self) -> Vec<Gfid> {
         let slots: Vec<(Gfid, Arc<tokio::sync::Mutex<Slot>>)> = lock(&self.slots)
             .iter()
-            .map(|(g, s)| (*g, s.clone()))
+            .map(|((g, _), s)| (*g, s.clone()))
             .collect();
         slots
             .into_iter()
@@ -93,19 +129,23 @@ impl Eager {
 
     /// Drops the slot of a closed file if nothing uses it.
     pub fn forget(&self, gfid: Gfid) {
+        self.forget_key((gfid, On::File));
+    }
+
+    fn forget_key(&self, key: Key) {
         let mut m = lock(&self.slots);
-        if let Some(s) = m.get(&gfid)
+        if let Some(s) = m.get(&key)
             && Arc::strong_count(s) == 1
             && s.try_lock()
                 .is_ok_and(|s| s.held.is_none() && s.inflight == 0)
         {
-            m.remove(&gfid);
+            m.remove(&key);
         }
     }
 }
 
-/// A write (`lanes`: what it changes, data and/or metadata) of `gfid` under the file's eager
-/// hold (taken if there is none).
+/// A write (`lanes`: what it changes, data and/or metadata of a file, or the names of a
+/// directory) of `gfid` under its eager hold (`on`; taken if there is none).
 ///
 /// `prepare` runs first, under the hold, with the participants that are good copies; what it
 /// answers is given to every child's `op` (an O_APPEND write's offset, see
@@ -113,9 +153,11 @@ impl Eager {
 /// child's answer: no other write of this client to the file starts meanwhile (appends of one
 /// client would otherwise resolve the same end of file, or reach the replicas in different
 /// orders); writes already in flight go on (positional, they land alike everywhere).
+#[allow(clippy::too_many_arguments)]
 pub(crate) async fn write<R, P, G, GFut, F, Fut>(
     sh: &Handle,
     gfid: Gfid,
+    on: On,
     lanes: Lanes,
     exclusive: bool,
     prepare: G,
@@ -129,27 +171,11 @@ where
     Fut: Future<Output = Result<R, Errno>>,
 {
     let cfg = sh.cfg();
-    let slot = sh.eager.slot(gfid);
+    let key = (gfid, on);
+    let slot = sh.eager.slot(key);
     let mut s = slot.lock().await;
     let pre = 'acquire: loop {
-        if s.held.is_none() {
-            let plan = Plan::inode(sh, gfid, Lanes::DATA | Lanes::META);
-            let t = transaction::open(sh, &plan, cfg.quorum).await?;
-            let n = sh.n();
-            s.held = Some(Held {
-                plan,
-                owner: t.owner,
-                locked: t.locked,
-                pre: t.pre,
-                good: t.good,
-                failed: vec![false; n],
-            });
-            s.hold_no += 1;
-            s.release_when_idle = t.contended || cfg.post_op_delay.is_zero();
-            if !s.release_when_idle {
-                arm_timer(sh.clone(), slot.clone(), s.hold_no, cfg.post_op_delay);
-            }
-        }
+        take(sh, key, &slot, &mut s).await?;
         let up = sh.up_set();
         // The hold's good copies all went down (or failed a write): not one more write to
         // stale copies only. The hold ends (the children that left missed nothing, so they
@@ -260,8 +286,39 @@ where
     Ok(replies)
 }
 
+/// Takes the hold of `key` (lock and pre-op) into its slot `s` unless it has one.
+async fn take(
+    sh: &Handle,
+    key: Key,
+    slot: &Arc<tokio::sync::Mutex<Slot>>,
+    s: &mut Slot,
+) -> Result<(), Errno> {
+    if s.held.is_some() {
+        return Ok(());
+    }
+    let cfg = sh.cfg();
+    let plan = key.1.plan(sh, key.0);
+    let t = transaction::open(sh, &plan, cfg.quorum).await?;
+    let n = sh.n();
+    s.held = Some(Held {
+        plan,
+        owner: t.owner,
+        locked: t.locked,
+        pre: t.pre,
+        good: t.good,
+        failed: vec![false; n],
+    });
+    s.hold_no += 1;
+    s.release_when_idle = t.contended || cfg.post_op_delay.is_zero();
+    if !s.release_when_idle {
+        arm_timer(sh.clone(), key, slot.clone(), s.hold_no, cfg.post_op_delay);
+    }
+    Ok(())
+}
+
 fn arm_timer(
     sh: Handle,
+    key: Key,
     slot: Arc<tokio::sync::Mutex<Slot>>,
     hold_no: u64,
     delay: std::time::Duration,
@@ -269,15 +326,19 @@ fn arm_timer(
     let services = sh.services;
     services.spawn(async move {
         sh.services.sleep(delay).await;
-        let mut s = slot.lock().await;
-        if s.hold_no != hold_no || s.held.is_none() {
-            return;
+        {
+            let mut s = slot.lock().await;
+            if s.hold_no != hold_no || s.held.is_none() {
+                return;
+            }
+            if s.inflight == 0 {
+                end_hold(&sh, &mut s).await;
+            } else {
+                s.release_when_idle = true;
+            }
         }
-        if s.inflight == 0 {
-            end_hold(&sh, &mut s).await;
-        } else {
-            s.release_when_idle = true;
-        }
+        drop(slot);
+        sh.eager.forget_key(key);
     });
 }
 
@@ -289,16 +350,27 @@ async fn end_hold(sh: &Shared, s: &mut Slot) {
     transaction::post_op_and_unlock(sh, &h.plan, h.owner, &h.pre, &h.locked, &ok).await;
 }
 
-/// Ends the hold of `gfid` now (flush, fsync, release, truncate, heal). With writes of the
-/// hold still in flight, the last of them ends it.
+/// Ends every hold now (the graph is being replaced, or its host exits).
+pub(crate) async fn release_all(sh: &Shared) {
+    let keys: Vec<Key> = lock(&sh.eager.slots).keys().copied().collect();
+    for (gfid, _) in keys {
+        release_now(sh, gfid).await;
+    }
+}
+
+/// Ends the holds of `gfid` now (flush, fsync, release, truncate, heal, a rename in the
+/// directory, a contention upcall). With writes of a hold still in flight, the last of them
+/// ends it.
 pub(crate) async fn release_now(sh: &Shared, gfid: Gfid) {
-    let Some(slot) = sh.eager.existing(gfid) else {
-        return;
-    };
-    let mut s = slot.lock().await;
-    if s.inflight > 0 {
-        s.release_when_idle = true;
-    } else {
-        end_hold(sh, &mut s).await;
+    for on in [On::File, On::Dir] {
+        let Some(slot) = sh.eager.existing((gfid, on)) else {
+            continue;
+        };
+        let mut s = slot.lock().await;
+        if s.inflight > 0 {
+            s.release_when_idle = true;
+        } else {
+            end_hold(sh, &mut s).await;
+        }
     }
 }

@@ -24,6 +24,7 @@ pub(crate) fn dump(sh: &Shared) -> Dump {
         .with("quorum", format!("{:?}", cfg.quorum))
         .with("read-policy", format!("{:?}", cfg.read_policy))
         .with("eager-locks-held", held.len())
+        .with(xlator_api::PENDING_AT_EXIT, held.len())
         .with(
             "eager-locked-files",
             list(held.iter().take(64).map(ToString::to_string)),

@@ -86,6 +86,19 @@ impl Plan {
         }
     }
 
+    /// A namespace hold on directory `dir` (an eager one, or a heal's): its whole-directory
+    /// entrylk (conflicting with every name in it), marking its entry lane.
+    pub fn dir(sh: &Shared, dir: Gfid) -> Plan {
+        Plan {
+            items: vec![LockItem::Entry {
+                domain: sh.name.clone(),
+                parent: dir,
+                name: String::new(),
+            }],
+            targets: vec![(dir, Lanes::ENTRY)],
+        }
+    }
+
     /// A namespace transaction on the names `locs` (entrylk on each, in a fixed order so two
     /// renames never lock crosswise), marking each parent's entry lane.
     pub fn entry(sh: &Shared, locs: &[&Loc]) -> Plan {
@@ -127,6 +140,17 @@ impl LockItem {
                 name: name.clone(),
             },
         }
+    }
+}
+
+/// How a failed changelog update is logged: an object removed meanwhile (a directory held
+/// eagerly by this client and then removed by it, a file another client unlinked) has
+/// nothing left to record, so ENOENT and ESTALE are not warnings.
+fn gone_level(e: Errno) -> LogLevel {
+    if matches!(e, Errno::ENOENT | Errno::ESTALE) {
+        LogLevel::Debug
+    } else {
+        LogLevel::Warn
     }
 }
 
@@ -416,7 +440,7 @@ async fn mark_read(
                     Ok(v) => answers.push(Some(v)),
                     Err(e) => {
                         sh.log(
-                            LogLevel::Warn,
+                            gone_level(e),
                             &format!("changelog on {gfid} failed on child {i}: {e}"),
                         );
                         return (Some(Err(e)), answers);
@@ -675,7 +699,7 @@ async fn xattrop_around(
         && e != Errno::EAGAIN
     {
         sh.log(
-            LogLevel::Warn,
+            gone_level(e),
             &format!("changelog on {gfid} failed on child {i}: {e}"),
         );
     }

@@ -28,6 +28,7 @@ use xlator_api::{
 };
 
 use crate::changelog::Lanes;
+use crate::eager::On;
 use crate::options::{AfrOptions, Config, pending_keys};
 use crate::reads::{self, read};
 use crate::shared::{HEAR_ALL_WAIT, Handle, Shared, first_error, lock};
@@ -107,9 +108,17 @@ impl<S: Spelling> ReplicateAs<S> {
     {
         let cfg = self.sh.cfg();
         if cfg.eager_lock && !fd.is_anonymous() {
-            eager::write(&self.sh, fd.gfid, Lanes::DATA, exclusive, prepare, op)
-                .await?
-                .reply_as_read(&cfg, fd.gfid)
+            eager::write(
+                &self.sh,
+                fd.gfid,
+                On::File,
+                Lanes::DATA,
+                exclusive,
+                prepare,
+                op,
+            )
+            .await?
+            .reply_as_read(&cfg, fd.gfid)
         } else {
             eager::release_now(&self.sh, fd.gfid).await;
             let plan = Plan::inode(&self.sh, fd.gfid, Lanes::DATA);
@@ -130,11 +139,33 @@ impl<S: Spelling> ReplicateAs<S> {
             && (self.sh.eager.holds(gfid) || self.sh.fds.file_open(gfid))
     }
 
+    /// A namespace fop on the names `locs`: one name goes through its directory's eager hold
+    /// when `entry-eager-lock` is on; a rename (two names) is a transaction of its own, after
+    /// this client's holds of both directories end (they would make it wait for their timers).
     async fn entry_txn<R, F, Fut>(&self, locs: &[&Loc], op: F) -> Result<Replies<R>, Errno>
     where
         F: Fn(usize) -> Fut,
         Fut: Future<Output = Result<R, Errno>>,
     {
+        let cfg = self.sh.cfg();
+        if let [loc] = locs
+            && cfg.eager_lock
+            && cfg.entry_eager_lock
+        {
+            return eager::write(
+                &self.sh,
+                loc.parent,
+                On::Dir,
+                Lanes::ENTRY,
+                true,
+                no_prepare,
+                |i, ()| op(i),
+            )
+            .await;
+        }
+        for l in locs {
+            eager::release_now(&self.sh, l.parent).await;
+        }
         transaction::run(&self.sh, Plan::entry(&self.sh, locs), op).await
     }
 
@@ -360,7 +391,13 @@ impl<S: Spelling> Translator for ReplicateAs<S> {
                     sh.services.notify_parents(EventKind::ChildDown);
                 }
             }
-            EventKind::GraphSwitch => {}
+            EventKind::GraphSwitch => {
+                // The post-ops and unlocks of the eager holds are owed to the bricks: sent
+                // now, not after a timer the process may not live to see.
+                let bg = sh.clone();
+                sh.services
+                    .spawn(async move { crate::eager::release_all(&bg).await });
+            }
         }
     }
 
@@ -637,9 +674,15 @@ impl<S: Spelling> Translator for ReplicateAs<S> {
         let op = |i| self.child(i).setattr(cx, gfid, attr);
         if self.eager_meta(gfid, &attr) {
             let cfg = self.sh.cfg();
-            return eager::write(&self.sh, gfid, Lanes::META, false, no_prepare, |i, ()| {
-                op(i)
-            })
+            return eager::write(
+                &self.sh,
+                gfid,
+                On::File,
+                Lanes::META,
+                false,
+                no_prepare,
+                |i, ()| op(i),
+            )
             .await?
             .reply_as_read(&cfg, gfid);
         }
@@ -656,6 +699,7 @@ impl<S: Spelling> Translator for ReplicateAs<S> {
             return eager::write(
                 &self.sh,
                 fd.gfid,
+                On::File,
                 Lanes::META,
                 false,
                 no_prepare,
@@ -864,8 +908,11 @@ impl<S: Spelling> Translator for ReplicateAs<S> {
         Ok(())
     }
 
+    /// The file's eager hold outlives its flush and release (its timer, another client's
+    /// lock or the next data transaction of this one end it): the attribute changes that
+    /// follow a close (`tar x` sets the times by path then) go through it, and the close
+    /// waits for no post-op.
     async fn flush(&self, cx: &Ctx, fd: Fd) -> Result<(), Errno> {
-        eager::release_now(&self.sh, fd.gfid).await;
         let held = self.sh.fds.holders(fd);
         // Children that lost the fd have nothing of this caller's to flush.
         match self.all(held, |i| self.child(i).flush(cx, fd)).await.1 {
@@ -890,7 +937,6 @@ impl<S: Spelling> Translator for ReplicateAs<S> {
     }
 
     async fn release(&self, cx: &Ctx, fd: Fd) -> Result<(), Errno> {
-        eager::release_now(&self.sh, fd.gfid).await;
         let held = self.sh.fds.closed(fd, self.sh.n());
         self.sh.eager.forget(fd.gfid);
         self.all(Some(held), |i| self.child(i).release(cx, fd))

@@ -7,24 +7,6 @@ use std::time::Duration;
 use common::*;
 use xlator_api::abi_stable::std_types::ROption;
 use xlator_api::{Buf, Errno, Fd, FdId, Fop, Gfid, Loc, SetAttr, Subvol};
-use xlfs_afr::Replicate;
-use xlfs_testkit::MockCluster;
-
-/// A second client: its own mocks and replicate over the same bricks as `c`, with the same
-/// pending-counter names (volgen gives every client of a volume the same child names).
-fn second_client(c: &MockCluster, set: &[(&str, &str)]) -> (MockCluster, Subvol) {
-    let leaves = (0..c.len()).map(|i| c.leaf(i).clone()).collect();
-    let c2 = MockCluster::with_leaves(leaves);
-    let keys: Vec<String> = (0..c.len()).map(|j| key(c, j)).collect();
-    let keys = keys.join(",");
-    let mut opts = vec![
-        ("background-self-heal-count", "0"),
-        ("pending-xattrs", keys.as_str()),
-    ];
-    opts.extend_from_slice(set);
-    let top = c2.build::<Replicate>(&opts);
-    (c2, top)
-}
 
 async fn append(top: &Subvol, fd: Fd, data: &[u8]) -> Result<u64, Errno> {
     // The offset is the kernel's guess; an append ignores it.
@@ -82,8 +64,8 @@ async fn appends_of_two_clients_leave_every_replica_identical() {
             }
         }
         c.handle(1).delay(Fop::Writev, Duration::ZERO);
-        top_a.flush(&root(), fa).await.expect("flush a");
-        top_b.flush(&root(), fb).await.expect("flush b");
+        top_a.fsync(&root(), fa, false).await.expect("fsync a");
+        top_b.fsync(&root(), fb, false).await.expect("fsync b");
         let c0 = leaf_content(c.leaf(0), fa.gfid).await.expect("child 0");
         let c1 = leaf_content(c.leaf(1), fa.gfid).await.expect("child 1");
         assert_eq!(
@@ -179,15 +161,15 @@ async fn an_append_sees_the_other_clients_changes() {
     };
     top_b.open(&root(), fb).await.expect("open");
     assert_eq!(append(&top_a, fa, b"aaa").await, Ok(3));
-    // b waits for a's eager hold (ended by a's flush) and appends after it.
+    // b waits for a's eager hold (ended by a's fsync) and appends after it.
     let pending = tokio::spawn({
         let top_b = top_b.clone();
         async move { append(&top_b, fb, b"bb").await }
     });
     tokio::time::sleep(Duration::from_millis(20)).await;
-    top_a.flush(&root(), fa).await.expect("flush");
+    top_a.fsync(&root(), fa, false).await.expect("fsync");
     assert_eq!(pending.await.expect("join"), Ok(2));
-    top_b.flush(&root(), fb).await.expect("flush");
+    top_b.fsync(&root(), fb, false).await.expect("fsync");
     let cut = SetAttr {
         size: ROption::RSome(1),
         ..SetAttr::default()
@@ -197,7 +179,7 @@ async fn an_append_sees_the_other_clients_changes() {
         .await
         .expect("truncate");
     assert_eq!(append(&top_a, fa, b"c").await, Ok(1));
-    top_a.flush(&root(), fa).await.expect("flush");
+    top_a.fsync(&root(), fa, false).await.expect("fsync");
     for i in 0..2 {
         assert_eq!(
             leaf_content(c.leaf(i), fa.gfid).await.as_deref(),

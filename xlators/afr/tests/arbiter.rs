@@ -145,12 +145,12 @@ async fn a_write_the_arbiter_alone_took_changes_nothing_and_accuses_nobody() {
             Err(Errno::ENOSPC),
             "eager-lock {eager}"
         );
-        top.flush(&root(), f).await.expect("flush");
+        top.fsync(&root(), f, false).await.expect("fsync");
         assert!(all_zero(&c, f.gfid).await, "eager-lock {eager}: accused");
         assert_eq!(read(&top, f, 4).await.expect("read"), b"kept");
         // The next write goes everywhere again.
         write(&top, f, 0, b"next").await.expect("write");
-        top.flush(&root(), f).await.expect("flush");
+        top.fsync(&root(), f, false).await.expect("fsync");
         assert_eq!(read(&top, f, 4).await.expect("read"), b"next");
         assert!(all_zero(&c, f.gfid).await);
     }

@@ -116,7 +116,7 @@ async fn a_change_every_child_refuses_leaves_the_file_readable() {
         );
         let r = top.readv(&root(), f, 0, 10).await.map(|r| r.data.to_vec());
         assert_eq!(r, Ok(b"data".to_vec()), "eager-lock {eager}: {:?}", c.log());
-        top.flush(&root(), f).await.expect("flush");
+        top.fsync(&root(), f, false).await.expect("fsync");
         assert!(all_zero(&c, f.gfid).await, "eager-lock {eager}: no blame");
     }
 }

@@ -11,22 +11,6 @@ use xlfs_afr::Replicate;
 use xlfs_testkit::MockCluster;
 use xlfs_testkit::build::options_for;
 
-/// A second client over the same bricks as `c`, with the same pending-counter names.
-fn second_client(c: &MockCluster, set: &[(&str, &str)]) -> (MockCluster, Subvol) {
-    let leaves = (0..c.len()).map(|i| c.leaf(i).clone()).collect();
-    let c2 = MockCluster::with_leaves(leaves);
-    let keys: Vec<String> = (0..c.len()).map(|j| key(c, j)).collect();
-    let keys = keys.join(",");
-    let mut opts = vec![
-        ("background-self-heal-count", "0"),
-        ("eager-lock", "off"),
-        ("pending-xattrs", keys.as_str()),
-    ];
-    opts.extend_from_slice(set);
-    let top = c2.build::<Replicate>(&opts);
-    (c2, top)
-}
-
 /// The options of the first client (as `setup` gives them, plus `set`).
 fn opts<'a>(set: &[(&'a str, &'a str)]) -> Vec<(&'a str, &'a str)> {
     let mut o = vec![

@@ -99,19 +99,3 @@ async fn a_listing_of_files_this_client_made_sends_no_per_entry_requests() {
         c.log().join("\n")
     );
 }
-
-/// A second client over the same bricks as `c`, with the same pending-counter names.
-fn second_client(c: &MockCluster, set: &[(&str, &str)]) -> (MockCluster, Subvol) {
-    let leaves = (0..c.len()).map(|i| c.leaf(i).clone()).collect();
-    let c2 = MockCluster::with_leaves(leaves);
-    let keys: Vec<String> = (0..c.len()).map(|j| key(c, j)).collect();
-    let keys = keys.join(",");
-    let mut opts = vec![
-        ("background-self-heal-count", "0"),
-        ("eager-lock", "off"),
-        ("pending-xattrs", keys.as_str()),
-    ];
-    opts.extend_from_slice(set);
-    let top = c2.build::<xlfs_afr::Replicate>(&opts);
-    (c2, top)
-}

@@ -4,7 +4,7 @@ mod common;
 
 use common::*;
 use xlator_api::abi_stable::std_types::ROption;
-use xlator_api::{Errno, Fop, Gfid, Loc, SetAttr};
+use xlator_api::{Errno, Event, EventKind, Fop, Gfid, Loc, SetAttr};
 use xlfs_afr::changelog::Counters;
 
 const D1: Counters = Counters([1, 0, 0]);
@@ -184,7 +184,7 @@ async fn replica_2_auto_quorum_is_the_half_with_the_first_child() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn eager_lock_keeps_lock_and_pre_op_across_writes_until_flush() {
+async fn eager_lock_keeps_lock_and_pre_op_across_writes_and_the_flush_until_fsync() {
     let (c, top) = setup(2, &[("eager-lock", "on"), ("post-op-delay", "60s")]);
     let f = create(&top, "f", 1).await;
     c.handle(0).take_calls();
@@ -203,6 +203,7 @@ async fn eager_lock_keeps_lock_and_pre_op_across_writes_until_flush() {
     // While held, each child is dirty (the pre-op) and accuses nobody.
     assert_eq!(counters(&c, 0, f.gfid, 0).await, DM1);
     assert_eq!(counters(&c, 0, f.gfid, 1).await, ZERO);
+    // A flush waits for no post-op: the hold outlives it.
     top.flush(&root(), f).await.expect("flush");
     c.handle(0).assert_calls(&[
         Fop::Inodelk,
@@ -211,10 +212,23 @@ async fn eager_lock_keeps_lock_and_pre_op_across_writes_until_flush() {
         Fop::Writev,
         Fop::Writev,
         Fop::Writev,
+        Fop::Flush,
+    ]);
+    assert_eq!(counters(&c, 0, f.gfid, 0).await, DM1);
+    // An fsync ends it first.
+    top.fsync(&root(), f, false).await.expect("fsync");
+    c.handle(0).assert_calls(&[
+        Fop::Inodelk,
+        Fop::Inodelk,
+        Fop::Xattrop,
+        Fop::Writev,
+        Fop::Writev,
+        Fop::Writev,
+        Fop::Flush,
         Fop::Xattrop,
         Fop::Inodelk,
         Fop::Inodelk,
-        Fop::Flush,
+        Fop::Fsync,
     ]);
     assert!(all_zero(&c, f.gfid).await);
 }
@@ -251,10 +265,30 @@ async fn attribute_changes_of_an_open_file_go_through_its_eager_hold() {
         let a = c.leaf(i).stat(&root(), f.gfid).await.expect("stat");
         assert_eq!((a.mode() & 0o7777, a.uid), (0o600, 7));
     }
+    // The hold outlives the close: `tar x` sets the times by path after closing the file,
+    // and that goes through it too, one round trip.
     top.flush(&root(), f).await.expect("flush");
-    assert!(all_zero(&c, f.gfid).await);
-    // A file nobody here has open: a plain metadata transaction, no hold left behind.
     top.release(&root(), f).await.expect("release");
+    assert_eq!(counters(&c, 0, f.gfid, 0).await, DM1);
+    c.handle(0).take_calls();
+    top.setattr(&root(), f.gfid, chmod).await.expect("chmod");
+    c.handle(0).assert_calls(&[Fop::Setattr]);
+    // The host going away (GraphSwitch) ends it: post-op and unlock of both domains.
+    top.notify(Event {
+        kind: EventKind::GraphSwitch,
+        child: 0,
+    });
+    // (The root's hold, from the create, ends too: its unlock is an entrylk.)
+    c.handle(0).wait_for(Fop::Inodelk, 2).await;
+    c.handle(0).wait_for(Fop::Entrylk, 1).await;
+    c.handle(1).wait_for(Fop::Inodelk, 4).await;
+    c.handle(1).wait_for(Fop::Entrylk, 2).await;
+    // ... and the statedump says nothing is owed any more (as hosts wait for at exit).
+    while top.dump().get(xlator_api::PENDING_AT_EXIT) != Some(&xlator_api::DumpValue::U64(0)) {
+        tokio::task::yield_now().await;
+    }
+    assert!(all_zero(&c, f.gfid).await);
+    // A file nobody here has open or holds: a plain metadata transaction.
     c.handle(0).take_calls();
     top.setattr(&root(), f.gfid, chmod).await.expect("chmod");
     c.handle(0).assert_calls(&[
@@ -433,4 +467,87 @@ fn whole_write() -> xlator_api::Flock {
         pid: 0,
         owner: xlator_api::LkOwner(0x5eed),
     }
+}
+
+const E1: Counters = Counters([0, 0, 1]);
+
+/// Namespace fops of one client in one directory go through the directory's eager hold
+/// (`entry-eager-lock`): the first takes the whole directory's entrylk with the pre-op of its
+/// entry lane (one request per child, features/locks' `LocksAround`), the next ones are one
+/// request per child each. A rename ends the hold first (post-op and unlock in one request),
+/// then runs as a transaction of its own; at the end nothing is marked and another owner
+/// takes the directory's lock at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn namespace_fops_in_one_directory_go_through_its_eager_hold() {
+    let (c, top) = setup_on_locks(2, &[("eager-lock", "on"), ("post-op-delay", "60s")]);
+    create(&top, "a", 1).await;
+    create(&top, "b", 2).await;
+    top.unlink(&root(), Loc::new(Gfid::ROOT, "b"))
+        .await
+        .expect("unlink");
+    // The files' own holds (their counters) are not taken: nothing was written.
+    // (The getxattr asks, once, whether the brick honours `LocksAround`.)
+    c.handle(0).assert_calls(&[
+        Fop::Getxattr,
+        Fop::Xattrop,
+        Fop::Create,
+        Fop::Create,
+        Fop::Unlink,
+    ]);
+    // While held, each child is dirty in the entry lane and accuses nobody.
+    assert_eq!(counters(&c, 0, Gfid::ROOT, 0).await, E1);
+    assert_eq!(counters(&c, 1, Gfid::ROOT, 1).await, E1);
+    assert_eq!(counters(&c, 0, Gfid::ROOT, 1).await, ZERO);
+    c.handle(0).take_calls();
+    top.rename(
+        &root(),
+        Loc::new(Gfid::ROOT, "a"),
+        Loc::new(Gfid::ROOT, "c"),
+        0,
+    )
+    .await
+    .expect("rename");
+    c.handle(0)
+        .assert_calls(&[Fop::Xattrop, Fop::Xattrop, Fop::Rename, Fop::Xattrop]);
+    assert!(all_zero(&c, Gfid::ROOT).await);
+    for i in 0..2 {
+        c.leaf(i)
+            .entrylk(
+                &other_owner(),
+                "cluster/replicate".into(),
+                Loc::new(Gfid::ROOT, ""),
+                xlator_api::EntrylkCmd::LockNonBlocking,
+            )
+            .await
+            .expect("the directory is free");
+    }
+}
+
+/// A second client's namespace fop in a directory the first holds eagerly waits for the
+/// hold to end (here its timer; on a brick, the lock-contention upcall ends it at once), then
+/// goes: both names on both children, nothing marked.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn another_clients_create_waits_for_a_directory_hold_then_goes() {
+    let set = [("eager-lock", "on"), ("post-op-delay", "200ms")];
+    let (c, top_a) = setup_on_locks(2, &set);
+    let (_c2, top_b) = second_client(&c, &set);
+    create(&top_a, "a", 1).await;
+    let started = std::time::Instant::now();
+    create(&top_b, "b", 2).await;
+    assert!(
+        started.elapsed() >= std::time::Duration::from_millis(100),
+        "b's create went while a held the directory ({:?})",
+        started.elapsed()
+    );
+    for i in 0..2 {
+        for name in ["a", "b"] {
+            c.leaf(i)
+                .lookup(&root(), Loc::new(Gfid::ROOT, name))
+                .await
+                .unwrap_or_else(|e| panic!("{name} on child {i}: {e}"));
+        }
+    }
+    // b's own hold ends after its timer too.
+    tokio::time::sleep(std::time::Duration::from_millis(400)).await;
+    assert!(all_zero(&c, Gfid::ROOT).await);
 }

@@ -55,9 +55,18 @@ impl<T> EntryLocks<T> {
     }
 
     pub fn conflicts(&self, name: Option<&str>, owner: Owner) -> bool {
-        self.held.iter().any(|h| {
-            h.owner != owner && (h.name.is_none() || name.is_none() || h.name.as_deref() == name)
-        })
+        self.conflicting(name, owner).is_some()
+    }
+
+    /// The owner of a held lock conflicting with `(name, owner)`, if any.
+    pub fn conflicting(&self, name: Option<&str>, owner: Owner) -> Option<Owner> {
+        self.held
+            .iter()
+            .find(|h| {
+                h.owner != owner
+                    && (h.name.is_none() || name.is_none() || h.name.as_deref() == name)
+            })
+            .map(|h| h.owner)
     }
 
     /// Takes the lock unless another owner holds a conflicting one.

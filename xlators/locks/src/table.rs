@@ -297,6 +297,17 @@ impl LockTable {
         (touched, failed)
     }
 
+    /// The owner of an entry lock standing in the way of `(name, owner)`, if any.
+    pub fn entry_holder(
+        &self,
+        g: Gfid,
+        domain: &str,
+        name: Option<&str>,
+        owner: Owner,
+    ) -> Option<Owner> {
+        self.with(g, |il| il.entries(domain).conflicting(name, owner))
+    }
+
     /// Takes an entry lock now (`false`: conflicting holder).
     pub fn entry_try(&self, g: Gfid, domain: &str, name: Option<&str>, owner: Owner) -> bool {
         self.with(g, |il| il.entries(domain).try_lock(name, owner))

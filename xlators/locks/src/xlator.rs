@@ -165,6 +165,18 @@ impl Locks {
         }
     }
 
+    /// When another client's entrylk stands in the way of `(name, owner)`, tells that client
+    /// (cluster/replicate gives up a directory it holds eagerly).
+    fn tell_entry_holder(&self, parent: Gfid, domain: &str, name: Option<&str>, owner: Owner) {
+        if let Some(other) = self.table.entry_holder(parent, domain, name, owner)
+            && let Some(holder) = other.client
+            && other.client != owner.client
+        {
+            let up = Upcall::contention(parent, domain, holder);
+            self.services.upcall_parents(&up);
+        }
+    }
+
     async fn entrylk_fop(
         &self,
         cx: &Ctx,
@@ -174,6 +186,9 @@ impl Locks {
     ) -> Result<(), Errno> {
         let name = (!loc.name.is_empty()).then_some(loc.name.as_str());
         let owner = Owner::new(cx, cx.lk_owner());
+        if cmd != EntrylkCmd::Unlock {
+            self.tell_entry_holder(loc.parent, &domain, name, owner);
+        }
         match cmd {
             EntrylkCmd::Lock => {
                 self.table

@@ -18,13 +18,14 @@
 //! idle for [`SETTLE`] whose counters are still all zero, under the object's stripe lock. A
 //! directory that takes one transaction after another (every create of `tar x` marks its
 //! parent) keeps its entry meanwhile: no create and unlink of the entry per transaction (a
-//! pre-op finding its entry there costs one `O_EXCL` open answered EEXIST, no write).
+//! pre-op finding its entry there costs one link answered EEXIST, no write).
 //!
 //! The scan ([`Brick::index_scan`]) runs at start and every [`SCAN_EVERY`]: it removes
 //! entries whose GFID no longer resolves (the object's last name went, its handle was reaped)
 //! and entries whose counters are all zero. The reaper also drops the entry of a file whose
-//! handle it removes. Entries are empty regular files (not links to the handle): they keep no
-//! inode alive and removing one never touches the object.
+//! handle it removes. Entries are hard links of a base file of the index (not of the
+//! handle, see [`BASE_PREFIX`]): they keep no object's inode alive and removing one never
+//! touches the object.
 //!
 //! Without an fsync the entry and the xattr reach the disk in the brick file system's order;
 //! ext4 and xfs journal both as metadata in order of the calls, which is what the guarantee
@@ -49,6 +50,13 @@ pub const PENDING_PREFIX: &str = "trusted.afr.";
 pub const INDEX_DIR: &str = "indices/xattrop";
 /// How often the brick drops stale entries (besides once at start).
 pub const SCAN_EVERY: Duration = Duration::from_secs(600);
+/// The index's base files (`base-0`, `base-1`...): every entry is a hard link of one, as
+/// GlusterFS links its entries to `xattrop-<uuid>`, so adding an entry allocates no inode (on
+/// ext4 without a journal, allocating one right after many were freed scans the inode
+/// tables: that, for each file written through a replicated volume, cost more than the
+/// file's own create). A base that reaches the file system's link limit is followed by the
+/// next. Their names are no GFIDs: listings skip them.
+pub const BASE_PREFIX: &str = "base-";
 /// How long an entry whose counters went back to zero stays before the settle pass drops it.
 pub const SETTLE: Duration = Duration::from_secs(2);
 
@@ -64,6 +72,8 @@ pub struct Index {
     dir: std::sync::Mutex<Arc<OwnedFd>>,
     /// Entries whose counters an xattrop left all zero, and since when (see the module doc).
     idle: std::sync::Mutex<HashMap<Gfid, Instant>>,
+    /// The number of the base file new entries link to ([`BASE_PREFIX`]).
+    base: std::sync::Mutex<u32>,
 }
 
 fn locked<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -103,6 +113,7 @@ impl Index {
             brick: brick.to_owned(),
             dir: std::sync::Mutex::new(Arc::new(open_dir(brick)?)),
             idle: std::sync::Mutex::new(HashMap::new()),
+            base: std::sync::Mutex::new(0),
         })
     }
 
@@ -114,20 +125,38 @@ impl Index {
         sys::cstr(&g.to_string())
     }
 
-    /// Makes `g`'s entry (present already is fine: `O_EXCL` answers EEXIST without a write).
-    /// A directory removed under the brick is made again (once per call). Runs as root.
-    /// Callers hold `g`'s stripe lock.
+    /// Makes `g`'s entry, a hard link of the current base file (present already is fine:
+    /// the link answers EEXIST without a write; a missing base is made, a full one, EMLINK,
+    /// replaced by the next). A directory removed under the brick is made again (once per
+    /// call). Runs as root. Callers hold `g`'s stripe lock.
     pub fn add(&self, g: Gfid) -> Result<(), Errno> {
         locked(&self.idle).remove(&g);
         let n = Self::name(g)?;
-        let create = |dir: &OwnedFd| match sys::openat(
-            Some(dir.as_fd()),
-            &n,
-            libc::O_CREAT | libc::O_EXCL | libc::O_WRONLY | libc::O_NOFOLLOW,
-            0o600,
-        ) {
-            Ok(_) | Err(Errno::EEXIST) => Ok(()),
-            Err(e) => Err(e),
+        let create = |dir: &OwnedFd| {
+            for _ in 0..6 {
+                let k = *locked(&self.base);
+                let base = sys::cstr(&format!("{BASE_PREFIX}{k}"))?;
+                match sys::linkat(Some(dir.as_fd()), &base, dir.as_fd(), &n, 0) {
+                    Ok(()) | Err(Errno::EEXIST) => return Ok(()),
+                    Err(Errno::ENOENT) => {
+                        // No base yet (or the directory itself is gone: this open says so).
+                        sys::openat(
+                            Some(dir.as_fd()),
+                            &base,
+                            libc::O_CREAT | libc::O_WRONLY | libc::O_NOFOLLOW,
+                            0o600,
+                        )?;
+                    }
+                    Err(Errno::EMLINK) => {
+                        let mut b = locked(&self.base);
+                        if *b == k {
+                            *b += 1;
+                        }
+                    }
+                    Err(e) => return Err(e),
+                }
+            }
+            Err(Errno::EMLINK)
         };
         crate::creds::as_root(|| match create(&self.dir()) {
             Err(Errno::ENOENT) => match open_dir(&self.brick) {

@@ -140,15 +140,16 @@ async fn a_counter_is_not_made_non_zero_without_its_entry() {
     let (d, top) = new_brick();
     let g = mkfile(&top, &root(), Gfid::ROOT, "f", b"").await.attr.gfid;
     let idx = xlfs_posix::index_path(d.path());
-    // The index directory removed by hand is made again by the next entry.
-    std::fs::remove_dir(&idx).expect("rmdir index");
+    // The index directory removed by hand (base file and all) is made again by the next
+    // entry.
+    std::fs::remove_dir_all(&idx).expect("rm -r index");
     add(&top, g, &[(C0, [1, 0, 0])]).await.expect("pre-op");
     assert_eq!(indexed(d.path()), [g]);
     add(&top, g, &[(C0, [-1, 0, 0])]).await.expect("post-op");
     assert!(settled(d.path(), &[]).is_empty());
     // Something else in its place: the entry cannot be made, so the xattrop is refused and
     // the counter stays unwritten.
-    std::fs::remove_dir(&idx).expect("rmdir index");
+    std::fs::remove_dir_all(&idx).expect("rm -r index");
     std::fs::write(&idx, b"not a directory").expect("a file in its place");
     let e = add(&top, g, &[(C0, [1, 0, 0])]).await.expect_err("refused");
     assert_eq!(e, Errno::ENOENT);
@@ -167,10 +168,7 @@ async fn a_crash_left_entry_with_zero_counters_goes_at_the_next_xattrop() {
     let g = mkfile(&top, &root(), Gfid::ROOT, "f", b"").await.attr.gfid;
     // As after a crash between the xattr back at zero and the entry's removal.
     add(&top, g, &[(C0, [1, 0, 0])]).await.expect("+1");
-    let kept = std::fs::read_dir(xlfs_posix::index_path(d.path()))
-        .expect("index")
-        .count();
-    assert_eq!(kept, 1);
+    assert_eq!(indexed(d.path()), [g]);
     // Put the counter back to zero behind the brick's back, keeping the entry.
     let p = d.path().join("f");
     set_raw(&p, C0, &[0u8; 12]);
@@ -295,4 +293,27 @@ async fn locate_finds_paths_kinds_and_counters_from_the_brick_files() {
     assert_eq!(by(n).what, xlfs_posix::Found::Nameless);
     assert_eq!(by(n).path, None);
     assert_eq!(by(gone).what, xlfs_posix::Found::Gone);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn entries_are_links_of_one_base_file_not_inodes_of_their_own() {
+    use std::os::unix::fs::MetadataExt;
+    let (d, top) = new_brick();
+    let f = mkfile(&top, &root(), Gfid::ROOT, "f", b"").await.attr.gfid;
+    let g = mkfile(&top, &root(), Gfid::ROOT, "g", b"").await.attr.gfid;
+    add(&top, f, &[(C0, [1, 0, 0])]).await.expect("pre-op f");
+    add(&top, g, &[(C0, [0, 1, 0])]).await.expect("pre-op g");
+    let mut want = vec![f, g];
+    want.sort_unstable_by_key(|g| g.0);
+    assert_eq!(indexed(d.path()), want);
+    let idx = xlfs_posix::index_path(d.path());
+    let ino = |g: Gfid| {
+        std::fs::metadata(idx.join(g.to_string()))
+            .expect("entry")
+            .ino()
+    };
+    let base = std::fs::metadata(idx.join("base-0")).expect("base file");
+    assert_eq!(ino(f), base.ino());
+    assert_eq!(ino(g), base.ino());
+    assert_eq!(base.nlink(), 3, "the base and two entries");
 }

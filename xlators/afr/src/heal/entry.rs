@@ -19,17 +19,12 @@ use xlator_api::{
 use crate::changelog::{self, Lanes};
 use crate::reads::lanes_of;
 use crate::shared::{Handle, Shared};
-use crate::transaction::{LockItem, Plan};
+use crate::transaction::Plan;
 
 pub(crate) async fn heal(sh: &Handle, dir: Gfid) -> Result<(), Errno> {
-    let plan = Plan {
-        items: vec![LockItem::Entry {
-            domain: sh.name.clone(),
-            parent: dir,
-            name: String::new(),
-        }],
-        targets: vec![(dir, Lanes::ENTRY)],
-    };
+    // This client's own hold of the directory would make the heal wait for its timer.
+    crate::eager::release_now(sh, dir).await;
+    let plan = Plan::dir(sh, dir);
     let Some(held) = super::begin(sh, plan, dir).await? else {
         return Ok(());
     };

@@ -42,6 +42,23 @@ pub fn setup_on_locks(n: usize, set: &[(&str, &str)]) -> (MockCluster, Subvol) {
     (cluster, top)
 }
 
+/// A second client of `c`'s children (another replicate over the same leaves, with the
+/// same pending keys), options as [`setup`] gives them plus `set`.
+pub fn second_client(c: &MockCluster, set: &[(&str, &str)]) -> (MockCluster, Subvol) {
+    let leaves = (0..c.len()).map(|i| c.leaf(i).clone()).collect();
+    let c2 = MockCluster::with_leaves(leaves);
+    let keys: Vec<String> = (0..c.len()).map(|j| key(c, j)).collect();
+    let keys = keys.join(",");
+    let mut opts = vec![
+        ("background-self-heal-count", "0"),
+        ("eager-lock", "off"),
+        ("pending-xattrs", keys.as_str()),
+    ];
+    opts.extend_from_slice(set);
+    let top = c2.build::<Replicate>(&opts);
+    (c2, top)
+}
+
 /// The pending key of child `j`.
 pub fn key(cluster: &MockCluster, j: usize) -> String {
     format!("trusted.afr.{}", cluster.children()[j].name())

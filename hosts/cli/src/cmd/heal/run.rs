@@ -11,7 +11,7 @@
 //! volume (readdirp from the root) instead. Either way the local indexes are read again at
 //! the end and what is still listed is reported (exit 8).
 
-use std::collections::VecDeque;
+use std::collections::{BTreeSet, HashMap, VecDeque};
 use std::io::{IsTerminal, Write};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -113,7 +113,8 @@ pub fn run(ctx: &Ctx, a: &Args, full: bool) -> Result<u8> {
     let result = g.rt.block_on(async {
         let connected = g.connect(&spec, &vd, a.connect_timeout).await;
         loop {
-            let code = round(&g.volume, &spec, &vd, full, a.json, &connected).await?;
+            let none = BTreeSet::new();
+            let code = round(&g.volume, &spec, &vd, full, a.json, &connected, &none).await?;
             let Some(every) = a.every else {
                 return Ok(code);
             };
@@ -175,6 +176,7 @@ pub fn daemon(ctx: &Ctx, a: &Args) -> Result<u8> {
         let mut connected = g.connect(&spec, &vd, a.connect_timeout).await;
         let mut delay = TICK;
         let mut last: Option<Instant> = None;
+        let mut settling = Settling::default();
         loop {
             let ours = vd
                 .load_run()
@@ -191,19 +193,23 @@ pub fn daemon(ctx: &Ctx, a: &Args) -> Result<u8> {
             let total = |v: &[(String, u64, usize)]| v.iter().map(|(_, u, _)| *u).sum::<u64>();
             let came_up = total(&now) > total(&connected);
             connected = now;
-            let pending = pending_now(&spec, &vd).unwrap_or_else(|e| {
-                shd_log(&format!("cannot read the local indexes: {e}"));
-                0
-            });
+            let (pending, fresh) = match pending_now(&spec, &vd) {
+                Ok((all, in_flight)) => (all, settling.fresh(in_flight)),
+                Err(e) => {
+                    shd_log(&format!("cannot read the local indexes: {e}"));
+                    (0, BTreeSet::new())
+                }
+            };
             let due = last.is_none_or(|t| t.elapsed() >= delay);
-            if pending > 0 && (came_up || due) {
+            if pending > fresh.len() && (came_up || due) {
                 if came_up {
                     shd_log("a brick came back: healing now");
                 }
-                if let Err(e) = round(&g.volume, &spec, &vd, false, false, &connected).await {
+                let r = round(&g.volume, &spec, &vd, false, false, &connected, &fresh).await;
+                if let Err(e) = r {
                     shd_log(&format!("heal failed: {e}"));
                 }
-                let left = pending_now(&spec, &vd).unwrap_or(pending);
+                let left = pending_now(&spec, &vd).map_or(pending, |(all, _)| all);
                 shd_log(&format!("{pending} entries pending before, {left} after"));
                 delay = if left < pending {
                     TICK
@@ -234,12 +240,42 @@ pub fn daemon(ctx: &Ctx, a: &Args) -> Result<u8> {
     }
 }
 
-/// Entries the local bricks' indexes list now.
-fn pending_now(spec: &VolumeSpec, vd: &crate::state::VolumeDir) -> Result<usize> {
+/// Entries the local bricks' indexes list now, and those of them that look like writes in
+/// flight ([`info::in_flight`]).
+fn pending_now(
+    spec: &VolumeSpec,
+    vd: &crate::state::VolumeDir,
+) -> Result<(usize, BTreeSet<[u8; 16]>)> {
     let run = vd.load_run()?;
     let online: Vec<bool> = brick_states(spec, &run).iter().map(|b| b.online).collect();
     let bricks = info::local_indexes(spec, &online)?;
-    Ok(info::pending(&bricks).len())
+    Ok((info::pending(&bricks).len(), info::in_flight(spec, &bricks)))
+}
+
+/// How long the daemon leaves an entry that looks like a write in flight (only "dirty"
+/// marks, nobody accused) before healing it. A client's eager hold keeps such marks for up
+/// to `post-op-delay` (1 s by default) after its last write and keeps taking new ones while
+/// it writes; healing them would take the file's locks and end every hold at once (a heal
+/// per file `tar x` writes). Marks that stay longer are a client's that died.
+const SETTLE: Duration = Duration::from_secs(10);
+
+/// When the daemon first saw each entry that looks like a write in flight.
+#[derive(Default)]
+struct Settling {
+    since: HashMap<[u8; 16], Instant>,
+}
+
+impl Settling {
+    /// Of the entries in flight now, those first seen less than [`SETTLE`] ago (not healed
+    /// yet); entries no longer in flight are forgotten.
+    fn fresh(&mut self, in_flight: BTreeSet<[u8; 16]>) -> BTreeSet<[u8; 16]> {
+        let now = Instant::now();
+        self.since.retain(|g, _| in_flight.contains(g));
+        in_flight
+            .into_iter()
+            .filter(|g| now.duration_since(*self.since.entry(*g).or_insert(now)) < SETTLE)
+            .collect()
+    }
 }
 
 /// Makes every replicate of the graph heal inline and on lookup; returns their names and
@@ -308,7 +344,8 @@ async fn children_up(volume: &Volume, sets: &[(String, usize)]) -> Vec<(String, 
         .collect()
 }
 
-/// One heal: index passes (or a full crawl), then the report. Returns the exit code.
+/// One heal: index passes (or a full crawl), then the report. Returns the exit code. Index
+/// passes leave the entries in `skip` alone (clients' writes in flight, see [`SETTLE`]).
 async fn round(
     volume: &Volume,
     spec: &VolumeSpec,
@@ -316,6 +353,7 @@ async fn round(
     full: bool,
     json: bool,
     connected: &[(String, u64, usize)],
+    skip: &BTreeSet<[u8; 16]>,
 ) -> Result<u8> {
     let mut report = Report {
         volume: spec.name.clone(),
@@ -335,7 +373,8 @@ async fn round(
         let mut last = usize::MAX;
         for pass in 1..=MAX_PASSES {
             let bricks = info::local_indexes(spec, &online(vd)?)?;
-            let todo = info::pending(&bricks);
+            let mut todo = info::pending(&bricks);
+            todo.retain(|g, _| !skip.contains(g));
             if todo.is_empty() || todo.len() >= last {
                 break;
             }
