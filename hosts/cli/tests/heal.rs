@@ -145,9 +145,9 @@ fn heal_info_lists_what_a_killed_brick_missed_and_heal_repairs_it_after_restart(
     std::fs::create_dir(mnt.join("d")).expect("mkdir d");
     std::fs::write(mnt.join("d/kept"), b"kept").expect("write d/kept");
 
-    // Nothing to heal once the mount's eager holds ended (`post-op-delay`, 1 s: until then
+    // Nothing to heal once the mount's eager holds ended (`post-op-delay`, 3 s: until then
     // the files and directories it wrote are marked dirty, and listed).
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(15);
     let info = loop {
         let info = json(&x(&["volume", "heal", vol, "info", "--json"]));
         if (listed(&info, 0).is_empty() && listed(&info, 1).is_empty())

@@ -20,9 +20,10 @@
 //!   holder a lock-contention upcall when another client's inodelk (entrylk, for a
 //!   directory's hold) meets the hold, and
 //!   [`release_now`] runs on it (`Translator::upcall` in xlator.rs);
-//! - `post-op-delay` after it was taken (the timer is not renewed by later writes, so
-//!   another client waiting for the lock waits at most that long even when the upcall is
-//!   lost);
+//! - `post-op-delay` after its last write (a file written again and again keeps its hold:
+//!   random writes over many files find their holds still there), but at most
+//!   [`MAX_HOLD_DELAYS`] times `post-op-delay` after it was taken, so another client waiting
+//!   for the lock waits at most that long even when the upcall is lost;
 //! - at once when a fop of the hold failed on some child (its blame is made durable
 //!   before the next one), and on fsync, a truncate, any other data or metadata
 //!   transaction of this client on the file, or a heal of it ([`release_now`]); not at
@@ -43,12 +44,17 @@
 use std::collections::HashMap;
 use std::future::Future;
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use xlator_api::{Errno, Gfid, LkOwner};
 
 use crate::changelog::Lanes;
 use crate::shared::{Handle, Shared, lock};
 use crate::transaction::{self, Plan, Replies};
+
+/// A hold ends at the latest this many `post-op-delay`s after it was taken, however often it
+/// is written (bounds the wait of a client whose lock-contention upcall got lost).
+pub(crate) const MAX_HOLD_DELAYS: u32 = 10;
 
 /// What a hold keeps locked.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -83,6 +89,9 @@ struct Slot {
     /// Numbers holds, so a timer ends only the hold it was set for.
     hold_no: u64,
     release_when_idle: bool,
+    /// When the hold was taken and when its last write ended (`Services::now`).
+    taken_at: Duration,
+    last_write: Duration,
 }
 
 struct Held {
@@ -264,6 +273,7 @@ where
     // A write every child refused (EFBIG, EINVAL...) changed nothing: nobody is stale.
     let refused = arbitrated || transaction::all_refused(&replies);
     s.inflight -= 1;
+    s.last_write = sh.services.now();
     let mut failed = false;
     if let Some(h) = s.held.as_mut()
         && !refused
@@ -309,6 +319,8 @@ async fn take(
         failed: vec![false; n],
     });
     s.hold_no += 1;
+    s.taken_at = sh.services.now();
+    s.last_write = s.taken_at;
     s.release_when_idle = t.contended || cfg.post_op_delay.is_zero();
     if !s.release_when_idle {
         arm_timer(sh.clone(), key, slot.clone(), s.hold_no, cfg.post_op_delay);
@@ -321,21 +333,31 @@ fn arm_timer(
     key: Key,
     slot: Arc<tokio::sync::Mutex<Slot>>,
     hold_no: u64,
-    delay: std::time::Duration,
+    delay: Duration,
 ) {
     let services = sh.services;
     services.spawn(async move {
-        sh.services.sleep(delay).await;
-        {
+        let mut wait = delay;
+        loop {
+            sh.services.sleep(wait).await;
             let mut s = slot.lock().await;
             if s.hold_no != hold_no || s.held.is_none() {
                 return;
+            }
+            let now = sh.services.now();
+            let hard_end = s.taken_at + delay * MAX_HOLD_DELAYS;
+            let idle_end = (s.last_write + delay).min(hard_end);
+            if now < hard_end && (s.inflight > 0 || now < idle_end) {
+                // In use, or written since: the hold lasts until `delay` after its last write.
+                wait = if s.inflight > 0 { delay.min(hard_end - now) } else { idle_end - now };
+                continue;
             }
             if s.inflight == 0 {
                 end_hold(&sh, &mut s).await;
             } else {
                 s.release_when_idle = true;
             }
+            break;
         }
         drop(slot);
         sh.eager.forget_key(key);

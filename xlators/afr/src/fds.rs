@@ -15,6 +15,8 @@ struct FdCtx {
     held: Vec<bool>,
     /// The child a directory listing is read from (its offsets are that child's cookies).
     readdir_child: Option<usize>,
+    /// Opened read-only on its read child alone; the others open it on first use.
+    lazy: bool,
 }
 
 #[derive(Default)]
@@ -35,8 +37,21 @@ impl Fds {
                 dir,
                 held,
                 readdir_child: None,
+                lazy: false,
             },
         );
+    }
+
+    /// Records a read-only `fd` opened on child `i` alone: the other children open it on its
+    /// first use there ([`Fds::ensure`]), and its locks go to every child
+    /// ([`Fds::lock_targets`]).
+    pub fn opened_lazily(&self, fd: Fd, i: usize, n: usize) {
+        let mut held = vec![false; n];
+        held[i] = true;
+        self.opened(fd, false, held);
+        if let Some(c) = lock(&self.map).get_mut(&fd.id) {
+            c.lazy = true;
+        }
     }
 
     /// Forgets `fd`; returns the children that held it (all, for an fd never seen).
@@ -110,5 +125,14 @@ impl Fds {
     /// The children holding `fd` (`None`: not opened through this translator; every child).
     pub fn holders(&self, fd: Fd) -> Option<Vec<bool>> {
         lock(&self.map).get(&fd.id).map(|c| c.held.clone())
+    }
+
+    /// The children a lock through `fd` goes to: those holding it, or every child up for an
+    /// fd opened lazily (a read-only fd's locks are replicated like any other's).
+    pub fn lock_targets(&self, fd: Fd) -> Option<Vec<bool>> {
+        lock(&self.map)
+            .get(&fd.id)
+            .filter(|c| !c.lazy)
+            .map(|c| c.held.clone())
     }
 }

@@ -35,11 +35,14 @@ xlator_api::options! {
         /// client wants the directory, and like `eager-lock` after `post-op-delay`. Needs
         /// `eager-lock on`.
         pub entry_eager_lock: bool = OptionSpec::bool("entry-eager-lock", "on").reconfigurable(),
-        /// How long an eager lock stays after the last write before the post-op and unlock
-        /// (GlusterFS `post-op-delay-secs`). Flush, fsync, release and any failure end it
-        /// at once.
+        /// How long an eager lock stays after its last write before the post-op and unlock
+        /// (GlusterFS `post-op-delay-secs`, 1 s there); at most 10 times this after it was
+        /// taken, however often it is written. Another client's lock, fsync, a truncate and
+        /// any failure end it at once. Longer keeps the holds of files written now and then
+        /// (random writes over many files); a client that dies leaves its files marked dirty
+        /// for the self-heal daemon.
         pub post_op_delay: Duration =
-            OptionSpec::duration("post-op-delay", "1s").range(0, 60_000).reconfigurable(),
+            OptionSpec::duration("post-op-delay", "3s").range(0, 60_000).reconfigurable(),
         /// Take a transaction's locks with its pre-op, and give them back with its post-op,
         /// in one request per child each (features/locks' `LocksAround`; a brick without it
         /// gets separate lock, xattrop and unlock requests, as with `off`): a transaction

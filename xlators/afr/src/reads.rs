@@ -114,6 +114,31 @@ where
     Err(last)
 }
 
+/// The child reads of `lanes` of `gfid` would try first, from what the last lookup learnt
+/// (no round trip); `None` when nothing is cached, nothing is readable or the lanes are in
+/// split-brain.
+pub(crate) fn first_read_child(sh: &Shared, gfid: Gfid, lanes: Lanes) -> Option<usize> {
+    let st = sh.cached(gfid)?;
+    if st.split(lanes) {
+        return None;
+    }
+    let up = sh.up_set();
+    let readable: Vec<bool> = st
+        .readable(lanes)
+        .iter()
+        .zip(&up)
+        .map(|(r, u)| *r && *u)
+        .collect();
+    let outstanding: Vec<u64> = sh
+        .outstanding
+        .iter()
+        .map(|o| o.load(Ordering::Relaxed))
+        .collect();
+    read::order(&readable, sh.cfg().read_policy, gfid, &outstanding)
+        .first()
+        .copied()
+}
+
 /// The lanes that matter for an object of `kind`.
 pub(crate) fn lanes_of(kind: FileType) -> Lanes {
     match kind {

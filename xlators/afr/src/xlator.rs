@@ -9,8 +9,9 @@
 //! | lookup | every up child, learns the counters, heals ([`crate::reads::lookup`]) |
 //! | stat, fstat, access, readlink, getxattr, fgetxattr, listxattr, getxattrs, statfs, readv, seek, rchecksum | one readable child, fail over |
 //! | readdirp | one readable child per directory fd |
-//! | open, opendir | every up child, without O_APPEND (O_TRUNC: then a truncate transaction, by GFID with the caller's rights for a read-only fd) |
-//! | flush, fsync, fsyncdir, release, releasedir, lk | every child holding the fd (flush, fsync, release end the eager hold first) |
+//! | open, opendir | every up child, without O_APPEND (O_TRUNC: then a truncate transaction, by GFID with the caller's rights for a read-only fd); a read-only open only its read child, the others on the fd's first use there |
+//! | flush, fsync, fsyncdir, release, releasedir | every child holding the fd (fsync ends the eager hold first) |
+//! | lk | every child holding the fd (every up child for a read-only fd opened on its read child) |
 //! | inodelk, entrylk, forget_client | every up child |
 //!
 //! `getxattr(gfid, "replica.heal")` heals the object now (a hook for the heal commands).
@@ -31,7 +32,7 @@ use crate::changelog::Lanes;
 use crate::eager::On;
 use crate::options::{AfrOptions, Config, pending_keys};
 use crate::reads::{self, read};
-use crate::shared::{HEAR_ALL_WAIT, Handle, Shared, first_error, lock};
+use crate::shared::{HEAR_ALL_WAIT, Handle, Shared, fails_over, first_error, lock};
 use crate::transaction::{self, Plan, Replies};
 use crate::{append, eager, heal};
 
@@ -885,6 +886,22 @@ impl<S: Spelling> Translator for ReplicateAs<S> {
             flags: fd.flags & !(libc::O_TRUNC | libc::O_APPEND),
             ..fd
         };
+        // A read-only open goes to the child reads of the file will use: the others open the
+        // fd on its first use there (a failover, a lock, an fsetattr), and a whole-file read
+        // costs an open, a flush and a release fewer per extra replica.
+        if fd.flags & (libc::O_ACCMODE | libc::O_TRUNC) == libc::O_RDONLY
+            && let Some(i) = reads::first_read_child(&self.sh, fd.gfid, Lanes::DATA)
+        {
+            match self.child(i).open(cx, plain).await {
+                Ok(opened) => {
+                    self.sh.fds.opened_lazily(fd, i, self.sh.n());
+                    return Ok(opened);
+                }
+                Err(e) if !fails_over(e) => return Err(e),
+                // Every child up is asked below.
+                Err(_) => {}
+            }
+        }
         let (ok, r) = self.all(None, |i| self.child(i).open(cx, plain)).await;
         let opened = r?;
         self.sh.fds.opened(fd, false, ok);
@@ -954,7 +971,7 @@ impl<S: Spelling> Translator for ReplicateAs<S> {
     }
 
     async fn lk(&self, cx: &Ctx, fd: Fd, cmd: LkCmd, lock: Flock) -> Result<Flock, Errno> {
-        let held = self.sh.fds.holders(fd);
+        let held = self.sh.fds.lock_targets(fd);
         self.all(held, |i| async move {
             self.ensure(i, cx, fd).await?;
             self.child(i).lk(cx, fd, cmd, lock).await

@@ -330,6 +330,51 @@ async fn eager_lock_ends_after_the_post_op_delay() {
     assert!(all_zero(&c, f.gfid).await);
 }
 
+/// A hold lasts `post-op-delay` after its last write, not after it was taken: a file written
+/// more often than that keeps one hold (one lock of each domain for all its writes), which
+/// ends once the writes stop.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn writes_keep_an_eager_hold_until_they_stop() {
+    use std::time::Duration;
+    let (c, top) = setup(2, &[("eager-lock", "on"), ("post-op-delay", "400ms")]);
+    let f = create(&top, "f", 1).await;
+    let before = c.handle(0).count(Fop::Inodelk);
+    // 1.2 s of writes, 3 delays, none 400 ms after the last.
+    for k in 0..24 {
+        write(&top, f, k, b"z").await.expect("write");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(
+        c.handle(0).count(Fop::Inodelk) - before,
+        2,
+        "one hold (data and metadata locks) for all the writes"
+    );
+    assert_eq!(counters(&c, 0, f.gfid, 0).await, DM1, "still held");
+    // The writes stopped: the post-op and the unlocks come without any further fop.
+    c.handle(0).wait_for(Fop::Inodelk, before + 4).await;
+    c.handle(1).wait_for(Fop::Inodelk, before + 4).await;
+    assert!(all_zero(&c, f.gfid).await);
+}
+
+/// A file written every 20 ms for 2.5 s with a 100 ms `post-op-delay`: the bound of 10 delays
+/// after a hold was taken ends holds while writes keep coming.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_eager_hold_ends_ten_delays_after_it_was_taken_however_often_written() {
+    use std::time::Duration;
+    let (c, top) = setup(2, &[("eager-lock", "on"), ("post-op-delay", "100ms")]);
+    let f = create(&top, "f", 1).await;
+    let before = c.handle(0).count(Fop::Inodelk);
+    for k in 0..125 {
+        write(&top, f, k, b"y").await.expect("write");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let holds = (c.handle(0).count(Fop::Inodelk) - before).div_ceil(4);
+    assert!(
+        (2..20).contains(&holds),
+        "{holds} holds for 125 writes over 2.5 s"
+    );
+}
+
 /// The attributes a create answers with are those of the child a later stat reads (each
 /// child stamps times with its own clock): a file's times must not seem to change between a
 /// create and a stat with nothing done in between. (A write's or setattr's answer predates

@@ -254,7 +254,7 @@ fn pending_now(
 
 /// How long the daemon leaves an entry that looks like a write in flight (only "dirty"
 /// marks, nobody accused) before healing it. A client's eager hold keeps such marks for up
-/// to `post-op-delay` (1 s by default) after its last write and keeps taking new ones while
+/// to `post-op-delay` (3 s by default) after its last write and keeps taking new ones while
 /// it writes; healing them would take the file's locks and end every hold at once (a heal
 /// per file `tar x` writes). Marks that stay longer are a client's that died.
 const SETTLE: Duration = Duration::from_secs(10);
