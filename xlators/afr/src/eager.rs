@@ -349,7 +349,11 @@ fn arm_timer(
             let idle_end = (s.last_write + delay).min(hard_end);
             if now < hard_end && (s.inflight > 0 || now < idle_end) {
                 // In use, or written since: the hold lasts until `delay` after its last write.
-                wait = if s.inflight > 0 { delay.min(hard_end - now) } else { idle_end - now };
+                wait = if s.inflight > 0 {
+                    delay.min(hard_end - now)
+                } else {
+                    idle_end - now
+                };
                 continue;
             }
             if s.inflight == 0 {

@@ -4,8 +4,8 @@
 mod common;
 
 use common::*;
+use xlator_api::{Errno, Fd, FdId, Flock, Fop, Gfid, LkCmd, LkOwner, Loc, LockKind, Subvol};
 use xlfs_testkit::MockCluster;
-use xlator_api::{Errno, Fd, FdId, Flock, Fop, Gfid, LkCmd, LkOwner, LockKind, Loc, Subvol};
 
 /// A replica 2 volume with "f" = "hello" on both children, looked up (its copies known) and
 /// no call of either child recorded yet. Returns f's GFID.
