@@ -27,6 +27,19 @@ pub(crate) struct Fds {
 impl Fds {
     /// Records `fd` as opened on the children marked in `held`.
     pub fn opened(&self, fd: Fd, dir: bool, held: Vec<bool>) {
+        self.insert(fd, dir, held, false);
+    }
+
+    /// Records a read-only `fd` opened on child `i` alone: the other children open it on its
+    /// first use there ([`Fds::ensure`]), and its locks go to every child
+    /// ([`Fds::lock_targets`]).
+    pub fn opened_lazily(&self, fd: Fd, i: usize, n: usize) {
+        let mut held = vec![false; n];
+        held[i] = true;
+        self.insert(fd, false, held, true);
+    }
+
+    fn insert(&self, fd: Fd, dir: bool, held: Vec<bool>, lazy: bool) {
         if fd.is_anonymous() {
             return;
         }
@@ -37,21 +50,9 @@ impl Fds {
                 dir,
                 held,
                 readdir_child: None,
-                lazy: false,
+                lazy,
             },
         );
-    }
-
-    /// Records a read-only `fd` opened on child `i` alone: the other children open it on its
-    /// first use there ([`Fds::ensure`]), and its locks go to every child
-    /// ([`Fds::lock_targets`]).
-    pub fn opened_lazily(&self, fd: Fd, i: usize, n: usize) {
-        let mut held = vec![false; n];
-        held[i] = true;
-        self.opened(fd, false, held);
-        if let Some(c) = lock(&self.map).get_mut(&fd.id) {
-            c.lazy = true;
-        }
     }
 
     /// Forgets `fd`; returns the children that held it (all, for an fd never seen).

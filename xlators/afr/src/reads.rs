@@ -88,19 +88,7 @@ where
         sh.split_brain(&gfid.to_string(), "read");
         return Err(Errno::EIO);
     }
-    let up = sh.up_set();
-    let readable: Vec<bool> = st
-        .readable(lanes)
-        .iter()
-        .zip(&up)
-        .map(|(r, u)| *r && *u)
-        .collect();
-    let outstanding: Vec<u64> = sh
-        .outstanding
-        .iter()
-        .map(|o| o.load(Ordering::Relaxed))
-        .collect();
-    let order = read::order(&readable, sh.cfg().read_policy, gfid, &outstanding);
+    let order = read_order(sh, &st, gfid, lanes);
     let mut last = Errno::ENOTCONN;
     for i in order {
         sh.outstanding[i].fetch_add(1, Ordering::Relaxed);
@@ -114,14 +102,9 @@ where
     Err(last)
 }
 
-/// The child reads of `lanes` of `gfid` would try first, from what the last lookup learnt
-/// (no round trip); `None` when nothing is cached, nothing is readable or the lanes are in
-/// split-brain.
-pub(crate) fn first_read_child(sh: &Shared, gfid: Gfid, lanes: Lanes) -> Option<usize> {
-    let st = sh.cached(gfid)?;
-    if st.split(lanes) {
-        return None;
-    }
+/// The children a read of `lanes` of `gfid` (whose copies are `st`) tries, best first: the
+/// readable ones up, by `read-policy`.
+fn read_order(sh: &Shared, st: &InodeCtx, gfid: Gfid, lanes: Lanes) -> Vec<usize> {
     let up = sh.up_set();
     let readable: Vec<bool> = st
         .readable(lanes)
@@ -135,8 +118,17 @@ pub(crate) fn first_read_child(sh: &Shared, gfid: Gfid, lanes: Lanes) -> Option<
         .map(|o| o.load(Ordering::Relaxed))
         .collect();
     read::order(&readable, sh.cfg().read_policy, gfid, &outstanding)
-        .first()
-        .copied()
+}
+
+/// The child reads of `lanes` of `gfid` would try first, from what the last lookup learnt
+/// (no round trip); `None` when nothing is cached, nothing is readable or the lanes are in
+/// split-brain.
+pub(crate) fn first_read_child(sh: &Shared, gfid: Gfid, lanes: Lanes) -> Option<usize> {
+    let st = sh.cached(gfid)?;
+    if st.split(lanes) {
+        return None;
+    }
+    read_order(sh, &st, gfid, lanes).first().copied()
 }
 
 /// The lanes that matter for an object of `kind`.
