@@ -391,6 +391,9 @@ pub struct Located {
     pub path: Option<String>,
     /// Its pending counters on this brick (name → value).
     pub counters: BTreeMap<String, Vec<u8>>,
+    /// When the object last changed on this brick (its ctime: every write, attribute or
+    /// name change, and every changelog update moves it), when known.
+    pub changed: Option<std::time::SystemTime>,
 }
 
 /// What kind of object an entry names on this brick.
@@ -427,11 +430,13 @@ pub fn locate(brick: &Path, gfids: &[Gfid]) -> Vec<Located> {
             what: Found::Gone,
             path: None,
             counters: BTreeMap::new(),
+            changed: None,
         };
         if g == Gfid::ROOT {
             l.what = Found::Directory;
             l.path = Some("/".into());
             l.counters = counters_at(brick, true);
+            l.changed = std::fs::metadata(brick).ok().and_then(|m| ctime(&m));
             out.push(l);
             continue;
         }
@@ -441,9 +446,12 @@ pub fn locate(brick: &Path, gfids: &[Gfid]) -> Vec<Located> {
             Ok(md) if md.file_type().is_symlink() && !is_object(&h, g) => {
                 if let Some(rel) = dir_path(&handle, g, 0) {
                     let real = brick.join(rel.trim_start_matches('/'));
-                    if std::fs::symlink_metadata(&real).is_ok_and(|m| m.is_dir()) {
+                    if let Ok(m) = std::fs::symlink_metadata(&real)
+                        && m.is_dir()
+                    {
                         l.what = Found::Directory;
                         l.counters = counters_at(&real, true);
+                        l.changed = ctime(&m);
                         l.path = Some(rel);
                     }
                 }
@@ -451,6 +459,7 @@ pub fn locate(brick: &Path, gfids: &[Gfid]) -> Vec<Located> {
             Ok(md) => {
                 use std::os::unix::fs::MetadataExt;
                 l.counters = counters_at(&h, false);
+                l.changed = ctime(&md);
                 if md.nlink() <= 1 {
                     l.what = Found::Nameless;
                 } else {
@@ -465,6 +474,14 @@ pub fn locate(brick: &Path, gfids: &[Gfid]) -> Vec<Located> {
         find_names(brick, "", &mut by_ino, &mut out, true);
     }
     out
+}
+
+/// The status-change time of `md`.
+fn ctime(md: &std::fs::Metadata) -> Option<std::time::SystemTime> {
+    use std::os::unix::fs::MetadataExt;
+    let secs = u64::try_from(md.ctime()).ok()?;
+    let nanos = u32::try_from(md.ctime_nsec()).ok()?;
+    std::time::UNIX_EPOCH.checked_add(std::time::Duration::new(secs, nanos))
 }
 
 /// Whether the symlink `h` is `g`'s object itself (a user symlink carries the GFID xattr; a

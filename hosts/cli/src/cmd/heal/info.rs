@@ -10,7 +10,7 @@
 //! Split-brain: two copies of one replica set, both on this host, each blaming the other in
 //! the same lane. (GFID split-brain, one name with two GFIDs, is not seen from the index.)
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use serde::Serialize;
@@ -256,12 +256,16 @@ pub fn run(ctx: &Ctx, name: &str, split_only: bool, json: bool) -> Result<u8> {
 
 /// Every GFID listed with a non-zero counter on some local brick, with a path when one of the
 /// bricks has one.
+/// Entries in flight by GFID, with when their object last changed ([`in_flight`]).
+pub type InFlight = BTreeMap<[u8; 16], Option<std::time::SystemTime>>;
+
 /// The entries that look like a write in flight: on every local brick listing them, only
 /// the brick's own counter (its "dirty" mark, set by a pre-op and cleared by the post-op) is
 /// non-zero, and no copy is accused. A client's eager hold keeps such marks for up to
 /// `post-op-delay` after its writes; a client that died mid-transaction leaves them for good.
-pub fn in_flight(spec: &VolumeSpec, bricks: &[BrickIndex]) -> BTreeSet<[u8; 16]> {
-    let mut only_dirty: BTreeMap<[u8; 16], bool> = BTreeMap::new();
+/// Each with the latest time a local brick's copy changed (see [`Located::changed`]).
+pub fn in_flight(spec: &VolumeSpec, bricks: &[BrickIndex]) -> InFlight {
+    let mut only_dirty: BTreeMap<[u8; 16], (bool, Option<std::time::SystemTime>)> = BTreeMap::new();
     for b in bricks {
         let own = key_of(spec, b.index);
         for l in &b.entries {
@@ -269,12 +273,14 @@ pub fn in_flight(spec: &VolumeSpec, bricks: &[BrickIndex]) -> BTreeSet<[u8; 16]>
                 .counters
                 .iter()
                 .all(|(k, v)| *k == own || v.iter().all(|x| *x == 0));
-            *only_dirty.entry(l.gfid.0).or_insert(true) &= dirty_only;
+            let e = only_dirty.entry(l.gfid.0).or_insert((true, None));
+            e.0 &= dirty_only;
+            e.1 = e.1.max(l.changed);
         }
     }
     only_dirty
         .into_iter()
-        .filter_map(|(g, d)| d.then_some(g))
+        .filter_map(|(g, (d, changed))| d.then_some((g, changed)))
         .collect()
 }
 

@@ -15,7 +15,7 @@ use std::collections::{BTreeSet, HashMap, VecDeque};
 use std::io::{IsTerminal, Write};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 use serde::Serialize;
 use xlator_api::{Ctx as FopCtx, Errno, Fd, FdId, FileType, Gfid, Loc, Subvol};
@@ -194,7 +194,7 @@ pub fn daemon(ctx: &Ctx, a: &Args) -> Result<u8> {
             let came_up = total(&now) > total(&connected);
             connected = now;
             let (pending, fresh) = match pending_now(&spec, &vd) {
-                Ok((all, in_flight)) => (all, settling.fresh(in_flight)),
+                Ok((all, in_flight)) => (all, settling.fresh(in_flight, SystemTime::now())),
                 Err(e) => {
                     shd_log(&format!("cannot read the local indexes: {e}"));
                     (0, BTreeSet::new())
@@ -242,10 +242,7 @@ pub fn daemon(ctx: &Ctx, a: &Args) -> Result<u8> {
 
 /// Entries the local bricks' indexes list now, and those of them that look like writes in
 /// flight ([`info::in_flight`]).
-fn pending_now(
-    spec: &VolumeSpec,
-    vd: &crate::state::VolumeDir,
-) -> Result<(usize, BTreeSet<[u8; 16]>)> {
+fn pending_now(spec: &VolumeSpec, vd: &crate::state::VolumeDir) -> Result<(usize, info::InFlight)> {
     let run = vd.load_run()?;
     let online: Vec<bool> = brick_states(spec, &run).iter().map(|b| b.online).collect();
     let bricks = info::local_indexes(spec, &online)?;
@@ -253,10 +250,12 @@ fn pending_now(
 }
 
 /// How long the daemon leaves an entry that looks like a write in flight (only "dirty"
-/// marks, nobody accused) before healing it. A client's eager hold keeps such marks for up
-/// to `post-op-delay` (3 s by default) after its last write and keeps taking new ones while
-/// it writes; healing them would take the file's locks and end every hold at once (a heal
-/// per file `tar x` writes). Marks that stay longer are a client's that died.
+/// marks, nobody accused) before healing it, counted from when it first saw the entry or from
+/// the object's last change on a local brick, whichever is later. A client's eager hold
+/// keeps such marks for up to `post-op-delay` (3 s by default) after its last write, and up
+/// to 10 of those while it keeps writing; every write moves the object's ctime. Healing them
+/// would take the file's locks and end every hold at once (a heal per file `tar x` writes).
+/// Marks on an object that stopped changing belong to a client that died.
 const SETTLE: Duration = Duration::from_secs(10);
 
 /// When the daemon first saw each entry that looks like a write in flight.
@@ -266,14 +265,22 @@ struct Settling {
 }
 
 impl Settling {
-    /// Of the entries in flight now, those first seen less than [`SETTLE`] ago (not healed
-    /// yet); entries no longer in flight are forgotten.
-    fn fresh(&mut self, in_flight: BTreeSet<[u8; 16]>) -> BTreeSet<[u8; 16]> {
+    /// Of the entries in flight now (each with when its object last changed), those first
+    /// seen or changed less than [`SETTLE`] ago (not healed yet); entries no longer in
+    /// flight are forgotten.
+    fn fresh(&mut self, in_flight: info::InFlight, wall: SystemTime) -> BTreeSet<[u8; 16]> {
         let now = Instant::now();
-        self.since.retain(|g, _| in_flight.contains(g));
+        self.since.retain(|g, _| in_flight.contains_key(g));
         in_flight
             .into_iter()
-            .filter(|g| now.duration_since(*self.since.entry(*g).or_insert(now)) < SETTLE)
+            .filter(|(g, changed)| {
+                let seen = now.duration_since(*self.since.entry(*g).or_insert(now));
+                // A change time in the future (another clock) counts as now.
+                let still = changed
+                    .is_some_and(|c| wall.duration_since(c).unwrap_or(Duration::ZERO) < SETTLE);
+                seen < SETTLE || still
+            })
+            .map(|(g, _)| g)
             .collect()
     }
 }
@@ -559,5 +566,41 @@ impl Progress {
             let _ = write!(e, "\r\x1b[K");
             let _ = e.flush();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An entry in flight is left alone while it is new or its object keeps changing, and
+    /// healed once it is old and its object stopped changing (a client that died).
+    #[test]
+    fn in_flight_entries_settle_until_old_and_unchanged() {
+        let (a, b, c) = ([1u8; 16], [2u8; 16], [3u8; 16]);
+        let wall = SystemTime::now();
+        let mut s = Settling::default();
+        let old = Instant::now() - SETTLE - Duration::from_secs(1);
+        s.since.insert(a, old);
+        s.since.insert(b, old);
+        s.since.insert(c, old);
+        let flight: info::InFlight = [
+            (a, Some(wall - Duration::from_secs(1))),
+            (b, Some(wall - SETTLE - Duration::from_secs(5))),
+            (c, None),
+        ]
+        .into_iter()
+        .collect();
+        let fresh = s.fresh(flight, wall);
+        assert_eq!(
+            fresh,
+            [a].into_iter().collect(),
+            "only the one changing now"
+        );
+        // A new entry is fresh whatever its change time; one gone is forgotten.
+        let d = [4u8; 16];
+        let flight = [(d, Some(wall - SETTLE * 3))].into_iter().collect();
+        assert_eq!(s.fresh(flight, wall), [d].into_iter().collect());
+        assert!(!s.since.contains_key(&a));
     }
 }
