@@ -384,8 +384,8 @@ pub(crate) async fn release_all(sh: &Shared) {
     }
 }
 
-/// Ends the holds of `gfid` now (flush, fsync, release, truncate, heal, a rename in the
-/// directory, a contention upcall). With writes of a hold still in flight, the last of them
+/// Ends the holds of `gfid` now (fsync, truncate, heal, a rename in the directory, a
+/// contention upcall). With writes of a hold still in flight, the last of them
 /// ends it.
 pub(crate) async fn release_now(sh: &Shared, gfid: Gfid) {
     for on in [On::File, On::Dir] {

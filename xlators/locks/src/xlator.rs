@@ -154,26 +154,27 @@ impl Locks {
     /// When another client's inodelk stands in `req`'s way, tells that client (a
     /// lock-contention upcall: cluster/replicate gives up a lock it holds eagerly).
     fn tell_holder(&self, gfid: Gfid, space: &Space, req: &Held) {
-        let Some(other) = self.table.test(gfid, space, req) else {
-            return;
-        };
-        if let (Some(holder), Space::Domain(domain)) = (other.owner.client, space)
-            && other.owner.client != req.owner.client
-        {
-            let up = Upcall::contention(gfid, domain, holder);
-            self.services.upcall_parents(&up);
+        if let (Some(other), Space::Domain(domain)) = (self.table.test(gfid, space, req), space) {
+            self.tell(gfid, domain, other.owner, req.owner);
         }
     }
 
     /// When another client's entrylk stands in the way of `(name, owner)`, tells that client
     /// (cluster/replicate gives up a directory it holds eagerly).
     fn tell_entry_holder(&self, parent: Gfid, domain: &str, name: Option<&str>, owner: Owner) {
-        if let Some(other) = self.table.entry_holder(parent, domain, name, owner)
-            && let Some(holder) = other.client
-            && other.client != owner.client
+        if let Some(other) = self.table.entry_holder(parent, domain, name, owner) {
+            self.tell(parent, domain, other, owner);
+        }
+    }
+
+    /// A lock-contention upcall of `gfid` in `domain` to `holder`'s client, when that is not
+    /// the asker's own client.
+    fn tell(&self, gfid: Gfid, domain: &str, holder: Owner, asker: Owner) {
+        if let Some(client) = holder.client
+            && holder.client != asker.client
         {
-            let up = Upcall::contention(parent, domain, holder);
-            self.services.upcall_parents(&up);
+            self.services
+                .upcall_parents(&Upcall::contention(gfid, domain, client));
         }
     }
 
