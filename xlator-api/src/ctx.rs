@@ -367,6 +367,12 @@ pub enum AroundLock {
 /// `give` is given back after the xattrop whatever it answered. A brick that understands it
 /// answers `getxattr` of [`LOCKS_AROUND_XATTR`] (on any object); a caller must ask before
 /// relying on it (a brick without it would run the xattrop unlocked). Crosses the wire.
+///
+/// A `create` may carry one too (`take` only): the locks are taken just before the file is
+/// made (a new GFID: nobody else can hold them) and kept for the caller when the create
+/// succeeds, given back when it fails. cluster/replicate creates a file with its eager hold
+/// so (the pre-op rides in the create's [`CreateXattrs`]). A brick honours that when it
+/// answers `getxattr` of [`LOCKS_AROUND_CREATE_XATTR`].
 #[derive(Clone, PartialEq, Eq, Debug, Default)]
 pub struct LocksAround {
     pub take: Vec<AroundLock>,
@@ -375,6 +381,11 @@ pub struct LocksAround {
 
 /// The virtual xattr a brick's features/locks answers (`1`) when it honours [`LocksAround`].
 pub const LOCKS_AROUND_XATTR: &str = "xlfs.locks-around";
+
+/// The virtual xattr a brick's features/locks answers (`1`) when it also takes the `take`
+/// locks of a `create`'s [`LocksAround`] (a brick that answers only [`LOCKS_AROUND_XATTR`]
+/// would make the file unlocked).
+pub const LOCKS_AROUND_CREATE_XATTR: &str = "xlfs.locks-around-create";
 
 fn put_locks(out: &mut Vec<u8>, v: &[AroundLock]) {
     put_u32(out, v.len());

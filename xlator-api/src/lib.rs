@@ -54,8 +54,9 @@ pub use abi_id::{ABI_ID_PREFIX, ABI_MANIFEST_SYMBOL_PREFIX, compared_part, descr
 pub use backing::{BackingFile, BackingWanted, Opened};
 pub use buf::{Buf, pipe_with_room};
 pub use ctx::{
-    AroundLock, CreateXattrs, Ctx, CtxBuilder, CtxExtension, ExtScope, GfidReq, LOCKS_AROUND_XATTR,
-    LocksAround, PipePayloadOk, UnlinkExact, UnlinkUnlessMarked, XattrReq,
+    AroundLock, CreateXattrs, Ctx, CtxBuilder, CtxExtension, ExtScope, GfidReq,
+    LOCKS_AROUND_CREATE_XATTR, LOCKS_AROUND_XATTR, LocksAround, PipePayloadOk, UnlinkExact,
+    UnlinkUnlessMarked, XattrReq,
 };
 pub use dump::{Dump, DumpField, DumpValue, PENDING_AT_EXIT, json_string};
 pub use fops::{Fop, FopAttrs};

@@ -122,6 +122,15 @@ impl Eager {
         s.try_lock().map_or(true, |s| s.held.is_some())
     }
 
+    /// Whether `gfid` has a hold now, as a file or as a directory (or one is being taken or
+    /// used at this instant).
+    pub fn holds_any(&self, gfid: Gfid) -> bool {
+        [On::File, On::Dir].into_iter().any(|on| {
+            self.existing((gfid, on))
+                .is_some_and(|s| s.try_lock().map_or(true, |s| s.held.is_some()))
+        })
+    }
+
     /// Files and directories with a hold now (a slot busy at this instant is counted as
     /// held).
     pub fn held(&self) -> Vec<Gfid> {
@@ -326,6 +335,45 @@ async fn take(
         arm_timer(sh.clone(), key, slot.clone(), s.hold_no, cfg.post_op_delay);
     }
     Ok(())
+}
+
+/// Makes the hold a create brought with its new file ([`transaction::born_held`]: locked and
+/// pre-op'ed on `made`, every child the create went to) the file's hold, as if the file's
+/// first write had taken it: the writes and attribute changes that follow (`tar x`: the
+/// data, then owner, mode and times) cost no lock and no pre-op.
+pub(crate) async fn adopt(sh: &Handle, gfid: Gfid, plan: Plan, owner: LkOwner, made: Vec<bool>) {
+    let key = (gfid, On::File);
+    let slot = sh.eager.slot(key);
+    let mut s = slot.lock().await;
+    if s.held.is_some() {
+        // Not for a GFID this create made; whatever holds it stays, the create's goes.
+        drop(s);
+        transaction::unborn(sh, &plan, owner, &made, &made).await;
+        return;
+    }
+    let mut good = made.clone();
+    if let Some(a) = sh.arbiter {
+        // It holds no data (see `transaction::good_copies`).
+        good[a] = false;
+    }
+    let n = made.len();
+    s.held = Some(Held {
+        plan,
+        owner,
+        locked: made.clone(),
+        pre: made,
+        good,
+        failed: vec![false; n],
+    });
+    s.hold_no += 1;
+    s.taken_at = sh.services.now();
+    s.last_write = s.taken_at;
+    let delay = sh.cfg().post_op_delay;
+    if delay.is_zero() {
+        end_hold(sh, &mut s).await;
+    } else {
+        arm_timer(sh.clone(), key, slot.clone(), s.hold_no, delay);
+    }
 }
 
 fn arm_timer(

@@ -238,11 +238,16 @@ async fn lookup_once(
         // source (heal::favorite); with none, the heal would only report it again.
         let resolvable = sh.cfg().favorite != Policy::None
             && (st.split(Lanes::META) || (kind == FileType::Regular && st.split(Lanes::DATA)));
+        // Except the dirty counts of this client's own eager hold of the object (its writes
+        // in flight, cleared when the hold ends): their heal would wait for the hold, end it
+        // through the lock-contention upcall and find nothing to do. Dirty counts of another
+        // client's are still there when the hold ends, for a later lookup (or the daemon).
+        let own_hold = sh.eager.holds_any(gfid);
         if entry_split
             || resolvable
             || lanes
                 .each()
-                .any(|(l, _)| m.direction(l).needs_heal() || m.dirty(l))
+                .any(|(l, _)| m.direction(l).needs_heal() || (m.dirty(l) && !own_hold))
         {
             heal.push((gfid, kind, Some(path())));
         }

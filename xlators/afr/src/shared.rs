@@ -79,6 +79,9 @@ pub(crate) struct Shared {
     /// Per child, whether its bricks honour `LocksAround` (lock with the pre-op, unlock with
     /// the post-op): [`AROUND_UNKNOWN`] until asked, again after each ChildUp.
     pub around: Vec<std::sync::atomic::AtomicU8>,
+    /// Per child, whether its bricks also take a create's `LocksAround` (a new file made
+    /// with its eager hold), as `around`.
+    pub around_create: Vec<std::sync::atomic::AtomicU8>,
 }
 
 pub const AROUND_UNKNOWN: u8 = 0;
@@ -132,6 +135,9 @@ impl Shared {
             split_brains: Mutex::new(BTreeSet::new()),
             stale_locks: Mutex::new(Vec::new()),
             around: (0..n)
+                .map(|_| std::sync::atomic::AtomicU8::new(AROUND_UNKNOWN))
+                .collect(),
+            around_create: (0..n)
                 .map(|_| std::sync::atomic::AtomicU8::new(AROUND_UNKNOWN))
                 .collect(),
         }

@@ -33,8 +33,8 @@ use std::future::Future;
 use futures::future::join_all;
 use xlator_api::abi_stable::std_types::RVec;
 use xlator_api::{
-    AroundLock, Buf, Ctx, EntrylkCmd, Errno, Flock, Gfid, LOCKS_AROUND_XATTR, LkCmd, LkOwner, Loc,
-    LockKind, LocksAround, LogLevel, Xattr, XattropOp,
+    AroundLock, Buf, CreateXattrs, Ctx, EntrylkCmd, Errno, Flock, Gfid, LOCKS_AROUND_CREATE_XATTR,
+    LOCKS_AROUND_XATTR, LkCmd, LkOwner, Loc, LockKind, LocksAround, LogLevel, Xattr, XattropOp,
 };
 
 use crate::changelog::{self, Lanes};
@@ -627,43 +627,105 @@ async fn finish(
     .await;
 }
 
-/// Whether child `i`'s brick honours [`LocksAround`]: asked once (a `getxattr` of
-/// [`LOCKS_AROUND_XATTR`]) after each ChildUp; `lock-with-changelog off` says no.
-async fn around_ok(sh: &Shared, i: usize) -> bool {
+/// What a brick may honour of [`LocksAround`].
+#[derive(Clone, Copy)]
+enum Around {
+    /// Locks taken with an xattrop and given back with one.
+    Xattrop,
+    /// Also a create's locks, kept with the new file.
+    Create,
+}
+
+/// Whether child `i`'s brick honours `what` of [`LocksAround`]: asked once (a `getxattr` of
+/// [`LOCKS_AROUND_XATTR`] or [`LOCKS_AROUND_CREATE_XATTR`]) after each ChildUp;
+/// `lock-with-changelog off` says no.
+async fn around_ok(sh: &Shared, i: usize, what: Around) -> bool {
     use std::sync::atomic::Ordering;
 
     use crate::shared::{AROUND_NO, AROUND_YES};
-    match sh.around[i].load(Ordering::Acquire) {
+    let (known, name) = match what {
+        Around::Xattrop => (&sh.around[i], LOCKS_AROUND_XATTR),
+        Around::Create => (&sh.around_create[i], LOCKS_AROUND_CREATE_XATTR),
+    };
+    match known.load(Ordering::Acquire) {
         AROUND_YES => return true,
         AROUND_NO => return false,
         _ => {}
     }
     let r = sh.children[i]
-        .getxattr(&Ctx::root(), Gfid::ROOT, LOCKS_AROUND_XATTR.into())
+        .getxattr(&Ctx::root(), Gfid::ROOT, name.into())
         .await;
     match r {
         Ok(v) if v.as_slice() == b"1" => {
-            sh.around[i].store(AROUND_YES, Ordering::Release);
+            known.store(AROUND_YES, Ordering::Release);
             true
         }
         // Not reached: asked again next time.
         Err(Errno::ENOTCONN) => false,
         _ => {
-            sh.around[i].store(AROUND_NO, Ordering::Release);
+            known.store(AROUND_NO, Ordering::Release);
             false
         }
     }
 }
 
-/// Whether every child in `on` honours [`LocksAround`] (and the option is on).
-async fn around_everywhere(sh: &Shared, on: &[bool]) -> bool {
+/// Whether every child in `on` honours `what` of [`LocksAround`] (and the option is on).
+async fn around_all(sh: &Shared, on: &[bool], what: Around) -> bool {
     if !sh.cfg().lock_with_changelog {
         return false;
     }
-    join_all((0..sh.n()).filter(|&i| on[i]).map(|i| around_ok(sh, i)))
-        .await
+    join_all(
+        (0..sh.n())
+            .filter(|&i| on[i])
+            .map(|i| around_ok(sh, i, what)),
+    )
+    .await
+    .into_iter()
+    .all(|ok| ok)
+}
+
+/// Whether every child in `on` honours [`LocksAround`] (and the option is on).
+async fn around_everywhere(sh: &Shared, on: &[bool]) -> bool {
+    around_all(sh, on, Around::Xattrop).await
+}
+
+/// Whether a new file can be made with its eager hold on every child in `on`: each takes a
+/// create's [`LocksAround`] (and gives the post-op's back with it).
+pub(crate) async fn born_held_everywhere(sh: &Shared, on: &[bool]) -> bool {
+    around_everywhere(sh, on).await && around_all(sh, on, Around::Create).await
+}
+
+/// What a file made with its hold carries to child `i` (`on`: every child the create goes
+/// to): the plan's locks ([`LocksAround::take`]) and, as [`CreateXattrs`], the pre-op an
+/// open of the hold would have made there (+1 under `i`'s own key, +1 under the key of
+/// every child not in `on`).
+pub(crate) fn born_held(
+    sh: &Shared,
+    plan: &Plan,
+    i: usize,
+    on: &[bool],
+) -> (LocksAround, CreateXattrs) {
+    let (_, lanes) = plan.targets[0];
+    let marks = changelog_xattrs(sh, lanes, false, |j| i32::from(i == j || !on[j]));
+    let xs = marks
         .into_iter()
-        .all(|ok| ok)
+        .map(|x| (x.name.to_string(), x.value.as_slice().to_vec()))
+        .collect();
+    let around = LocksAround {
+        take: plan.items.iter().map(LockItem::around).collect(),
+        give: Vec::new(),
+    };
+    (around, CreateXattrs(xs))
+}
+
+/// Takes back what [`born_held`] made on the children of `made` (`on`: every child the
+/// create went to): its marks, then its locks. For a create that did not succeed on all of
+/// `on`, or not with quorum: the file goes on without a hold, as any new file.
+pub(crate) async fn unborn(sh: &Shared, plan: &Plan, owner: LkOwner, made: &[bool], on: &[bool]) {
+    finish(sh, plan, owner, made, made, |i, j| {
+        -i32::from(i == j || !on[j])
+    })
+    .await;
 }
 
 /// The plan's one target's changelog `delta(j)` (under child `j`'s key) on child `i`, with

@@ -224,6 +224,93 @@ impl<S: Spelling> ReplicateAs<S> {
         Ok((ok, r))
     }
 
+    /// `create` through the directory's eager hold, the new file made with its own eager hold
+    /// when it can be ([`transaction::born_held`]): the create goes to every child up, each
+    /// a good copy of the directory whose brick takes a create's locks. The file's first
+    /// writes then find their hold taken (GlusterFS takes it with the first write: one more
+    /// round trip per new file). The create's lock owner is the hold's. A create that did
+    /// not make the file everywhere it went takes back what it made of the hold.
+    async fn create_held(
+        &self,
+        cx: &Ctx,
+        loc: Loc,
+        fd: Fd,
+        mode: u32,
+        umask: u32,
+    ) -> Result<(Vec<bool>, Result<Entry, Errno>), Errno> {
+        let sh = &self.sh;
+        let gfid = cx.ext::<GfidReq>().map_or_else(Gfid::random, |g| g.0);
+        let gcx = cx.to_builder().ext(&GfidReq(gfid)).build();
+        let generation = sh.generation.load(Ordering::Acquire);
+        let plan = Plan::inode(sh, gfid, Lanes::DATA | Lanes::META);
+        let owner = sh.new_owner();
+        // The children the create goes to with the hold (as a bit set: `prepare`'s answer is
+        // `Copy`); `None` when it goes without.
+        let prepare = |sources: Vec<bool>| async move {
+            let up = sh.up_set();
+            let held =
+                sources == up && up.len() <= 64 && transaction::born_held_everywhere(sh, &up).await;
+            Ok(held.then(|| bits_of(&up)))
+        };
+        let on_of = |b: u64| -> Vec<bool> { (0..sh.n()).map(|i| b & (1 << i) != 0).collect() };
+        let op = |i: usize, held: Option<u64>| {
+            let ccx = match held {
+                None => gcx.clone(),
+                Some(b) => {
+                    let (around, marks) = transaction::born_held(sh, &plan, i, &on_of(b));
+                    let mut xs = cx.ext::<xlator_api::CreateXattrs>().unwrap_or_default();
+                    xs.0.extend(marks.0);
+                    gcx.to_builder()
+                        .lk_owner(owner)
+                        .ext(&around)
+                        .ext(&xs)
+                        .build()
+                }
+            };
+            let loc = loc.clone();
+            async move { self.child(i).create(&ccx, loc, fd, mode, umask).await }
+        };
+        let held = std::sync::Mutex::new(None);
+        let replies = eager::write(
+            sh,
+            loc.parent,
+            On::Dir,
+            Lanes::ENTRY,
+            true,
+            |sources| async {
+                let r = prepare(sources).await;
+                if let Ok(h) = &r {
+                    *lock(&held) = *h;
+                }
+                r
+            },
+            op,
+        )
+        .await?;
+        let ok = replies.succeeded();
+        if let Some(b) = held.into_inner().unwrap_or_else(|p| p.into_inner()) {
+            let on = on_of(b);
+            // Where it made this GFID's file (a create of a name that exists opens that
+            // file instead, and the brick gave the locks back).
+            let made: Vec<bool> = replies
+                .0
+                .iter()
+                .map(|r| matches!(r, Some(Ok(e)) if e.attr.gfid == gfid))
+                .collect();
+            if made == on && sh.cfg().quorum.met(&made) {
+                eager::adopt(sh, gfid, plan.clone(), owner, made).await;
+            } else if made.iter().any(|m| *m) {
+                transaction::unborn(sh, &plan, owner, &made, &on).await;
+            }
+        }
+        let r = replies.reply_as_read(&sh.cfg(), gfid);
+        match &r {
+            Ok(e) if e.attr.gfid == gfid => sh.made(gfid, e.attr.kind, &ok, generation),
+            _ => sh.forget(gfid),
+        }
+        Ok((ok, r))
+    }
+
     /// `op` on every up child (`on`: a narrower set); the first success, or the error.
     async fn all<R, F, Fut>(&self, on: Option<Vec<bool>>, op: F) -> (Vec<bool>, Result<R, Errno>)
     where
@@ -375,8 +462,10 @@ impl<S: Spelling> Translator for ReplicateAs<S> {
                 // What was learnt of the copies predates this child's return.
                 sh.generation.fetch_add(1, Ordering::AcqRel);
                 // The brick may have been replaced by one of another version.
-                if let Some(a) = sh.around.get(ev.child as usize) {
-                    a.store(crate::shared::AROUND_UNKNOWN, Ordering::Release);
+                for known in [&sh.around, &sh.around_create] {
+                    if let Some(a) = known.get(ev.child as usize) {
+                        a.store(crate::shared::AROUND_UNKNOWN, Ordering::Release);
+                    }
                 }
                 let (bg, i) = (sh.clone(), ev.child as usize);
                 sh.services
@@ -802,11 +891,15 @@ impl<S: Spelling> Translator for ReplicateAs<S> {
         umask: u32,
     ) -> Result<Entry, Errno> {
         let down = append::below(fd);
-        let (ok, r) = self
-            .make_all(cx, loc, |i, cx, loc| async move {
+        let cfg = self.sh.cfg();
+        let (ok, r) = if cfg.eager_lock && cfg.entry_eager_lock {
+            self.create_held(cx, loc, down, mode, umask).await?
+        } else {
+            self.make_all(cx, loc, |i, cx, loc| async move {
                 self.child(i).create(&cx, loc, down, mode, umask).await
             })
-            .await?;
+            .await?
+        };
         if let Ok(e) = &r {
             self.sh.fds.opened(
                 Fd {
@@ -1025,6 +1118,14 @@ impl<S: Spelling> Translator for ReplicateAs<S> {
 
 /// The lanes a setattr changes: data too when it sets a size.
 /// [`eager::write`]'s `prepare` for a fop that needs nothing learnt under the lock.
+/// The children of `on` as a bit set (at most 64).
+fn bits_of(on: &[bool]) -> u64 {
+    on.iter()
+        .enumerate()
+        .filter(|(_, o)| **o)
+        .fold(0, |b, (i, _)| b | (1 << i))
+}
+
 async fn no_prepare(_sources: Vec<bool>) -> Result<(), Errno> {
     Ok(())
 }

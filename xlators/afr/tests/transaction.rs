@@ -530,11 +530,12 @@ async fn namespace_fops_in_one_directory_go_through_its_eager_hold() {
     top.unlink(&root(), Loc::new(Gfid::ROOT, "b"))
         .await
         .expect("unlink");
-    // The files' own holds (their counters) are not taken: nothing was written.
-    // (The getxattr asks, once, whether the brick honours `LocksAround`.)
+    // Each file is made with its own hold, which costs no request of its own (the getxattrs
+    // ask, once each, whether the brick honours `LocksAround` on xattrops and on creates).
     c.handle(0).assert_calls(&[
         Fop::Getxattr,
         Fop::Xattrop,
+        Fop::Getxattr,
         Fop::Create,
         Fop::Create,
         Fop::Unlink,
@@ -595,4 +596,161 @@ async fn another_clients_create_waits_for_a_directory_hold_then_goes() {
     // b's own hold ends after its timer too.
     tokio::time::sleep(std::time::Duration::from_millis(400)).await;
     assert!(all_zero(&c, Gfid::ROOT).await);
+}
+
+/// Whether another owner can take `gfid`'s lock in `domain` on child `i` now (given back at
+/// once when it can).
+async fn lock_free(c: &xlfs_testkit::MockCluster, i: usize, domain: &str, gfid: Gfid) -> bool {
+    let leaf = c.leaf(i);
+    let lk = |kind| {
+        leaf.inodelk(
+            &other_owner(),
+            domain.into(),
+            gfid,
+            xlator_api::LkCmd::Set,
+            xlator_api::Flock {
+                kind,
+                ..whole_write()
+            },
+        )
+    };
+    let free = lk(xlator_api::LockKind::Write).await.is_ok();
+    if free {
+        lk(xlator_api::LockKind::Unlock).await.expect("unlock");
+    }
+    free
+}
+
+/// A file made through replicate with eager locking comes with its own hold: the create
+/// carries the file's locks and its pre-op (features/locks takes a create's `LocksAround`,
+/// the pre-op rides as `CreateXattrs`), so its first write and attribute change cost one
+/// request per child each, with no lock or pre-op before them. An fsync ends the hold: the
+/// counters go back to zero and another owner may lock the file.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_file_is_made_with_its_hold_so_its_first_write_costs_one_request() {
+    let (c, top) = setup_on_locks(2, &[("eager-lock", "on"), ("post-op-delay", "60s")]);
+    let f = create(&top, "f", 1).await;
+    for i in 0..2 {
+        assert_eq!(counters(&c, i, f.gfid, i).await, DM1, "child {i} is dirty");
+        assert!(!lock_free(&c, i, "cluster/replicate", f.gfid).await);
+        assert!(!lock_free(&c, i, "cluster/replicate:metadata", f.gfid).await);
+        c.handle(i).take_calls();
+    }
+    assert_eq!(write(&top, f, 0, b"data").await, Ok(4));
+    let chmod = SetAttr {
+        perm: ROption::RSome(0o600),
+        ..SetAttr::default()
+    };
+    top.fsetattr(&root(), f, chmod).await.expect("fchmod");
+    for i in 0..2 {
+        c.handle(i).assert_calls(&[Fop::Writev, Fop::Fsetattr]);
+    }
+    top.fsync(&root(), f, false).await.expect("fsync");
+    assert!(all_zero(&c, f.gfid).await);
+    for i in 0..2 {
+        assert!(
+            lock_free(&c, i, "cluster/replicate", f.gfid).await,
+            "child {i}"
+        );
+        assert!(lock_free(&c, i, "cluster/replicate:metadata", f.gfid).await);
+        assert_eq!(
+            leaf_content(c.leaf(i), f.gfid).await.as_deref(),
+            Some(&b"data"[..])
+        );
+    }
+}
+
+/// A create that made its file on some children only (here one failed it) takes back the
+/// hold it brought where it made it: no counter stays up and nothing stays locked there;
+/// the missing copy is the directory's entry heal's (its hold accuses that child).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_create_that_fails_on_a_child_takes_back_the_hold_it_brought() {
+    let (c, top) = setup_on_locks(2, &[("eager-lock", "on"), ("post-op-delay", "60s")]);
+    create(&top, "warm", 1).await;
+    c.handle(1).fail(Fop::Create, Errno::EIO);
+    let f = create(&top, "f", 2).await;
+    assert_eq!(counters(&c, 0, f.gfid, 0).await, ZERO);
+    assert_eq!(counters(&c, 0, f.gfid, 1).await, ZERO);
+    assert!(lock_free(&c, 0, "cluster/replicate", f.gfid).await);
+    assert!(lock_free(&c, 0, "cluster/replicate:metadata", f.gfid).await);
+    // Its writes take a hold of their own, which accuses the child without the file.
+    assert_eq!(write(&top, f, 0, b"x").await, Ok(1));
+    top.fsync(&root(), f, false).await.expect("fsync");
+    assert_eq!(counters(&c, 0, f.gfid, 1).await, Counters([1, 1, 0]));
+}
+
+/// A create of a name that exists with another GFID fails (EEXIST, as on a brick) and keeps
+/// none of the locks it brought for the GFID it asked for; the existing file stays as it was.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_create_of_a_name_that_exists_keeps_no_lock() {
+    let (c, top) = setup_on_locks(2, &[("eager-lock", "on"), ("post-op-delay", "60s")]);
+    let first = create(&top, "f", 1).await;
+    top.fsync(&root(), first, false).await.expect("fsync");
+    let asked = Gfid::random();
+    let cx = xlator_api::Ctx::root()
+        .to_builder()
+        .ext(&xlator_api::GfidReq(asked))
+        .build();
+    let r = top
+        .create(&cx, Loc::new(Gfid::ROOT, "f"), fd(2, Gfid::NULL), 0o644, 0)
+        .await;
+    assert_eq!(r.map(|e| e.attr.gfid), Err(Errno::EEXIST));
+    for i in 0..2 {
+        assert!(
+            lock_free(&c, i, "cluster/replicate", asked).await,
+            "child {i}"
+        );
+        assert!(lock_free(&c, i, "cluster/replicate", first.gfid).await);
+        assert_eq!(counters(&c, i, first.gfid, i).await, ZERO);
+    }
+}
+
+/// A lookup of a file this client holds eagerly leaves the hold's own dirty counts alone (no
+/// heal: it would wait for the hold, end it and find nothing to do); once the hold ended, a
+/// dirty count left by nobody's hold is healed on lookup.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lookup_does_not_heal_the_dirty_counts_of_this_clients_own_hold() {
+    let (c, top) = setup_on_locks(2, &[("eager-lock", "on"), ("post-op-delay", "60s")]);
+    let f = create(&top, "f", 1).await;
+    assert_eq!(write(&top, f, 0, b"data").await, Ok(4));
+    for i in 0..2 {
+        c.handle(i).take_calls();
+    }
+    top.lookup(&root(), Loc::new(Gfid::ROOT, "f"))
+        .await
+        .expect("lookup");
+    for i in 0..2 {
+        c.handle(i).assert_calls(&[Fop::Lookup]);
+        assert_eq!(
+            counters(&c, i, f.gfid, i).await,
+            DM1,
+            "child {i}: still held"
+        );
+    }
+    top.fsync(&root(), f, false)
+        .await
+        .expect("fsync ends the hold");
+    // A client that died in the middle of a write left child 0 dirty.
+    let dirty = xlator_api::abi_stable::std_types::RVec::from(vec![xlator_api::Xattr {
+        name: key(&c, 0).as_str().into(),
+        value: xlator_api::Buf::from_vec(
+            xlfs_afr::changelog::delta(xlfs_afr::changelog::Lanes::DATA, 1).to_vec(),
+        ),
+    }]);
+    c.leaf(0)
+        .xattrop(&root(), f.gfid, xlator_api::XattropOp::AddArray32, dirty)
+        .await
+        .expect("mark");
+    c.handle(0).take_calls();
+    top.lookup(&root(), Loc::new(Gfid::ROOT, "f"))
+        .await
+        .expect("lookup");
+    assert!(
+        c.handle(0)
+            .take_calls()
+            .iter()
+            .any(|call| call.fop() == Fop::Inodelk || call.fop() == Fop::Xattrop),
+        "the heal ran"
+    );
+    assert!(all_zero(&c, f.gfid).await);
 }

@@ -1,5 +1,6 @@
 //! The features/locks translator: answers `lk`, `inodelk` and `entrylk` itself (and takes
-//! the locks an `xattrop`'s [`LocksAround`] asks for around it), drops an
+//! the locks an `xattrop`'s [`LocksAround`] asks for around it, and those a `create`'s asks
+//! to keep with the new file), drops an
 //! owner's POSIX locks on `flush`, an fd's on `release` and a client's on `forget_client`;
 //! every other fop passes through, the modifying ones after the migration barrier's gate
 //! ([`crate::gate`], [`crate::barrier`]). Every lock is keyed by (client, owner) ([`Owner`]).
@@ -12,7 +13,8 @@ use xlator_api::abi_stable::std_types::RVec;
 use xlator_api::*;
 use xlator_api::{
     AroundLock, Buf, ClientId, Ctx, Dump, EntrylkCmd, Errno, Fd, FdId, Flock, Fop, Gfid, Init,
-    LOCKS_AROUND_XATTR, LkCmd, Loc, LockKind, LocksAround, Subvol, Translator, Xattr, XattropOp,
+    LOCKS_AROUND_CREATE_XATTR, LOCKS_AROUND_XATTR, LkCmd, Loc, LockKind, LocksAround, Subvol,
+    Translator, Xattr, XattropOp,
 };
 
 use crate::barrier::{self, Admitted, Barriers};
@@ -282,10 +284,47 @@ impl Locks {
         r
     }
 
-    /// Answers [`LOCKS_AROUND_XATTR`] (this translator honours [`LocksAround`]); every other
-    /// name goes to the child.
+    /// `create` with the locks its [`LocksAround`] asks for (`take`) taken just before the
+    /// file is made and kept for the caller, given back if the create fails or opens an
+    /// existing file of another GFID; without one, as
+    /// every other fop. The file's GFID is new, so nobody else holds them: a refusal (EAGAIN,
+    /// a GFID in use) fails the create before it touches anything.
+    async fn create_fop(
+        &self,
+        cx: &Ctx,
+        loc: Loc,
+        fd: Fd,
+        mode: u32,
+        umask: u32,
+    ) -> Result<Entry, Errno> {
+        let take = cx.ext::<LocksAround>().map(|a| a.take).unwrap_or_default();
+        for (k, l) in take.iter().enumerate() {
+            if let Err(e) = self.around(cx, l, true).await {
+                self.give_back(cx, &take[..k]).await;
+                return Err(e);
+            }
+        }
+        let r = {
+            let gate = gate::classify(Fop::Create, Some(fd.gfid), Some(fd.flags));
+            let _admitted = self.admit(cx, gate, Some(&loc)).await;
+            self.children[0].create(cx, loc, fd, mode, umask).await
+        };
+        // Kept only with the file they name: a create of a name that exists may open that
+        // file (another GFID) instead of making one.
+        let made = |e: &Entry| {
+            take.iter()
+                .all(|l| !matches!(l, AroundLock::Inode { gfid, .. } if *gfid != e.attr.gfid))
+        };
+        if !r.as_ref().is_ok_and(made) {
+            self.give_back(cx, &take).await;
+        }
+        r
+    }
+
+    /// Answers [`LOCKS_AROUND_XATTR`] and [`LOCKS_AROUND_CREATE_XATTR`] (this translator
+    /// honours [`LocksAround`] on xattrops and creates); every other name goes to the child.
     async fn getxattr_fop(&self, cx: &Ctx, gfid: Gfid, name: RString) -> Result<Buf, Errno> {
-        if name.as_str() == LOCKS_AROUND_XATTR {
+        if name.as_str() == LOCKS_AROUND_XATTR || name.as_str() == LOCKS_AROUND_CREATE_XATTR {
             return Ok(Buf::from_vec(b"1".to_vec()));
         }
         self.children[0].getxattr(cx, gfid, name).await
@@ -329,6 +368,7 @@ macro_rules! fop_body {
     (xattrop, $s:ident, $cx:ident, $V:ident, ($($a:ident),*)) => { $s.xattrop_fop($cx $(, $a)*).await };
     (getxattr, $s:ident, $cx:ident, $V:ident, ($($a:ident),*)) => { $s.getxattr_fop($cx $(, $a)*).await };
     (release, $s:ident, $cx:ident, $V:ident, ($($a:ident),*)) => { $s.release_fop($cx $(, $a)*).await };
+    (create, $s:ident, $cx:ident, $V:ident, ($($a:ident),*)) => { $s.create_fop($cx $(, $a)*).await };
     (forget_client, $s:ident, $cx:ident, $V:ident, ($($a:ident),*)) => {
         $s.forget_client_fop($cx $(, $a)*).await
     };

@@ -450,3 +450,70 @@ async fn an_xattrop_takes_and_gives_the_locks_it_carries() {
     .await
     .expect("owner 4 kept nothing");
 }
+
+/// A create's `LocksAround`: its `take` locks are held for the caller once the file is made
+/// (replicate's hold comes with the new file), given back when the create fails; the brick
+/// says it does so.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_create_keeps_the_locks_it_carries_only_when_it_makes_the_file() {
+    use xlator_api::{AroundLock, GfidReq, LOCKS_AROUND_CREATE_XATTR, LocksAround};
+    let (top, _h) = stack();
+    let answer = top
+        .getxattr(&cx(1), Gfid::ROOT, LOCKS_AROUND_CREATE_XATTR.into())
+        .await
+        .expect("the brick says it takes a create's locks");
+    assert_eq!(answer.as_slice(), b"1");
+    let g = Gfid::random();
+    let with = |owner: u64| {
+        Ctx::builder(0, 0)
+            .lk_owner(LkOwner(owner))
+            .ext(&GfidReq(g))
+            .ext(&LocksAround {
+                take: vec![AroundLock::Inode {
+                    domain: "afr".into(),
+                    gfid: g,
+                }],
+                give: vec![],
+            })
+            .build()
+    };
+    let l = |o| fl(LockKind::Write, 0, 0, o);
+    let e = top
+        .create(
+            &with(1),
+            Loc::new(Gfid::ROOT, "f"),
+            fd(1, Gfid::NULL),
+            0o644,
+            0,
+        )
+        .await
+        .expect("create");
+    assert_eq!(e.attr.gfid, g);
+    let busy = top.inodelk(&cx(2), "afr".into(), g, LkCmd::Set, l(2)).await;
+    assert_eq!(
+        busy.err(),
+        Some(Errno::EAGAIN),
+        "owner 1 holds the new file"
+    );
+    top.inodelk(
+        &cx(1),
+        "afr".into(),
+        g,
+        LkCmd::Set,
+        fl(LockKind::Unlock, 0, 0, 1),
+    )
+    .await
+    .expect("owner 1 gives it back");
+    // The same name again (O_EXCL): EEXIST, and the lock it brought is not kept.
+    let excl = Fd {
+        flags: libc::O_RDWR | libc::O_EXCL,
+        ..fd(2, Gfid::NULL)
+    };
+    let r = top
+        .create(&with(3), Loc::new(Gfid::ROOT, "f"), excl, 0o644, 0)
+        .await;
+    assert_eq!(r.err(), Some(Errno::EEXIST));
+    top.inodelk(&cx(2), "afr".into(), g, LkCmd::Set, l(2))
+        .await
+        .expect("free after the failed create");
+}

@@ -20,7 +20,9 @@
 //! The xattrs are set with the brick's privileges whatever the caller: they come from the
 //! cluster translators of the graph (no host turns a user's request into `CreateXattrs`), and
 //! replicate and distribute need `trusted.*` bookkeeping on files users create. Brick-internal
-//! names are refused (EPERM). Staged objects left by a crash are removed at start.
+//! names are refused (EPERM). A non-zero replicate pending counter among them puts the
+//! object in the heal index first (index.rs). Staged objects left by a crash are removed at
+//! start.
 
 use std::ffi::{CStr, CString};
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
@@ -152,6 +154,14 @@ fn new_gfid(b: &Brick, req: Option<Gfid>) -> Result<Gfid, Errno> {
 
 fn set_all(b: &Brick, t: XTarget<'_>, g: Gfid, xs: &[Checked]) -> Result<(), Errno> {
     b.gx().write(t, g, true)?;
+    // A replicate pending counter born non-zero (a create carrying its pre-op) is in the heal
+    // index before it is set, as an xattrop's would be (index.rs). The GFID is new: nobody
+    // else can update its counters meanwhile.
+    let writes: Vec<(&str, &[u8])> = xs
+        .iter()
+        .filter_map(|(n, v)| Some((n.to_str().ok()?, v.as_slice())))
+        .collect();
+    b.index_before(g, &writes)?;
     for (n, v) in xs {
         sys::setxattr(t, n, v, 0)?;
     }

@@ -317,3 +317,38 @@ async fn entries_are_links_of_one_base_file_not_inodes_of_their_own() {
     assert_eq!(ino(g), base.ino());
     assert_eq!(base.nlink(), 3, "the base and two entries");
 }
+
+/// A file created with a non-zero pending counter among its `CreateXattrs` (replicate's
+/// pre-op riding with the create) is indexed from the moment it exists; the post-op that
+/// zeroes the counter lets the entry settle away as usual. A create with all-zero counters is
+/// not indexed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_file_created_with_a_pending_counter_is_indexed_from_birth() {
+    let (d, top) = new_brick();
+    let marks = |v: u8| {
+        xlator_api::CreateXattrs(vec![(C0.into(), vec![0, 0, 0, v, 0, 0, 0, v, 0, 0, 0, 0])])
+    };
+    let create = |name: &'static str, v: u8| {
+        let cx = root().to_builder().ext(&marks(v)).build();
+        let top = top.clone();
+        async move {
+            top.create(
+                &cx,
+                loc(Gfid::ROOT, name),
+                fd(Gfid::NULL, libc::O_RDWR),
+                0o644,
+                0,
+            )
+            .await
+            .expect("create")
+            .attr
+            .gfid
+        }
+    };
+    let g = create("f", 1).await;
+    assert_eq!(indexed(d.path()), [g]);
+    create("clean", 0).await;
+    assert_eq!(indexed(d.path()), [g], "all-zero counters are not indexed");
+    add(&top, g, &[(C0, [-1, -1, 0])]).await.expect("post-op");
+    assert_eq!(settled(d.path(), &[]), Vec::<Gfid>::new());
+}
