@@ -5,6 +5,10 @@
 //! x` does after each file's data), go straight to the children (one round trip per replica
 //! per fop instead of lock + pre-op + fop + post-op + unlock).
 //!
+//! A file created through the directory's hold gets its own hold with the create when every
+//! child up takes a create's locks ([`adopt`], `transaction::born_held`): the create carries
+//! the file's inodelks and the pre-op's marks, so not even the first write waits for a lock.
+//!
 //! Namespace fops get the same for their directory (`entry-eager-lock`): a create, mkdir,
 //! mknod, symlink, link, unlink or rmdir takes the whole directory's entrylk and the pre-op of
 //! its entry lane, and keeps both, so the next namespace fops of this client in that

@@ -214,14 +214,25 @@ impl<S: Spelling> ReplicateAs<S> {
         let replies = self
             .entry_txn(&[&loc], |i| op(i, gcx.clone(), loc.clone()))
             .await?;
+        Ok(self.made(replies, gfid, generation))
+    }
+
+    /// The answer of a new object's fop (`replies`) that asked for `gfid`, `generation` of
+    /// the children's state when it began: which children succeeded, and the answer, the new
+    /// object's state remembered when it has that GFID.
+    fn made(
+        &self,
+        replies: Replies<Entry>,
+        gfid: Gfid,
+        generation: u64,
+    ) -> (Vec<bool>, Result<Entry, Errno>) {
         let ok = replies.succeeded();
-        let cfg = self.sh.cfg();
-        let r = replies.reply_as_read(&cfg, gfid);
+        let r = replies.reply_as_read(&self.sh.cfg(), gfid);
         match &r {
             Ok(e) if e.attr.gfid == gfid => self.sh.made(gfid, e.attr.kind, &ok, generation),
             _ => self.sh.forget(gfid),
         }
-        Ok((ok, r))
+        (ok, r)
     }
 
     /// `create` through the directory's eager hold, the new file made with its own eager hold
@@ -287,7 +298,6 @@ impl<S: Spelling> ReplicateAs<S> {
             op,
         )
         .await?;
-        let ok = replies.succeeded();
         if let Some(b) = held.into_inner().unwrap_or_else(|p| p.into_inner()) {
             let on = on_of(b);
             // Where it made this GFID's file (a create of a name that exists opens that
@@ -303,12 +313,7 @@ impl<S: Spelling> ReplicateAs<S> {
                 transaction::unborn(sh, &plan, owner, &made, &on).await;
             }
         }
-        let r = replies.reply_as_read(&sh.cfg(), gfid);
-        match &r {
-            Ok(e) if e.attr.gfid == gfid => sh.made(gfid, e.attr.kind, &ok, generation),
-            _ => sh.forget(gfid),
-        }
-        Ok((ok, r))
+        Ok(self.made(replies, gfid, generation))
     }
 
     /// `op` on every up child (`on`: a narrower set); the first success, or the error.
@@ -1116,8 +1121,6 @@ impl<S: Spelling> Translator for ReplicateAs<S> {
     }
 }
 
-/// The lanes a setattr changes: data too when it sets a size.
-/// [`eager::write`]'s `prepare` for a fop that needs nothing learnt under the lock.
 /// The children of `on` as a bit set (at most 64).
 fn bits_of(on: &[bool]) -> u64 {
     on.iter()
@@ -1126,10 +1129,12 @@ fn bits_of(on: &[bool]) -> u64 {
         .fold(0, |b, (i, _)| b | (1 << i))
 }
 
+/// [`eager::write`]'s `prepare` for a fop that needs nothing learnt under the lock.
 async fn no_prepare(_sources: Vec<bool>) -> Result<(), Errno> {
     Ok(())
 }
 
+/// The lanes a setattr changes: data too when it sets a size.
 fn setattr_lanes(attr: &SetAttr) -> Lanes {
     match attr.size {
         ROption::RSome(_) => Lanes::DATA | Lanes::META,

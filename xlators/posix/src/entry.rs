@@ -368,7 +368,11 @@ impl Brick {
         sys::unlinkat(pfd.as_fd(), &name, libc::AT_REMOVEDIR)?;
         let postparent = postparent(pfd.as_fd(), loc.parent);
         if let Some(g) = g {
+            let _s = self.stripe(g);
             creds::as_root(|| self.h.remove(g))?;
+            // The directory is gone: so is any heal index entry of it (a replicate hold of
+            // its names that ended after it went could not clear its counters).
+            self.index.drop_entry(g);
         }
         Ok(Removed { postparent })
     }

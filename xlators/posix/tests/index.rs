@@ -352,3 +352,21 @@ async fn a_file_created_with_a_pending_counter_is_indexed_from_birth() {
     add(&top, g, &[(C0, [-1, -1, 0])]).await.expect("post-op");
     assert_eq!(settled(d.path(), &[]), Vec::<Gfid>::new());
 }
+
+/// A directory removed while a counter of it is non-zero (replicate's hold of its names ended
+/// after the rmdir: its post-op found nothing to clear) takes its index entry with it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rmdir_drops_the_directorys_entry() {
+    let (d, top) = new_brick();
+    let dir = mkdir(&top, &root(), Gfid::ROOT, "d").await.attr.gfid;
+    add(&top, dir, &[(C0, [0, 0, 1])]).await.expect("pre-op");
+    assert_eq!(indexed(d.path()), [dir]);
+    top.rmdir(&root(), loc(Gfid::ROOT, "d"))
+        .await
+        .expect("rmdir");
+    assert!(indexed(d.path()).is_empty());
+    // The post-op that comes after finds no directory and leaves no entry.
+    let late = add(&top, dir, &[(C0, [0, 0, -1])]).await;
+    assert!(late.is_err(), "{late:?}");
+    assert!(indexed(d.path()).is_empty());
+}
