@@ -286,9 +286,9 @@ impl Locks {
 
     /// `create` with the locks its [`LocksAround`] asks for (`take`) taken just before the
     /// file is made and kept for the caller, given back if the create fails or opens an
-    /// existing file of another GFID; without one, as
-    /// every other fop. The file's GFID is new, so nobody else holds them: a refusal (EAGAIN,
-    /// a GFID in use) fails the create before it touches anything.
+    /// existing file of another GFID; without one, as every other fop. The file's GFID is
+    /// new, so nobody else holds them: a refusal (EAGAIN, a GFID in use) fails the create
+    /// before it touches anything.
     async fn create_fop(
         &self,
         cx: &Ctx,
