@@ -754,3 +754,39 @@ async fn a_lookup_does_not_heal_the_dirty_counts_of_this_clients_own_hold() {
     );
     assert!(all_zero(&c, f.gfid).await);
 }
+
+/// Another client's write to a file this client just made (with its hold) waits for that
+/// hold to end (here its timer; on a brick, the lock-contention upcall ends it at once), then
+/// goes: both copies hold it and nothing stays marked.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn another_clients_write_to_a_file_made_with_its_hold_waits_then_goes() {
+    let set = [("eager-lock", "on"), ("post-op-delay", "200ms")];
+    let (c, top_a) = setup_on_locks(2, &set);
+    let (_c2, top_b) = second_client(&c, &set);
+    let f = create(&top_a, "f", 1).await;
+    let started = std::time::Instant::now();
+    // (Its lookup sees a's dirty counts: its heal waits for the hold too.)
+    let g = top_b
+        .lookup(&root(), Loc::new(Gfid::ROOT, "f"))
+        .await
+        .expect("b finds f");
+    assert_eq!(g.attr.gfid, f.gfid);
+    let fb = fd(2, f.gfid);
+    top_b.open(&root(), fb).await.expect("b opens f");
+    assert_eq!(write(&top_b, fb, 0, b"from b").await, Ok(6));
+    assert!(
+        started.elapsed() >= std::time::Duration::from_millis(100),
+        "b's lookup and write went while a held the file ({:?})",
+        started.elapsed()
+    );
+    top_b.fsync(&root(), fb, false).await.expect("fsync");
+    tokio::time::sleep(std::time::Duration::from_millis(400)).await;
+    for i in 0..2 {
+        assert_eq!(
+            leaf_content(c.leaf(i), f.gfid).await.as_deref(),
+            Some(&b"from b"[..])
+        );
+    }
+    assert!(all_zero(&c, f.gfid).await);
+    assert!(all_zero(&c, Gfid::ROOT).await);
+}
