@@ -26,9 +26,12 @@ pub struct EntryReq {
     /// [`XattrReq`]: xattrs for the reply (never an empty one).
     pub want: Option<XattrReq>,
     /// [`CreateXattrs`]: xattrs the new object has from the moment its name appears (never
-    /// an empty one: that takes the plain, faster path).
+    /// an empty one).
     pub set: Option<CreateXattrs>,
 }
+
+/// No xattrs to set, for [`EntryReq::staged`].
+const NONE: &[(String, Vec<u8>)] = &[];
 
 impl EntryReq {
     pub fn from_ctx(cx: &Ctx) -> EntryReq {
@@ -36,6 +39,21 @@ impl EntryReq {
             gfid: cx.ext::<GfidReq>().map(|r| r.0),
             want: want(cx),
             set: cx.ext::<CreateXattrs>().filter(|x| !x.0.is_empty()),
+        }
+    }
+
+    /// The xattrs of a new object made the staged way (`crate::staged`: its name appears
+    /// with its GFID set, or not at all), `None` for the plain way (made in place, then
+    /// given its GFID). Staged whenever the object has xattrs to carry or a requested GFID:
+    /// a cluster translator asks for the GFID its other children give the object, and a
+    /// brick killed between the plain way's two steps would leave a name without a GFID,
+    /// which its next lookup gives a random one (a GFID split-brain between replicas).
+    /// Without either (one brick: any GFID will do), the plain way is a little cheaper.
+    pub fn staged(&self) -> Option<&[(String, Vec<u8>)]> {
+        match (&self.set, self.gfid) {
+            (Some(xs), _) => Some(&xs.0),
+            (None, Some(g)) if !g.is_null() => Some(NONE),
+            (None, _) => None,
         }
     }
 }
@@ -135,7 +153,7 @@ impl Brick {
         let name = self.entry_name(loc.parent, &loc.name, NameUse::Modify)?;
         let pfd = self.h.resolve_dir(loc.parent)?;
         let mode = c.create_mode(mode, umask);
-        let attr = match &r.set {
+        let attr = match r.staged() {
             Some(xs) => self.make_staged(
                 c,
                 r.gfid,
@@ -143,7 +161,7 @@ impl Brick {
                 pfd.as_fd(),
                 &name,
                 Kind::Dir { mode },
-                &xs.0,
+                xs,
             )?,
             None => {
                 let _n = self.name_lock(loc.parent, &loc.name);
@@ -178,7 +196,7 @@ impl Brick {
         }
         let pfd = self.h.resolve_dir(loc.parent)?;
         let m = (mode & libc::S_IFMT) | c.create_mode(mode, umask);
-        let attr = match &r.set {
+        let attr = match r.staged() {
             Some(xs) => self.make_staged(
                 c,
                 r.gfid,
@@ -186,7 +204,7 @@ impl Brick {
                 pfd.as_fd(),
                 &name,
                 Kind::Node { mode: m, rdev },
-                &xs.0,
+                xs,
             )?,
             None => {
                 let _n = self.name_lock(loc.parent, &loc.name);
@@ -207,7 +225,7 @@ impl Brick {
         let name = self.entry_name(loc.parent, &loc.name, NameUse::Modify)?;
         let pfd = self.h.resolve_dir(loc.parent)?;
         let target = sys::cstr(target)?;
-        let attr = match &r.set {
+        let attr = match r.staged() {
             Some(xs) => self.make_staged(
                 c,
                 r.gfid,
@@ -215,7 +233,7 @@ impl Brick {
                 pfd.as_fd(),
                 &name,
                 Kind::Symlink { target: &target },
-                &xs.0,
+                xs,
             )?,
             None => {
                 let _n = self.name_lock(loc.parent, &loc.name);
@@ -243,8 +261,8 @@ impl Brick {
         let pfd = self.h.resolve_dir(loc.parent)?;
         let perm = c.create_mode(mode, umask);
         let base = fd.flags & !(libc::O_CREAT | libc::O_EXCL | libc::O_NOCTTY | libc::O_PATH);
-        let set = match &r.set {
-            Some(xs) => Some(crate::staged::check_names(&xs.0)?),
+        let set = match r.staged() {
+            Some(xs) => Some(crate::staged::check_names(xs)?),
             None => None,
         };
         let want = r.want.as_ref();

@@ -1,5 +1,7 @@
-//! Creates that carry [`CreateXattrs`](xlator_api::CreateXattrs): the new name appears with
-//! its GFID and every requested xattr already set, or not at all.
+//! Creates that carry [`CreateXattrs`](xlator_api::CreateXattrs) or a requested GFID
+//! ([`GfidReq`](xlator_api::GfidReq), as cluster translators send): the new name appears
+//! with its GFID and every requested xattr already set, or not at all (a brick killed
+//! mid-create leaves no name without its GFID; see `EntryReq::staged`).
 //!
 //! - `create`: an `O_TMPFILE` in the parent, made as the caller (so ownership, setgid
 //!   inheritance, default ACLs and the parent's write permission are the kernel's), gets its
@@ -318,14 +320,27 @@ impl Brick {
             Stats::bump(&self.stats.staged_failed);
             e
         };
-        let g = creds::as_root(|| -> Result<Gfid, Errno> {
-            let g = new_gfid(self, req)?;
+        // `None`: the requested GFID is taken, maybe by the file of this name (a create
+        // without O_EXCL then opens it, and the caller checks its GFID).
+        let g = creds::as_root(|| -> Result<Option<Gfid>, Errno> {
+            let g = match new_gfid(self, req) {
+                Err(Errno::EEXIST)
+                    if sys::fstatat(pfd, name, libc::AT_SYMLINK_NOFOLLOW).is_ok() =>
+                {
+                    return Ok(None);
+                }
+                r => r?,
+            };
             self.h.link_fd(g, file.as_fd())?;
             undo.handle = Some(g);
             set_all(self, XTarget::Fd(file.as_raw_fd()), g, xs)?;
-            Ok(g)
+            Ok(Some(g))
         })
         .map_err(failed)?;
+        let Some(g) = g else {
+            failed(Errno::EEXIST);
+            return Ok(None);
+        };
         let src = sys::proc_path(file.as_fd());
         match sys::linkat(None, &src, pfd, name, libc::AT_SYMLINK_FOLLOW) {
             Ok(()) => {}

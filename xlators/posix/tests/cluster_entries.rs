@@ -312,6 +312,40 @@ async fn a_failing_create_xattr_leaves_nothing_behind() {
     assert_eq!(top.dump().find_u64("staged-creates-failed"), Some(4));
 }
 
+/// A create with a requested GFID (what cluster translators send) is staged even without
+/// xattrs: its name never exists without that GFID, so a brick killed mid-create cannot
+/// leave a name that its next lookup gives a random GFID (replicas then disagree on the
+/// object's identity). Without a requested GFID the object is made in place.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn creates_with_a_requested_gfid_are_staged_and_others_are_not() {
+    let (d, top) = new_brick();
+    for kind in KINDS {
+        let plain = make(&top, &root(), kind, Gfid::ROOT, &format!("{kind}-plain"))
+            .await
+            .expect(kind);
+        assert!(!plain.attr.gfid.is_null(), "{kind}");
+    }
+    assert_eq!(top.dump().find_u64("staged-creates"), Some(0));
+    for (i, kind) in KINDS.into_iter().enumerate() {
+        let want = Gfid::random();
+        let cx = Ctx::builder(1000, 1000).ext(&GfidReq(want)).build();
+        let e = make(&top, &cx, kind, Gfid::ROOT, kind).await;
+        // Root's directory: a user may not write there, staged or not.
+        assert_eq!(e.err(), Some(Errno::EACCES), "{kind}");
+        let cx = Ctx::builder(0, 0).ext(&GfidReq(want)).build();
+        let e = make(&top, &cx, kind, Gfid::ROOT, kind).await.expect(kind);
+        assert_eq!(e.attr.gfid, want, "{kind}");
+        assert_eq!(e.attr.uid, 0, "{kind}");
+        assert!(handle_of(d.path(), want).symlink_metadata().is_ok());
+        assert_eq!(
+            top.dump().find_u64("staged-creates"),
+            Some(i as u64 + 1),
+            "{kind}"
+        );
+    }
+    assert_eq!(staged(d.path()), 0);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn create_xattrs_keep_eexist_and_gfid_rules() {
     let (d, top) = new_brick();
@@ -496,14 +530,14 @@ async fn concurrent_gfid_req_creates_of_one_name_have_one_winner() {
     let dir = mkdir(&top, &cx, Gfid::ROOT, "d").await.attr.gfid;
     for round in 0..24 {
         let kind = KINDS[round % 4];
-        let staged = round % 8 >= 4;
+        let with_xattrs = round % 8 >= 4;
         let name = format!("n{round}");
         let gate = Arc::new(tokio::sync::Barrier::new(2));
         let gs = [Gfid::random(), Gfid::random()];
         let mut tasks = Vec::new();
         for g in gs {
             let (top, gate, name) = (top.clone(), gate.clone(), name.clone());
-            let cx = if staged {
+            let cx = if with_xattrs {
                 creating(0, &[("trusted.t", b"1")], Some(g))
             } else {
                 Ctx::builder(0, 0).ext(&GfidReq(g)).build()
@@ -518,7 +552,7 @@ async fn concurrent_gfid_req_creates_of_one_name_have_one_winner() {
             rs.push(t.await.expect("join"));
         }
         let won: Vec<Gfid> = rs.iter().filter_map(|r| r.as_ref().ok().copied()).collect();
-        assert_eq!(won.len(), 1, "{kind} staged={staged}: {rs:?}");
+        assert_eq!(won.len(), 1, "{kind} xattrs={with_xattrs}: {rs:?}");
         assert!(
             rs.iter().any(|r| r.as_ref().err() == Some(&Errno::EEXIST)),
             "{rs:?}"
@@ -530,7 +564,7 @@ async fn concurrent_gfid_req_creates_of_one_name_have_one_winner() {
         assert!(handle_of(d.path(), winner).symlink_metadata().is_ok());
         assert!(
             handle_of(d.path(), loser).symlink_metadata().is_err(),
-            "{kind} staged={staged}: the loser's handle leaked"
+            "{kind} xattrs={with_xattrs}: the loser's handle leaked"
         );
         assert_eq!(top.stat(&cx, loser).await.err(), Some(Errno::ESTALE));
     }
@@ -539,8 +573,8 @@ async fn concurrent_gfid_req_creates_of_one_name_have_one_winner() {
     assert_eq!(staged(d.path()), 0);
 }
 
-/// Lookups racing in-place creates with a requested GFID: a lookup that finds the new name
-/// before its GFID xattr is set must not give it a random GFID of its own (the object then
+/// Lookups racing creates with a requested GFID: a lookup that finds the new name before its
+/// GFID xattr is set (were it made in place) must not give it a random GFID of its own (the object then
 /// had two GFIDs, two handles, and the lookup answered the wrong one).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_racing_lookup_never_gives_a_new_object_another_gfid() {
