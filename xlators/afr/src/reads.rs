@@ -15,6 +15,7 @@ use xlator_api::{Ctx, CtxBuilder, Entry, Errno, FileType, Gfid, Loc, XattrReq};
 
 use crate::changelog::{Lanes, PREFIX};
 use crate::heal;
+use crate::heal::Locks;
 use crate::heal::favorite::Policy;
 use crate::read;
 use crate::shared::{Handle, InodeCtx, Shared, fails_over, first_error};
@@ -151,8 +152,8 @@ pub(crate) async fn lookup(sh: &Handle, cx: &Ctx, loc: Loc) -> Result<Entry, Err
     // resolve it: the heals are triggered whatever the first answer was.
     let (entry, heals) = lookup_once(sh, &lcx, &loc, true).await;
     let mut healed_inline = false;
-    for (gfid, kind, path) in heals {
-        healed_inline |= heal::trigger(sh, gfid, kind, path).await;
+    for (gfid, kind, path, locks) in heals {
+        healed_inline |= heal::trigger(sh, gfid, kind, path, locks).await;
     }
     let entry = if healed_inline {
         lookup_once(sh, &lcx, &loc, false).await.0?
@@ -167,7 +168,10 @@ async fn lookup_once(
     cx: &Ctx,
     loc: &Loc,
     may_heal: bool,
-) -> (Result<Entry, Errno>, Vec<(Gfid, FileType, Option<String>)>) {
+) -> (
+    Result<Entry, Errno>,
+    Vec<(Gfid, FileType, Option<String>, Locks)>,
+) {
     let up = &sh.up_set();
     let answers = join_all((0..sh.n()).map(|i| {
         let (cx, loc) = (cx.clone(), loc.clone());
@@ -221,11 +225,11 @@ async fn lookup_once(
             .iter()
             .any(|a| matches!(a, Some(Err(Errno::ENOENT))));
         // Dirty counts alone (a post-op that never came: its child went away in the middle
-        // of a transaction) are healed too, or they would stay for ever; the heal takes the
-        // lock, so an open transaction of another client is waited for, not disturbed.
+        // of a transaction) are healed too, or they would stay for ever (below: when the
+        // object's locks are free).
         if missing_somewhere && !loc.name.is_empty() {
             // The name is missing on some child: the parent's entries need healing.
-            heal.push((loc.parent, FileType::Directory, None));
+            heal.push((loc.parent, FileType::Directory, None, Locks::Wait));
         }
         // A directory whose children accuse each other about its entries is merged (see
         // heal::entry), never left so.
@@ -238,18 +242,17 @@ async fn lookup_once(
         // source (heal::favorite); with none, the heal would only report it again.
         let resolvable = sh.cfg().favorite != Policy::None
             && (st.split(Lanes::META) || (kind == FileType::Regular && st.split(Lanes::DATA)));
-        // Except the dirty counts of this client's own eager hold of the object (its writes
-        // in flight, cleared when the hold ends): their heal would wait for the hold, end it
-        // through the lock-contention upcall and find nothing to do. Dirty counts of another
-        // client's are still there when the hold ends, for a later lookup (or the daemon).
-        let own_hold = sh.eager.holds_any(gfid);
-        if entry_split
-            || resolvable
-            || lanes
-                .each()
-                .any(|(l, _)| m.direction(l).needs_heal() || (m.dirty(l) && !own_hold))
-        {
-            heal.push((gfid, kind, Some(path())));
+        // Dirty counts alone are writes in flight as often as leftovers: their heal only
+        // goes if it can lock at once ([`Locks::IfFree`]), so another client's eager hold is
+        // not ended for a heal with nothing to do, and not at all for this client's own hold
+        // (cleared when it ends). Leftovers of a dead client stay for the next lookups and
+        // the daemon.
+        let accused = lanes.each().any(|(l, _)| m.direction(l).needs_heal());
+        let dirty = lanes.each().any(|(l, _)| m.dirty(l)) && !sh.eager.holds_any(gfid);
+        if entry_split || resolvable || accused {
+            heal.push((gfid, kind, Some(path()), Locks::Wait));
+        } else if dirty {
+            heal.push((gfid, kind, Some(path()), Locks::IfFree));
         }
     }
     if st.split(Lanes::META) {

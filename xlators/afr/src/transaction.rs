@@ -356,9 +356,9 @@ async fn lock_child(
     Ok(())
 }
 
-/// Step 2: which of `candidates` hold every lock of `plan` for `owner`, whether some other
-/// owner held one (contention), and the errors of the children whose lock failed.
-pub(crate) async fn lock(
+/// Every lock item on every candidate, non-blocking and in parallel: who was locked, whether
+/// some child reported another owner (what was taken is kept), and the other errors.
+async fn lock_at_once(
     sh: &Shared,
     plan: &Plan,
     owner: LkOwner,
@@ -374,13 +374,41 @@ pub(crate) async fn lock(
     .await;
     let busy = |e: &Errno| *e == Errno::EAGAIN || *e == Errno::EBUSY;
     let contended = tries.iter().flatten().any(|r| r.as_ref().is_err_and(busy));
-    let mut locked: Vec<bool> = tries.iter().map(|r| matches!(r, Some(Ok(())))).collect();
+    let locked: Vec<bool> = tries.iter().map(|r| matches!(r, Some(Ok(())))).collect();
+    let errs = tries
+        .into_iter()
+        .flatten()
+        .filter_map(Result::err)
+        .filter(|e| !busy(e))
+        .collect();
+    (locked, contended, errs)
+}
+
+/// Step 2 without waiting: `None` (and nothing kept) when some child reports another owner.
+pub(crate) async fn try_lock(
+    sh: &Shared,
+    plan: &Plan,
+    owner: LkOwner,
+    candidates: &[bool],
+) -> Option<Vec<bool>> {
+    let (locked, contended, _) = lock_at_once(sh, plan, owner, candidates).await;
+    if contended {
+        unlock(sh, plan, owner, &locked).await;
+        return None;
+    }
+    Some(locked)
+}
+
+/// Step 2: which of `candidates` hold every lock of `plan` for `owner`, whether some other
+/// owner held one (contention), and the errors of the children whose lock failed.
+pub(crate) async fn lock(
+    sh: &Shared,
+    plan: &Plan,
+    owner: LkOwner,
+    candidates: &[bool],
+) -> (Vec<bool>, bool, Vec<Errno>) {
+    let (mut locked, contended, errs) = lock_at_once(sh, plan, owner, candidates).await;
     if !contended {
-        let errs = tries
-            .into_iter()
-            .flatten()
-            .filter_map(Result::err)
-            .collect();
         return (locked, false, errs);
     }
     unlock(sh, plan, owner, &locked).await;

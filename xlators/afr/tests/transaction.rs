@@ -790,3 +790,33 @@ async fn another_clients_write_to_a_file_made_with_its_hold_waits_then_goes() {
     assert!(all_zero(&c, f.gfid).await);
     assert!(all_zero(&c, Gfid::ROOT).await);
 }
+
+/// Another client's lookup of a file this client is writing (dirty counts alone, its hold
+/// taken) does not wait for the hold nor end it: the heal it would start only tries the
+/// locks, finds them held and leaves the file to its writer.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn another_clients_lookup_leaves_a_writers_hold_alone() {
+    let set = [("eager-lock", "on"), ("post-op-delay", "60s")];
+    let (c, top_a) = setup_on_locks(2, &set);
+    let (_c2, top_b) = second_client(&c, &set);
+    let f = create(&top_a, "f", 1).await;
+    assert_eq!(write(&top_a, f, 0, b"data").await, Ok(4));
+    let started = std::time::Instant::now();
+    let e = top_b
+        .lookup(&root(), Loc::new(Gfid::ROOT, "f"))
+        .await
+        .expect("b finds f");
+    assert_eq!(e.attr.gfid, f.gfid);
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(5),
+        "b's lookup waited for a's hold ({:?})",
+        started.elapsed()
+    );
+    for i in 0..2 {
+        assert_eq!(counters(&c, i, f.gfid, i).await, DM1, "child {i}: a still holds f");
+        assert!(!lock_free(&c, i, "cluster/replicate", f.gfid).await);
+    }
+    assert_eq!(write(&top_a, f, 4, b"more").await, Ok(4));
+    top_a.fsync(&root(), f, false).await.expect("fsync");
+    assert!(all_zero(&c, f.gfid).await);
+}

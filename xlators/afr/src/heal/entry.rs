@@ -21,11 +21,11 @@ use crate::reads::lanes_of;
 use crate::shared::{Handle, Shared};
 use crate::transaction::Plan;
 
-pub(crate) async fn heal(sh: &Handle, dir: Gfid) -> Result<(), Errno> {
+pub(crate) async fn heal(sh: &Handle, dir: Gfid, locks: super::Locks) -> Result<(), Errno> {
     // This client's own hold of the directory would make the heal wait for its timer.
     crate::eager::release_now(sh, dir).await;
     let plan = Plan::dir(sh, dir);
-    let Some(held) = super::begin(sh, plan, dir).await? else {
+    let Some(held) = super::begin(sh, plan, dir, locks).await? else {
         return Ok(());
     };
     let r = names(sh, &held, dir).await;

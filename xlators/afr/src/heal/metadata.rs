@@ -13,10 +13,12 @@ pub(crate) async fn heal(
     sh: &Shared,
     gfid: Gfid,
     fav: &mut super::favorite::Favorite,
+    locks: super::Locks,
 ) -> Result<(), Errno> {
     // This client's own eager hold (both domains) would make the heal wait for its timer.
     crate::eager::release_now(sh, gfid).await;
-    let Some(held) = super::begin(sh, Plan::inode(sh, gfid, Lanes::META), gfid).await? else {
+    let plan = Plan::inode(sh, gfid, Lanes::META);
+    let Some(held) = super::begin(sh, plan, gfid, locks).await? else {
         return Ok(());
     };
     let r = copy(sh, &held, gfid, fav).await;

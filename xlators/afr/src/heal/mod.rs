@@ -50,9 +50,27 @@ impl HealQueue {
     }
 }
 
+/// Whether a heal waits for the object's locks.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) enum Locks {
+    /// Until granted: another client's eager hold is asked to end (lock-contention upcall).
+    Wait,
+    /// Only if every lock is free now; otherwise the heal is skipped (a lookup that found
+    /// dirty counts alone: writes in flight on another client, which would lose its hold
+    /// for a heal with nothing to do; counts a dead client left stay for the daemon and the
+    /// next lookups).
+    IfFree,
+}
+
 /// Heals `gfid` after a lookup found it needs it: inline (returns true once done) or in the
 /// background (false). `path` names it in the log (a favorite-child-policy resolution).
-pub(crate) async fn trigger(sh: &Handle, gfid: Gfid, kind: FileType, path: Option<String>) -> bool {
+pub(crate) async fn trigger(
+    sh: &Handle,
+    gfid: Gfid,
+    kind: FileType,
+    path: Option<String>,
+    locks: Locks,
+) -> bool {
     let max = sh.cfg().background_heals;
     {
         let mut running = lock(&sh.heals.running);
@@ -63,17 +81,17 @@ pub(crate) async fn trigger(sh: &Handle, gfid: Gfid, kind: FileType, path: Optio
         running.insert(gfid);
     }
     if max == 0 {
-        run(sh, gfid, kind, path).await;
+        run(sh, gfid, kind, path, locks).await;
         return true;
     }
     let bg = sh.clone();
     sh.services
-        .spawn(async move { run(&bg, gfid, kind, path).await });
+        .spawn(async move { run(&bg, gfid, kind, path, locks).await });
     false
 }
 
-async fn run(sh: &Handle, gfid: Gfid, kind: FileType, path: Option<String>) {
-    match named(sh, gfid, kind, path).await {
+async fn run(sh: &Handle, gfid: Gfid, kind: FileType, path: Option<String>, locks: Locks) {
+    match named(sh, gfid, kind, path, locks).await {
         Ok(()) => sh.heals.done.fetch_add(1, Ordering::Relaxed),
         Err(e) => {
             sh.log(LogLevel::Warn, &format!("heal of {gfid} failed: {e}"));
@@ -85,7 +103,7 @@ async fn run(sh: &Handle, gfid: Gfid, kind: FileType, path: Option<String>) {
 
 /// Heals every lane of `gfid` that an object of `kind` has.
 pub(crate) fn object(sh: &Handle, gfid: Gfid, kind: FileType) -> BoxFuture<'_, Result<(), Errno>> {
-    named(sh, gfid, kind, None)
+    named(sh, gfid, kind, None, Locks::Wait)
 }
 
 /// [`object`], with the object's path (when known) for the log.
@@ -94,17 +112,18 @@ fn named(
     gfid: Gfid,
     kind: FileType,
     path: Option<String>,
+    locks: Locks,
 ) -> BoxFuture<'_, Result<(), Errno>> {
     Box::pin(async move {
         let mut result = Ok(());
         let mut fav = favorite::Favorite::new(sh.cfg().favorite, path);
         if kind == FileType::Regular {
-            result = result.and(data::heal(sh, gfid, &mut fav).await);
+            result = result.and(data::heal(sh, gfid, &mut fav, locks).await);
         }
         if kind == FileType::Directory {
-            result = result.and(entry::heal(sh, gfid).await);
+            result = result.and(entry::heal(sh, gfid, locks).await);
         }
-        result = result.and(metadata::heal(sh, gfid, &mut fav).await);
+        result = result.and(metadata::heal(sh, gfid, &mut fav, locks).await);
         sh.forget(gfid);
         result
     })
@@ -122,11 +141,29 @@ pub(crate) struct Held {
 }
 
 /// Takes `plan`'s locks on every up child and reads `gfid`'s counters there. `None` when
-/// fewer than two children could be locked (nothing to heal between).
-pub(crate) async fn begin(sh: &Shared, plan: Plan, gfid: Gfid) -> Result<Option<Held>, Errno> {
+/// fewer than two children could be locked (nothing to heal between), or, with
+/// [`Locks::IfFree`], when another owner holds one.
+pub(crate) async fn begin(
+    sh: &Shared,
+    plan: Plan,
+    gfid: Gfid,
+    locks: Locks,
+) -> Result<Option<Held>, Errno> {
     let owner = sh.new_owner();
     let up = sh.up_set();
-    let (mut locked, _, _) = transaction::lock(sh, &plan, owner, &up).await;
+    let mut locked = match locks {
+        Locks::Wait => transaction::lock(sh, &plan, owner, &up).await.0,
+        Locks::IfFree => match transaction::try_lock(sh, &plan, owner, &up).await {
+            Some(locked) => locked,
+            None => {
+                sh.log(
+                    LogLevel::Debug,
+                    &format!("heal of {gfid} skipped: another client holds it (writes in flight)"),
+                );
+                return Ok(None);
+            }
+        },
+    };
     let names: RVec<RString> = sh.keys.iter().map(|k| RString::from(k.as_str())).collect();
     let cx = Ctx::root();
     let mut rows = Vec::new();
