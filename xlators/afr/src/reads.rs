@@ -205,8 +205,15 @@ async fn lookup_once(
     let path = || format!("{}/{}", loc.parent, loc.name);
     let what = || format!("{} ({gfid})", path());
     if found.iter().any(|(_, e)| e.attr.gfid != gfid) {
-        sh.split_brain(&format!("{}/{}", loc.parent, loc.name), "gfid");
-        return (Err(Errno::EIO), Vec::new());
+        // The parent's entry heal replaces a stale copy when the parent has a source (see
+        // heal::entry); otherwise it stays a split-brain.
+        let heal = if may_heal && sh.cfg().self_heal && !loc.name.is_empty() {
+            vec![(loc.parent, FileType::Directory, None, Locks::Wait)]
+        } else {
+            sh.split_brain(&path(), "gfid");
+            Vec::new()
+        };
+        return (Err(Errno::EIO), heal);
     }
     let kind = first.attr.kind;
     let xs: Vec<Option<&[xlator_api::Xattr]>> = answers

@@ -5,7 +5,7 @@ mod common;
 use common::*;
 use xlator_api::abi_stable::std_types::ROption;
 use xlator_api::{Buf, Errno, Gfid, GfidReq, Loc, SetAttr, Xattr};
-use xlfs_afr::changelog::Counters;
+use xlfs_afr::changelog::{Counters, Lanes};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn mutual_blame_is_split_brain_and_reads_fail_with_eio() {
@@ -51,6 +51,124 @@ async fn different_gfids_for_one_name_fail_lookup_with_eio() {
             .await
             .map(drop),
         Err(Errno::EIO)
+    );
+}
+
+/// What a brick killed between making a name and setting its GFID left (before such creates
+/// were atomic on the brick), once a lookup there gave it a GFID of its own: with the parent
+/// accusing that child, the lookup heals the parent, which replaces the copy by the source's
+/// (an empty directory, a file) and the name answers. A copy that holds something the source
+/// lacks (it accuses another child, or is a directory with names in it) stays a split-brain.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stale_copy_with_another_gfid_is_replaced_when_the_parent_has_a_source() {
+    let (c, top) = setup(2, &[]);
+    let make = |i: usize, name: &'static str, dir: bool| {
+        let leaf = c.leaf(i).clone();
+        async move {
+            let cx = root().to_builder().ext(&GfidReq(Gfid::random())).build();
+            let loc = Loc::new(Gfid::ROOT, name);
+            let e = if dir {
+                leaf.mkdir(&cx, loc, 0o755, 0).await
+            } else {
+                leaf.mknod(&cx, loc, libc::S_IFREG | 0o644, 0, 0).await
+            };
+            e.expect("make").attr.gfid
+        }
+    };
+    // The good copies, made through replicate while child 1 was down.
+    c.down(1);
+    let d = top
+        .mkdir(&root(), Loc::new(Gfid::ROOT, "d"), 0o750, 0)
+        .await
+        .expect("mkdir d")
+        .attr
+        .gfid;
+    let f = create(&top, "f", 1).await;
+    write(&top, f, 0, b"fsynced").await.expect("write f");
+    let kept_dir = top
+        .mkdir(&root(), Loc::new(Gfid::ROOT, "full"), 0o755, 0)
+        .await
+        .expect("mkdir full")
+        .attr
+        .gfid;
+    let kept_file = create(&top, "accusing", 2).await;
+    c.up(1);
+    // Child 1's own copies of those names, with GFIDs of their own.
+    make(1, "d", true).await;
+    make(1, "f", false).await;
+    let full = make(1, "full", true).await;
+    let cx = root().to_builder().ext(&GfidReq(Gfid::random())).build();
+    c.leaf(1)
+        .mkdir(&cx, Loc::new(full, "inside"), 0o755, 0)
+        .await
+        .expect("a name in child 1's full");
+    let accusing = make(1, "accusing", false).await;
+    let blame = Xattr {
+        name: key(&c, 0).into(),
+        value: Buf::from_vec(Counters([1, 0, 0]).encode().to_vec()),
+    };
+    c.leaf(1)
+        .setxattr(&root(), accusing, blame, 0)
+        .await
+        .expect("child 1's copy accuses child 0");
+    // The root accuses child 1 on child 0 (the creates it missed): child 0 is the source.
+    assert_eq!(counters(&c, 0, Gfid::ROOT, 1).await.lane(Lanes::ENTRY), 4);
+    let de = top
+        .lookup(&root(), Loc::new(Gfid::ROOT, "d"))
+        .await
+        .expect("d answers once healed");
+    assert_eq!(de.attr.gfid, d);
+    let fe = top
+        .lookup(&root(), Loc::new(Gfid::ROOT, "f"))
+        .await
+        .expect("f answers once healed");
+    assert_eq!(fe.attr.gfid, f.gfid);
+    assert_eq!(
+        leaf_content(c.leaf(1), f.gfid).await.as_deref(),
+        Some(&b"fsynced"[..])
+    );
+    for (name, want) in [("d", d), ("f", f.gfid)] {
+        let e = c
+            .leaf(1)
+            .lookup(&root(), Loc::new(Gfid::ROOT, name))
+            .await
+            .expect("child 1");
+        assert_eq!(e.attr.gfid, want, "{name} on child 1");
+    }
+    let d1 = c.leaf(1).stat(&root(), d).await.expect("d on child 1");
+    assert_eq!(d1.perm, 0o750, "d's metadata healed too");
+    for (name, theirs, ours) in [
+        ("full", kept_dir, full),
+        ("accusing", kept_file.gfid, accusing),
+    ] {
+        assert_eq!(
+            top.lookup(&root(), Loc::new(Gfid::ROOT, name))
+                .await
+                .map(drop),
+            Err(Errno::EIO),
+            "{name} stays a split-brain"
+        );
+        let on = |i: usize| {
+            let leaf = c.leaf(i).clone();
+            async move {
+                leaf.lookup(&root(), Loc::new(Gfid::ROOT, name))
+                    .await
+                    .expect("still there")
+                    .attr
+                    .gfid
+            }
+        };
+        assert_eq!(
+            (on(0).await, on(1).await),
+            (theirs, ours),
+            "{name} untouched"
+        );
+    }
+    assert!(
+        c.leaf(1)
+            .lookup(&root(), Loc::new(full, "inside"))
+            .await
+            .is_ok()
     );
 }
 

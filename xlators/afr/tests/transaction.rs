@@ -813,7 +813,11 @@ async fn another_clients_lookup_leaves_a_writers_hold_alone() {
         started.elapsed()
     );
     for i in 0..2 {
-        assert_eq!(counters(&c, i, f.gfid, i).await, DM1, "child {i}: a still holds f");
+        assert_eq!(
+            counters(&c, i, f.gfid, i).await,
+            DM1,
+            "child {i}: a still holds f"
+        );
         assert!(!lock_free(&c, i, "cluster/replicate", f.gfid).await);
     }
     assert_eq!(write(&top_a, f, 4, b"more").await, Ok(4));

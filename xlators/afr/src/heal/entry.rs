@@ -1,6 +1,13 @@
 //! Entry heal of a directory: the sinks' names made equal to the source's, each new object
 //! with the source's GFID (a hard link when the sink has that GFID already).
 //!
+//! A sink's name with another GFID than the source's is replaced by the source's object (as
+//! GlusterFS's entry heal with a source recreates it), when the sink's copy holds nothing
+//! the source lacks: it accuses no child (nothing was written to it that another missed)
+//! and, for a directory, it is empty. Such a copy is what a brick left when it was killed
+//! between making a name and setting its GFID, before creates with a requested GFID became
+//! atomic on the brick. Any other mismatch stays a GFID split-brain, reported, left alone.
+//!
 //! When every child is accused by another (each missed a create or unlink while it was down:
 //! an entry "split-brain" of the directory itself), there is no source; like GlusterFS, the
 //! heal then does a conservative merge: every name found on any child is made on the children
@@ -13,7 +20,8 @@ use std::collections::BTreeMap;
 use futures::future::BoxFuture;
 use xlator_api::abi_stable::std_types::{RString, RVec};
 use xlator_api::{
-    Buf, Ctx, DirEntry, Errno, Fd, FileType, Gfid, GfidReq, Loc, LogLevel, Subvol, Xattr, XattropOp,
+    Buf, Ctx, DirEntry, Errno, Fd, FileType, Gfid, GfidReq, Loc, LogLevel, Subvol, UnlinkExact,
+    Xattr, XattrReq, XattropOp,
 };
 
 use crate::changelog::{self, Lanes};
@@ -72,10 +80,20 @@ async fn names(sh: &Shared, held: &super::Held, dir: Gfid) -> Result<Vec<(Gfid, 
         for (name, e) in &want {
             match have.get(name) {
                 Some(h) if h.attr.gfid == e.attr.gfid => {}
-                Some(_) => {
-                    sh.split_brain(&format!("{dir}/{name}"), "gfid");
-                    ok = false;
-                }
+                Some(h) => match replace(sh, source, sink, s, &cx, dir, name, e, h).await {
+                    Ok(true) => made.push((e.attr.gfid, e.attr.kind)),
+                    Ok(false) => {
+                        sh.split_brain(&format!("{dir}/{name}"), "gfid");
+                        ok = false;
+                    }
+                    Err(err) => {
+                        sh.log(
+                            LogLevel::Warn,
+                            &format!("entry heal: replacing {dir}/{name} on child {s}: {err}"),
+                        );
+                        ok = false;
+                    }
+                },
                 None => match make(sh, source, sink, s, &cx, dir, name, e).await {
                     Ok(()) => made.push((e.attr.gfid, e.attr.kind)),
                     Err(err) => {
@@ -207,6 +225,73 @@ async fn list(
     };
     let _ = child.releasedir(cx, fd).await;
     r.map(|()| out)
+}
+
+/// Replaces the sink's `name` (`h`, another GFID than the source's `e`) by a copy of the
+/// source's object, if the sink's copy holds nothing the source lacks (see the module doc);
+/// false (nothing done) otherwise.
+#[allow(clippy::too_many_arguments)]
+async fn replace(
+    sh: &Shared,
+    source: &Subvol,
+    sink: &Subvol,
+    s: usize,
+    cx: &Ctx,
+    dir: Gfid,
+    name: &str,
+    e: &DirEntry,
+    h: &DirEntry,
+) -> Result<bool, Errno> {
+    let ask = XattrReq {
+        names: Vec::new(),
+        prefixes: vec![changelog::PREFIX.to_owned()],
+    };
+    let lcx = cx.to_builder().ext(&ask).build();
+    let now = sink.lookup(&lcx, Loc::new(dir, name)).await?;
+    if now.attr.gfid != h.attr.gfid {
+        return Ok(false);
+    }
+    let accuses = now.xattrs.iter().any(|x| {
+        x.name.as_str().starts_with(changelog::PREFIX) && x.value.as_slice().iter().any(|b| *b != 0)
+    });
+    if accuses {
+        return Ok(false);
+    }
+    if h.attr.kind == FileType::Directory && !list(sh, sink, cx, h.attr.gfid).await?.is_empty() {
+        return Ok(false);
+    }
+    sh.log(
+        LogLevel::Warn,
+        &format!(
+            "entry heal: {dir}/{name} on child {s} is {} ({:?}, accusing no child{}), the \
+             source's is {}: replacing it by the source's",
+            h.attr.gfid,
+            h.attr.kind,
+            if h.attr.kind == FileType::Directory {
+                ", empty"
+            } else {
+                ""
+            },
+            e.attr.gfid
+        ),
+    );
+    // Only this copy: an unlink that finds the name naming another object by now fails, and
+    // so does an rmdir that finds the directory no longer empty (the name is under the
+    // directory's entry lock, but not what is in it).
+    let loc = Loc::new(dir, name);
+    let removed = if h.attr.kind == FileType::Directory {
+        sink.rmdir(cx, loc).await
+    } else {
+        let exact = cx.to_builder().ext(&UnlinkExact(h.attr.gfid)).build();
+        sink.unlink(&exact, loc).await
+    };
+    match removed {
+        Ok(_) => {}
+        Err(Errno::ENOTEMPTY | Errno::EEXIST | Errno::ESTALE) => return Ok(false),
+        Err(e) => return Err(e),
+    }
+    make(sh, source, sink, s, cx, dir, name, e).await?;
+    Ok(true)
 }
 
 /// Makes `name` on `sink` like `e` on `source`, marks the new copy dirty, then blames `sink`
