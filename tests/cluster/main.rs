@@ -524,6 +524,66 @@ fn a_brick_killed_mid_stream_loses_no_fsynced_write_and_heals_to_identical_brick
     );
 }
 
+/// A brick holding names it made without a GFID (a brick killed between making a name and
+/// setting its GFID did that, before such creates were atomic on the brick; here made by
+/// hand in the stopped brick's directory): its next lookup gives them GFIDs of their own.
+/// The volume's parent directory accuses that brick, so the lookups through a new mount
+/// replace its copies by the good ones and answer, and after `xlfs volume heal` both bricks
+/// hold the same tree.
+#[test]
+fn a_brick_s_own_copies_of_names_it_missed_are_replaced_by_the_good_ones() {
+    require!();
+    let mut c = Cluster::create("rstale", 2);
+    let m = c.mount();
+    fs::create_dir(m.join("top")).expect("mkdir top");
+    c.kill_brick(1);
+    fs::create_dir(m.join("top/d")).expect("mkdir d");
+    fs::set_permissions(m.join("top/d"), fs::Permissions::from_mode(0o750)).expect("chmod d");
+    fs::write(m.join("top/d/inside"), b"inside d").expect("write inside d");
+    let mut f = File::create(m.join("top/f")).expect("create f");
+    f.write_all(b"written while brick 1 was down")
+        .expect("write f");
+    f.sync_all().expect("fsync f");
+    drop(f);
+    // What a killed brick left: the names, without GFIDs, an empty directory and an empty file.
+    fs::create_dir(c.bricks[1].join("top/d")).expect("stale d");
+    File::create(c.bricks[1].join("top/f")).expect("stale f");
+    c.start();
+    // A new mount: nothing cached, every name looked up on both bricks.
+    let fresh = c.mount();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let d = fs::read(fresh.join("top/d/inside"));
+        let f = fs::read(fresh.join("top/f"));
+        if let (Ok(d), Ok(f)) = (&d, &f) {
+            assert_eq!(d.as_slice(), b"inside d");
+            assert_eq!(f.as_slice(), b"written while brick 1 was down");
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the names still fail through the mount: {d:?} {f:?}"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let mut diff;
+    loop {
+        crawl(&m);
+        c.ok(&["volume", "heal", &c.name]);
+        diff = differences(&tree(&c.bricks[0]), &tree(&c.bricks[1]));
+        if diff.is_empty() || Instant::now() > deadline {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    assert!(
+        diff.is_empty(),
+        "{} differences after heal: {diff:#?}",
+        diff.len()
+    );
+}
+
 /// Reads `len` bytes of `p` at 0 with O_DIRECT (from the bricks, not this machine's cache).
 fn read_direct(p: &Path, len: usize) -> std::io::Result<Vec<u8>> {
     use std::os::unix::fs::{FileExt, OpenOptionsExt};
