@@ -192,6 +192,28 @@ where
     F: Fn(usize, P) -> Fut,
     Fut: Future<Output = Result<R, Errno>>,
 {
+    let (replies, _) = write_prepared(sh, gfid, on, lanes, exclusive, prepare, op).await?;
+    Ok(replies)
+}
+
+/// [`write`], with what `prepare` answered.
+#[allow(clippy::too_many_arguments)]
+pub(crate) async fn write_prepared<R, P, G, GFut, F, Fut>(
+    sh: &Handle,
+    gfid: Gfid,
+    on: On,
+    lanes: Lanes,
+    exclusive: bool,
+    prepare: G,
+    op: F,
+) -> Result<(Replies<R>, P), Errno>
+where
+    P: Copy,
+    G: FnOnce(Vec<bool>) -> GFut,
+    GFut: Future<Output = Result<P, Errno>>,
+    F: Fn(usize, P) -> Fut,
+    Fut: Future<Output = Result<R, Errno>>,
+{
     let cfg = sh.cfg();
     let key = (gfid, on);
     let slot = sh.eager.slot(key);
@@ -252,14 +274,14 @@ where
         kept = None;
     }
     let prepared = prepare(sources).await;
-    let (replies, mut s) = match prepared {
+    let (replies, value, mut s) = match prepared {
         Ok(value) => {
             let replies = transaction::fan_out(&pre, &|i| op(i, value)).await;
             let s = match kept {
                 Some(s) => s,
                 None => slot.lock().await,
             };
-            (replies, s)
+            (replies, value, s)
         }
         Err(e) => {
             // Nothing was written: the hold goes on as it was.
@@ -306,7 +328,7 @@ where
     if !refused {
         sh.after_write(gfid, lanes, &ok);
     }
-    Ok(replies)
+    Ok((replies, value))
 }
 
 /// Takes the hold of `key` (lock and pre-op) into its slot `s` unless it has one.

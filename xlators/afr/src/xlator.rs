@@ -281,24 +281,9 @@ impl<S: Spelling> ReplicateAs<S> {
             let loc = loc.clone();
             async move { self.child(i).create(&ccx, loc, fd, mode, umask).await }
         };
-        let held = std::sync::Mutex::new(None);
-        let replies = eager::write(
-            sh,
-            loc.parent,
-            On::Dir,
-            Lanes::ENTRY,
-            true,
-            |sources| async {
-                let r = prepare(sources).await;
-                if let Ok(h) = &r {
-                    *lock(&held) = *h;
-                }
-                r
-            },
-            op,
-        )
-        .await?;
-        if let Some(b) = held.into_inner().unwrap_or_else(|p| p.into_inner()) {
+        let (replies, held) =
+            eager::write_prepared(sh, loc.parent, On::Dir, Lanes::ENTRY, true, prepare, op).await?;
+        if let Some(b) = held {
             let on = on_of(b);
             // Where it made this GFID's file (a create of a name that exists opens that
             // file instead, and the brick gave the locks back).
