@@ -407,6 +407,29 @@ fn crawl(dir: &Path) {
     }
 }
 
+/// Crawls `mnt` and runs `xlfs volume heal` until bricks 0 and 1 hold the same tree (heals
+/// may still run in the background), for at most a minute; what still differs then.
+fn heal_until_equal(c: &Cluster, mnt: &Path) -> Vec<String> {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        crawl(mnt);
+        let heal = c.xlfs(&["volume", "heal", &c.name]);
+        println!(
+            "xlfs volume heal: {} {}",
+            heal.status,
+            String::from_utf8_lossy(&heal.stdout)
+                .lines()
+                .last()
+                .unwrap_or("")
+        );
+        let diff = differences(&tree(&c.bricks[0]), &tree(&c.bricks[1]));
+        if diff.is_empty() || Instant::now() > deadline {
+            return diff;
+        }
+        std::thread::sleep(Duration::from_millis(500));
+    }
+}
+
 /// Checks a client's directory, read through `mnt`, against its model.
 fn check_model(mnt: &Path, client: &str, model: &BTreeMap<String, Option<Vec<u8>>>) {
     let dir = mnt.join(client);
@@ -497,25 +520,7 @@ fn a_brick_killed_mid_stream_loses_no_fsynced_write_and_heals_to_identical_brick
     // bricks hold the same tree, no counter left. (A crawl through the mount alone does not
     // do for directories: a listing with READDIRPLUS looks no name up, and only a lookup
     // heals a directory's metadata.) Heals may still run in the background: poll.
-    let deadline = Instant::now() + Duration::from_secs(60);
-    let mut diff;
-    loop {
-        crawl(&m0);
-        let heal = c.xlfs(&["volume", "heal", &c.name]);
-        println!(
-            "xlfs volume heal: {} {}",
-            heal.status,
-            String::from_utf8_lossy(&heal.stdout)
-                .lines()
-                .last()
-                .unwrap_or("")
-        );
-        diff = differences(&tree(&c.bricks[0]), &tree(&c.bricks[1]));
-        if diff.is_empty() || Instant::now() > deadline {
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(500));
-    }
+    let diff = heal_until_equal(&c, &m0);
     assert!(
         diff.is_empty(),
         "{} differences after heal, first: {:#?}",
@@ -566,17 +571,7 @@ fn a_brick_s_own_copies_of_names_it_missed_are_replaced_by_the_good_ones() {
         );
         std::thread::sleep(Duration::from_millis(200));
     }
-    let deadline = Instant::now() + Duration::from_secs(60);
-    let mut diff;
-    loop {
-        crawl(&m);
-        c.ok(&["volume", "heal", &c.name]);
-        diff = differences(&tree(&c.bricks[0]), &tree(&c.bricks[1]));
-        if diff.is_empty() || Instant::now() > deadline {
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(500));
-    }
+    let diff = heal_until_equal(&c, &m);
     assert!(
         diff.is_empty(),
         "{} differences after heal: {diff:#?}",

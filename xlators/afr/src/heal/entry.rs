@@ -66,6 +66,14 @@ async fn names(sh: &Shared, held: &super::Held, dir: Gfid) -> Result<Vec<(Gfid, 
     let mut healed = sources;
     for s in sinks {
         let sink = &sh.children[s];
+        let to = To {
+            sh,
+            source,
+            sink,
+            s,
+            cx: &cx,
+            dir,
+        };
         let have = match list(sh, sink, &cx, dir).await {
             Ok(h) => h,
             Err(e) => {
@@ -80,7 +88,7 @@ async fn names(sh: &Shared, held: &super::Held, dir: Gfid) -> Result<Vec<(Gfid, 
         for (name, e) in &want {
             match have.get(name) {
                 Some(h) if h.attr.gfid == e.attr.gfid => {}
-                Some(h) => match replace(sh, source, sink, s, &cx, dir, name, e, h).await {
+                Some(h) => match replace(&to, name, e, h).await {
                     Ok(true) => made.push((e.attr.gfid, e.attr.kind)),
                     Ok(false) => {
                         sh.split_brain(&format!("{dir}/{name}"), "gfid");
@@ -94,7 +102,7 @@ async fn names(sh: &Shared, held: &super::Held, dir: Gfid) -> Result<Vec<(Gfid, 
                         ok = false;
                     }
                 },
-                None => match make(sh, source, sink, s, &cx, dir, name, e).await {
+                None => match make(&to, name, e).await {
                     Ok(()) => made.push((e.attr.gfid, e.attr.kind)),
                     Err(err) => {
                         sh.log(
@@ -174,8 +182,15 @@ async fn merge(sh: &Shared, held: &super::Held, dir: Gfid) -> Result<Vec<(Gfid, 
             if have.contains_key(*name) || conflicts.contains(*name) {
                 continue;
             }
-            let (source, sink) = (&sh.children[*src], &sh.children[s]);
-            match make(sh, source, sink, s, &cx, dir, name, e).await {
+            let to = To {
+                sh,
+                source: &sh.children[*src],
+                sink: &sh.children[s],
+                s,
+                cx: &cx,
+                dir,
+            };
+            match make(&to, name, e).await {
                 Ok(()) => made.push((e.attr.gfid, e.attr.kind)),
                 Err(err) => {
                     sh.log(
@@ -227,21 +242,29 @@ async fn list(
     r.map(|()| out)
 }
 
+/// Where an entry heal copies names: from `source` to `sink` (child `s`), in `dir`.
+#[derive(Clone, Copy)]
+struct To<'a> {
+    sh: &'a Shared,
+    source: &'a Subvol,
+    sink: &'a Subvol,
+    s: usize,
+    cx: &'a Ctx,
+    dir: Gfid,
+}
+
 /// Replaces the sink's `name` (`h`, another GFID than the source's `e`) by a copy of the
 /// source's object, if the sink's copy holds nothing the source lacks (see the module doc);
 /// false (nothing done) otherwise.
-#[allow(clippy::too_many_arguments)]
-async fn replace(
-    sh: &Shared,
-    source: &Subvol,
-    sink: &Subvol,
-    s: usize,
-    cx: &Ctx,
-    dir: Gfid,
-    name: &str,
-    e: &DirEntry,
-    h: &DirEntry,
-) -> Result<bool, Errno> {
+async fn replace(to: &To<'_>, name: &str, e: &DirEntry, h: &DirEntry) -> Result<bool, Errno> {
+    let To {
+        sh,
+        sink,
+        s,
+        cx,
+        dir,
+        ..
+    } = *to;
     let ask = XattrReq {
         names: Vec::new(),
         prefixes: vec![changelog::PREFIX.to_owned()],
@@ -290,24 +313,22 @@ async fn replace(
         Err(Errno::ENOTEMPTY | Errno::EEXIST | Errno::ESTALE) => return Ok(false),
         Err(e) => return Err(e),
     }
-    make(sh, source, sink, s, cx, dir, name, e).await?;
+    make(to, name, e).await?;
     Ok(true)
 }
 
 /// Makes `name` on `sink` like `e` on `source`, marks the new copy dirty, then blames `sink`
 /// for it on the source so the object's own heal fills it in (and a crash before that still
 /// leaves it accused).
-#[allow(clippy::too_many_arguments)]
-async fn make(
-    sh: &Shared,
-    source: &Subvol,
-    sink: &Subvol,
-    s: usize,
-    cx: &Ctx,
-    dir: Gfid,
-    name: &str,
-    e: &DirEntry,
-) -> Result<(), Errno> {
+async fn make(to: &To<'_>, name: &str, e: &DirEntry) -> Result<(), Errno> {
+    let To {
+        sh,
+        source,
+        sink,
+        s,
+        cx,
+        dir,
+    } = *to;
     let a = &e.attr;
     let loc = Loc::new(dir, name);
     let gcx = cx.to_builder().ext(&GfidReq(a.gfid)).build();
