@@ -305,6 +305,20 @@ impl TokioListener {
     }
 }
 
+/// `dir/brick-<port>.sock`, or the error that another process answers on it (see
+/// [`bind_unix`]).
+fn refuse_live_unix(name: &str, dir: &str, port: u16) -> Result<PathBuf, String> {
+    let path = unix_socket_path(std::path::Path::new(dir), port);
+    if let Some(pid) = live_socket(&path) {
+        return Err(format!(
+            "{name}: another process ({pid}) serves the Unix socket {}: stop that brick, or \
+             give this one another listen-port or unix-socket-dir",
+            path.display()
+        ));
+    }
+    Ok(path)
+}
+
 /// Binds `dir/brick-<port>.sock`, mode 0660 (the brick's user and group: not every local
 /// user, as the loopback port is; a peer's ids are checked anyway, see [`identity`]).
 /// `Ok(None)` (with a warning) if it cannot; an error if another process answers on that
@@ -317,14 +331,7 @@ fn bind_unix(
     port: u16,
 ) -> Result<Option<(std::os::unix::net::UnixListener, PathBuf)>, String> {
     use std::os::unix::fs::PermissionsExt;
-    let path = unix_socket_path(std::path::Path::new(dir), port);
-    if let Some(pid) = live_socket(&path) {
-        return Err(format!(
-            "{name}: another process ({pid}) serves the Unix socket {}: stop that brick, or \
-             give this one another listen-port or unix-socket-dir",
-            path.display()
-        ));
-    }
+    let path = refuse_live_unix(name, dir, port)?;
     let made = (|| {
         std::fs::create_dir_all(dir)?;
         match std::fs::remove_file(&path) {
@@ -478,6 +485,12 @@ impl Server {
         let allow = AllowList::parse(&o.auth_allow)?;
         let volfile = ServedVolfile::from_options(&o)?;
         let port = u16::try_from(o.listen_port).map_err(|_| "listen-port out of range")?;
+        // A live brick on this port's Unix socket is the conflict to name, whatever the TCP
+        // bind below would say (on another address it may succeed, or fail for a reason of
+        // its own); a port of 0 is known only once bound.
+        if port != 0 && !o.unix_socket_dir.is_empty() {
+            refuse_live_unix(&init.name, &o.unix_socket_dir, port)?;
+        }
         let listener = std::net::TcpListener::bind((o.listen_host.as_str(), port))
             .map_err(|e| format!("cannot listen on {}:{port}: {e}", o.listen_host))?;
         listener
