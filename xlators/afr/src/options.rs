@@ -29,7 +29,9 @@ xlator_api::options! {
         /// Keep a file's inode lock and pre-op after a write through an fd, so a stream of
         /// writes costs one round trip per replica per write (GlusterFS `eager-lock`). With
         /// `entry-eager-lock` too, a file created here is made with its hold (the create
-        /// carries the locks and the pre-op, where every brick up takes them).
+        /// carries the locks and the pre-op, where every brick up takes them). Attribute
+        /// changes of a directory (`tar x` sets owner, mode and times of each) keep the
+        /// directory's metadata lock and pre-op the same way.
         pub eager_lock: bool = OptionSpec::bool("eager-lock", "on").reconfigurable(),
         /// Keep a directory's entry lock and pre-op after a create, mkdir, mknod, symlink,
         /// link, unlink or rmdir in it, so this client's next ones there cost one round trip

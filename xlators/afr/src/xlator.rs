@@ -129,15 +129,19 @@ impl<S: Spelling> ReplicateAs<S> {
         }
     }
 
-    /// Whether an attribute change of `gfid` goes through this client's eager hold: a
-    /// change of metadata only (a truncate ends the hold instead), with eager locking on,
-    /// when the file has a hold or is open through this translator (the hold then ends at
-    /// its flush or release, or after `post-op-delay`). A path-only `chmod` of a file
-    /// nobody here has open stays a plain transaction: nothing would end its hold early.
-    fn eager_meta(&self, gfid: Gfid, attr: &SetAttr) -> bool {
-        attr.size.is_none()
-            && self.sh.cfg().eager_lock
-            && (self.sh.eager.holds(gfid) || self.sh.fds.file_open(gfid))
+    /// Which eager hold an attribute change of `gfid` goes through, if any: a change of
+    /// metadata only (a truncate ends the hold instead), with eager locking on, of a file
+    /// that has a hold or is open through this translator (its hold then ends after
+    /// `post-op-delay`), or of a directory (its metadata hold, [`On::Meta`]). A path-only
+    /// `chmod` of a file nobody here has open stays a plain transaction.
+    fn eager_meta(&self, gfid: Gfid, attr: &SetAttr) -> Option<On> {
+        if attr.size.is_some() || !self.sh.cfg().eager_lock {
+            return None;
+        }
+        if self.sh.eager.holds(gfid) || self.sh.fds.file_open(gfid) {
+            return Some(On::File);
+        }
+        (self.sh.cached_kind(gfid) == Some(FileType::Directory)).then_some(On::Meta)
     }
 
     /// A namespace fop on the names `locs`: one name goes through its directory's eager hold
@@ -752,12 +756,12 @@ impl<S: Spelling> Translator for ReplicateAs<S> {
 
     async fn setattr(&self, cx: &Ctx, gfid: Gfid, attr: SetAttr) -> Result<Iatt, Errno> {
         let op = |i| self.child(i).setattr(cx, gfid, attr);
-        if self.eager_meta(gfid, &attr) {
+        if let Some(on) = self.eager_meta(gfid, &attr) {
             let cfg = self.sh.cfg();
             return eager::write(
                 &self.sh,
                 gfid,
-                On::File,
+                on,
                 Lanes::META,
                 false,
                 no_prepare,
@@ -774,12 +778,14 @@ impl<S: Spelling> Translator for ReplicateAs<S> {
             self.ensure(i, cx, fd).await?;
             self.child(i).fsetattr(cx, fd, attr).await
         };
-        if !fd.is_anonymous() && self.eager_meta(fd.gfid, &attr) {
+        if !fd.is_anonymous()
+            && let Some(on) = self.eager_meta(fd.gfid, &attr)
+        {
             let cfg = self.sh.cfg();
             return eager::write(
                 &self.sh,
                 fd.gfid,
-                On::File,
+                on,
                 Lanes::META,
                 false,
                 no_prepare,

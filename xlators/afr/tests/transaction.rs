@@ -300,6 +300,78 @@ async fn attribute_changes_of_an_open_file_go_through_its_eager_hold() {
     ]);
 }
 
+/// `tar x` sets each directory's owner, mode and times by path once its files are in: the
+/// first takes a hold of the directory's metadata (one lock, one pre-op), the next go
+/// straight to the children, and the hold ends after `post-op-delay` with every counter
+/// zero. A metadata transaction of this client on the directory (a setxattr) ends it first
+/// instead of waiting for it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn attribute_changes_of_a_directory_go_through_a_hold_of_its_metadata() {
+    let (c, top) = setup(2, &[("eager-lock", "on"), ("post-op-delay", "300ms")]);
+    let d = top
+        .mkdir(&root(), Loc::new(Gfid::ROOT, "d"), 0o700, 0)
+        .await
+        .expect("mkdir")
+        .attr
+        .gfid;
+    c.handle(0).take_calls();
+    let changes = [
+        SetAttr {
+            uid: ROption::RSome(7),
+            ..SetAttr::default()
+        },
+        SetAttr {
+            perm: ROption::RSome(0o755),
+            ..SetAttr::default()
+        },
+        SetAttr {
+            mtime: xlator_api::TimeSet::At(xlator_api::Timespec { sec: 1, nsec: 0 }),
+            ..SetAttr::default()
+        },
+    ];
+    for a in changes {
+        top.setattr(&root(), d, a).await.expect("setattr");
+    }
+    // One lock and one pre-op for three changes.
+    c.handle(0).assert_calls(&[
+        Fop::Inodelk,
+        Fop::Xattrop,
+        Fop::Setattr,
+        Fop::Setattr,
+        Fop::Setattr,
+    ]);
+    c.handle(0).take_calls();
+    for i in 0..2 {
+        let a = c.leaf(i).stat(&root(), d).await.expect("stat");
+        assert_eq!((a.perm, a.uid, a.mtime.sec), (0o755, 7, 1), "child {i}");
+    }
+    // The timer's post-op and unlock.
+    c.handle(0).wait_for(Fop::Inodelk, 1).await;
+    c.handle(1).wait_for(Fop::Inodelk, 2).await;
+    assert!(all_zero(&c, d).await);
+    // A new hold, then a setxattr: the hold ends (post-op, unlock) before its transaction.
+    top.setattr(&root(), d, changes[1]).await.expect("chmod");
+    c.handle(0).take_calls();
+    let x = xlator_api::Xattr {
+        name: "user.k".into(),
+        value: xlator_api::Buf::copy_from_slice(b"v"),
+    };
+    let started = std::time::Instant::now();
+    top.setxattr(&root(), d, x, 0).await.expect("setxattr");
+    assert!(
+        started.elapsed() < std::time::Duration::from_millis(250),
+        "the setxattr waited for the hold's timer"
+    );
+    let calls = c.handle(0).fops();
+    assert_eq!(
+        calls.first(),
+        Some(&Fop::Xattrop),
+        "post-op first: {calls:?}"
+    );
+    assert!(calls.contains(&Fop::Setxattr), "{calls:?}");
+    assert!(all_zero(&c, d).await);
+}
+
 /// A change of one copy's metadata under a hold that fails there leaves it accused when the
 /// hold ends, so heal makes it equal to the other.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
