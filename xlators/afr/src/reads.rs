@@ -205,12 +205,12 @@ async fn lookup_once(
     let path = || format!("{}/{}", loc.parent, loc.name);
     let what = || format!("{} ({gfid})", path());
     if found.iter().any(|(_, e)| e.attr.gfid != gfid) {
-        // The parent's entry heal replaces a stale copy when the parent has a source (see
-        // heal::entry); otherwise it stays a split-brain.
+        // Reported now; the parent's entry heal replaces a stale copy when the parent has a
+        // source (see heal::entry), and takes the report back.
+        sh.split_brain(&path(), "gfid");
         let heal = if may_heal && sh.cfg().self_heal && !loc.name.is_empty() {
             vec![(loc.parent, FileType::Directory, None, Locks::Wait)]
         } else {
-            sh.split_brain(&path(), "gfid");
             Vec::new()
         };
         return (Err(Errno::EIO), heal);

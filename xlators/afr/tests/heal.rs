@@ -170,6 +170,17 @@ async fn a_stale_copy_with_another_gfid_is_replaced_when_the_parent_has_a_source
             .await
             .is_ok()
     );
+    // Reported by the lookups that met them; the replaced ones taken back.
+    let listed = format!("{:?}", top.dump().get("split-brain"));
+    for (name, still) in [
+        ("d", false),
+        ("f", false),
+        ("full", true),
+        ("accusing", true),
+    ] {
+        let entry = format!("\"{}/{name}\"", Gfid::ROOT);
+        assert_eq!(listed.contains(&entry), still, "{name} in {listed}");
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

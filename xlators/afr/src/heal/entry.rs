@@ -314,6 +314,8 @@ async fn replace(to: &To<'_>, name: &str, e: &DirEntry, h: &DirEntry) -> Result<
         Err(e) => return Err(e),
     }
     make(to, name, e).await?;
+    // A lookup that met the two GFIDs reported a split-brain: it is none now.
+    crate::shared::lock(&sh.split_brains).remove(&format!("{dir}/{name}"));
     Ok(true)
 }
 
