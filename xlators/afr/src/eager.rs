@@ -191,30 +191,9 @@ impl Eager {
 /// child's answer: no other write of this client to the file starts meanwhile (appends of one
 /// client would otherwise resolve the same end of file, or reach the replicas in different
 /// orders); writes already in flight go on (positional, they land alike everywhere).
+/// Answers the children's replies and what `prepare` answered.
 #[allow(clippy::too_many_arguments)]
 pub(crate) async fn write<R, P, G, GFut, F, Fut>(
-    sh: &Handle,
-    gfid: Gfid,
-    on: On,
-    lanes: Lanes,
-    exclusive: bool,
-    prepare: G,
-    op: F,
-) -> Result<Replies<R>, Errno>
-where
-    P: Copy,
-    G: FnOnce(Vec<bool>) -> GFut,
-    GFut: Future<Output = Result<P, Errno>>,
-    F: Fn(usize, P) -> Fut,
-    Fut: Future<Output = Result<R, Errno>>,
-{
-    let (replies, _) = write_prepared(sh, gfid, on, lanes, exclusive, prepare, op).await?;
-    Ok(replies)
-}
-
-/// [`write`], with what `prepare` answered.
-#[allow(clippy::too_many_arguments)]
-pub(crate) async fn write_prepared<R, P, G, GFut, F, Fut>(
     sh: &Handle,
     gfid: Gfid,
     on: On,

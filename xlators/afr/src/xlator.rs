@@ -119,6 +119,7 @@ impl<S: Spelling> ReplicateAs<S> {
                 op,
             )
             .await?
+            .0
             .reply_as_read(&cfg, fd.gfid)
         } else {
             eager::release_now(&self.sh, fd.gfid).await;
@@ -144,6 +145,37 @@ impl<S: Spelling> ReplicateAs<S> {
         (self.sh.cached_kind(gfid) == Some(FileType::Directory)).then_some(On::Meta)
     }
 
+    /// `setattr`/`fsetattr` (`op` on each child) of `gfid`: through the hold `eager` says
+    /// ([`Self::eager_meta`]), or as a transaction of its own.
+    async fn attr_change<F, Fut>(
+        &self,
+        gfid: Gfid,
+        attr: &SetAttr,
+        eager: Option<On>,
+        op: F,
+    ) -> Result<Iatt, Errno>
+    where
+        F: Fn(usize) -> Fut,
+        Fut: Future<Output = Result<Iatt, Errno>>,
+    {
+        let Some(on) = eager else {
+            return self.inode_txn(gfid, setattr_lanes(attr), op).await;
+        };
+        let cfg = self.sh.cfg();
+        eager::write(
+            &self.sh,
+            gfid,
+            on,
+            Lanes::META,
+            false,
+            no_prepare,
+            |i, ()| op(i),
+        )
+        .await?
+        .0
+        .reply_as_read(&cfg, gfid)
+    }
+
     /// A namespace fop on the names `locs`: one name goes through its directory's eager hold
     /// when `entry-eager-lock` is on; a rename (two names) is a transaction of its own, after
     /// this client's holds of both directories end (they would make it wait for their timers).
@@ -166,7 +198,8 @@ impl<S: Spelling> ReplicateAs<S> {
                 no_prepare,
                 |i, ()| op(i),
             )
-            .await;
+            .await
+            .map(|(replies, ())| replies);
         }
         for l in locs {
             eager::release_now(&self.sh, l.parent).await;
@@ -286,7 +319,7 @@ impl<S: Spelling> ReplicateAs<S> {
             async move { self.child(i).create(&ccx, loc, fd, mode, umask).await }
         };
         let (replies, held) =
-            eager::write_prepared(sh, loc.parent, On::Dir, Lanes::ENTRY, true, prepare, op).await?;
+            eager::write(sh, loc.parent, On::Dir, Lanes::ENTRY, true, prepare, op).await?;
         if let Some(b) = held {
             let on = on_of(b);
             // Where it made this GFID's file (a create of a name that exists opens that
@@ -755,46 +788,24 @@ impl<S: Spelling> Translator for ReplicateAs<S> {
     }
 
     async fn setattr(&self, cx: &Ctx, gfid: Gfid, attr: SetAttr) -> Result<Iatt, Errno> {
-        let op = |i| self.child(i).setattr(cx, gfid, attr);
-        if let Some(on) = self.eager_meta(gfid, &attr) {
-            let cfg = self.sh.cfg();
-            return eager::write(
-                &self.sh,
-                gfid,
-                on,
-                Lanes::META,
-                false,
-                no_prepare,
-                |i, ()| op(i),
-            )
-            .await?
-            .reply_as_read(&cfg, gfid);
-        }
-        self.inode_txn(gfid, setattr_lanes(&attr), op).await
+        let eager = self.eager_meta(gfid, &attr);
+        self.attr_change(gfid, &attr, eager, |i| {
+            self.child(i).setattr(cx, gfid, attr)
+        })
+        .await
     }
 
     async fn fsetattr(&self, cx: &Ctx, fd: Fd, attr: SetAttr) -> Result<Iatt, Errno> {
-        let op = |i| async move {
+        let eager = if fd.is_anonymous() {
+            None
+        } else {
+            self.eager_meta(fd.gfid, &attr)
+        };
+        self.attr_change(fd.gfid, &attr, eager, |i| async move {
             self.ensure(i, cx, fd).await?;
             self.child(i).fsetattr(cx, fd, attr).await
-        };
-        if !fd.is_anonymous()
-            && let Some(on) = self.eager_meta(fd.gfid, &attr)
-        {
-            let cfg = self.sh.cfg();
-            return eager::write(
-                &self.sh,
-                fd.gfid,
-                on,
-                Lanes::META,
-                false,
-                no_prepare,
-                |i, ()| op(i),
-            )
-            .await?
-            .reply_as_read(&cfg, fd.gfid);
-        }
-        self.inode_txn(fd.gfid, setattr_lanes(&attr), op).await
+        })
+        .await
     }
 
     async fn setxattr(&self, cx: &Ctx, gfid: Gfid, xattr: Xattr, flags: i32) -> Result<(), Errno> {

@@ -316,28 +316,24 @@ impl Brick {
         Ok(iatt::from_stat(&st, g))
     }
 
-    /// Gives a freshly made `(dir, name)` its GFID and handle; on failure removes it again.
-    /// The caller holds the name's [`name_lock`](Self::name_lock) since it made the name, so
-    /// no lookup gives the object a GFID of its own meanwhile. The handle is made first: it
-    /// is what makes a GFID taken (its link fails with EEXIST for a GFID in use anywhere on
-    /// the brick, so of two creates requesting one GFID only one gets it), and whoever sees
-    /// the GFID xattr finds the handle too.
+    /// Gives a freshly made `(dir, name)` a new random GFID and its handle; on failure
+    /// removes it again. Only for objects made in place, without a requested GFID (those
+    /// are staged: `EntryReq::staged`). The caller holds the name's
+    /// [`name_lock`](Self::name_lock) since it made the name, so no lookup gives the object
+    /// a GFID of its own meanwhile. The handle is made first (its link fails with EEXIST for
+    /// a GFID in use anywhere on the brick), so whoever sees the GFID xattr finds the handle.
     pub fn adopt_new(
         &self,
         caller: &Caller,
         dir_gfid: Gfid,
         dir: BorrowedFd<'_>,
         name: &str,
-        req: Option<Gfid>,
     ) -> Result<Iatt, Errno> {
         let cname = sys::cstr(name)?;
         let st = sys::fstatat(dir, &cname, libc::AT_SYMLINK_NOFOLLOW)?;
         let is_dir = st.st_mode & libc::S_IFMT == libc::S_IFDIR;
-        let g = req.filter(|g| !g.is_null()).unwrap_or_else(Gfid::random);
+        let g = Gfid::random();
         let r = creds::as_root(|| {
-            if g == Gfid::ROOT || self.h.exists(g) {
-                return Err(Errno::EEXIST);
-            }
             if is_dir {
                 self.h.new_dir_link(g, dir_gfid, name)?;
             } else {

@@ -166,7 +166,7 @@ impl Brick {
             None => {
                 let _n = self.name_lock(loc.parent, &loc.name);
                 sys::mkdirat(pfd.as_fd(), &name, mode)?;
-                self.adopt_new(c, loc.parent, pfd.as_fd(), &loc.name, r.gfid)?
+                self.adopt_new(c, loc.parent, pfd.as_fd(), &loc.name)?
             }
         };
         made_at(attr, pfd.as_fd(), loc.parent, &loc.name, r.want.as_ref())
@@ -209,7 +209,7 @@ impl Brick {
             None => {
                 let _n = self.name_lock(loc.parent, &loc.name);
                 sys::mknodat(pfd.as_fd(), &name, m, rdev)?;
-                self.adopt_new(c, loc.parent, pfd.as_fd(), &loc.name, r.gfid)?
+                self.adopt_new(c, loc.parent, pfd.as_fd(), &loc.name)?
             }
         };
         made_at(attr, pfd.as_fd(), loc.parent, &loc.name, r.want.as_ref())
@@ -238,7 +238,7 @@ impl Brick {
             None => {
                 let _n = self.name_lock(loc.parent, &loc.name);
                 sys::symlinkat(&target, pfd.as_fd(), &name)?;
-                self.adopt_new(c, loc.parent, pfd.as_fd(), &loc.name, r.gfid)?
+                self.adopt_new(c, loc.parent, pfd.as_fd(), &loc.name)?
             }
         };
         made_at(attr, pfd.as_fd(), loc.parent, &loc.name, r.want.as_ref())
@@ -278,8 +278,7 @@ impl Brick {
                         perm,
                     ) {
                         Ok((file, flags)) => {
-                            let attr =
-                                self.adopt_new(c, loc.parent, pfd.as_fd(), &loc.name, r.gfid)?;
+                            let attr = self.adopt_new(c, loc.parent, pfd.as_fd(), &loc.name)?;
                             Some((file, flags, attr))
                         }
                         Err(Errno::EEXIST) => None,
