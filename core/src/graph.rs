@@ -198,7 +198,9 @@ pub struct Node {
     /// The translator itself, for reconfigure and dump.
     pub control: Subvol,
     pub info: TypeInfo,
-    pub options: Options,
+    /// The options in effect: the volfile's at build, then each in-place reconfigure's
+    /// (what the next volfile is compared with).
+    options: Mutex<Options>,
     pub children: Vec<String>,
     up: &'static UpLinks,
 }
@@ -211,6 +213,28 @@ pub struct Graph {
     volfile: Volfile,
     nodes: BTreeMap<String, Node>,
     top: Subvol,
+}
+
+impl Node {
+    /// The options in effect.
+    pub fn options(&self) -> Options {
+        self.options
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
+    }
+
+    /// Reconfigures the translator in place with `options` and, when it takes them, keeps
+    /// them as the options in effect.
+    pub fn reconfigure(&self, options: Options) -> Result<(), String> {
+        let mut cur = self
+            .options
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        self.control.reconfigure(options.clone())?;
+        *cur = options;
+        Ok(())
+    }
 }
 
 impl Graph {
@@ -264,7 +288,7 @@ impl Graph {
                     subvol,
                     control,
                     info: resolved.info,
-                    options,
+                    options: Mutex::new(options),
                     children: decl.subvolumes.clone(),
                     up,
                 },

@@ -90,8 +90,7 @@ impl Volume {
             }
             for (name, opts) in &changes {
                 if let Some(node) = cur.node(name) {
-                    node.control
-                        .reconfigure(opts.clone())
+                    node.reconfigure(opts.clone())
                         .map_err(|reason| GraphError::Init {
                             origin: volfile.origin.clone(),
                             volume: name.clone(),
@@ -159,11 +158,12 @@ impl Volume {
                 return Ok(None);
             }
             let opts = volfile::effective_options(decl, &node.info, &new.origin)?;
-            if opts == node.options {
+            let cur_opts = node.options();
+            if opts == cur_opts {
                 continue;
             }
             for spec in node.info.options.iter() {
-                if opts.get(&spec.key) != node.options.get(&spec.key) && !spec.reconfigurable {
+                if opts.get(&spec.key) != cur_opts.get(&spec.key) && !spec.reconfigurable {
                     return Ok(None);
                 }
             }

@@ -86,6 +86,17 @@ fn reconfigurable_option_changes_in_place_and_others_switch_graphs() {
     );
     assert_eq!(vol.graph().id(), first, "same graph after reconfigure");
     pos_in(&journal_lines("g2-"), "g2-mid reconfigure tag=two");
+    // The options applied in place are the ones later volfiles are compared with: the same
+    // volfile again changes nothing, and going back to the first value reconfigures again.
+    assert_eq!(
+        vol.reload(diamond("g2-", "two", 1)).expect("same"),
+        Reload::Unchanged
+    );
+    assert_eq!(
+        vol.reload(diamond("g2-", "one", 1)).expect("reconfigures back"),
+        Reload::Reconfigured(vec!["mid".into()])
+    );
+    pos_in(&journal_lines("g2-"), "g2-mid reconfigure tag=one");
     // `fixed` is not reconfigurable: a new graph.
     let r = vol.reload(diamond("g2-", "two", 2)).expect("switches");
     assert!(

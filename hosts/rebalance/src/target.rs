@@ -55,7 +55,7 @@ pub fn topology(graph: &Graph) -> String {
         .filter(|(_, n)| DISTRIBUTE_TYPES.contains(&n.info.name.as_str()))
         .map(|(name, n)| {
             let mut t = format!("{name}={}", n.children.join(","));
-            match n.options.get("decommissioned") {
+            match n.options().get("decommissioned") {
                 Some(d) if !d.trim().is_empty() => t.push_str(&format!(";decommissioned={d}")),
                 _ => {}
             }
@@ -72,7 +72,8 @@ pub fn distributes(graph: &Graph) -> Vec<(String, String)> {
         .nodes()
         .filter(|(_, n)| DISTRIBUTE_TYPES.contains(&n.info.name.as_str()))
         .map(|(name, n)| {
-            let d = n.options.get("decommissioned").unwrap_or("").trim();
+            let options = n.options();
+            let d = options.get("decommissioned").unwrap_or("").trim();
             (name.to_owned(), d.to_owned())
         })
         .collect()
