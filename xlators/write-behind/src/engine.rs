@@ -150,14 +150,30 @@ impl Engine {
     /// Lets the window of `file` send what may go: cached writes to background tasks, granted
     /// requests to their waiting owners.
     fn pump(self: &Arc<Self>, file: &FileRef) {
-        let limits = self.config().limits;
-        let out = file.with(|w| w.dispatch(&limits));
+        let config = self.config();
+        let out = file.with(|w| w.dispatch(&config.limits));
         if out.granted {
             file.wake();
         }
         for send in out.sends {
             self.send_behind(file.clone(), send);
         }
+        if out.holding && !config.limits.trickle && file.arm_hold_timer() {
+            self.send_held_after(file.clone(), config.aggregate_wait);
+        }
+    }
+
+    /// Ends, after `wait`, the growth of what `file` holds now (`aggregate-wait`): a partial
+    /// aggregate no write followed is sent then. One timer per file at a time.
+    fn send_held_after(self: &Arc<Self>, file: FileRef, wait: std::time::Duration) {
+        let engine = self.clone();
+        let sleep = self.services.sleep(wait);
+        self.services.spawn(async move {
+            sleep.await;
+            file.disarm_hold_timer();
+            file.with(|w| w.request_flush());
+            engine.pump(&file);
+        });
     }
 
     /// Sends one cached write in a background task; its completion frees window space and

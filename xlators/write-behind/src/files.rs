@@ -4,7 +4,7 @@
 
 use std::collections::HashMap;
 use std::pin::pin;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use tokio::sync::Notify;
@@ -39,6 +39,8 @@ pub(crate) struct File {
     changed: Notify,
     /// Live [`FileRef`]s; changed from 0 only under the registry lock.
     users: AtomicUsize,
+    /// A timer will end the growth of the held aggregate (`Engine::send_held_after`).
+    hold_timer: AtomicBool,
 }
 
 impl File {
@@ -49,6 +51,16 @@ impl File {
 
     fn lock(&self) -> MutexGuard<'_, Window<Writer>> {
         self.window.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Whether the caller is to start the hold timer (none is running).
+    pub(crate) fn arm_hold_timer(&self) -> bool {
+        !self.hold_timer.swap(true, Ordering::AcqRel)
+    }
+
+    /// The hold timer fired: the next held write starts another.
+    pub(crate) fn disarm_hold_timer(&self) {
+        self.hold_timer.store(false, Ordering::Release);
     }
 
     /// Wakes every waiter to re-check its condition.
@@ -103,6 +115,7 @@ impl Files {
                 window: Mutex::new(Window::new()),
                 changed: Notify::new(),
                 users: AtomicUsize::new(0),
+                hold_timer: AtomicBool::new(false),
             })
         });
         self.take_ref(file)

@@ -2,6 +2,8 @@
 //! to the next request (a smaller window makes writers wait until the cached bytes drain
 //! below it; nothing already acknowledged is dropped).
 
+use std::time::Duration;
+
 use crate::window::Limits;
 
 xlator_api::options! {
@@ -31,6 +33,13 @@ xlator_api::options! {
         /// request follows it, the window fills, or a barrier (fsync, flush, read...) needs it.
         pub trickling_writes: bool =
             OptionSpec::bool("trickling-writes", "on").reconfigurable(),
+        /// With trickling-writes off: the longest a partial aggregate waits for the next
+        /// write before it is sent anyway, so a writer that stops (a log line, the last block
+        /// before a pause) is on the bricks within this time and not only at its next
+        /// fsync or close.
+        pub aggregate_wait: Duration = OptionSpec::duration("aggregate-wait", "1ms")
+            .range(0, 1000)
+            .reconfigurable(),
         /// Writes through fds opened with O_DIRECT bypass the cache (after the file's earlier
         /// cached writes finished), so the caller gets the child's answer.
         pub strict_o_direct: bool = OptionSpec::bool("strict-o-direct", "off").reconfigurable(),
@@ -43,6 +52,7 @@ pub struct Config {
     pub limits: Limits,
     pub flush_behind: bool,
     pub strict_o_direct: bool,
+    pub aggregate_wait: Duration,
 }
 
 impl From<&WriteBehindOptions> for Config {
@@ -55,6 +65,7 @@ impl From<&WriteBehindOptions> for Config {
             },
             flush_behind: o.flush_behind,
             strict_o_direct: o.strict_o_direct,
+            aggregate_wait: o.aggregate_wait,
         }
     }
 }
@@ -88,6 +99,7 @@ mod tests {
         assert_eq!(c.limits.window, 1 << 20);
         assert_eq!(c.limits.aggregate, 128 << 10);
         assert!(c.limits.trickle && !c.flush_behind && !c.strict_o_direct);
+        assert_eq!(c.aggregate_wait, Duration::from_millis(1));
         let schema = WriteBehindOptions::schema();
         assert!(schema.iter().all(|s| s.reconfigurable && !s.doc.is_empty()));
     }

@@ -210,6 +210,8 @@ pub struct Dispatch<O> {
     pub sends: Vec<Send<O>>,
     /// Whether an owned request was granted (its owner must be woken).
     pub granted: bool,
+    /// Whether a cached write was left to grow (the caller bounds how long: `aggregate-wait`).
+    pub holding: bool,
 }
 
 /// Counters for statedumps.
@@ -444,12 +446,13 @@ impl<O: Origin> Window<O> {
 impl<O: Clone> Window<O> {
     /// Decides what goes to the child now: every queued request with no earlier conflicting
     /// unfinished request, except a cached write that may still grow (the last request, not
-    /// full, not asked to flush, and either trickling is off or a write of this file is in
-    /// flight).
+    /// an append, not full, not asked to flush, and either trickling is off or a write of this
+    /// file is in flight).
     pub fn dispatch(&mut self, limits: &Limits) -> Dispatch<O> {
         let mut out = Dispatch {
             sends: Vec::new(),
             granted: false,
+            holding: false,
         };
         let mut in_transit = self.reqs.iter().any(|r| r.sent && r.is_write());
         let flush_upto = self.flush_upto;
@@ -471,10 +474,12 @@ impl<O: Clone> Window<O> {
                 }
                 Kind::Cached(c) => {
                     let grows = i + 1 == n
+                        && !c.append
                         && c.len < limits.aggregate
                         && req.seq >= flush_upto
                         && (!limits.trickle || in_transit);
                     if grows {
+                        out.holding = true;
                         continue;
                     }
                     req.sent = true;
@@ -701,6 +706,21 @@ mod tests {
             vec![(0, 10)],
             "the later write goes with the flush pending"
         );
+    }
+
+    #[test]
+    fn a_lone_append_is_never_held_to_grow() {
+        // Without trickling, a lone write waits to grow; an append never grows, so holding it
+        // would only keep it from the other clients.
+        let mut w = Window::new();
+        acked(w.admit(&mut None, &L, 1, 0, buf(10, 1), true));
+        let d = w.dispatch(&L);
+        assert_eq!(d.sends.len(), 1);
+        assert!(d.sends[0].append && !d.holding);
+        let mut w = Window::new();
+        acked(w.admit(&mut None, &L, 1, 0, buf(10, 1), false));
+        let d = w.dispatch(&L);
+        assert!(d.sends.is_empty() && d.holding, "a plain write is held");
     }
 
     #[test]

@@ -14,6 +14,10 @@ use xlfs_testkit::mock::{FopCall, FopReply, MockHandle};
 use xlfs_testkit::on_file::call_on;
 use xlfs_write_behind::handling::{Handling, handling};
 
+/// Holds a partial aggregate far longer than any test step, for tests that check what is
+/// held until a barrier.
+const HOLD: (&str, &str) = ("aggregate-wait", "1s");
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_write_is_acknowledged_before_the_child_answers() {
     let (wb, h) = wb_mock(&[]);
@@ -263,7 +267,7 @@ async fn overlapping_writes_in_flight_never_reorder() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn thirty_two_contiguous_4k_writes_become_one_128k_writev() {
-    let (wb, h) = wb_mock(&[("trickling-writes", "off")]);
+    let (wb, h) = wb_mock(&[("trickling-writes", "off"), HOLD]);
     let mut expected = Vec::new();
     for i in 0..32u8 {
         let data = bytes(4096, i);
@@ -300,7 +304,7 @@ async fn with_trickling_writes_aggregate_while_one_is_in_flight() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn without_trickling_a_lone_write_waits_for_a_barrier() {
-    let (wb, h) = wb_mock(&[("trickling-writes", "off")]);
+    let (wb, h) = wb_mock(&[("trickling-writes", "off"), HOLD]);
     wb.writev(&cx(), rw(), 0, bytes(10, 1), 0)
         .await
         .expect("cached");
@@ -311,8 +315,24 @@ async fn without_trickling_a_lone_write_waits_for_a_barrier() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn without_trickling_a_lone_write_goes_down_after_aggregate_wait() {
+    let (wb, h) = wb_mock(&[("trickling-writes", "off"), ("aggregate-wait", "20ms")]);
+    wb.writev(&cx(), rw(), 0, bytes(10, 1), 0)
+        .await
+        .expect("cached");
+    soon("sent by the timer", h.wait_for(Fop::Writev, 1)).await;
+    h.assert_calls(&[Fop::Writev]);
+    // And the next held write starts a timer of its own.
+    wb.writev(&cx(), rw(), 10, bytes(10, 1), 0)
+        .await
+        .expect("cached");
+    soon("sent by the timer", h.wait_for(Fop::Writev, 2)).await;
+    assert_eq!(writes(&h), vec![(0, 10), (10, 10)]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn release_sends_pending_writes_first() {
-    let (wb, h) = wb_mock(&[("trickling-writes", "off")]);
+    let (wb, h) = wb_mock(&[("trickling-writes", "off"), HOLD]);
     wb.writev(&cx(), rw(), 0, bytes(10, 1), 0)
         .await
         .expect("cached");
@@ -352,7 +372,7 @@ async fn a_writer_admitted_from_the_queue_wakes_the_next_one() {
     // Regression: B and C wait for window space, C polled before B once space is back. B is
     // admitted and (no trickling) held to grow; unless its admission wakes C, C never asks
     // for the window to drain and waits forever.
-    let (wb, h) = wb_mock(&[("trickling-writes", "off"), ("window-size", "4KiB")]);
+    let (wb, h) = wb_mock(&[("trickling-writes", "off"), HOLD, ("window-size", "4KiB")]);
     h.hold(Fop::Writev);
     wb.writev(&cx(), rw(), 0, bytes(3000, 1), 0)
         .await
@@ -682,7 +702,7 @@ async fn a_cancelled_waiter_does_not_block_the_file() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn lookup_replies_carry_fresh_attributes_of_files_being_written() {
-    let (wb, h) = wb_mock(&[("trickling-writes", "off")]);
+    let (wb, h) = wb_mock(&[("trickling-writes", "off"), HOLD]);
     h.on(Fop::Lookup, |_| {
         FopReply::Lookup(Ok(Entry::new(attr(FILE, 0))))
     });
