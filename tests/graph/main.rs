@@ -93,7 +93,8 @@ fn reconfigurable_option_changes_in_place_and_others_switch_graphs() {
         Reload::Unchanged
     );
     assert_eq!(
-        vol.reload(diamond("g2-", "one", 1)).expect("reconfigures back"),
+        vol.reload(diamond("g2-", "one", 1))
+            .expect("reconfigures back"),
         Reload::Reconfigured(vec!["mid".into()])
     );
     pos_in(&journal_lines("g2-"), "g2-mid reconfigure tag=one");
