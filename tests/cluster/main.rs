@@ -80,6 +80,19 @@ impl Mount {
     }
 }
 
+impl Mount {
+    /// Kills the mount's process with SIGKILL (its FUSE connection then fails every call
+    /// with ENOTCONN) and reaps it.
+    fn kill(&mut self) {
+        // SAFETY: kill(2) on our own child's pid.
+        assert_eq!(
+            unsafe { libc::kill(self.child.id() as i32, libc::SIGKILL) },
+            0
+        );
+        let _ = self.child.wait();
+    }
+}
+
 impl Drop for Mount {
     fn drop(&mut self) {
         // SAFETY: kill(2) on our own child's pid.
@@ -521,6 +534,163 @@ fn a_brick_killed_mid_stream_loses_no_fsynced_write_and_heals_to_identical_brick
     // do for directories: a listing with READDIRPLUS looks no name up, and only a lookup
     // heals a directory's metadata.) Heals may still run in the background: poll.
     let diff = heal_until_equal(&c, &m0);
+    assert!(
+        diff.is_empty(),
+        "{} differences after heal, first: {:#?}",
+        diff.len(),
+        &diff[..diff.len().min(10)]
+    );
+}
+
+/// What a killed client leaves behind on replica 2: `kill -9` of one mount in the middle of
+/// its creates and fsynced overwrites (transactions begun, eager holds kept, pre-ops not
+/// followed by post-ops), while it also writes other files without fsync (write-behind holds
+/// acknowledged data that dies with it). The bricks drop its locks when its connections go;
+/// the other mount then reads every fsynced write (the one call cut short by the kill
+/// answers its old or its new contents), and `xlfs volume heal` leaves both bricks with the
+/// same tree and no counter set.
+#[test]
+fn a_mount_killed_mid_transaction_leaves_no_lock_and_heals_to_identical_bricks() {
+    require!();
+    let mut c = Cluster::create("mkill", 2);
+    let (m0, m1) = (c.mount(), c.mount());
+    fs::create_dir(m0.join("synced")).expect("mkdir synced");
+    fs::create_dir(m0.join("loose")).expect("mkdir loose");
+    type Model = BTreeMap<String, Vec<u8>>;
+    /// The fsynced files, and the one call in progress when the mount died: its name and
+    /// the contents before and after it.
+    type Outcome = (Model, Option<(String, Option<Vec<u8>>, Vec<u8>)>);
+    let synced = {
+        let dir = m0.join("synced");
+        std::thread::spawn(move || -> Outcome {
+            let mut rng = Rng(31);
+            let mut model = Model::new();
+            for i in 0.. {
+                let (name, before, after) = if i % 2 == 0 || model.is_empty() {
+                    let n = rng.below(60_000) as usize;
+                    (format!("f{i}"), None, rng.bytes(n))
+                } else {
+                    let names: Vec<&String> = model.keys().collect();
+                    let name = names[rng.below(names.len() as u64) as usize].clone();
+                    let old = model[&name].clone();
+                    let off = rng.below(old.len() as u64 + 1) as usize;
+                    let n = 1 + rng.below(30_000) as usize;
+                    let data = rng.bytes(n);
+                    let mut new = old.clone();
+                    new.resize(new.len().max(off + data.len()), 0);
+                    new[off..off + data.len()].copy_from_slice(&data);
+                    (name, Some(old), new)
+                };
+                let r = (|| -> std::io::Result<()> {
+                    let p = dir.join(&name);
+                    let f = match &before {
+                        None => {
+                            let mut f = File::create(&p)?;
+                            f.write_all(&after)?;
+                            f
+                        }
+                        Some(old) => {
+                            let f = OpenOptions::new().write(true).open(&p)?;
+                            let off = (0..after.len())
+                                .find(|&k| old.get(k) != Some(&after[k]))
+                                .unwrap_or(after.len());
+                            std::os::unix::fs::FileExt::write_all_at(
+                                &f,
+                                &after[off..],
+                                off as u64,
+                            )?;
+                            f
+                        }
+                    };
+                    f.sync_all()
+                })();
+                match r {
+                    Ok(()) => {
+                        model.insert(name, after);
+                    }
+                    Err(_) => return (model, Some((name, before, after))),
+                }
+            }
+            unreachable!()
+        })
+    };
+    let loose = {
+        let dir = m0.join("loose");
+        std::thread::spawn(move || {
+            let mut rng = Rng(57);
+            let mut i = 0u64;
+            // Creates and rewrites without fsync until the mount is gone.
+            loop {
+                let name = format!("l{}", rng.below(40));
+                let n = rng.below(50_000) as usize;
+                let data = rng.bytes(n);
+                let off = rng.below(20_000);
+                let r = OpenOptions::new()
+                    .create(true)
+                    .write(true)
+                    .truncate(i % 3 == 0)
+                    .open(dir.join(&name))
+                    .and_then(|f| std::os::unix::fs::FileExt::write_all_at(&f, &data, off));
+                if r.is_err() {
+                    return i;
+                }
+                i += 1;
+            }
+        })
+    };
+    std::thread::sleep(Duration::from_secs(3));
+    c.mounts[0].kill();
+    let (model, cut) = synced.join().expect("synced writer");
+    let loose_writes = loose.join().expect("loose writer");
+    println!(
+        "{} fsynced files, {loose_writes} loose writes; cut short: {:?}",
+        model.len(),
+        cut.as_ref().map(|(n, b, _)| (n, b.is_some()))
+    );
+    assert!(
+        model.len() > 10,
+        "the writer did too little before the kill"
+    );
+    // The dead client's unfinished transactions: marks its post-ops never cleared.
+    let marked = differences(&tree(&c.bricks[0]), &tree(&c.bricks[1]));
+    println!(
+        "{} names differ or carry counters after the kill, first: {:?}",
+        marked.len(),
+        marked.first()
+    );
+    assert!(
+        !marked.is_empty(),
+        "the kill left no unfinished transaction: the test proves nothing"
+    );
+    // The other mount: every fsynced write is there, and nothing the dead client locked
+    // keeps it waiting (its locks went with its connections).
+    let dir = m1.join("synced");
+    for (name, want) in &model {
+        if cut.as_ref().is_some_and(|(n, _, _)| n == name) {
+            continue;
+        }
+        let got = fs::read(dir.join(name)).expect("read a fsynced file");
+        assert!(
+            got == *want,
+            "synced/{name}: {} bytes, want {} (an fsynced write lost)",
+            got.len(),
+            want.len()
+        );
+    }
+    if let Some((name, before, after)) = &cut {
+        match fs::read(dir.join(name)) {
+            Ok(got) => assert!(
+                got == *after || before.as_ref() == Some(&got) || before.is_none(),
+                "synced/{name}: the call cut short left neither its old nor its new contents"
+            ),
+            Err(e) => assert!(
+                before.is_none() && e.kind() == std::io::ErrorKind::NotFound,
+                "synced/{name}: {e}"
+            ),
+        }
+    }
+    fs::write(m1.join("loose/after"), b"written after the kill").expect("a new write");
+    let diff = heal_until_equal(&c, &m1);
     assert!(
         diff.is_empty(),
         "{} differences after heal, first: {:#?}",
