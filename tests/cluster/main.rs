@@ -628,7 +628,7 @@ fn a_mount_killed_mid_transaction_leaves_no_lock_and_heals_to_identical_bricks()
                 let r = OpenOptions::new()
                     .create(true)
                     .write(true)
-                    .truncate(i % 3 == 0)
+                    .truncate(i.is_multiple_of(3))
                     .open(dir.join(&name))
                     .and_then(|f| std::os::unix::fs::FileExt::write_all_at(&f, &data, off));
                 if r.is_err() {
