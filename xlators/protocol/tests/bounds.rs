@@ -654,6 +654,13 @@ async fn the_idle_timeout_holds_while_the_reader_waits_for_a_request_slot() {
         ],
     );
     let mut raw = Raw::connect(addr, "memory").await;
+    // The server counts the connection a moment after the handshake answered: wait for it,
+    // or the loop below may see none before it was ever counted.
+    let t = Instant::now();
+    while common::json_field(&server, "connections") == serde_json::json!(0) {
+        assert!(t.elapsed() < Duration::from_secs(10), "never counted");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
     // The first takes the only slot and hangs; the reader then waits for the slot to read
     // past the second.
     for _ in 0..2 {
