@@ -30,7 +30,8 @@ xlator_api::options! {
         pub flush_behind: bool = OptionSpec::bool("flush-behind", "off").reconfigurable(),
         /// Send a write at once when nothing of its file is in flight, instead of holding it
         /// to grow an aggregate. Off: a partial aggregate waits until it is full, another
-        /// request follows it, the window fills, or a barrier (fsync, flush, read...) needs it.
+        /// request follows it, the window fills, a barrier (fsync, flush, read...) needs it, or
+        /// `aggregate-wait` passes.
         pub trickling_writes: bool =
             OptionSpec::bool("trickling-writes", "on").reconfigurable(),
         /// With trickling-writes off: the longest a partial aggregate waits for the next
