@@ -443,6 +443,17 @@ fn heal_until_equal(c: &Cluster, mnt: &Path) -> Vec<String> {
     }
 }
 
+/// [`heal_until_equal`], and fails with the first differences if the bricks still differ.
+fn assert_heals_to_equal(c: &Cluster, mnt: &Path) {
+    let diff = heal_until_equal(c, mnt);
+    assert!(
+        diff.is_empty(),
+        "{} differences after heal, first: {:#?}",
+        diff.len(),
+        &diff[..diff.len().min(10)]
+    );
+}
+
 /// Checks a client's directory, read through `mnt`, against its model.
 fn check_model(mnt: &Path, client: &str, model: &BTreeMap<String, Option<Vec<u8>>>) {
     let dir = mnt.join(client);
@@ -533,13 +544,7 @@ fn a_brick_killed_mid_stream_loses_no_fsynced_write_and_heals_to_identical_brick
     // bricks hold the same tree, no counter left. (A crawl through the mount alone does not
     // do for directories: a listing with READDIRPLUS looks no name up, and only a lookup
     // heals a directory's metadata.) Heals may still run in the background: poll.
-    let diff = heal_until_equal(&c, &m0);
-    assert!(
-        diff.is_empty(),
-        "{} differences after heal, first: {:#?}",
-        diff.len(),
-        &diff[..diff.len().min(10)]
-    );
+    assert_heals_to_equal(&c, &m0);
 }
 
 /// What a killed client leaves behind on replica 2: `kill -9` of one mount in the middle of
@@ -690,13 +695,7 @@ fn a_mount_killed_mid_transaction_leaves_no_lock_and_heals_to_identical_bricks()
         }
     }
     fs::write(m1.join("loose/after"), b"written after the kill").expect("a new write");
-    let diff = heal_until_equal(&c, &m1);
-    assert!(
-        diff.is_empty(),
-        "{} differences after heal, first: {:#?}",
-        diff.len(),
-        &diff[..diff.len().min(10)]
-    );
+    assert_heals_to_equal(&c, &m1);
 }
 
 /// A brick holding names it made without a GFID (a brick killed between making a name and
@@ -741,12 +740,7 @@ fn a_brick_s_own_copies_of_names_it_missed_are_replaced_by_the_good_ones() {
         );
         std::thread::sleep(Duration::from_millis(200));
     }
-    let diff = heal_until_equal(&c, &m);
-    assert!(
-        diff.is_empty(),
-        "{} differences after heal: {diff:#?}",
-        diff.len()
-    );
+    assert_heals_to_equal(&c, &m);
 }
 
 /// Reads `len` bytes of `p` at 0 with O_DIRECT (from the bricks, not this machine's cache).
