@@ -142,6 +142,23 @@ impl Eager {
         s.try_lock().map_or(true, |s| s.held.is_some())
     }
 
+    /// Whether file `gfid` has a hold now with no write in flight, in which child `i` was a
+    /// good copy and took every write: the counters `gfid` carries are then this hold's own
+    /// pre-op (nobody else can write the file while it lasts), and child `i`'s copy is as
+    /// current as any. False when the slot is busy at this instant.
+    pub fn holds_idle_with_good(&self, gfid: Gfid, i: usize) -> bool {
+        let Some(s) = self.existing((gfid, On::File)) else {
+            return false;
+        };
+        let Ok(s) = s.try_lock() else {
+            return false;
+        };
+        s.inflight == 0
+            && s.held
+                .as_ref()
+                .is_some_and(|h| h.pre.get(i) == Some(&true) && h.good[i] && !h.failed[i])
+    }
+
     /// Whether `gfid` has a hold now, as a file or as a directory (or one is being taken or
     /// used at this instant).
     pub fn holds_any(&self, gfid: Gfid) -> bool {

@@ -689,10 +689,13 @@ impl<S: Spelling> Translator for ReplicateAs<S> {
         let checked = futures::future::join_all(list.into_iter().map(|mut d| {
             let asked = &asked;
             async move {
+                // Counters this client's own idle hold of the file set (its pre-op: `tar x`
+                // then `rm -rf` lists files whose holds still wait for their post-op) say
+                // nothing the hold does not know better.
                 let pending = d.xattrs.iter().any(|x| {
                     x.name.as_str().starts_with(crate::changelog::PREFIX)
                         && x.value.as_slice().iter().any(|b| *b != 0)
-                });
+                }) && !self.sh.eager.holds_idle_with_good(d.attr.gfid, i);
                 let dot = d.name.as_str() == "." || d.name.as_str() == "..";
                 let stale = pending || (!dot && self.stale_on(i, &d.attr).await);
                 if stale && !dot {

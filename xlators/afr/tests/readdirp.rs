@@ -99,3 +99,64 @@ async fn a_listing_of_files_this_client_made_sends_no_per_entry_requests() {
         c.log().join("\n")
     );
 }
+
+/// Files this client wrote and whose holds still wait for their post-op (`tar x` then
+/// `rm -rf` at once) carry the holds' pre-op counters on every child: the listing takes the
+/// hold's word for them instead of looking each one up on every child. A file whose hold
+/// saw a write fail on the child listed from is still looked up, and shows the good
+/// copy's size.
+#[tokio::test]
+async fn a_listing_of_files_under_this_clients_idle_holds_sends_no_per_entry_requests() {
+    let (c, top) = setup_on_locks(
+        2,
+        &[
+            ("eager-lock", "on"),
+            ("post-op-delay", "60s"),
+            ("read-policy", "first-up"),
+            ("quorum-type", "none"),
+        ],
+    );
+    let mut files = Vec::new();
+    for k in 0..20 {
+        let f = create(&top, &format!("f{k}"), 100 + k).await;
+        write(&top, f, 0, b"data").await.expect("write");
+        top.release(&root(), f).await.expect("release");
+        files.push(f);
+    }
+    for f in &files {
+        assert!(
+            !all_zero(&c, f.gfid).await,
+            "a hold's pre-op counters are on the children while it waits"
+        );
+    }
+    let calls = |c: &MockCluster| (0..c.len()).map(|i| c.calls(i).len()).sum::<usize>();
+    let before = calls(&c);
+    let listed = list(&top, 70).await;
+    assert_eq!(listed.len(), 20);
+    assert!(listed.iter().all(|e| e.attr.size == 4));
+    let during = calls(&c) - before;
+    assert!(
+        during <= 8,
+        "{during} calls to the children for one listing of 20 held files:\n{}",
+        c.log().join("\n")
+    );
+
+    // Child 0, listed from, misses a write of a held file: its counters are no longer the
+    // word of a hold in which child 0 took every write.
+    let g = files[3];
+    let g = fd(500, g.gfid);
+    top.open(&root(), g).await.expect("open");
+    c.down(0);
+    write(&top, g, 0, &[7u8; 1000])
+        .await
+        .expect("write with child 0 down");
+    c.up(0);
+    let stale = c.leaf(0).stat(&root(), g.gfid).await.expect("stat child 0");
+    assert_eq!(stale.size, 4, "child 0 missed the write");
+    let listed = list(&top, 71).await;
+    let e = listed
+        .iter()
+        .find(|e| e.name.as_str() == "f3")
+        .expect("f3 listed");
+    assert_eq!(e.attr.size, 1000, "the listing shows the stale copy's size");
+}
