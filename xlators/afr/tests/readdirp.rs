@@ -30,6 +30,29 @@ async fn list(top: &Subvol, id: u64) -> Vec<DirEntry> {
     out
 }
 
+/// Child 0 misses a 1,000-byte write of `f` (4 bytes before) while down, and comes back
+/// without a heal.
+async fn write_missed_by_child_0(c: &MockCluster, top: &Subvol, f: Fd) {
+    c.down(0);
+    write(top, f, 0, &[7u8; 1000])
+        .await
+        .expect("write with child 0 down");
+    c.up(0);
+    let stale = c.leaf(0).stat(&root(), f.gfid).await.expect("stat child 0");
+    assert_eq!(stale.size, 4, "child 0 missed the write");
+}
+
+/// The size a listing through `top` (directory fd `id`) shows for `name`.
+async fn listed_size(top: &Subvol, id: u64, name: &str) -> u64 {
+    list(top, id)
+        .await
+        .iter()
+        .find(|e| e.name.as_str() == name)
+        .unwrap_or_else(|| panic!("{name} listed"))
+        .attr
+        .size
+}
+
 /// Child 0 (the one listings read from: read-policy first-up) misses a write while down and
 /// comes back before any heal: the listing shows the size the write left, not child 0's.
 #[tokio::test]
@@ -37,19 +60,12 @@ async fn a_listing_shows_the_good_copys_attributes_after_a_child_returns() {
     let (c, top) = setup(2, &[("read-policy", "first-up"), ("quorum-type", "none")]);
     let f = create(&top, "f", 1).await;
     write(&top, f, 0, b"base").await.expect("base write");
-    c.down(0);
-    write(&top, f, 0, &[7u8; 1000])
-        .await
-        .expect("write with child 0 down");
-    c.up(0);
-    let stale = c.leaf(0).stat(&root(), f.gfid).await.expect("stat child 0");
-    assert_eq!(stale.size, 4, "child 0 missed the write");
-    let listed = list(&top, 50).await;
-    let e = listed
-        .iter()
-        .find(|e| e.name.as_str() == "f")
-        .expect("f listed");
-    assert_eq!(e.attr.size, 1000, "the listing shows the stale copy's size");
+    write_missed_by_child_0(&c, &top, f).await;
+    assert_eq!(
+        listed_size(&top, 50, "f").await,
+        1000,
+        "the listing shows the stale copy's size"
+    );
 }
 
 /// Another client over the same bricks, which knew nothing of the file before: the counters
@@ -59,25 +75,15 @@ async fn a_listing_by_another_client_shows_the_good_copys_attributes() {
     let (c, top) = setup(2, &[("quorum-type", "none")]);
     let f = create(&top, "f", 1).await;
     write(&top, f, 0, b"base").await.expect("base write");
-    c.down(0);
-    write(&top, f, 0, &[7u8; 1000])
-        .await
-        .expect("write with child 0 down");
-    c.up(0);
+    write_missed_by_child_0(&c, &top, f).await;
     let (_c2, top2) = second_client(&c, &[("read-policy", "first-up"), ("quorum-type", "none")]);
-    let listed = list(&top2, 60).await;
-    let e = listed
-        .iter()
-        .find(|e| e.name.as_str() == "f")
-        .expect("f listed");
-    assert_eq!(e.attr.size, 1000, "the listing shows the stale copy's size");
+    assert_eq!(
+        listed_size(&top2, 60, "f").await,
+        1000,
+        "the listing shows the stale copy's size"
+    );
     // Known now: a second listing does not need to ask again, and still answers right.
-    let again = list(&top2, 61).await;
-    let e = again
-        .iter()
-        .find(|e| e.name.as_str() == "f")
-        .expect("f listed");
-    assert_eq!(e.attr.size, 1000);
+    assert_eq!(listed_size(&top2, 61, "f").await, 1000);
 }
 
 /// Files this client made are known good on every child: listing them asks nothing more of
@@ -146,17 +152,10 @@ async fn a_listing_of_files_under_this_clients_idle_holds_sends_no_per_entry_req
     let g = files[3];
     let g = fd(500, g.gfid);
     top.open(&root(), g).await.expect("open");
-    c.down(0);
-    write(&top, g, 0, &[7u8; 1000])
-        .await
-        .expect("write with child 0 down");
-    c.up(0);
-    let stale = c.leaf(0).stat(&root(), g.gfid).await.expect("stat child 0");
-    assert_eq!(stale.size, 4, "child 0 missed the write");
-    let listed = list(&top, 71).await;
-    let e = listed
-        .iter()
-        .find(|e| e.name.as_str() == "f3")
-        .expect("f3 listed");
-    assert_eq!(e.attr.size, 1000, "the listing shows the stale copy's size");
+    write_missed_by_child_0(&c, &top, g).await;
+    assert_eq!(
+        listed_size(&top, 71, "f3").await,
+        1000,
+        "the listing shows the stale copy's size"
+    );
 }
