@@ -1098,6 +1098,59 @@ fn a_repeated_listing_of_an_unchanged_directory_reaches_no_brick() {
     }
 }
 
+/// Every call of a listing is READDIRPLUS: the kernel knows every listed name with its
+/// attributes, so using the names after a listing of a large directory (`rm -rf`, `ls -l`)
+/// sends no lookup per name. With `--readdirplus-auto` the kernel asks attributes for the
+/// first call only, and the names of the later calls cost a lookup each.
+#[test]
+fn names_listed_on_every_page_are_used_without_a_lookup() {
+    require_fuse!();
+    const FILES: usize = 300;
+    let plus = lookups_after_listing(&[]);
+    let auto = lookups_after_listing(&["--readdirplus-auto"]);
+    // The same creates (a negative lookup each) in both; what differs is the stats.
+    assert!(
+        auto >= plus + (FILES as u64) / 2,
+        "lookups: {plus} with every call READDIRPLUS, {auto} with --readdirplus-auto"
+    );
+
+    /// Lookups into the graph for: creating the files, forgetting them in the kernel,
+    /// one listing and a stat of each listed name.
+    fn lookups_after_listing(extra: &[&str]) -> u64 {
+        let tmp = tempdir();
+        let (vol, mnt) = (tmp.path().join("vol"), tmp.path().join("mnt"));
+        fs::create_dir(&mnt).expect("mkdir mnt");
+        let mut args = vec![
+            "--dump-on-exit",
+            "--entry-timeout",
+            "30s",
+            "--attr-timeout",
+            "30s",
+        ];
+        args.extend_from_slice(extra);
+        let mut m = Mounted::start(&vol, &mnt, &args);
+        let d = mnt.join("d");
+        fs::create_dir(&d).expect("mkdir d");
+        for i in 0..FILES {
+            fs::write(d.join(format!("file-with-a-longer-name-{i:04}")), b"x").expect("create");
+        }
+        // The kernel forgets the names the creates taught it.
+        fs::write("/proc/sys/vm/drop_caches", b"2").expect("drop dentries and inodes");
+        let names: Vec<std::path::PathBuf> = fs::read_dir(&d)
+            .expect("opendir")
+            .map(|e| e.expect("entry").path())
+            .collect();
+        assert_eq!(names.len(), FILES);
+        for n in &names {
+            fs::symlink_metadata(n).expect("stat");
+        }
+        m.signal(libc::SIGINT);
+        let (status, stdout) = m.wait();
+        assert!(status.success(), "exit status {status}:\n{}", m.log_text());
+        io_stats(&stdout, "lookup", Column::Calls)
+    }
+}
+
 /// The kernel keeps a cached listing only while the attributes the listing gave are valid
 /// (`--attr-timeout`): a listing from the cache carries none, and `ls -l` would then look
 /// every name up one by one where a new listing costs a round trip per page of entries.

@@ -731,10 +731,10 @@ impl Filesystem for XlfsFs {
             want.push(("DIRECT_IO_ALLOW_MMAP", InitFlags::FUSE_DIRECT_IO_ALLOW_MMAP));
         }
         if o.readdirplus {
-            want.push((
-                "READDIRPLUS",
-                InitFlags::FUSE_DO_READDIRPLUS | InitFlags::FUSE_READDIRPLUS_AUTO,
-            ));
+            want.push(("READDIRPLUS", InitFlags::FUSE_DO_READDIRPLUS));
+            if o.readdirplus_auto {
+                want.push(("READDIRPLUS_AUTO", InitFlags::FUSE_READDIRPLUS_AUTO));
+            }
         }
         if o.posix_locks {
             want.push(("POSIX_LOCKS", InitFlags::FUSE_POSIX_LOCKS));
