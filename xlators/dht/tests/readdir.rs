@@ -288,7 +288,8 @@ fn readdirps_since(cluster: &MockCluster) -> Vec<usize> {
 /// parallel requests: every child's first page at once, then every child's next (empty) page;
 /// the call after it answers the end from what was read ahead. Before, each child's two pages
 /// were read one after another (8 round trips in a row, 5 calls), and entries after the first
-/// call's cost the kernel a lookup each (it asks readdirplus only for a listing's first call).
+/// call's cost the kernel a lookup each on a mount that asks readdirplus only for a
+/// listing's first call (`xlfs-mount --readdirplus-auto`).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_small_directory_over_four_children_comes_whole_in_one_call_of_two_parallel_waves() {
     let (cluster, top) = setup(4, &[]);
