@@ -25,7 +25,9 @@ cleanup() {
     mountpoint -q "$MNT" && umount -l "$MNT" || true
     [ -n "$PID" ] && kill "$PID" 2>/dev/null && wait "$PID" 2>/dev/null || true
 }
-trap cleanup EXIT INT TERM
+trap cleanup EXIT
+# A signal ends the script (the EXIT trap cleans up); a bare trap would let it run on.
+trap 'exit 130' INT TERM
 
 # dd_mbps BS COUNT -> MB/s of one dd run
 dd_mbps() {

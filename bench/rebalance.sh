@@ -55,7 +55,9 @@ cleanup() {
     fi
     VOL=
 }
-trap cleanup EXIT INT TERM
+trap cleanup EXIT
+# A signal ends the script (the EXIT trap cleans up); a bare trap would let it run on.
+trap 'exit 130' INT TERM
 
 gluster_usable() {
     command -v glusterd >/dev/null && command -v gluster >/dev/null || {

@@ -43,7 +43,9 @@ cleanup() {
     for _ in $(seq 50); do mountpoint -q "$WORK/vol/mnt" || break; sleep 0.1; done
     mountpoint -q "$WORK/vol/mnt" && umount -l "$WORK/vol/mnt" || true
 }
-trap cleanup EXIT INT TERM
+trap cleanup EXIT
+# A signal ends the script (the EXIT trap cleans up); a bare trap would let it run on.
+trap 'exit 130' INT TERM
 
 mountpoint -q "$WORK/vol/mnt" 2>/dev/null && { "$XLFS" umount "$WORK/vol/mnt" 2>/dev/null || umount -l "$WORK/vol/mnt"; }
 "$XLFS" up "$WORK/vol" > "$WORK/up.log" 2>&1 &

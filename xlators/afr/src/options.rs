@@ -67,8 +67,16 @@ xlator_api::options! {
         /// Bytes copied per read/write during data heal.
         pub heal_chunk_size: u64 =
             OptionSpec::size("heal-chunk-size", "128KiB").range(4 << 10, 16 << 20).reconfigurable(),
+        /// Chunks of one file's data heal in flight at once (GlusterFS
+        /// `data-self-heal-window-size`): each is read from the source, or compared, and
+        /// written to the sink independently, so a heal over the network is not one round
+        /// trip after another. Memory: this times `heal-chunk-size` per file healing.
+        pub data_self_heal_window_size: u32 =
+            OptionSpec::int("data-self-heal-window-size", "8").range(1, 1024).reconfigurable(),
         /// `full` copies every chunk; `diff` compares chunk checksums (rchecksum) first and
-        /// copies only the chunks that differ.
+        /// copies only the chunks that differ. Either way, the chunks past the end the sink's
+        /// copy had are neither compared nor, when the source's are zeros, written (they
+        /// stay holes).
         pub data_self_heal_algorithm: String = OptionSpec::enumeration(
             "data-self-heal-algorithm", "diff", &["full", "diff"],
         ).reconfigurable(),
@@ -106,6 +114,7 @@ pub struct Config {
     pub self_heal: bool,
     pub background_heals: usize,
     pub heal_chunk: u64,
+    pub heal_window: usize,
     pub diff_heal: bool,
     pub favorite: Policy,
     /// The arbiter child (`arbiter-count 1`: the last one).
@@ -136,6 +145,7 @@ impl Config {
             self_heal: o.self_heal,
             background_heals: o.background_self_heal_count as usize,
             heal_chunk: o.heal_chunk_size,
+            heal_window: o.data_self_heal_window_size as usize,
             diff_heal: o.data_self_heal_algorithm == "diff",
             favorite: Policy::parse(&o.favorite_child_policy)?,
             arbiter,

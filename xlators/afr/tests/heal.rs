@@ -6,6 +6,7 @@ use common::*;
 use xlator_api::abi_stable::std_types::ROption;
 use xlator_api::{Buf, Errno, Gfid, GfidReq, Loc, SetAttr, Xattr};
 use xlfs_afr::changelog::{Counters, Lanes};
+use xlfs_testkit::FopCall;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn mutual_blame_is_split_brain_and_reads_fail_with_eio() {
@@ -233,6 +234,59 @@ async fn heal_after_a_child_returns_makes_contents_and_counters_equal() {
     for g in [Gfid::ROOT, f.gfid, g.gfid, d0.attr.gfid] {
         assert!(all_zero(&c, g).await, "counters of {g} settled");
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_data_heal_compares_only_what_the_sink_had_and_leaves_its_holes_unwritten() {
+    // 4 KiB chunks, 3 in flight: child 1 had chunk 0 and 1; while it was down chunk 0
+    // changed and the file grew to 11 chunks, zeros but for its last.
+    let (c, top) = setup(
+        2,
+        &[
+            ("heal-chunk-size", "4KiB"),
+            ("data-self-heal-window-size", "3"),
+        ],
+    );
+    let f = create(&top, "f", 1).await;
+    write(&top, f, 0, &[7u8; 8192]).await.expect("write");
+    c.down(1);
+    write(&top, f, 0, &[8u8; 4096])
+        .await
+        .expect("rewrite chunk 0");
+    write(&top, f, 10 * 4096, b"tail").await.expect("grow");
+    c.up(1);
+    let before = c.calls(1).len();
+    top.lookup(&root(), Loc::new(Gfid::ROOT, "f"))
+        .await
+        .expect("lookup heals");
+    let mut want = vec![8u8; 4096];
+    want.extend_from_slice(&[7u8; 4096]);
+    want.resize(10 * 4096, 0);
+    want.extend_from_slice(b"tail");
+    assert_eq!(leaf_content(c.leaf(1), f.gfid).await, Some(want));
+    let heal = &c.calls(1)[before..];
+    let compared: Vec<u64> = heal
+        .iter()
+        .filter_map(|call| match call {
+            FopCall::Rchecksum { offset, .. } => Some(*offset),
+            _ => None,
+        })
+        .collect();
+    let mut written: Vec<u64> = heal
+        .iter()
+        .filter_map(|call| match call {
+            FopCall::Writev { offset, .. } => Some(*offset),
+            _ => None,
+        })
+        .collect();
+    written.sort_unstable();
+    let mut compared = compared;
+    compared.sort_unstable();
+    // Only the two chunks child 1 had are compared; of them only the changed one is
+    // copied, and of the rest only the chunk with data: the zeros stay a hole.
+    assert_eq!(compared, [0, 4096], "{:?}", c.log());
+    assert_eq!(written, [0, 10 * 4096], "{:?}", c.log());
+    assert!(all_zero(&c, f.gfid).await, "counters settled");
 }
 
 /// A small xorshift generator: the test is reproducible from its seed.

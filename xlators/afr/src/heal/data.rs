@@ -1,6 +1,7 @@
 //! Data heal: the sink's content made equal to the source's, in chunks, under the file's
 //! data-domain lock.
 
+use futures::TryStreamExt;
 use xlator_api::abi_stable::std_types::ROption;
 use xlator_api::{Ctx, Errno, Fd, Gfid, SetAttr, Subvol, TimeSet};
 
@@ -66,17 +67,13 @@ async fn copy(
                     r
                 }
                 Ok(_) => {
-                    let r = copy_file(
-                        source,
-                        sfd,
-                        sink,
-                        dfd,
-                        &cx,
-                        attr.size,
-                        cfg.heal_chunk,
-                        cfg.diff_heal,
-                    )
-                    .await;
+                    let how = Copy {
+                        size: attr.size,
+                        chunk: cfg.heal_chunk,
+                        window: cfg.heal_window,
+                        diff: cfg.diff_heal,
+                    };
+                    let r = copy_file(source, sfd, sink, dfd, &cx, how).await;
                     let _ = sink.release(&cx, dfd).await;
                     r
                 }
@@ -104,44 +101,78 @@ async fn copy(
     attr.map(drop)
 }
 
-#[allow(clippy::too_many_arguments)]
+/// How one file's chunks are copied from the source to a sink.
+#[derive(Clone, Copy)]
+struct Copy {
+    size: u64,
+    chunk: u64,
+    /// Chunks in flight at once.
+    window: usize,
+    diff: bool,
+}
+
 async fn copy_file(
     source: &Subvol,
     sfd: Fd,
     sink: &Subvol,
     dfd: Fd,
     cx: &Ctx,
-    size: u64,
-    chunk: u64,
-    diff: bool,
+    how: Copy,
 ) -> Result<(), Errno> {
+    // The sink's copy ends at `old`: past it, once resized, the sink holds zeros (a hole),
+    // so a chunk there is never compared, and not written when the source's is zeros too.
+    let old = sink.fstat(cx, dfd).await?.size;
     let resize = SetAttr {
-        size: ROption::RSome(size),
+        size: ROption::RSome(how.size),
         ..SetAttr::default()
     };
     sink.fsetattr(cx, dfd, resize).await?;
-    let chunk32 = u32::try_from(chunk).unwrap_or(u32::MAX);
-    let mut off = 0u64;
-    while off < size {
-        let len = chunk32.min(u32::try_from(size - off).unwrap_or(u32::MAX));
-        if diff {
-            let (a, b) = futures::join!(
-                source.rchecksum(cx, sfd, off, len),
-                sink.rchecksum(cx, dfd, off, len)
-            );
-            if let (Ok(a), Ok(b)) = (a, b)
-                && a == b
-            {
-                off += u64::from(len);
-                continue;
-            }
+    let chunk = how.chunk.clamp(1, u64::from(u32::MAX));
+    let offsets = (0..how.size.div_ceil(chunk)).map(|k| k * chunk);
+    futures::stream::iter(offsets.map(Ok))
+        .try_for_each_concurrent(how.window.max(1), |off| {
+            let end = (off + chunk).min(how.size);
+            copy_chunk(source, sfd, sink, dfd, cx, off..end, old, how.diff)
+        })
+        .await
+}
+
+/// Copies `range` (at most one chunk) of the file, after comparing checksums when `diff`
+/// and the sink had data there.
+#[allow(clippy::too_many_arguments)]
+async fn copy_chunk(
+    source: &Subvol,
+    sfd: Fd,
+    sink: &Subvol,
+    dfd: Fd,
+    cx: &Ctx,
+    range: std::ops::Range<u64>,
+    old: u64,
+    diff: bool,
+) -> Result<(), Errno> {
+    let len = u32::try_from(range.end - range.start).unwrap_or(u32::MAX);
+    if diff && range.start < old {
+        let (a, b) = futures::join!(
+            source.rchecksum(cx, sfd, range.start, len),
+            sink.rchecksum(cx, dfd, range.start, len)
+        );
+        if let (Ok(a), Ok(b)) = (a, b)
+            && a == b
+        {
+            return Ok(());
         }
-        let data = source.readv(cx, sfd, off, len).await?.data;
+    }
+    let mut off = range.start;
+    while off < range.end {
+        let want = u32::try_from(range.end - off).unwrap_or(u32::MAX);
+        let data = source.readv(cx, sfd, off, want).await?.data;
         if data.is_empty() {
             break;
         }
         let n = data.len() as u64;
-        sink.writev(cx, dfd, off, data, 0).await?;
+        if off < old || data.iter().any(|b| *b != 0) {
+            sink.writev(cx, dfd, off, data, 0).await?;
+        }
         off += n;
     }
     Ok(())

@@ -62,6 +62,10 @@ pub struct Args {
     /// heals — until `volume stop`. Failures are logged, never fatal.
     #[arg(long, conflicts_with = "json")]
     pub daemon: bool,
+    /// Objects healed at once (each is looked up by its path; a file's data heal keeps
+    /// `data-self-heal-window-size` chunks in flight of its own).
+    #[arg(long, value_name = "N", default_value_t = 4, value_parser = clap::value_parser!(u16).range(1..=256))]
+    pub parallel: u16,
     /// How long to wait for the bricks to connect before healing with those that did.
     #[arg(long, value_name = "DURATION", value_parser = parse_duration, default_value = "10s")]
     pub connect_timeout: Duration,

@@ -17,6 +17,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant, SystemTime};
 
+use futures::StreamExt;
 use serde::Serialize;
 use xlator_api::{Ctx as FopCtx, Errno, Fd, FdId, FileType, Gfid, Loc, Subvol};
 use xlfs_core::registry::Registry;
@@ -114,7 +115,12 @@ pub fn run(ctx: &Ctx, a: &Args, full: bool) -> Result<u8> {
         let connected = g.connect(&spec, &vd, a.connect_timeout).await;
         loop {
             let none = BTreeSet::new();
-            let code = round(&g.volume, &spec, &vd, full, a.json, &connected, &none).await?;
+            let pass = Pass {
+                full,
+                json: a.json,
+                parallel: a.parallel.into(),
+            };
+            let code = round(&g.volume, &spec, &vd, pass, &connected, &none).await?;
             let Some(every) = a.every else {
                 return Ok(code);
             };
@@ -205,7 +211,12 @@ pub fn daemon(ctx: &Ctx, a: &Args) -> Result<u8> {
                 if came_up {
                     shd_log("a brick came back: healing now");
                 }
-                let r = round(&g.volume, &spec, &vd, false, false, &connected, &fresh).await;
+                let pass = Pass {
+                    full: false,
+                    json: false,
+                    parallel: a.parallel.into(),
+                };
+                let r = round(&g.volume, &spec, &vd, pass, &connected, &fresh).await;
                 if let Err(e) = r {
                     shd_log(&format!("heal failed: {e}"));
                 }
@@ -353,15 +364,25 @@ async fn children_up(volume: &Volume, sets: &[(String, usize)]) -> Vec<(String, 
 
 /// One heal: index passes (or a full crawl), then the report. Returns the exit code. Index
 /// passes leave the entries in `skip` alone (clients' writes in flight, see [`SETTLE`]).
+/// What one heal round does.
+#[derive(Clone, Copy)]
+struct Pass {
+    /// Look up every object (a crawl) instead of the indexed ones.
+    full: bool,
+    json: bool,
+    /// Indexed objects healed at once.
+    parallel: usize,
+}
+
 async fn round(
     volume: &Volume,
     spec: &VolumeSpec,
     vd: &crate::state::VolumeDir,
-    full: bool,
-    json: bool,
+    pass: Pass,
     connected: &[(String, u64, usize)],
     skip: &BTreeSet<[u8; 16]>,
 ) -> Result<u8> {
+    let Pass { full, json, .. } = pass;
     let mut report = Report {
         volume: spec.name.clone(),
         mode: if full { "full" } else { "index" },
@@ -378,7 +399,7 @@ async fn round(
         crawl(&top, &mut report, &progress).await;
     } else {
         let mut last = usize::MAX;
-        for pass in 1..=MAX_PASSES {
+        for n_pass in 1..=MAX_PASSES {
             let bricks = info::local_indexes(spec, &online(vd)?)?;
             let mut todo = info::pending(&bricks);
             todo.retain(|g, _| !skip.contains(g));
@@ -386,23 +407,40 @@ async fn round(
                 break;
             }
             last = todo.len();
-            report.passes = pass;
+            report.passes = n_pass;
             report.no_path = 0;
             let total = todo.len();
-            for (n, (gfid, path)) in todo.values().enumerate() {
-                progress.show(&format!("healed {n}/{total} (pass {pass})"));
-                let Some(path) = path else {
-                    report.no_path += 1;
-                    continue;
-                };
-                report.looked_up += 1;
-                if let Err(e) = walk(&top, path).await {
-                    report
-                        .failed
-                        .push((format!("{path} ({gfid})"), e.to_string()));
+            progress.show(&format!("healed 0/{total} (pass {n_pass})"));
+            // Objects heal independently (each heal takes its own locks; two walks meeting on
+            // a parent find its entry heal done by the first), so several go at once.
+            let mut heals = futures::stream::iter(todo.values())
+                .map(|(gfid, path)| {
+                    let top = &top;
+                    async move {
+                        let r = match path {
+                            Some(path) => Some(walk(top, path).await),
+                            None => None,
+                        };
+                        (gfid, path, r)
+                    }
+                })
+                .buffer_unordered(pass.parallel.max(1));
+            let mut n = 0;
+            while let Some((gfid, path, r)) = heals.next().await {
+                n += 1;
+                progress.show(&format!("healed {n}/{total} (pass {n_pass})"));
+                match (path, r) {
+                    (Some(path), Some(r)) => {
+                        report.looked_up += 1;
+                        if let Err(e) = r {
+                            report
+                                .failed
+                                .push((format!("{path} ({gfid})"), e.to_string()));
+                        }
+                    }
+                    _ => report.no_path += 1,
                 }
             }
-            progress.show(&format!("healed {total}/{total} (pass {pass})"));
         }
     }
     progress.done();
