@@ -32,8 +32,9 @@ export PATH=$ROOT/target/release:$PATH
 [ "$(id -u)" = 0 ] || { echo "heal: needs root (FUSE mounts, bricks)" >&2; exit 2; }
 command -v jq >/dev/null || { echo "heal: needs jq (apt-get install jq)" >&2; exit 2; }
 
-G() { gluster --mode=script "$@"; }
-GLUSTERD_PID=
+ME=heal
+# shellcheck source=bench/gluster-lib.sh
+. "$HERE/gluster-lib.sh"
 VOL=
 SYS=
 cleanup() {
@@ -51,38 +52,13 @@ cleanup() {
         esac
     fi
     mountpoint -q "$WORK/mnt" && umount -l "$WORK/mnt"
-    if [ -n "$GLUSTERD_PID" ]; then
-        kill "$GLUSTERD_PID" 2>/dev/null
-        for _ in $(seq 60); do kill -0 "$GLUSTERD_PID" 2>/dev/null || break; sleep 0.5; done
-        pkill -f "glusterfsd.*xlfsheal" 2>/dev/null
-        pkill -f "glustershd" 2>/dev/null
-    fi
+    gluster_stop xlfsheal
     VOL=
     rm -rf "$WORK/bricks"
 }
 trap cleanup EXIT
 # A signal ends the script (the EXIT trap cleans up); a bare trap would let it run on.
 trap 'exit 130' INT TERM
-
-gluster_usable() {
-    command -v glusterd >/dev/null && command -v gluster >/dev/null || {
-        echo "heal: GlusterFS is not installed: gluster left out" >&2; return 1; }
-    getent hosts "$GF_HOST" | grep -q '^127\.' || {
-        echo "heal: GF_HOST=$GF_HOST does not resolve to 127.x: gluster left out" >&2; return 1; }
-    G pool list >/dev/null 2>&1 && return 0
-    mkdir -p "$WORK/gluster"/{etc,log}
-    sed 's|^\( *\)option transport.socket.listen-port 24007|&\n\1option transport.socket.bind-address 127.0.0.1|' \
-        /etc/glusterfs/glusterd.vol > "$WORK/gluster/etc/glusterd.vol"
-    glusterd -f "$WORK/gluster/etc/glusterd.vol" --pid-file="$WORK/gluster/glusterd.pid" \
-        --log-file="$WORK/gluster/log/glusterd.log" || return 1
-    for _ in $(seq 30); do
-        [ -s "$WORK/gluster/glusterd.pid" ] && GLUSTERD_PID=$(cat "$WORK/gluster/glusterd.pid")
-        G pool list >/dev/null 2>&1 && return 0
-        sleep 1
-    done
-    echo "heal: glusterd did not start: gluster left out" >&2
-    return 1
-}
 
 now() { date +%s.%N; }
 
@@ -180,18 +156,7 @@ print(f"{s:8} {mode:8} round {r}: {secs:7.1f} s  {int(mib)} MiB changed  "
       f"{int(mib) * 1.048576 / secs:7.1f} MB/s  copies differing {diff}")
 EOF
     [ "$diff" = 0 ] || return 1
-    case $SYS in
-        xlfs)
-            "$XLFS" umount "$WORK/mnt" >/dev/null
-            "$XLFS" volume stop "$VOL" >/dev/null
-            "$XLFS" volume delete "$VOL" >/dev/null;;
-        gluster)
-            umount "$WORK/mnt"
-            G volume stop "$VOL" force >/dev/null
-            G volume delete "$VOL" >/dev/null;;
-    esac
-    VOL=
-    rm -rf "$b"
+    volume_down "$SYS"
 }
 
 mkdir -p "$WORK"
