@@ -487,3 +487,78 @@ async fn model_run(seed: u64, on_locks: bool) {
     }
     assert!(all_zero(&c, Gfid::ROOT).await, "seed {seed}: root counters");
 }
+
+/// A client killed inside a directory's transaction: every child dirty in the entry lane (the
+/// pre-op), nobody accused (no post-op came), and a create that reached child 0 alone (the
+/// new file carries its own born-held marks there). Every child is a source, yet they differ:
+/// the heal merges them (as GlusterFS does when its dirty "witness" is set), making the name
+/// on child 1 with its GFID and data, instead of settling the counters over the difference.
+/// The same with a name only child 1 has: nothing is removed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dead_client_s_half_done_creates_are_merged_when_every_child_is_dirty() {
+    let (c, top) = setup(2, &[]);
+    let d = top
+        .mkdir(&root(), Loc::new(Gfid::ROOT, "d"), 0o755, 0)
+        .await
+        .expect("mkdir d")
+        .attr
+        .gfid;
+    let mark = |j: usize, lanes: [u32; 3]| Xattr {
+        name: key(&c, j).into(),
+        value: Buf::from_vec(Counters(lanes).encode().to_vec()),
+    };
+    for i in 0..2 {
+        c.leaf(i)
+            .setxattr(&root(), d, mark(i, [0, 0, 1]), 0)
+            .await
+            .expect("dirty");
+    }
+    let mut made = Vec::new();
+    for (i, name) in [(0, "half0"), (1, "half1")] {
+        let g = Gfid::random();
+        let cx = root().to_builder().ext(&GfidReq(g)).build();
+        let f = fd(10 + i as u64, Gfid::NULL);
+        c.leaf(i)
+            .create(&cx, Loc::new(d, name), f, 0o644, 0)
+            .await
+            .expect("create on one child");
+        let f = fd(10 + i as u64, g);
+        c.leaf(i)
+            .writev(&root(), f, 0, Buf::from_vec(name.as_bytes().to_vec()), 0)
+            .await
+            .expect("write");
+        c.leaf(i)
+            .setxattr(&root(), g, mark(i, [1, 1, 0]), 0)
+            .await
+            .expect("born-held marks");
+        made.push((name, g));
+    }
+    let (_c2, other) = second_client(&c, &[]);
+    other
+        .lookup(&root(), Loc::new(Gfid::ROOT, "d"))
+        .await
+        .expect("lookup d");
+    for &(name, g) in &made {
+        for i in 0..2 {
+            let e = c
+                .leaf(i)
+                .lookup(&root(), Loc::new(d, name))
+                .await
+                .unwrap_or_else(|e| panic!("{name} on child {i}: {e}"));
+            assert_eq!(e.attr.gfid, g, "{name} on child {i}");
+        }
+        other
+            .lookup(&root(), Loc::new(d, name))
+            .await
+            .expect("lookup the name");
+        for i in 0..2 {
+            assert_eq!(
+                leaf_content(c.leaf(i), g).await.as_deref(),
+                Some(name.as_bytes()),
+                "{name}'s data on child {i}"
+            );
+        }
+        assert!(all_zero(&c, g).await, "counters of {name} settled");
+    }
+    assert!(all_zero(&c, d).await, "counters of d settled");
+}

@@ -60,10 +60,20 @@ async fn names(sh: &Shared, held: &super::Held, dir: Gfid) -> Result<Vec<(Gfid, 
         return Ok(Vec::new());
     };
     let cx = Ctx::root();
+    let mut made = Vec::new();
+    let mut healed = sources.clone();
+    // Sources marked dirty (a transaction's pre-op whose post-op never came: its client died)
+    // may each hold a part of what it did, a name made on one and not on another: merged
+    // before they are called equal, as GlusterFS merges when its dirty "witness" is set.
+    let dirty_sources =
+        (0..sh.n()).filter(|&i| sources[i] && held.matrix.get(i, i, Lanes::ENTRY) > 0);
+    if sources.iter().filter(|s| **s).count() > 1 && dirty_sources.count() > 0 {
+        let (m, ok) = union(sh, held, dir, &sources).await;
+        made.extend(m);
+        healed = ok;
+    }
     let source = &sh.children[src];
     let want = list(sh, source, &cx, dir).await?;
-    let mut made = Vec::new();
-    let mut healed = sources;
     for s in sinks {
         let sink = &sh.children[s];
         let to = To {
@@ -129,6 +139,7 @@ async fn names(sh: &Shared, held: &super::Held, dir: Gfid) -> Result<Vec<(Gfid, 
         healed[s] = ok;
     }
     held.settle(sh, dir, Lanes::ENTRY, &healed).await;
+    made.sort_by_key(|(g, _)| *g);
     made.dedup_by_key(|(g, _)| *g);
     Ok(made)
 }
@@ -136,11 +147,28 @@ async fn names(sh: &Shared, held: &super::Held, dir: Gfid) -> Result<Vec<(Gfid, 
 /// Conservative merge (no source, see the module doc): every locked child gets every name any
 /// of them has; nothing is removed.
 async fn merge(sh: &Shared, held: &super::Held, dir: Gfid) -> Result<Vec<(Gfid, FileType)>, Errno> {
+    let (mut made, healed) = union(sh, held, dir, &held.locked).await;
+    held.settle(sh, dir, Lanes::ENTRY, &healed).await;
+    made.sort_by_key(|(g, _)| *g);
+    made.dedup_by_key(|(g, _)| *g);
+    Ok(made)
+}
+
+/// Makes every name any child of `among` (locked ones) has on the others of `among` that lack
+/// it; removes nothing. Returns the objects made and, per child, whether it holds the union
+/// now (false outside `among`, for a child that could not be listed or made a name, and for
+/// all when some name has two GFIDs: left alone, reported as a split-brain).
+async fn union(
+    sh: &Shared,
+    held: &super::Held,
+    dir: Gfid,
+    among: &[bool],
+) -> (Vec<(Gfid, FileType)>, Vec<bool>) {
     let cx = Ctx::root();
     let n = sh.n();
     let mut lists: Vec<Option<BTreeMap<String, DirEntry>>> = Vec::with_capacity(n);
     for i in 0..n {
-        lists.push(if held.locked[i] {
+        lists.push(if held.locked[i] && among[i] {
             match list(sh, &sh.children[i], &cx, dir).await {
                 Ok(l) => Some(l),
                 Err(e) => {
@@ -203,10 +231,7 @@ async fn merge(sh: &Shared, held: &super::Held, dir: Gfid) -> Result<Vec<(Gfid, 
         }
         healed[s] = ok;
     }
-    held.settle(sh, dir, Lanes::ENTRY, &healed).await;
-    made.sort_by_key(|(g, _)| *g);
-    made.dedup_by_key(|(g, _)| *g);
-    Ok(made)
+    (made, healed)
 }
 
 /// Every entry of `dir` on `child`, by name (`.` and `..` left out).
