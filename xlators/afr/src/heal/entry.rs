@@ -167,8 +167,8 @@ async fn union(
     let cx = Ctx::root();
     let n = sh.n();
     let mut lists: Vec<Option<BTreeMap<String, DirEntry>>> = Vec::with_capacity(n);
-    for i in 0..n {
-        lists.push(if held.locked[i] && among[i] {
+    for (i, &wanted) in among.iter().enumerate().take(n) {
+        lists.push(if held.locked[i] && wanted {
             match list(sh, &sh.children[i], &cx, dir).await {
                 Ok(l) => Some(l),
                 Err(e) => {
