@@ -14,7 +14,8 @@
 //! not answer may be the good copy (no present child accuses it): then nothing is readable
 //! until it is back. Dirty counts alone
 //! (a crash before the post-op, an open transaction) accuse nobody: every child stays a
-//! source and a heal under the lock returns them to zero.
+//! source, and a heal under the lock makes the sources equal (what the dead transaction did
+//! may have reached some of them only) and returns them to zero.
 
 /// Prefix of every pending-counter xattr (replicate's own; never copied by heal, hidden from
 /// callers that did not ask for it).

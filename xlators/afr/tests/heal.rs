@@ -562,3 +562,56 @@ async fn a_dead_client_s_half_done_creates_are_merged_when_every_child_is_dirty(
     }
     assert!(all_zero(&c, d).await, "counters of d settled");
 }
+
+/// A client killed inside a file's transaction: both children dirty in the data and metadata
+/// lanes, nobody accused, and a write and a chmod that reached child 0 alone. Every child is a
+/// source, yet the copies differ: the heal makes them equal (the largest copy is the source
+/// for data, as GlusterFS picks) instead of settling the counters over the difference.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dead_client_s_half_done_write_and_chmod_are_healed_when_every_child_is_dirty() {
+    let (c, top) = setup(2, &[]);
+    let f = create(&top, "f", 1).await;
+    write(&top, f, 0, b"before").await.expect("write");
+    let g = f.gfid;
+    let mark = |j: usize, lanes: [u32; 3]| Xattr {
+        name: key(&c, j).into(),
+        value: Buf::from_vec(Counters(lanes).encode().to_vec()),
+    };
+    for i in 0..2 {
+        c.leaf(i)
+            .setxattr(&root(), g, mark(i, [1, 1, 0]), 0)
+            .await
+            .expect("dirty");
+    }
+    let longer = b"before, and the write that reached child 0 only";
+    c.leaf(0)
+        .writev(&root(), f, 0, Buf::from_vec(longer.to_vec()), 0)
+        .await
+        .expect("write on child 0");
+    let perm = SetAttr {
+        perm: ROption::RSome(0o600),
+        ..SetAttr::default()
+    };
+    c.leaf(0)
+        .setattr(&root(), g, perm)
+        .await
+        .expect("chmod on child 0");
+    let (_c2, other) = second_client(&c, &[]);
+    other
+        .lookup(&root(), Loc::new(Gfid::ROOT, "f"))
+        .await
+        .expect("lookup f");
+    for i in 0..2 {
+        assert_eq!(
+            leaf_content(c.leaf(i), g).await.as_deref(),
+            Some(&longer[..]),
+            "data on child {i}"
+        );
+    }
+    let (a0, a1) = (
+        c.leaf(0).stat(&root(), g).await.expect("stat 0"),
+        c.leaf(1).stat(&root(), g).await.expect("stat 1"),
+    );
+    assert_eq!(a0.perm, a1.perm, "modes equal");
+    assert!(all_zero(&c, g).await, "counters settled");
+}

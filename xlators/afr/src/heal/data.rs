@@ -33,11 +33,25 @@ async fn copy(
     gfid: Gfid,
     fav: &mut super::favorite::Favorite,
 ) -> Result<(), Errno> {
-    let Some((src, sinks, sources)) = held.resolve(sh, gfid, Lanes::DATA, fav).await? else {
+    let Some((mut src, mut sinks, sources)) = held.resolve(sh, gfid, Lanes::DATA, fav).await?
+    else {
         return Ok(());
     };
     let cfg = sh.cfg();
     let cx = Ctx::root();
+    let mut healed = sources.clone();
+    // Sources that may differ (a dead client's write or truncate that reached some of them):
+    // the largest copy, then the newest, is the source (as GlusterFS picks), the others are
+    // compared with it chunk by chunk and made equal.
+    let mut diff = cfg.diff_heal;
+    if held.sources_may_differ(Lanes::DATA, &sources) {
+        src = largest(sh, &cx, gfid, &sources).await.unwrap_or(src);
+        for s in (0..sources.len()).filter(|&s| sources[s] && s != src) {
+            healed[s] = false;
+            sinks.push(s);
+        }
+        diff = true;
+    }
     let source = &sh.children[src];
     let sfd = Fd {
         id: sh.services.new_fd_id(),
@@ -46,7 +60,6 @@ async fn copy(
     };
     source.open(&cx, sfd).await?;
     let attr = source.fstat(&cx, sfd).await;
-    let mut healed = sources;
     if let Ok(attr) = attr {
         for s in sinks {
             let sink = &sh.children[s];
@@ -71,7 +84,7 @@ async fn copy(
                         size: attr.size,
                         chunk: cfg.heal_chunk,
                         window: cfg.heal_window,
-                        diff: cfg.diff_heal,
+                        diff,
                     };
                     let r = copy_file(source, sfd, sink, dfd, &cx, how).await;
                     let _ = sink.release(&cx, dfd).await;
@@ -99,6 +112,22 @@ async fn copy(
     let _ = source.release(&cx, sfd).await;
     held.settle(sh, gfid, Lanes::DATA, &healed).await;
     attr.map(drop)
+}
+
+/// Of the `sources` (the arbiter aside: it holds no data), the one with the largest copy of
+/// `gfid`, then the newest modification time; `None` when none answers.
+async fn largest(sh: &Shared, cx: &Ctx, gfid: Gfid, sources: &[bool]) -> Option<usize> {
+    let mut best: Option<(u64, i64, u32, usize)> = None;
+    for i in (0..sources.len()).filter(|&i| sources[i] && Some(i) != sh.arbiter) {
+        if let Ok(a) = sh.children[i].stat(cx, gfid).await {
+            // Ties go to the first child.
+            let key = (a.size, a.mtime.sec, a.mtime.nsec, usize::MAX - i);
+            if best.is_none_or(|b| key > (b.0, b.1, b.2, usize::MAX - b.3)) {
+                best = Some((a.size, a.mtime.sec, a.mtime.nsec, i));
+            }
+        }
+    }
+    best.map(|b| b.3)
 }
 
 /// How one file's chunks are copied from the source to a sink.

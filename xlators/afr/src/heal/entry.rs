@@ -62,12 +62,9 @@ async fn names(sh: &Shared, held: &super::Held, dir: Gfid) -> Result<Vec<(Gfid, 
     let cx = Ctx::root();
     let mut made = Vec::new();
     let mut healed = sources.clone();
-    // Sources marked dirty (a transaction's pre-op whose post-op never came: its client died)
-    // may each hold a part of what it did, a name made on one and not on another: merged
-    // before they are called equal, as GlusterFS merges when its dirty "witness" is set.
-    let dirty_sources =
-        (0..sh.n()).filter(|&i| sources[i] && held.matrix.get(i, i, Lanes::ENTRY) > 0);
-    if sources.iter().filter(|s| **s).count() > 1 && dirty_sources.count() > 0 {
+    // Sources that may differ (a dead client's create or unlink that reached some of them):
+    // merged before they are called equal.
+    if held.sources_may_differ(Lanes::ENTRY, &sources) {
         let (m, ok) = union(sh, held, dir, &sources).await;
         made.extend(m);
         healed = ok;

@@ -32,13 +32,21 @@ async fn copy(
     gfid: Gfid,
     fav: &mut super::favorite::Favorite,
 ) -> Result<(), Errno> {
-    let Some((src, sinks, sources)) = held.resolve(sh, gfid, Lanes::META, fav).await? else {
+    let Some((src, mut sinks, sources)) = held.resolve(sh, gfid, Lanes::META, fav).await? else {
         return Ok(());
     };
+    let mut healed = sources.clone();
+    // Sources that may differ (a dead client's chmod or setxattr that reached some of them):
+    // the others are made equal to the first.
+    if held.sources_may_differ(Lanes::META, &sources) {
+        for s in (0..sources.len()).filter(|&s| sources[s] && s != src) {
+            healed[s] = false;
+            sinks.push(s);
+        }
+    }
     let cx = Ctx::root();
     let attr = sh.children[src].stat(&cx, gfid).await?;
     let xattrs = user_xattrs(&sh.children[src], &cx, gfid).await?;
-    let mut healed = sources;
     for s in sinks {
         let sink = &sh.children[s];
         if let Err(e) = copy_to(sink, &cx, gfid, &attr, &xattrs).await {

@@ -243,6 +243,16 @@ impl Held {
         }
     }
 
+    /// Whether the `sources` of `lane` may differ from each other: more than one, and one of
+    /// them dirty. Under the heal's lock no transaction of the lane is open, so a dirty count
+    /// is a pre-op whose post-op never came (its client died mid-way): what that transaction
+    /// changed may have reached some of them only. GlusterFS heals then too (its "witness").
+    pub fn sources_may_differ(&self, lane: Lanes, sources: &[bool]) -> bool {
+        let n = self.matrix.n().min(sources.len());
+        (0..n).filter(|&i| sources[i]).count() > 1
+            && (0..n).any(|i| sources[i] && self.matrix.get(i, i, lane) > 0)
+    }
+
     /// As [`Held::direction`], but a split-brain is healed from the copy `fav` picks (the
     /// other present children are its sinks) when the policy picks one.
     pub async fn resolve(
