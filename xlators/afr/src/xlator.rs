@@ -24,8 +24,8 @@ use futures::future::join_all;
 use xlator_api::abi_stable::std_types::{ROption, RString, RVec};
 use xlator_api::{
     Buf, ClientId, Ctx, DirEntry, Dump, DumpValue, Entry, EntrylkCmd, Errno, Event, EventKind, Fd,
-    FileType, Flock, Gfid, GfidReq, Iatt, Init, LkCmd, Loc, Opened, Rchecksum, ReadReply, Removed,
-    SeekWhat, SetAttr, Statfs, Subvol, Translator, WriteReply, Xattr, XattropOp, Xattrs,
+    FileType, Flock, Gfid, GfidReq, Iatt, Init, LkCmd, Loc, LockKind, Opened, Rchecksum, ReadReply,
+    Removed, SeekWhat, SetAttr, Statfs, Subvol, Translator, WriteReply, Xattr, XattropOp, Xattrs,
 };
 
 use crate::changelog::Lanes;
@@ -362,6 +362,88 @@ impl<S: Spelling> ReplicateAs<S> {
         }
         let r = first.ok_or_else(|| first_error(errs));
         (ok, r)
+    }
+
+    /// A lock asked from above (another translator's inodelk or entrylk: distribute's
+    /// directory locks, its migration barrier), taken as replicate takes its own: without
+    /// waiting on every up child at once; when one is busy and the caller waits (`blocking`),
+    /// the ones granted are given back and the children are locked one after another in
+    /// index order, so two clients never each hold a part the other waits for (locking all
+    /// at once and waiting, they could). `take(i, wait)` asks child `i`, `give(i)` gives its
+    /// lock back. Granted when the children that granted make a quorum (a child without
+    /// lock support counts as granted, as for replicate's own locks); otherwise those are
+    /// given back and the first error is the answer (EAGAIN when busy and not `blocking`).
+    async fn lock_from_above<T, TFut, G, GFut>(
+        &self,
+        blocking: bool,
+        take: T,
+        give: G,
+    ) -> Result<(), Errno>
+    where
+        T: Fn(usize, bool) -> TFut,
+        TFut: Future<Output = Result<(), Errno>>,
+        G: Fn(usize) -> GFut,
+        GFut: Future<Output = Result<(), Errno>>,
+    {
+        let up = self.sh.up_set();
+        let n = up.len();
+        let granted_as = |r: &Result<(), Errno>| matches!(r, Ok(()) | Err(Errno::ENOSYS));
+        let give_back = |granted: Vec<bool>| {
+            let give = &give;
+            async move {
+                join_all((0..n).filter(|&i| granted[i]).map(give)).await;
+            }
+        };
+        let first = join_all((0..n).map(|i| {
+            let go = up[i];
+            let f = go.then(|| take(i, false));
+            async move {
+                match f {
+                    Some(f) => Some(f.await),
+                    None => None,
+                }
+            }
+        }))
+        .await;
+        let mut granted: Vec<bool> = first
+            .iter()
+            .map(|r| r.as_ref().is_some_and(granted_as))
+            .collect();
+        let busy = first
+            .iter()
+            .flatten()
+            .any(|r| matches!(r, Err(Errno::EAGAIN | Errno::EBUSY)));
+        let mut errs: Vec<Errno> = first
+            .into_iter()
+            .flatten()
+            .filter_map(Result::err)
+            .filter(|e| *e != Errno::ENOSYS)
+            .collect();
+        if busy && blocking {
+            give_back(granted).await;
+            granted = vec![false; n];
+            errs.clear();
+            for i in (0..n).filter(|&i| up[i]) {
+                let r = take(i, true).await;
+                if granted_as(&r) {
+                    granted[i] = true;
+                } else if let Err(e) = r {
+                    errs.push(e);
+                }
+            }
+        }
+        let busy_now = errs
+            .iter()
+            .any(|e| matches!(*e, Errno::EAGAIN | Errno::EBUSY));
+        if !busy_now && granted.iter().any(|g| *g) && self.sh.cfg().quorum.met(&granted) {
+            return Ok(());
+        }
+        give_back(granted).await;
+        Err(if errs.is_empty() {
+            Errno::ENOTCONN
+        } else {
+            first_error(errs)
+        })
     }
 
     fn child(&self, i: usize) -> &Subvol {
@@ -1093,11 +1175,30 @@ impl<S: Spelling> Translator for ReplicateAs<S> {
         cmd: LkCmd,
         lock: Flock,
     ) -> Result<(), Errno> {
-        self.all(None, |i| {
-            self.child(i).inodelk(cx, domain.clone(), gfid, cmd, lock)
-        })
+        if cmd == LkCmd::Get || lock.kind == LockKind::Unlock {
+            return self
+                .all(None, |i| {
+                    self.child(i).inodelk(cx, domain.clone(), gfid, cmd, lock)
+                })
+                .await
+                .1;
+        }
+        let give = Flock {
+            kind: LockKind::Unlock,
+            ..lock
+        };
+        self.lock_from_above(
+            cmd == LkCmd::SetWait,
+            |i, wait| {
+                let c = if wait { LkCmd::SetWait } else { LkCmd::Set };
+                self.child(i).inodelk(cx, domain.clone(), gfid, c, lock)
+            },
+            |i| {
+                self.child(i)
+                    .inodelk(cx, domain.clone(), gfid, LkCmd::Set, give)
+            },
+        )
         .await
-        .1
     }
 
     async fn entrylk(
@@ -1107,11 +1208,30 @@ impl<S: Spelling> Translator for ReplicateAs<S> {
         loc: Loc,
         cmd: EntrylkCmd,
     ) -> Result<(), Errno> {
-        self.all(None, |i| {
-            self.child(i).entrylk(cx, domain.clone(), loc.clone(), cmd)
-        })
+        if cmd == EntrylkCmd::Unlock {
+            return self
+                .all(None, |i| {
+                    self.child(i).entrylk(cx, domain.clone(), loc.clone(), cmd)
+                })
+                .await
+                .1;
+        }
+        self.lock_from_above(
+            cmd == EntrylkCmd::Lock,
+            |i, wait| {
+                let c = if wait {
+                    EntrylkCmd::Lock
+                } else {
+                    EntrylkCmd::LockNonBlocking
+                };
+                self.child(i).entrylk(cx, domain.clone(), loc.clone(), c)
+            },
+            |i| {
+                self.child(i)
+                    .entrylk(cx, domain.clone(), loc.clone(), EntrylkCmd::Unlock)
+            },
+        )
         .await
-        .1
     }
 
     async fn forget_client(&self, cx: &Ctx, client: ClientId) -> Result<(), Errno> {

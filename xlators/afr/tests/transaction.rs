@@ -896,3 +896,61 @@ async fn another_clients_lookup_leaves_a_writers_hold_alone() {
     top_a.fsync(&root(), f, false).await.expect("fsync");
     assert!(all_zero(&c, f.gfid).await);
 }
+
+fn owner_ctx(owner: u64) -> xlator_api::Ctx {
+    xlator_api::Ctx::builder(0, 0)
+        .lk_owner(xlator_api::LkOwner(owner))
+        .ext(&xlator_api::ClientId(owner))
+        .build()
+}
+
+/// An entrylk asked from above (distribute's directory locks) that finds one child busy and
+/// waits holds no child's lock past the busy one while it waits: it gives back what the
+/// first, non-blocking pass got and locks the children in index order. Two clients locking
+/// every child at once and waiting could each hold a half the other waits for.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiting_lock_from_above_holds_nothing_past_the_busy_child() {
+    use xlator_api::EntrylkCmd::{Lock, LockNonBlocking, Unlock};
+    let (c, top) = setup_on_locks(2, &[]);
+    let name = Loc::new(Gfid::ROOT, "d");
+    let dom = || xlator_api::abi_stable::std_types::RString::from("dht.dir");
+    let raw = |i: usize, owner: u64, cmd| {
+        let leaf = c.leaf(i).clone();
+        let name = name.clone();
+        async move { leaf.entrylk(&owner_ctx(owner), dom(), name, cmd).await }
+    };
+    raw(0, 7, LockNonBlocking).await.expect("x holds child 0");
+    let waiting = {
+        let top = top.clone();
+        let name = name.clone();
+        tokio::spawn(async move { top.entrylk(&owner_ctx(8), dom(), name, Lock).await })
+    };
+    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    assert!(!waiting.is_finished(), "granted while child 0 is held");
+    raw(1, 9, LockNonBlocking)
+        .await
+        .expect("child 1 is free while the lock from above waits for child 0");
+    raw(1, 9, Unlock).await.expect("unlock");
+    raw(0, 7, Unlock).await.expect("unlock");
+    waiting.await.expect("join").expect("granted once child 0 is free");
+    for i in 0..2 {
+        assert_eq!(
+            raw(i, 9, LockNonBlocking).await,
+            Err(Errno::EAGAIN),
+            "child {i} held from above"
+        );
+    }
+    top.entrylk(&owner_ctx(8), dom(), name.clone(), Unlock)
+        .await
+        .expect("unlock from above");
+    // Not waiting: busy is EAGAIN, and nothing stays held.
+    raw(1, 7, LockNonBlocking).await.expect("x holds child 1");
+    assert_eq!(
+        top.entrylk(&owner_ctx(8), dom(), name.clone(), LockNonBlocking)
+            .await,
+        Err(Errno::EAGAIN)
+    );
+    raw(0, 9, LockNonBlocking)
+        .await
+        .expect("child 0 given back after the busy answer");
+}
