@@ -932,7 +932,10 @@ async fn a_waiting_lock_from_above_holds_nothing_past_the_busy_child() {
         .expect("child 1 is free while the lock from above waits for child 0");
     raw(1, 9, Unlock).await.expect("unlock");
     raw(0, 7, Unlock).await.expect("unlock");
-    waiting.await.expect("join").expect("granted once child 0 is free");
+    waiting
+        .await
+        .expect("join")
+        .expect("granted once child 0 is free");
     for i in 0..2 {
         assert_eq!(
             raw(i, 9, LockNonBlocking).await,

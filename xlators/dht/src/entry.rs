@@ -23,6 +23,9 @@
 //!   may still reach the replaced file through `new`: `new` always exists, never neither
 //!   name.
 //! - `rename` of a directory: child 0, then the others.
+//!
+//! `mkdir`, `rmdir` and a directory's `rename` hold their names' directory locks on child 0
+//! ([`crate::dirlock`]); a lookup repairing a directory's missing copies tries them.
 
 use futures::future::join_all;
 use xlator_api::abi_stable::std_types::ROption;
@@ -200,8 +203,20 @@ impl Shared {
         Ok(e)
     }
 
+    /// `mkdir` under the name's directory lock ([`crate::dirlock`]).
     pub async fn mkdir(&self, cx: &Ctx, loc: Loc, mode: u32, umask: u32) -> Result<Entry, Errno> {
         self.require_all_up()?;
+        self.with_names(&[&loc], self.mkdir_locked(cx, loc.clone(), mode, umask))
+            .await
+    }
+
+    async fn mkdir_locked(
+        &self,
+        cx: &Ctx,
+        loc: Loc,
+        mode: u32,
+        umask: u32,
+    ) -> Result<Entry, Errno> {
         self.layout_of(loc.parent).await?; // ENOTDIR under a file
         let gfid = cx.ext::<GfidReq>().map_or_else(Gfid::random, |g| g.0);
         let layout = self.fresh_layout(gfid, true);
@@ -315,6 +330,12 @@ impl Shared {
     /// ENOENT from all when no child has it.
     pub async fn rmdir(&self, cx: &Ctx, loc: Loc) -> Result<Removed, Errno> {
         self.require_all_up()?;
+        self.with_names(&[&loc], self.rmdir_locked(cx, loc.clone()))
+            .await
+    }
+
+    /// [`Shared::rmdir`] under the name's directory lock ([`crate::dirlock`]).
+    async fn rmdir_locked(&self, cx: &Ctx, loc: Loc) -> Result<Removed, Errno> {
         let (rcx, _) = crate::shared::with_own_req(cx);
         let (first, others) = futures::future::join(
             self.children[0].lookup(&rcx, loc.clone()),
@@ -584,6 +605,21 @@ impl Shared {
 
     async fn rename_dir(&self, cx: &Ctx, old: Loc, new: Loc, flags: u32) -> Result<(), Errno> {
         self.require_all_up()?;
+        self.with_names(
+            &[&old, &new],
+            self.rename_dir_locked(cx, old.clone(), new.clone(), flags),
+        )
+        .await
+    }
+
+    /// A directory's rename under both names' directory locks ([`crate::dirlock`]).
+    async fn rename_dir_locked(
+        &self,
+        cx: &Ctx,
+        old: Loc,
+        new: Loc,
+        flags: u32,
+    ) -> Result<(), Errno> {
         // What `new` is, over every child: child 0 alone would replace a directory that is
         // empty there but not on another child, or take the name of a file it does not hold.
         match self.resolve(cx, &new).await?.found {

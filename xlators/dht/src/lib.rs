@@ -3,6 +3,7 @@
 mod ahead;
 pub mod cookie;
 mod dir;
+mod dirlock;
 mod entry;
 pub mod hash;
 pub mod layout;
@@ -14,6 +15,7 @@ pub mod options;
 mod shared;
 mod xlator;
 
+pub use dirlock::DIR_LOCK_DOMAIN;
 pub use layout::{LAYOUT_XATTR, Layout, Slice};
 pub use options::DhtOptions;
 pub use shared::{LINK_MODE, LINKTO_XATTR};

@@ -377,7 +377,12 @@ impl Shared {
                 }
             })
             .await;
-        let Some(base) = replies.iter().flatten().find(|e| e.attr.is_dir()).cloned() else {
+        let Some((base_at, base)) = replies.iter().enumerate().find_map(|(i, r)| {
+            r.as_ref()
+                .ok()
+                .filter(|e| e.attr.is_dir())
+                .map(|e| (i, e.clone()))
+        }) else {
             return Err(first_error(replies.into_iter().filter_map(Result::err)));
         };
         let gfid = base.attr.gfid;
@@ -412,7 +417,28 @@ impl Shared {
             .into_iter()
             .map(|r| r.ok().filter(|e| e.attr.is_dir()))
             .collect();
-        if !missing.is_empty() && self.all_up() {
+        // The copies are made under the name's directory lock, taken without waiting (a
+        // mkdir, rmdir or rename of it in progress holds it: the repair is left to a later
+        // lookup), once the copy found is still there (an rmdir may have ended meanwhile).
+        let guard = if !missing.is_empty() && self.all_up() {
+            match self.lock_names(&[loc], false).await {
+                Ok(held) => {
+                    let still = self.children[base_at]
+                        .lookup(&Ctx::root(), loc.clone())
+                        .await;
+                    if still.is_ok_and(|e| e.attr.gfid == gfid) {
+                        Some(held)
+                    } else {
+                        self.unlock_names(held).await;
+                        None
+                    }
+                }
+                Err(_) => None,
+            }
+        } else {
+            None
+        };
+        if let Some(held) = guard {
             // A new copy gets its slice of the deterministic layout when every other copy
             // holds exactly that layout, trusted: the new copy is empty, so nothing in its
             // range is misplaced. Otherwise the layout repair below decides.
@@ -429,6 +455,7 @@ impl Shared {
                     copies[i] = Some(e);
                 }
             }
+            self.unlock_names(held).await;
         }
         let all_answered = copies.iter().all(Option::is_some);
         let slices: Vec<Option<Slice>> = copies

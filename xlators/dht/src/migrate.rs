@@ -75,7 +75,7 @@ fn stamp(a: &Iatt) -> (u64, xlator_api::Timespec, xlator_api::Timespec) {
 static NEXT_OWNER: AtomicU64 = AtomicU64::new(1);
 
 /// A lock owner no other migration of this process uses.
-fn new_owner() -> LkOwner {
+pub(crate) fn new_owner() -> LkOwner {
     let k = NEXT_OWNER.fetch_add(1, Ordering::Relaxed);
     let base = u64::from_le_bytes(Gfid::random().0[..8].try_into().unwrap_or([7; 8]));
     LkOwner(base ^ k.wrapping_mul(0x9e37_79b9_7f4a_7c15))

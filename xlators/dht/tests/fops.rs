@@ -1010,8 +1010,9 @@ async fn unlink_of_a_placed_file_is_one_call_and_a_link_file_is_never_taken_for_
     );
 }
 
-/// rmdir asks nothing before removing: the other children's rmdirs go out with child 0's
-/// lookup, then child 0's rmdir. A file of that name (on whichever child) is ENOTDIR and
+/// rmdir asks nothing before removing: inside the name's directory lock on child 0 (an
+/// entrylk before and after), the other children's rmdirs go out with child 0's lookup, then
+/// child 0's rmdir. A file of that name (on whichever child) is ENOTDIR and
 /// nothing is removed; no name anywhere is ENOENT.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rmdir_is_two_round_trips_and_names_come_from_the_children() {
@@ -1036,7 +1037,7 @@ async fn rmdir_is_two_round_trips_and_names_come_from_the_children() {
     assert_eq!(
         fops_since(&cluster),
         vec![
-            vec![Fop::Lookup, Fop::Rmdir],
+            vec![Fop::Entrylk, Fop::Lookup, Fop::Rmdir, Fop::Entrylk],
             vec![Fop::Rmdir],
             vec![Fop::Rmdir]
         ]
@@ -1143,4 +1144,59 @@ async fn within_10s(f: impl Future<Output = ()>, what: &str) {
     tokio::time::timeout(std::time::Duration::from_secs(10), f)
         .await
         .unwrap_or_else(|_| panic!("not within 10 s: {what}"));
+}
+
+/// Directory locks ([`xlfs_dht::DIR_LOCK_DOMAIN`], on child 0). While another client holds a
+/// directory's name (its rmdir in progress: child 1's copy gone, child 0's not yet), a lookup
+/// answers without making child 1's copy again (it would outlive the rmdir); once the name is
+/// free a lookup makes it. A mkdir of a held name waits for it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_directory_copy_is_not_made_again_while_another_client_removes_it() {
+    use xlator_api::EntrylkCmd::{LockNonBlocking, Unlock};
+    let (cluster, top) = setup_on_locks(2, &[]);
+    let p = mkdir(&top, Gfid::ROOT, "p").await;
+    // A name hashed to child 0: its lookup reaches the copy left there.
+    let dn = name_on(&leaf_layout(&cluster, p).await, "d", 0);
+    let d = mkdir(&top, p, &dn).await;
+    let other = xlator_api::Ctx::builder(0, 0)
+        .lk_owner(xlator_api::LkOwner(0xd1))
+        .ext(&xlator_api::ClientId(0xd1))
+        .build();
+    let lock = |n: &str, cmd| {
+        let leaf = cluster.leaf(0).clone();
+        let other = other.clone();
+        let loc = Loc::new(p, n.to_string());
+        async move {
+            leaf.entrylk(&other, xlfs_dht::DIR_LOCK_DOMAIN.into(), loc, cmd)
+                .await
+        }
+    };
+    lock(&dn, LockNonBlocking).await.expect("the rmdir's lock");
+    cluster
+        .leaf(1)
+        .rmdir(&root(), Loc::new(p, dn.as_str()))
+        .await
+        .expect("child 1's copy removed");
+    let e = lookup(&fresh(&cluster, &[]), p, &dn)
+        .await
+        .expect("child 0's copy answers");
+    assert_eq!(e.attr.gfid, d);
+    assert_eq!(held(&cluster, 1, p, &dn).await, Held::Nothing);
+    lock(&dn, Unlock).await.expect("unlock");
+    lookup(&fresh(&cluster, &[]), p, &dn).await.expect("lookup");
+    assert_eq!(held(&cluster, 1, p, &dn).await, Held::Dir(d));
+
+    lock("e", LockNonBlocking).await.expect("lock e");
+    let mk = tokio::spawn({
+        let top = top.clone();
+        async move { top.mkdir(&root(), Loc::new(p, "e"), 0o755, 0).await }
+    });
+    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    assert!(!mk.is_finished(), "mkdir went while the name was held");
+    assert_eq!(held(&cluster, 0, p, "e").await, Held::Nothing);
+    lock("e", Unlock).await.expect("unlock");
+    let e = mk.await.expect("join").expect("mkdir once free");
+    for i in 0..2 {
+        assert_eq!(held(&cluster, i, p, "e").await, Held::Dir(e.attr.gfid));
+    }
 }

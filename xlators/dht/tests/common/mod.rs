@@ -20,6 +20,25 @@ pub fn setup(n: usize, set: &[(&str, &str)]) -> (MockCluster, Subvol) {
     (cluster, top)
 }
 
+/// [`setup`] with features/locks over each child's memory leaf (the brick's stack): the
+/// children answer entrylk and inodelk.
+pub fn setup_on_locks(n: usize, set: &[(&str, &str)]) -> (MockCluster, Subvol) {
+    let leaves = (0..n)
+        .map(|i| {
+            xlator_api::sdk::instantiate::<xlfs_locks::Locks>(xlator_api::InitArgs {
+                name: format!("locks-{i}").into(),
+                options: xlator_api::Options::new(),
+                children: RVec::from(vec![xlfs_testkit::MemLeaf::new()]),
+                services: xlfs_core::services::host_services(),
+            })
+            .expect("locks init")
+        })
+        .collect();
+    let cluster = MockCluster::with_leaves(leaves);
+    let top = fresh(&cluster, set);
+    (cluster, top)
+}
+
 /// Another distribute instance over the same children: a second client, with empty caches.
 pub fn fresh(cluster: &MockCluster, set: &[(&str, &str)]) -> Subvol {
     let mut opts: Vec<(&str, &str)> = vec![("min-free-disk", "0")];

@@ -1,0 +1,89 @@
+//! Directory locks: `mkdir`, `rmdir` and a directory's `rename` hold an entrylk on their
+//! names (domain [`DIR_LOCK_DOMAIN`]) on child 0, where every client locks a name, for the
+//! whole operation; a lookup that would make a missing copy of a directory takes the name's
+//! lock without waiting (and leaves the repair to a later lookup when it is busy), then
+//! checks the directory is still there. Without them, a lookup could make copies of a
+//! directory another client was removing (copies left behind with no copy on child 0), or
+//! a mkdir's own copies before it made them (it then failed EEXIST and removed child 0's).
+//! GlusterFS takes an entrylk on the hashed child, and inodelks on every child for rmdir.
+
+use xlator_api::{Ctx, EntrylkCmd, Errno, LkOwner, Loc};
+
+use crate::shared::Shared;
+
+/// The entrylk domain of distribute's directory locks.
+pub const DIR_LOCK_DOMAIN: &str = "cluster/distribute.dir";
+
+/// Names locked by one owner on child 0 (none when child 0 has no lock support).
+pub(crate) struct NameLocks {
+    owner: LkOwner,
+    locs: Vec<Loc>,
+}
+
+impl Shared {
+    /// Locks `locs` on child 0 in one order every client uses (two renames of crossed names
+    /// never each hold one), waiting for each when `wait`; EAGAIN (nothing held) when busy
+    /// and not `wait`.
+    pub(crate) async fn lock_names(&self, locs: &[&Loc], wait: bool) -> Result<NameLocks, Errno> {
+        let mut sorted: Vec<Loc> = locs.iter().map(|l| (*l).clone()).collect();
+        sorted.sort_by(|a, b| (a.parent.0, a.name.as_str()).cmp(&(b.parent.0, b.name.as_str())));
+        sorted.dedup_by(|a, b| a.parent == b.parent && a.name == b.name);
+        let mut held = NameLocks {
+            owner: crate::migrate::new_owner(),
+            locs: Vec::new(),
+        };
+        let cmd = if wait {
+            EntrylkCmd::Lock
+        } else {
+            EntrylkCmd::LockNonBlocking
+        };
+        for loc in sorted {
+            let cx = Ctx::builder(0, 0).lk_owner(held.owner).build();
+            match self.children[0]
+                .entrylk(&cx, DIR_LOCK_DOMAIN.into(), loc.clone(), cmd)
+                .await
+            {
+                Ok(()) => held.locs.push(loc),
+                // No features/locks below child 0: nothing to serialise on.
+                Err(Errno::ENOSYS) => {}
+                // The parent is not a directory on child 0, or is gone, or child 0 does not
+                // answer: the operation itself fails there, with the error its caller
+                // expects (ENOTDIR, ENOENT...), and changes nothing.
+                Err(e) if wait && !matches!(e, Errno::EAGAIN | Errno::EBUSY) => {}
+                Err(e) => {
+                    self.unlock_names(held).await;
+                    return Err(e);
+                }
+            }
+        }
+        Ok(held)
+    }
+
+    pub(crate) async fn unlock_names(&self, held: NameLocks) {
+        let cx = Ctx::builder(0, 0).lk_owner(held.owner).build();
+        for loc in held.locs.into_iter().rev() {
+            let r = self.children[0]
+                .entrylk(&cx, DIR_LOCK_DOMAIN.into(), loc.clone(), EntrylkCmd::Unlock)
+                .await;
+            if let Err(e) = r {
+                // Freed anyway when this client's connection to the brick goes.
+                self.log(
+                    xlator_api::LogLevel::Warn,
+                    &format!("unlocking directory name {}/{}: {e}", loc.parent, loc.name),
+                );
+            }
+        }
+    }
+
+    /// `op` with `locs` locked (waiting for them).
+    pub(crate) async fn with_names<R>(
+        &self,
+        locs: &[&Loc],
+        op: impl Future<Output = Result<R, Errno>>,
+    ) -> Result<R, Errno> {
+        let held = self.lock_names(locs, true).await?;
+        let r = op.await;
+        self.unlock_names(held).await;
+        r
+    }
+}
