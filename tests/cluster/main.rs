@@ -698,6 +698,56 @@ fn a_mount_killed_mid_transaction_leaves_no_lock_and_heals_to_identical_bricks()
     assert_heals_to_equal(&c, &m1);
 }
 
+/// The CI failure of stop 46, made to happen on purpose: a mount dies while a create in a
+/// directory it holds (its eager hold's pre-op marked both bricks' copies of the directory
+/// dirty) has reached brick 0 and not brick 1 (stopped with SIGSTOP, then killed with its
+/// unread requests, then restarted). Neither brick accuses the other; the heal must still
+/// make the name on brick 1 (both copies of the directory are "sources" that differ), not
+/// zero the counts over the difference and leave the file on one brick for good.
+#[test]
+fn a_create_that_reached_one_brick_when_its_mount_died_is_healed_onto_the_other() {
+    require!();
+    let mut c = Cluster::create("halfc", 2);
+    let m0 = c.mount();
+    fs::create_dir(m0.join("d")).expect("mkdir d");
+    // Opens the directory's eager hold (post-op-delay 3 s): the next create goes out at once.
+    fs::write(m0.join("d/first"), b"first").expect("create d/first");
+    let b1 = c.brick_pid(1);
+    // SAFETY: kill(2) with the pid of a brick this test started.
+    assert_eq!(unsafe { libc::kill(b1 as i32, libc::SIGSTOP) }, 0);
+    let creator = {
+        let p = m0.join("d/half");
+        std::thread::spawn(move || fs::write(p, b"reached brick 0 only"))
+    };
+    let on_b0 = c.bricks[0].join("d/half");
+    let deadline = Instant::now() + Duration::from_secs(2);
+    while !on_b0.exists() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let reached = on_b0.exists();
+    c.mounts[0].kill();
+    // SAFETY: as above; a stopped process dies of SIGKILL, its unread requests with it.
+    assert_eq!(unsafe { libc::kill(b1 as i32, libc::SIGKILL) }, 0);
+    let _ = creator.join().expect("creator thread");
+    assert!(reached, "the create never reached brick 0");
+    assert!(
+        !c.bricks[1].join("d/half").exists(),
+        "brick 1 made the name before it stopped: the test proves nothing"
+    );
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while c.status().is_some_and(|s| brick_pids(&s)[1] == Some(b1)) {
+        assert!(Instant::now() < deadline, "brick 1 still listed as running");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    c.start();
+    let m1 = c.mount();
+    assert_heals_to_equal(&c, &m1);
+    assert!(
+        c.bricks[1].join("d/half").exists(),
+        "d/half is on neither brick or on brick 0 only"
+    );
+}
+
 /// A brick holding names it made without a GFID (a brick killed between making a name and
 /// setting its GFID did that, before such creates were atomic on the brick; here made by
 /// hand in the stopped brick's directory): its next lookup gives them GFIDs of their own.
