@@ -356,32 +356,59 @@ async fn lock_child(
     Ok(())
 }
 
-/// Every lock item on every candidate, non-blocking and in parallel: who was locked, whether
-/// some child reported another owner (what was taken is kept), and the other errors.
-async fn lock_at_once(
-    sh: &Shared,
-    plan: &Plan,
-    owner: LkOwner,
+/// How replicate takes a lock on several children, its own and those asked from above:
+/// `take(i, false)` on every candidate at once, without waiting; when some child reports
+/// another owner (EAGAIN, EBUSY), what was taken is given back (`give(i)`) and, with
+/// `wait`, taken again one child after another in index order, waiting (`take(i, true)`):
+/// two clients never each hold a part the other waits for. Returns who holds the lock,
+/// whether another owner held it at first, and the other errors (without `wait` and
+/// contended, nothing is held).
+pub(crate) async fn lock_in_order<T, TFut, G, GFut>(
     candidates: &[bool],
-) -> (Vec<bool>, bool, Vec<Errno>) {
-    let tries = join_all((0..sh.n()).map(|i| async move {
-        if candidates[i] {
-            Some(lock_child(sh, i, owner, &plan.items, false).await)
-        } else {
-            None
-        }
-    }))
-    .await;
+    wait: bool,
+    take: T,
+    give: G,
+) -> (Vec<bool>, bool, Vec<Errno>)
+where
+    T: Fn(usize, bool) -> TFut,
+    TFut: Future<Output = Result<(), Errno>>,
+    G: Fn(usize) -> GFut,
+    GFut: Future<Output = ()>,
+{
+    let tries = fan_out(candidates, &|i| take(i, false)).await.0;
     let busy = |e: &Errno| *e == Errno::EAGAIN || *e == Errno::EBUSY;
     let contended = tries.iter().flatten().any(|r| r.as_ref().is_err_and(busy));
-    let locked: Vec<bool> = tries.iter().map(|r| matches!(r, Some(Ok(())))).collect();
-    let errs = tries
+    let mut locked: Vec<bool> = tries.iter().map(|r| matches!(r, Some(Ok(())))).collect();
+    let mut errs: Vec<Errno> = tries
         .into_iter()
         .flatten()
         .filter_map(Result::err)
         .filter(|e| !busy(e))
         .collect();
-    (locked, contended, errs)
+    if !contended {
+        return (locked, false, errs);
+    }
+    join_all((0..locked.len()).filter(|&i| locked[i]).map(&give)).await;
+    locked.iter_mut().for_each(|l| *l = false);
+    if wait {
+        errs.clear();
+        for (i, l) in locked.iter_mut().enumerate() {
+            if candidates[i] {
+                match take(i, true).await {
+                    Ok(()) => *l = true,
+                    Err(e) => errs.push(e),
+                }
+            }
+        }
+    }
+    (locked, true, errs)
+}
+
+/// Gives back every item of `items` child `i` holds for `owner`, the last taken first.
+async fn unlock_child(sh: &Shared, i: usize, owner: LkOwner, items: &[LockItem]) {
+    for item in items.iter().rev() {
+        unlock_item(sh, i, owner, item).await;
+    }
 }
 
 /// Step 2 without waiting: `None` (and nothing kept) when some child reports another owner.
@@ -391,12 +418,14 @@ pub(crate) async fn try_lock(
     owner: LkOwner,
     candidates: &[bool],
 ) -> Option<Vec<bool>> {
-    let (locked, contended, _) = lock_at_once(sh, plan, owner, candidates).await;
-    if contended {
-        unlock(sh, plan, owner, &locked).await;
-        return None;
-    }
-    Some(locked)
+    let (locked, contended, _) = lock_in_order(
+        candidates,
+        false,
+        |i, w| lock_child(sh, i, owner, &plan.items, w),
+        |i| unlock_child(sh, i, owner, &plan.items),
+    )
+    .await;
+    (!contended).then_some(locked)
 }
 
 /// Step 2: which of `candidates` hold every lock of `plan` for `owner`, whether some other
@@ -407,31 +436,22 @@ pub(crate) async fn lock(
     owner: LkOwner,
     candidates: &[bool],
 ) -> (Vec<bool>, bool, Vec<Errno>) {
-    let (mut locked, contended, errs) = lock_at_once(sh, plan, owner, candidates).await;
-    if !contended {
-        return (locked, false, errs);
-    }
-    unlock(sh, plan, owner, &locked).await;
-    let mut errs = Vec::new();
-    for (i, l) in locked.iter_mut().enumerate() {
-        *l = false;
-        if candidates[i] {
-            match lock_child(sh, i, owner, &plan.items, true).await {
-                Ok(()) => *l = true,
-                Err(e) => errs.push(e),
-            }
-        }
-    }
-    (locked, true, errs)
+    lock_in_order(
+        candidates,
+        true,
+        |i, w| lock_child(sh, i, owner, &plan.items, w),
+        |i| unlock_child(sh, i, owner, &plan.items),
+    )
+    .await
 }
 
 /// Step 7.
 pub(crate) async fn unlock(sh: &Shared, plan: &Plan, owner: LkOwner, locked: &[bool]) {
-    join_all((0..sh.n()).filter(|&i| locked[i]).map(|i| async move {
-        for item in plan.items.iter().rev() {
-            unlock_item(sh, i, owner, item).await;
-        }
-    }))
+    join_all(
+        (0..sh.n())
+            .filter(|&i| locked[i])
+            .map(|i| unlock_child(sh, i, owner, &plan.items)),
+    )
     .await;
 }
 

@@ -365,14 +365,13 @@ impl<S: Spelling> ReplicateAs<S> {
     }
 
     /// A lock asked from above (another translator's inodelk or entrylk: distribute's
-    /// directory locks, its migration barrier), taken as replicate takes its own: without
-    /// waiting on every up child at once; when one is busy and the caller waits (`blocking`),
-    /// the ones granted are given back and the children are locked one after another in
-    /// index order, so two clients never each hold a part the other waits for (locking all
-    /// at once and waiting, they could). `take(i, wait)` asks child `i`, `give(i)` gives its
-    /// lock back. Granted when the children that granted make a quorum (a child without
-    /// lock support counts as granted, as for replicate's own locks); otherwise those are
-    /// given back and the first error is the answer (EAGAIN when busy and not `blocking`).
+    /// directory locks, its migration barrier), taken as replicate takes its own
+    /// ([`transaction::lock_in_order`]): locking every child at once and waiting, two clients
+    /// could each hold a part the other waits for. `take(i, wait)` asks child `i`, `give(i)`
+    /// gives its lock back. Granted when the children that granted make a quorum (a child
+    /// without lock support counts as granted, as for replicate's own locks); otherwise
+    /// those are given back and the first error is the answer (EAGAIN when busy and not
+    /// `blocking`).
     async fn lock_from_above<T, TFut, G, GFut>(
         &self,
         blocking: bool,
@@ -385,61 +384,36 @@ impl<S: Spelling> ReplicateAs<S> {
         G: Fn(usize) -> GFut,
         GFut: Future<Output = Result<(), Errno>>,
     {
-        let up = self.sh.up_set();
-        let n = up.len();
-        let granted_as = |r: &Result<(), Errno>| matches!(r, Ok(()) | Err(Errno::ENOSYS));
-        let give_back = |granted: Vec<bool>| {
-            let give = &give;
+        let take = |i, wait| {
+            let f = take(i, wait);
             async move {
-                join_all((0..n).filter(|&i| granted[i]).map(give)).await;
+                match f.await {
+                    Err(Errno::ENOSYS) => Ok(()),
+                    r => r,
+                }
             }
         };
-        let first = join_all((0..n).map(|i| {
-            let go = up[i];
-            let f = go.then(|| take(i, false));
+        let give = |i| {
+            let f = give(i);
             async move {
-                match f {
-                    Some(f) => Some(f.await),
-                    None => None,
-                }
+                let _ = f.await;
             }
-        }))
-        .await;
-        let mut granted: Vec<bool> = first
-            .iter()
-            .map(|r| r.as_ref().is_some_and(granted_as))
-            .collect();
-        let busy = first
-            .iter()
-            .flatten()
-            .any(|r| matches!(r, Err(Errno::EAGAIN | Errno::EBUSY)));
-        let mut errs: Vec<Errno> = first
-            .into_iter()
-            .flatten()
-            .filter_map(Result::err)
-            .filter(|e| *e != Errno::ENOSYS)
-            .collect();
-        if busy && blocking {
-            give_back(granted).await;
-            granted = vec![false; n];
-            errs.clear();
-            for i in (0..n).filter(|&i| up[i]) {
-                let r = take(i, true).await;
-                if granted_as(&r) {
-                    granted[i] = true;
-                } else if let Err(e) = r {
-                    errs.push(e);
-                }
-            }
-        }
-        let busy_now = errs
-            .iter()
-            .any(|e| matches!(*e, Errno::EAGAIN | Errno::EBUSY));
-        if !busy_now && granted.iter().any(|g| *g) && self.sh.cfg().quorum.met(&granted) {
+        };
+        let up = self.sh.up_set();
+        let (granted, contended, errs) =
+            transaction::lock_in_order(&up, blocking, &take, &give).await;
+        let busy = |e: &Errno| matches!(*e, Errno::EAGAIN | Errno::EBUSY);
+        if (blocking || !contended)
+            && !errs.iter().any(busy)
+            && granted.iter().any(|g| *g)
+            && self.sh.cfg().quorum.met(&granted)
+        {
             return Ok(());
         }
-        give_back(granted).await;
-        Err(if errs.is_empty() {
+        join_all((0..granted.len()).filter(|&i| granted[i]).map(give)).await;
+        Err(if !blocking && contended {
+            Errno::EAGAIN
+        } else if errs.is_empty() {
             Errno::ENOTCONN
         } else {
             first_error(errs)
