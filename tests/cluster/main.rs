@@ -708,44 +708,82 @@ fn a_mount_killed_mid_transaction_leaves_no_lock_and_heals_to_identical_bricks()
 fn a_create_that_reached_one_brick_when_its_mount_died_is_healed_onto_the_other() {
     require!();
     let mut c = Cluster::create("halfc", 2);
-    let m0 = c.mount();
-    fs::create_dir(m0.join("d")).expect("mkdir d");
+    // The situation needs brick 1 to miss the create; should a run not make it (brick 1
+    // answered first), the next attempt uses a new directory, a new mount and the
+    // restarted brick. Three attempts, then the test fails: it proved nothing.
+    let mut made = None;
+    for attempt in 0..3 {
+        let d = format!("d{attempt}");
+        if half_done_create(&mut c, &d) {
+            made = Some(d);
+            break;
+        }
+        println!("attempt {attempt}: brick 1 made {d}/half before it stopped; again");
+    }
+    let d = made.expect("brick 1 made the name before it stopped in every attempt");
+    let m = c.mount();
+    assert_heals_to_equal(&c, &m);
+    assert!(
+        c.bricks[1].join(&d).join("half").exists(),
+        "{d}/half is on neither brick or on brick 0 only"
+    );
+}
+
+/// One attempt at the situation above, in directory `d`: true when `d/half` is on brick 0
+/// and not on brick 1 once the mount and brick 1 are dead (brick 1 is started again either
+/// way, with no mount of the volume left).
+fn half_done_create(c: &mut Cluster, d: &str) -> bool {
+    let m = c.mount();
+    fs::create_dir(m.join(d)).expect("mkdir d");
     // Opens the directory's eager hold (post-op-delay 3 s): the next create goes out at once.
-    fs::write(m0.join("d/first"), b"first").expect("create d/first");
+    fs::write(m.join(d).join("first"), b"first").expect("create d/first");
     let b1 = c.brick_pid(1);
     // SAFETY: kill(2) with the pid of a brick this test started.
     assert_eq!(unsafe { libc::kill(b1 as i32, libc::SIGSTOP) }, 0);
+    // kill(2) returns before every thread has stopped: one running on the other CPU could
+    // still take a request. Wait until /proc shows all of them stopped.
+    wait_stopped(b1);
     let creator = {
-        let p = m0.join("d/half");
+        let p = m.join(d).join("half");
         std::thread::spawn(move || fs::write(p, b"reached brick 0 only"))
     };
-    let on_b0 = c.bricks[0].join("d/half");
+    let on_b0 = c.bricks[0].join(d).join("half");
     let deadline = Instant::now() + Duration::from_secs(2);
     while !on_b0.exists() && Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(5));
     }
     let reached = on_b0.exists();
-    c.mounts[0].kill();
+    c.mounts.last_mut().expect("the mount").kill();
     // SAFETY: as above; a stopped process dies of SIGKILL, its unread requests with it.
     assert_eq!(unsafe { libc::kill(b1 as i32, libc::SIGKILL) }, 0);
     let _ = creator.join().expect("creator thread");
     assert!(reached, "the create never reached brick 0");
-    assert!(
-        !c.bricks[1].join("d/half").exists(),
-        "brick 1 made the name before it stopped: the test proves nothing"
-    );
     let deadline = Instant::now() + Duration::from_secs(10);
     while c.status().is_some_and(|s| brick_pids(&s)[1] == Some(b1)) {
         assert!(Instant::now() < deadline, "brick 1 still listed as running");
         std::thread::sleep(Duration::from_millis(20));
     }
+    let missed = !c.bricks[1].join(d).join("half").exists();
     c.start();
-    let m1 = c.mount();
-    assert_heals_to_equal(&c, &m1);
-    assert!(
-        c.bricks[1].join("d/half").exists(),
-        "d/half is on neither brick or on brick 0 only"
-    );
+    missed
+}
+
+/// Waits (at most 10 s) until every thread of `pid` is in the stopped state.
+fn wait_stopped(pid: u32) {
+    let stopped = || {
+        let Ok(tasks) = fs::read_dir(format!("/proc/{pid}/task")) else {
+            return false;
+        };
+        tasks.flatten().all(|t| {
+            fs::read_to_string(t.path().join("stat"))
+                .is_ok_and(|st| st.rsplit(") ").next().is_some_and(|r| r.starts_with('T')))
+        })
+    };
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !stopped() {
+        assert!(Instant::now() < deadline, "pid {pid} did not stop");
+        std::thread::sleep(Duration::from_millis(2));
+    }
 }
 
 /// A brick holding names it made without a GFID (a brick killed between making a name and
