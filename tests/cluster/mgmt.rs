@@ -339,6 +339,31 @@ fn three_hosts_keep_one_configuration_through_a_dead_host_and_a_partition() {
     );
     assert!(set.contains("window-size"), "{set}");
 
+    // One `heal info` lists every brick: host 1's from its daemon, host 2's as not reached;
+    // both live copies list what host 2 missed.
+    let info: serde_json::Value =
+        serde_json::from_str(&h.xlfs(0, &["volume", "heal", VOLUME, "info", "--json"]))
+            .expect("heal info json");
+    let bricks = info["bricks"].as_array().expect("bricks");
+    assert_eq!(bricks.len(), HOSTS, "{info}");
+    for b in &bricks[..2] {
+        let listed = b["entries"].as_array().expect("entries");
+        assert!(
+            b["reached"] == true && listed.iter().any(|e| e["path"] == "/during"),
+            "{info}"
+        );
+    }
+    assert!(
+        bricks[2]["reached"] == false && bricks[2]["count"].is_null(),
+        "{info}"
+    );
+    assert!(
+        info["unreached_peers"][0]
+            .as_str()
+            .is_some_and(|a| a.starts_with(&format!("{}:", h.net.addr(2)))),
+        "{info}"
+    );
+
     // It comes back: catches up with the change and starts its brick again; heal converges.
     h.start_daemon(2);
     // Host 1 made the change, so its log has it (host 0 may learn of the commit a heartbeat
@@ -355,13 +380,10 @@ fn three_hosts_keep_one_configuration_through_a_dead_host_and_a_partition() {
     let mut last = String::new();
     let deadline = Instant::now() + Duration::from_secs(60);
     while !{
-        // Each host's heal info lists its own brick's heal index.
-        let out: String = (0..HOSTS)
-            .map(|i| {
-                let o = h.xlfs_raw(i, &["volume", "heal", VOLUME, "info"]).stdout;
-                String::from_utf8_lossy(&o).into_owned()
-            })
-            .collect();
+        // Any host's heal info lists every brick's heal index (its peers report theirs).
+        let out =
+            String::from_utf8_lossy(&h.xlfs_raw(2, &["volume", "heal", VOLUME, "info"]).stdout)
+                .into_owned();
         let counts: Vec<&str> = out
             .lines()
             .filter(|l| l.starts_with("Number of entries"))

@@ -554,14 +554,10 @@ impl Daemon {
             Request::Peers => Response::Peers(self.peers()),
             Request::Volume { args } => self.volume(&args),
             Request::LocalStatus { name } => {
-                match self.xlfs_in(&self.cfg.state_dir, &["volume", "status", &name, "--json"]) {
-                    Ok((code, stdout, stderr)) => Response::Output {
-                        code,
-                        stdout,
-                        stderr,
-                    },
-                    Err(e) => Response::Error(e),
-                }
+                self.local_output(&["volume", "status", &name, "--json"])
+            }
+            Request::LocalHealInfo { name } => {
+                self.local_output(&["volume", "heal", &name, "info", "--json"])
             }
         }
     }
@@ -759,6 +755,18 @@ impl Daemon {
                     Err(format!("{}{}", out.trim(), err.trim()))
                 }
             })
+    }
+
+    /// `xlfs ARGS` on this host's state alone, as an answer.
+    fn local_output(&self, args: &[&str]) -> Response {
+        match self.xlfs_in(&self.cfg.state_dir, args) {
+            Ok((code, stdout, stderr)) => Response::Output {
+                code,
+                stdout,
+                stderr,
+            },
+            Err(e) => Response::Error(e),
+        }
     }
 
     fn xlfs_in(&self, state: &Path, args: &[&str]) -> Result<(u8, String, String), String> {

@@ -33,6 +33,9 @@ pub enum Request {
     /// `xlfs volume status NAME --json` of this peer's host alone (its bricks' pids, its
     /// self-heal daemon, its bricks' heal indexes), for a status of the whole cluster.
     LocalStatus { name: String },
+    /// `xlfs volume heal NAME info --json` of this peer's host alone (its bricks' heal
+    /// indexes with their counters), merged by the asking peer into one view of the volume.
+    LocalHealInfo { name: String },
 }
 
 /// A daemon's view of itself.

@@ -43,6 +43,12 @@ pub enum PoolCommand {
 
 /// The running daemon of this state directory and the secret to reach it, unless the
 /// command was run by the daemon itself ([`LOCAL_ENV`]).
+/// Whether this command was run by a daemon for its host's part of a cluster-wide answer
+/// ([`LOCAL_ENV`]).
+pub fn run_by_daemon() -> bool {
+    std::env::var_os(LOCAL_ENV).is_some()
+}
+
 pub fn daemon(ctx: &Ctx) -> Option<(DaemonFile, Vec<u8>)> {
     if std::env::var_os(LOCAL_ENV).is_some() {
         return None;
@@ -71,17 +77,40 @@ fn ask(ctx: &Ctx, req: &Request) -> Result<Response> {
 /// `xlfs volume status NAME --json` as peer `addr` sees its own host (see
 /// [`Request::LocalStatus`]).
 pub fn local_status(addr: &str, secret: &[u8], name: &str) -> Result<String> {
-    match xlfs_mgmt::rpc::call(
+    // Its exit code says whether every brick is online: the JSON is the answer either way.
+    local_output(
         addr,
         secret,
         &Request::LocalStatus {
             name: name.to_owned(),
         },
-        Duration::from_secs(10),
+        true,
     )
-    .map_err(|e| CliError::Process(e.to_string()))?
+}
+
+/// `xlfs volume heal NAME info --json` as peer `addr` sees its own host (see
+/// [`Request::LocalHealInfo`]).
+pub fn local_heal_info(addr: &str, secret: &[u8], name: &str) -> Result<String> {
+    local_output(
+        addr,
+        secret,
+        &Request::LocalHealInfo {
+            name: name.to_owned(),
+        },
+        false,
+    )
+}
+
+/// What a peer printed for one of its host's own commands; an error when it failed (exited
+/// non-zero, unless `any_code`).
+fn local_output(addr: &str, secret: &[u8], req: &Request, any_code: bool) -> Result<String> {
+    match xlfs_mgmt::rpc::call(addr, secret, req, Duration::from_secs(10))
+        .map_err(|e| CliError::Process(e.to_string()))?
     {
-        Response::Output { stdout, .. } => Ok(stdout),
+        Response::Output { code, stdout, .. } if code == 0 || any_code => Ok(stdout),
+        Response::Output { stderr, .. } => {
+            Err(CliError::State(format!("peer {addr}: {}", stderr.trim())))
+        }
         Response::Error(e) => Err(CliError::State(e)),
         other => Err(CliError::Other(format!("unexpected answer {other:?}"))),
     }

@@ -3,8 +3,9 @@
 //!
 //! - `info` reads the heal index of every brick of the volume on this host
 //!   (`<brick>/.xlfs/indices/xattrop`, kept by storage/posix: one entry per object with a
-//!   non-zero `trusted.afr.*` counter) and prints the entries by path; `info split-brain`
-//!   only those whose copies accuse each other (see [`info`]).
+//!   non-zero `trusted.afr.*` counter), and in cluster mode asks every other peer's daemon
+//!   for its bricks' indexes, and prints the entries by path; `info split-brain` only those
+//!   whose copies accuse each other (see [`info`]).
 //! - no sub-command heals what is indexed: it builds the volume's client graph in this
 //!   process and looks up every indexed object by path, which makes replicate heal it (inline:
 //!   the heal client runs with `background-self-heal-count 0`), then says what is left;
@@ -12,8 +13,9 @@
 //! - `split-brain bigger-file|latest-mtime PATH`, `split-brain source-brick BRICK [PATH]`
 //!   resolve a split-brain on this host's bricks (see [`split`]).
 //!
-//! Only bricks on this host are read: run it on every server of a volume whose bricks are
-//! spread over several.
+//! Healing and the split-brain commands use bricks on this host only (in cluster mode each
+//! host's self-heal daemon heals its own bricks' indexes); `info` lists every brick in
+//! cluster mode, outside it only this host's: run it on every server then.
 
 pub mod info;
 pub mod run;
@@ -27,7 +29,8 @@ use crate::error::{CliError, Result};
 #[derive(clap::Args, Debug)]
 #[command(after_help = "\
 Examples:
-  xlfs volume heal gv0 info                   entries pending heal, per local brick
+  xlfs volume heal gv0 info                   entries pending heal, per brick (in cluster
+                                              mode every peer's bricks, else this host's)
   xlfs volume heal gv0 info split-brain       entries whose copies accuse each other
   xlfs volume heal gv0                        heal what the local bricks' indexes list
   xlfs volume heal gv0 full                   look up every object of the volume
