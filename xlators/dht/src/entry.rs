@@ -210,6 +210,11 @@ impl Shared {
             .await
     }
 
+    /// The name's hashed child first, then every other child at once: a mkdir cut short (its
+    /// client killed) leaves copies only where the hashed child has one, so a lookup (which
+    /// asks the hashed child, and with a trusted layout takes its ENOENT as final) finds the
+    /// directory and makes the missing copies, and a listing never shows a name that lookup
+    /// says is absent. A child failing removes the copies made, the hashed child's last.
     async fn mkdir_locked(
         &self,
         cx: &Ctx,
@@ -217,7 +222,7 @@ impl Shared {
         mode: u32,
         umask: u32,
     ) -> Result<Entry, Errno> {
-        self.layout_of(loc.parent).await?; // ENOTDIR under a file
+        let hashed = self.layout_of(loc.parent).await?.hashed(&loc.name); // ENOTDIR under a file
         let gfid = cx.ext::<GfidReq>().map_or_else(Gfid::random, |g| g.0);
         let layout = self.fresh_layout(gfid, true);
         let base = cx.ext::<CreateXattrs>().unwrap_or_default();
@@ -228,21 +233,26 @@ impl Shared {
             }
             cx.to_builder().ext(&GfidReq(gfid)).ext(&x).build()
         };
-        let mut e0 = self.children[0]
-            .mkdir(&ctx_for(0), loc.clone(), mode, umask)
+        let first = self.children[hashed]
+            .mkdir(&ctx_for(hashed), loc.clone(), mode, umask)
             .await?;
-        let rest = join_all((1..self.n()).map(|i| {
+        let rest = join_all((0..self.n()).filter(|i| *i != hashed).map(|i| {
             let c = ctx_for(i);
             let loc = loc.clone();
-            async move { self.children[i].mkdir(&c, loc, mode, umask).await }
+            async move { (i, self.children[i].mkdir(&c, loc, mode, umask).await) }
         }))
         .await;
         let mut failed = None;
-        let mut made = vec![0usize];
-        for (k, r) in rest.into_iter().enumerate() {
-            let i = k + 1;
+        let mut made = Vec::new();
+        let mut e0 = (hashed == 0).then_some(first);
+        for (i, r) in rest {
             match r {
-                Ok(_) => made.push(i),
+                Ok(e) => {
+                    if i == 0 {
+                        e0 = Some(e);
+                    }
+                    made.push(i);
+                }
                 Err(e) => {
                     failed.get_or_insert((i, e));
                 }
@@ -256,11 +266,17 @@ impl Shared {
                     loc.parent, loc.name
                 ),
             );
-            for j in made {
-                let _ = self.children[j].rmdir(&Ctx::root(), loc.clone()).await;
-            }
+            join_all(
+                made.iter()
+                    .map(|j| self.children[*j].rmdir(&Ctx::root(), loc.clone())),
+            )
+            .await;
+            let _ = self.children[hashed].rmdir(&Ctx::root(), loc.clone()).await;
             return Err(err);
         }
+        let Some(mut e0) = e0 else {
+            return Err(Errno::EIO); // child 0 answered (no failure above)
+        };
         self.remember_layout(gfid, std::sync::Arc::new(layout));
         self.remember_home(gfid, Home::Dir);
         strip_own(&mut e0.xattrs, cx.ext::<XattrReq>().as_ref());

@@ -1200,3 +1200,62 @@ async fn a_directory_copy_is_not_made_again_while_another_client_removes_it() {
         assert_eq!(held(&cluster, i, p, "e").await, Held::Dir(e.attr.gfid));
     }
 }
+
+/// A mkdir cut short (its client killed while one child's mkdir is still in flight) never
+/// leaves a directory that a listing shows and a lookup says is absent: whichever child it
+/// stops at, a new client's lookup either finds the directory and makes the missing copies,
+/// or child 0 (whose copy listings show) has none either. Before, the mkdir went to child 0
+/// first: cut short at the name's hashed child, it left copies everywhere else, and the
+/// hashed child's ENOENT (final under a trusted layout) hid them from lookup for good.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_mkdir_cut_short_at_any_child_leaves_nothing_a_lookup_cannot_find() {
+    let (cluster, top) = setup(4, &[]);
+    // A killed client's directory lock goes with its connection on a real brick; a mock
+    // keeps it, so child 0 takes none here (the locks have their own tests).
+    cluster.handle(0).fail_always(Fop::Entrylk, Errno::ENOSYS);
+    let p = mkdir(&top, Gfid::ROOT, "p").await;
+    let layout = leaf_layout(&cluster, p).await;
+    for stuck in 0..4 {
+        for hashed in [0, 2] {
+            let name = name_on(&layout, &format!("s{stuck}h"), hashed);
+            cluster.handle(stuck).hold(Fop::Mkdir);
+            let mk = tokio::spawn({
+                let top = top.clone();
+                let loc = Loc::new(p, name.as_str());
+                async move { top.mkdir(&root(), loc, 0o755, 0).await }
+            });
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+            while cluster.handle(stuck).held(Fop::Mkdir) == 0 {
+                assert!(
+                    std::time::Instant::now() < deadline,
+                    "no mkdir reached child {stuck}"
+                );
+                tokio::time::sleep(std::time::Duration::from_millis(2)).await;
+            }
+            // The calls sent beside the held one answer; then the client dies.
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+            mk.abort();
+            let _ = mk.await;
+            cluster.handle(stuck).open_gate(Fop::Mkdir);
+            let listed = held(&cluster, 0, p, &name).await != Held::Nothing;
+            match lookup(&fresh(&cluster, &[]), p, &name).await {
+                Ok(e) => {
+                    assert!(e.attr.is_dir(), "{name}");
+                    for i in 0..4 {
+                        assert_eq!(
+                            held(&cluster, i, p, &name).await,
+                            Held::Dir(e.attr.gfid),
+                            "{name} (stuck at {stuck}, hashed to {hashed}): child {i}"
+                        );
+                    }
+                }
+                Err(Errno::ENOENT) => assert!(
+                    !listed,
+                    "{name} (stuck at {stuck}, hashed to {hashed}): listed by child 0, \
+                     absent to lookup"
+                ),
+                Err(e) => panic!("{name}: lookup {e:?}"),
+            }
+        }
+    }
+}
