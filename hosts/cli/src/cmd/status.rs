@@ -189,10 +189,23 @@ fn add_peers(ctx: &Ctx, secret: &[u8], status: &mut Status) {
             return;
         }
     };
-    for p in peers.iter().filter(|p| !p.me) {
-        let remote = super::peer::local_status(&p.addr, secret, &status.volume)
-            .ok()
-            .and_then(|text| serde_json::from_str::<Remote>(&text).ok());
+    // Asked at once: a peer cut off costs its timeout once, not once per peer.
+    let others: Vec<_> = peers.iter().filter(|p| !p.me).collect();
+    let volume = &status.volume;
+    let answers: Vec<Option<Remote>> = std::thread::scope(|s| {
+        let asks: Vec<_> = others
+            .iter()
+            .map(|p| {
+                s.spawn(move || {
+                    super::peer::local_status(&p.addr, secret, volume)
+                        .ok()
+                        .and_then(|text| serde_json::from_str::<Remote>(&text).ok())
+                })
+            })
+            .collect();
+        asks.into_iter().map(|h| h.join().ok().flatten()).collect()
+    });
+    for (p, remote) in others.iter().zip(answers) {
         let Some(r) = remote else {
             status.peers.push(PeerReport {
                 addr: p.addr.clone(),

@@ -263,11 +263,30 @@ fn add_peers(ctx: &Ctx, spec: &VolumeSpec, bricks: &mut Vec<JsonBrick>) -> Vec<S
     let mut unreached = Vec::new();
     match peer::peers(ctx) {
         Ok(peers) => {
-            for p in peers.iter().filter(|p| !p.me) {
-                let answer = peer::local_heal_info(&p.addr, &secret, &spec.name).and_then(|t| {
-                    serde_json::from_str::<JsonInfo>(&t)
-                        .map_err(|e| CliError::Other(format!("peer {}: {e}", p.addr)))
-                });
+            // Asked at once: a peer cut off costs its timeout once, not once per peer.
+            let others: Vec<_> = peers.iter().filter(|p| !p.me).collect();
+            let answers: Vec<Result<JsonInfo>> = std::thread::scope(|s| {
+                let asks: Vec<_> = others
+                    .iter()
+                    .map(|p| {
+                        let secret = &secret;
+                        s.spawn(move || {
+                            peer::local_heal_info(&p.addr, secret, &spec.name).and_then(|t| {
+                                serde_json::from_str::<JsonInfo>(&t)
+                                    .map_err(|e| CliError::Other(format!("peer {}: {e}", p.addr)))
+                            })
+                        })
+                    })
+                    .collect();
+                asks.into_iter()
+                    .map(|h| {
+                        h.join().unwrap_or_else(|_| {
+                            Err(CliError::Other("the asking thread panicked".into()))
+                        })
+                    })
+                    .collect()
+            });
+            for (p, answer) in others.iter().zip(answers) {
                 match answer {
                     Ok(info) => {
                         for b in info.bricks {
