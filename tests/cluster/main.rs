@@ -1284,6 +1284,46 @@ fn writes_on_both_sides_of_a_partition_without_quorum_are_a_split_brain_not_a_si
         fs::read(v.brick_dirs[1].join("x")).expect("b1"),
         [3u8; 50_000]
     );
+    // Resolved from client A's host, where neither brick is: each copy is read and its
+    // counters rewritten through its own brick, then replicate heals from brick 0's.
+    let source = format!("{}:{}", v.net.addr(0), v.brick_dirs[0].display());
+    let out = v
+        .net
+        .command(client_a, &bin("xlfs"))
+        .args([
+            "volume",
+            "heal",
+            &v.name,
+            "split-brain",
+            "source-brick",
+            &source,
+            "/x",
+        ])
+        .env("XLFS_STATE_DIR", v.dir.path().join("state"))
+        .output()
+        .expect("xlfs");
+    let said =
+        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{said}");
+    assert!(
+        said.contains(&format!("Healed /x from brick {source}")),
+        "{said}"
+    );
+    for b in &v.brick_dirs {
+        assert_eq!(fs::read(b.join("x")).expect("a copy"), [2u8; 50_000]);
+        assert!(
+            xattrs(&b.join("x"))
+                .iter()
+                .all(|(k, val)| !k.starts_with("trusted.afr.") || val.iter().all(|x| *x == 0)),
+            "{}: counters left",
+            b.display()
+        );
+    }
+    for m in [&a, &b] {
+        eventually(30, "both mounts read brick 0's version", || {
+            read_direct(&m.join("x"), 60_000).is_ok_and(|d| d == [2u8; 50_000])
+        });
+    }
 }
 
 /// Opens of one new name with O_CREAT (no O_EXCL) racing from two mounts all succeed and

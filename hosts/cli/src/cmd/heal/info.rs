@@ -322,6 +322,40 @@ fn add_peers(ctx: &Ctx, spec: &VolumeSpec, bricks: &mut Vec<JsonBrick>) -> Vec<S
     unreached
 }
 
+/// In cluster mode, the paths brick `source`'s host reports in split-brain on it (its copies
+/// compared with every reported copy of its set); `None` outside cluster mode.
+pub fn reported_split_paths(
+    ctx: &Ctx,
+    spec: &VolumeSpec,
+    source: usize,
+) -> Result<Option<Vec<String>>> {
+    if peer::daemon(ctx).is_none() {
+        return Ok(None);
+    }
+    let vd = ctx.state().volume_dir(&spec.name);
+    let run = vd.load_run()?;
+    let online: Vec<bool> = brick_states(spec, &run).iter().map(|b| b.online).collect();
+    let mut bricks: Vec<JsonBrick> = local_indexes(spec, &online)?.iter().map(reported).collect();
+    add_peers(ctx, spec, &mut bricks);
+    mark_split_brain(spec, &mut bricks);
+    let Some(b) = bricks.iter().find(|b| b.index == source) else {
+        return Ok(Some(Vec::new()));
+    };
+    if !b.reached {
+        return Err(CliError::State(format!(
+            "the host of brick {} did not answer: its heal index is unknown; name the PATH",
+            b.brick
+        )));
+    }
+    Ok(Some(
+        b.entries
+            .iter()
+            .filter(|e| !e.split_brain.is_empty())
+            .filter_map(|e| e.path.clone())
+            .collect(),
+    ))
+}
+
 pub fn run(ctx: &Ctx, name: &str, split_only: bool, json: bool) -> Result<u8> {
     let (vd, spec) = ctx.state().load(name)?;
     let run = vd.load_run()?;

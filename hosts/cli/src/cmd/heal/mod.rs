@@ -11,11 +11,11 @@
 //!   the heal client runs with `background-self-heal-count 0`), then says what is left;
 //!   `full` looks up every object of the volume instead (readdirp crawl from the root).
 //! - `split-brain bigger-file|latest-mtime PATH`, `split-brain source-brick BRICK [PATH]`
-//!   resolve a split-brain on this host's bricks (see [`split`]).
+//!   resolve a split-brain, each copy read and written through its brick (see [`split`]).
 //!
-//! Healing and the split-brain commands use bricks on this host only (in cluster mode each
-//! host's self-heal daemon heals its own bricks' indexes); `info` lists every brick in
-//! cluster mode, outside it only this host's: run it on every server then.
+//! Healing reads the indexes of this host's bricks only (in cluster mode each host's
+//! self-heal daemon heals its own bricks' indexes); `info` lists every brick in cluster
+//! mode, outside it only this host's: run it on every server then.
 
 pub mod info;
 pub mod run;

@@ -2,34 +2,39 @@
 //! HOST:BRICK [PATH]`: resolves a split-brain by choosing the good copy (GlusterFS's commands
 //! of the same names).
 //!
-//! Works on the brick files of this host only (as `heal info` does): every brick of the
-//! replica set holding PATH must be local, or the command refuses and says where to run it.
-//! For PATH it reads each copy (GFID, size, mtime, the set's pending counters
-//! `trusted.afr.<vol>-client-<j>`), refuses with "not in split-brain" unless two copies
-//! accuse each other in some lane, picks the source by the policy (a tie is an error), then
-//! rewrites the counters so that the source is the only good copy:
+//! Every copy is read and written through its own brick's protocol/client in the volume's
+//! client graph, built in this process (as `heal` does), so the bricks of a replica set may
+//! be on any hosts the command reaches; every brick of the set must answer. For PATH it reads
+//! each copy (GFID, size, mtime, the set's pending counters `trusted.afr.<vol>-client-<j>`),
+//! refuses with "not in split-brain" unless two copies accuse each other in some lane, picks
+//! the source by the policy (a tie is an error), then changes the counters (by `xattrop`, so
+//! each brick keeps its heal index) so that the source is the only good copy:
 //! - on the source: every sink's key gets a non-zero accusation in the split lanes, its own
 //!   key (the dirty count) zero;
 //! - on every sink: the source's key zero (the sink accuses nobody it could win against).
 //!
 //! The GFID and every other xattr are left as they are. It then looks PATH up through the
-//! volume's client graph built in this process (replicate heals inline, see [`super::run`])
-//! and checks the result on the bricks: every copy present with one GFID, regular files of
-//! equal size and checksum, every counter of the set zero. Only then does it say `Healed`.
+//! replicate of the graph (which heals inline, see [`super::run`]) and checks the result
+//! through the bricks: every copy present with one GFID, regular files of equal size and
+//! checksum, every counter of the set zero. Only then does it say `Healed`.
 //!
-//! GFID split-brain (one name, different GFIDs): only with `source-brick`, which removes the
-//! sinks' name and its handle hard link, makes the source's parent accuse the sinks in the
-//! entry lane, and heals (the entry heal makes the name again with the source's GFID).
-//! Directories with different GFIDs are refused.
+//! GFID split-brain (one name, different GFIDs): only with `source-brick`, which unlinks the
+//! sinks' name (the brick drops its handle with the last link), makes the source's parent
+//! accuse the sinks in the entry lane, and heals (the entry heal makes the name again with
+//! the source's GFID). Directories with different GFIDs are refused.
+//!
+//! `source-brick` without PATH lists the entries in split-brain from the source brick's heal
+//! index: read from disk when the brick is on this host, else from its host's daemon in
+//! cluster mode (as `heal info` does).
 
 use std::collections::BTreeMap;
-use std::ffi::CString;
-use std::os::unix::ffi::OsStrExt;
-use std::os::unix::fs::MetadataExt;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use xlator_api::Gfid;
+use xlator_api::{
+    Ctx as FopCtx, Errno, Fd, FdId, FileType, Gfid, Loc, Subvol, Xattr, XattropOp, Xattrs,
+};
 use xlfs_volgen::VolumeSpec;
 
 use super::info::{key_of, lanes, replica_set};
@@ -83,13 +88,14 @@ pub fn parse(words: &[&str]) -> Result<Request> {
     }
 }
 
-/// One copy of PATH on a local brick.
+/// One copy of PATH, read through its brick.
 #[derive(Clone, Debug)]
 struct Copy {
     index: usize,
     brick: String,
-    root: PathBuf,
-    file: PathBuf,
+    /// The parent directory's GFID on that brick.
+    parent: Gfid,
+    name: String,
     gfid: Option<[u8; 16]>,
     is_dir: bool,
     is_reg: bool,
@@ -99,78 +105,187 @@ struct Copy {
     counters: BTreeMap<usize, [u32; 3]>,
 }
 
-fn cstr(p: &Path) -> Result<CString> {
-    CString::new(p.as_os_str().as_bytes())
-        .map_err(|_| CliError::Other(format!("{}: a NUL byte in the path", p.display())))
-}
+static NEXT_FD: AtomicU64 = AtomicU64::new(3 << 40);
 
-fn get_xattr(p: &Path, name: &str) -> Result<Option<Vec<u8>>> {
-    let cp = cstr(p)?;
-    let cn = CString::new(name).map_err(|_| CliError::Other("NUL in an xattr name".into()))?;
-    let mut buf = vec![0u8; 256];
-    // SAFETY: NUL-terminated strings and a writable buffer of `buf.len()` bytes.
-    let n =
-        unsafe { libc::lgetxattr(cp.as_ptr(), cn.as_ptr(), buf.as_mut_ptr().cast(), buf.len()) };
-    if n < 0 {
-        let e = std::io::Error::last_os_error();
-        if e.raw_os_error() == Some(libc::ENODATA) {
-            return Ok(None);
-        }
-        return Err(CliError::Other(format!(
-            "cannot read {name} of {}: {e}",
-            p.display()
-        )));
-    }
-    buf.truncate(n as usize);
-    Ok(Some(buf))
-}
-
-fn set_xattr(p: &Path, name: &str, v: &[u8]) -> Result<()> {
-    let cp = cstr(p)?;
-    let cn = CString::new(name).map_err(|_| CliError::Other("NUL in an xattr name".into()))?;
-    // SAFETY: NUL-terminated strings and a buffer of `v.len()` readable bytes.
-    let r = unsafe { libc::lsetxattr(cp.as_ptr(), cn.as_ptr(), v.as_ptr().cast(), v.len(), 0) };
-    if r != 0 {
-        return Err(CliError::Other(format!(
-            "cannot write {name} on {} (run as root on the brick's host): {}",
-            p.display(),
-            std::io::Error::last_os_error()
-        )));
-    }
-    Ok(())
-}
-
-fn encode(l: [u32; 3]) -> Vec<u8> {
-    l.iter().flat_map(|x| x.to_be_bytes()).collect()
-}
-
-fn read_copy(spec: &VolumeSpec, index: usize, path: &str) -> Result<Option<Copy>> {
-    let b = &spec.bricks[index];
-    let root = PathBuf::from(b.path());
-    let file = root.join(path.trim_start_matches('/'));
-    let md = match std::fs::symlink_metadata(&file) {
-        Ok(m) => m,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(CliError::io(&file)(e)),
-    };
-    let gfid = get_xattr(&file, "trusted.gfid")?.and_then(|v| <[u8; 16]>::try_from(v).ok());
-    let mut counters = BTreeMap::new();
-    for k in replica_set(spec, index) {
-        let v = get_xattr(&file, &key_of(spec, k))?;
-        counters.insert(k, v.as_deref().and_then(lanes).unwrap_or([0; 3]));
-    }
-    Ok(Some(Copy {
-        index,
-        brick: b.to_string(),
-        root,
-        file,
+fn new_fd(gfid: Gfid, flags: i32) -> Fd {
+    Fd {
+        id: FdId(NEXT_FD.fetch_add(1, Ordering::Relaxed)),
         gfid,
-        is_dir: md.is_dir(),
-        is_reg: md.is_file(),
-        size: md.len(),
-        mtime: (md.mtime(), md.mtime_nsec()),
-        counters,
-    }))
+        flags,
+    }
+}
+
+/// The bricks of the volume, each through its protocol/client in the heal graph.
+struct Bricks<'a> {
+    spec: &'a VolumeSpec,
+    g: &'a HealGraph,
+}
+
+impl Bricks<'_> {
+    fn brick(&self, k: usize) -> String {
+        self.spec.bricks[k].to_string()
+    }
+
+    fn client(&self, k: usize) -> Result<Subvol> {
+        let name = format!("{}-client-{}", self.spec.name, self.spec.brick_id(k));
+        self.g
+            .volume
+            .graph()
+            .get(&name)
+            .cloned()
+            .ok_or_else(|| CliError::Other(format!("the client volfile has no translator {name}")))
+    }
+
+    /// An error of brick `k` as the command says it.
+    fn err(&self, k: usize, what: &str, e: Errno) -> CliError {
+        if matches!(e, Errno::ENOTCONN | Errno::ETIMEDOUT) {
+            return CliError::State(format!(
+                "brick {} does not answer ({what}: {e}): every brick of the replica set must \
+                 be running and reachable from here (`xlfs volume status {}`)",
+                self.brick(k),
+                self.spec.name
+            ));
+        }
+        CliError::Other(format!("brick {}: {what}: {e}", self.brick(k)))
+    }
+
+    fn block<T>(&self, f: impl std::future::Future<Output = T>) -> T {
+        self.g.rt.block_on(f)
+    }
+
+    /// Brick `k`'s copy of `path` (`None`: no such name there).
+    fn copy(&self, k: usize, path: &str) -> Result<Option<Copy>> {
+        let c = self.client(k)?;
+        let cx = FopCtx::root();
+        let mut parent = Gfid::ROOT;
+        // The root is looked up as "." in itself (as `walk` does).
+        let comps: Vec<&str> = path.split('/').filter(|c| !c.is_empty()).collect();
+        let (last, dirs) = comps.split_last().unwrap_or((&".", &[]));
+        for d in dirs {
+            match self.block(c.lookup(&cx, Loc::new(parent, *d))) {
+                Ok(e) => parent = e.attr.gfid,
+                Err(Errno::ENOENT | Errno::ENOTDIR) => return Ok(None),
+                Err(e) => return Err(self.err(k, &format!("lookup of {d}"), e)),
+            }
+        }
+        let e = match self.block(c.lookup(&cx, Loc::new(parent, *last))) {
+            Ok(e) => e,
+            Err(Errno::ENOENT | Errno::ENOTDIR) => return Ok(None),
+            Err(e) => return Err(self.err(k, &format!("lookup of {path}"), e)),
+        };
+        let gfid = e.attr.gfid;
+        let counters = self.counters(k, gfid, replica_set(self.spec, k))?;
+        Ok(Some(Copy {
+            index: k,
+            brick: self.brick(k),
+            parent,
+            name: (*last).to_owned(),
+            gfid: (!gfid.is_null()).then_some(gfid.0),
+            is_dir: e.attr.is_dir(),
+            is_reg: e.attr.kind == FileType::Regular,
+            size: e.attr.size,
+            mtime: (e.attr.mtime.sec, i64::from(e.attr.mtime.nsec)),
+            counters,
+        }))
+    }
+
+    /// The counters of `gfid` on brick `k` under the keys of `set` (absent: zero).
+    fn counters(
+        &self,
+        k: usize,
+        gfid: Gfid,
+        set: std::ops::Range<usize>,
+    ) -> Result<BTreeMap<usize, [u32; 3]>> {
+        let c = self.client(k)?;
+        let mut out = BTreeMap::new();
+        for j in set {
+            let key = key_of(self.spec, j);
+            let v = match self.block(c.getxattr(&FopCtx::root(), gfid, key.as_str().into())) {
+                Ok(v) => lanes(v.as_slice()).unwrap_or([0; 3]),
+                Err(Errno::ENODATA) => [0; 3],
+                Err(e) => return Err(self.err(k, &format!("reading {key}"), e)),
+            };
+            out.insert(j, v);
+        }
+        Ok(out)
+    }
+
+    /// Makes brick `k`'s counter of `gfid` under brick `j`'s key `want`, by adding the
+    /// difference (xattrop: the brick lists the object in its heal index when non-zero).
+    fn set_counter(&self, k: usize, gfid: Gfid, j: usize, want: [u32; 3]) -> Result<()> {
+        let cur = self.counters(k, gfid, j..j + 1)?[&j];
+        if cur == want {
+            return Ok(());
+        }
+        let delta: Vec<u8> = (0..3)
+            .flat_map(|l| want[l].wrapping_sub(cur[l]).to_be_bytes())
+            .collect();
+        let key = key_of(self.spec, j);
+        let xs: Xattrs = vec![Xattr {
+            name: key.as_str().into(),
+            value: delta.into(),
+        }]
+        .into();
+        self.block(
+            self.client(k)?
+                .xattrop(&FopCtx::root(), gfid, XattropOp::AddArray32, xs),
+        )
+        .map(|_| ())
+        .map_err(|e| self.err(k, &format!("writing {key}"), e))
+    }
+
+    /// A stable 64-bit checksum (FNV-1a) of brick `k`'s copy of regular file `gfid`.
+    fn checksum(&self, k: usize, gfid: Gfid) -> Result<u64> {
+        let c = self.client(k)?;
+        let cx = FopCtx::root();
+        let fd = new_fd(gfid, libc::O_RDONLY);
+        self.block(c.open(&cx, fd))
+            .map_err(|e| self.err(k, "open", e))?;
+        let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+        let mut off = 0u64;
+        let r = loop {
+            match self.block(c.readv(&cx, fd, off, 1 << 20)) {
+                Ok(r) if r.data.is_empty() => break Ok(h),
+                Ok(r) => {
+                    for b in r.data.as_slice() {
+                        h ^= u64::from(*b);
+                        h = h.wrapping_mul(0x0100_0000_01b3);
+                    }
+                    off += r.data.len() as u64;
+                }
+                Err(e) => break Err(self.err(k, "read", e)),
+            }
+        };
+        let _ = self.block(c.release(&cx, fd));
+        r
+    }
+
+    /// The names in brick `k`'s copy of directory `dir`.
+    fn names(&self, k: usize, dir: Gfid) -> Result<Vec<String>> {
+        let c = self.client(k)?;
+        let cx = FopCtx::root();
+        let fd = new_fd(dir, libc::O_RDONLY | libc::O_DIRECTORY);
+        self.block(c.opendir(&cx, fd))
+            .map_err(|e| self.err(k, "opendir", e))?;
+        let mut out = Vec::new();
+        let mut offset = 0;
+        let r = loop {
+            match self.block(c.readdirp(&cx, fd, offset, 64 * 1024)) {
+                Ok(page) if page.is_empty() => break Ok(()),
+                Ok(page) => {
+                    for e in page.iter() {
+                        offset = e.next_offset;
+                        if e.name.as_str() != "." && e.name.as_str() != ".." {
+                            out.push(e.name.to_string());
+                        }
+                    }
+                }
+                Err(e) => break Err(self.err(k, "readdir", e)),
+            }
+        };
+        let _ = self.block(c.releasedir(&cx, fd));
+        r.map(|()| out)
+    }
 }
 
 /// The lanes in which two copies accuse each other.
@@ -188,22 +303,8 @@ fn split_lanes(copies: &[Copy]) -> [bool; 3] {
     out
 }
 
-/// Refuses a replica set with a brick on another host.
-fn all_local(spec: &VolumeSpec, set: std::ops::Range<usize>) -> Result<()> {
-    let names = procs::local_host_names();
-    for k in set {
-        let b = &spec.bricks[k];
-        if !b.is_on(&names) {
-            return Err(CliError::State(format!(
-                "brick {b} is on another host: split-brain resolution reads and writes brick \
-                 files directly, so it needs every copy of the replica set on this host"
-            )));
-        }
-    }
-    Ok(())
-}
-
-/// The brick index named by `HOST:PATH` or `PATH`.
+/// The brick index named by `HOST:PATH` or `PATH` (a bare path: a brick of this host, or
+/// the only brick with that path).
 fn find_brick(spec: &VolumeSpec, name: &str) -> Result<usize> {
     let names = procs::local_host_names();
     let (host, path) = match name.rsplit_once(':') {
@@ -211,6 +312,7 @@ fn find_brick(spec: &VolumeSpec, name: &str) -> Result<usize> {
         _ => (None, name),
     };
     let path = path.trim_end_matches('/');
+    let mut found: Vec<usize> = Vec::new();
     for (i, b) in spec.bricks.iter().enumerate() {
         if b.to_string() == name || b.path().trim_end_matches('/') == path {
             let host_ok = match (host, b.host()) {
@@ -218,66 +320,45 @@ fn find_brick(spec: &VolumeSpec, name: &str) -> Result<usize> {
                 (Some(h), Some(bh)) => h.eq_ignore_ascii_case(bh),
                 (Some(h), None) => names.iter().any(|n| n.eq_ignore_ascii_case(h)),
             };
-            if !host_ok {
-                continue;
+            if host_ok {
+                found.push(i);
             }
-            if !b.is_on(&names) {
-                return Err(CliError::State(format!(
-                    "brick {b} is on another host: run `xlfs volume heal {} split-brain \
-                     source-brick {b} ...` there (the command reads brick files directly)",
-                    spec.name
-                )));
-            }
-            return Ok(i);
         }
     }
-    Err(CliError::Rejected(format!(
-        "volume {} has no brick {name}; `xlfs volume info {}` lists them",
-        spec.name, spec.name
-    )))
-}
-
-/// A stable 64-bit checksum (FNV-1a) of a file's content.
-fn checksum(p: &Path) -> Result<u64> {
-    use std::io::Read;
-    let mut f = std::fs::File::open(p).map_err(CliError::io(p))?;
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    let mut buf = vec![0u8; 64 * 1024];
-    loop {
-        let n = f.read(&mut buf).map_err(CliError::io(p))?;
-        if n == 0 {
-            return Ok(h);
-        }
-        for b in &buf[..n] {
-            h ^= u64::from(*b);
-            h = h.wrapping_mul(0x0100_0000_01b3);
-        }
+    match found.as_slice() {
+        [one] => Ok(*one),
+        [] => Err(CliError::Rejected(format!(
+            "volume {} has no brick {name}; `xlfs volume info {}` lists them",
+            spec.name, spec.name
+        ))),
+        many => match many.iter().find(|i| spec.bricks[**i].is_on(&names)) {
+            Some(i) => Ok(*i),
+            None => Err(CliError::Rejected(format!(
+                "{name} names several bricks of volume {}; say HOST:PATH",
+                spec.name
+            ))),
+        },
     }
 }
 
 /// Why the set's copies of `path` are not (yet) one healed copy, or `None` when they are.
-fn not_healed(
-    spec: &VolumeSpec,
-    set: std::ops::Range<usize>,
-    path: &str,
-) -> Result<Option<String>> {
+fn not_healed(b: &Bricks, set: std::ops::Range<usize>, path: &str) -> Result<Option<String>> {
     let mut first: Option<(Copy, Option<u64>)> = None;
     for k in set {
-        let Some(c) = read_copy(spec, k, path)? else {
-            return Ok(Some(format!("no copy on brick {}", spec.bricks[k])));
+        let Some(c) = b.copy(k, path)? else {
+            return Ok(Some(format!("no copy on brick {}", b.brick(k))));
         };
         if let Some((k2, l)) = c.counters.iter().find(|(_, l)| **l != [0; 3]) {
             return Ok(Some(format!(
                 "brick {} still has counter {} = {:?}",
                 c.brick,
-                key_of(spec, *k2),
+                key_of(b.spec, *k2),
                 l
             )));
         }
-        let sum = if c.is_reg {
-            Some(checksum(&c.file)?)
-        } else {
-            None
+        let sum = match (c.is_reg, c.gfid) {
+            (true, Some(g)) => Some(b.checksum(k, Gfid(g))?),
+            _ => None,
         };
         match &first {
             None => first = Some((c, sum)),
@@ -342,16 +423,17 @@ fn pick(policy: &Policy, spec: &VolumeSpec, path: &str, copies: &[Copy]) -> Resu
 }
 
 /// Makes `source` the only good copy of the split lanes (see the module doc).
-fn rewrite_counters(
-    spec: &VolumeSpec,
-    copies: &[Copy],
-    source: usize,
-    split: [bool; 3],
-) -> Result<()> {
+fn rewrite_counters(b: &Bricks, copies: &[Copy], source: usize, split: [bool; 3]) -> Result<()> {
     let Some(src) = copies.iter().find(|c| c.index == source) else {
         return Err(CliError::Other(
             "internal: the source copy is missing".into(),
         ));
+    };
+    let Some(sg) = src.gfid.map(Gfid) else {
+        return Err(CliError::Other(format!(
+            "brick {}: the source copy has no GFID",
+            src.brick
+        )));
     };
     for sink in copies.iter().filter(|c| c.index != source) {
         let mut v = src.counters.get(&sink.index).copied().unwrap_or([0; 3]);
@@ -360,40 +442,22 @@ fn rewrite_counters(
                 v[l] = 1;
             }
         }
-        set_xattr(&src.file, &key_of(spec, sink.index), &encode(v))?;
-        set_xattr(&sink.file, &key_of(spec, source), &encode([0; 3]))?;
+        b.set_counter(source, sg, sink.index, v)?;
+        if let Some(g) = sink.gfid {
+            b.set_counter(sink.index, Gfid(g), source, [0; 3])?;
+        }
     }
-    set_xattr(&src.file, &key_of(spec, source), &encode([0; 3]))?;
-    if let Some(g) = src.gfid {
-        index_entry(&src.root, Gfid(g))?;
-    }
-    Ok(())
+    b.set_counter(source, sg, source, [0; 3])
 }
 
-/// Makes sure the brick's heal index lists `g` (the brick keeps that promise for counters
-/// written through it; these were written beside it).
-fn index_entry(root: &Path, g: Gfid) -> Result<()> {
-    let dir = xlfs_posix::index_path(root);
-    if dir.is_dir() {
-        let p = dir.join(g.to_string());
-        std::fs::write(&p, b"").map_err(CliError::io(&p))?;
-    }
-    Ok(())
-}
-
-/// GFID split-brain with a chosen source: removes every sink's name and handle, makes the
-/// source's parent accuse the sinks in the entry lane.
-fn drop_gfid_sinks(spec: &VolumeSpec, path: &str, copies: &[Copy], source: usize) -> Result<()> {
+/// GFID split-brain with a chosen source: unlinks every sink's name, makes the source's
+/// parent accuse the sinks in the entry lane.
+fn drop_gfid_sinks(b: &Bricks, path: &str, copies: &[Copy], source: usize) -> Result<()> {
     let Some(src) = copies.iter().find(|c| c.index == source) else {
         return Err(CliError::Other(
             "internal: the source copy is missing".into(),
         ));
     };
-    let parent = match path.rsplit_once('/') {
-        Some((p, _)) if !p.is_empty() => p.to_owned(),
-        _ => "/".to_owned(),
-    };
-    let src_parent = src.root.join(parent.trim_start_matches('/'));
     for sink in copies
         .iter()
         .filter(|c| c.index != source && c.gfid != src.gfid)
@@ -405,41 +469,14 @@ fn drop_gfid_sinks(spec: &VolumeSpec, path: &str, copies: &[Copy], source: usize
                 sink.brick
             )));
         }
-        std::fs::remove_file(&sink.file).map_err(CliError::io(&sink.file))?;
-        if let Some(g) = sink.gfid {
-            let h = handle_of(&sink.root, Gfid(g));
-            match std::fs::remove_file(&h) {
-                Ok(()) => {}
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-                Err(e) => return Err(CliError::io(&h)(e)),
-            }
-        }
-        let key = key_of(spec, sink.index);
-        let mut v = get_xattr(&src_parent, &key)?
-            .as_deref()
-            .and_then(lanes)
-            .unwrap_or([0; 3]);
+        let c = b.client(sink.index)?;
+        b.block(c.unlink(&FopCtx::root(), Loc::new(sink.parent, sink.name.as_str())))
+            .map_err(|e| b.err(sink.index, &format!("unlink of {path}"), e))?;
+        let mut v = b.counters(source, src.parent, sink.index..sink.index + 1)?[&sink.index];
         v[2] = v[2].max(1);
-        set_xattr(&src_parent, &key, &encode(v))?;
-    }
-    if let Some(g) =
-        get_xattr(&src_parent, "trusted.gfid")?.and_then(|v| <[u8; 16]>::try_from(v).ok())
-    {
-        index_entry(&src.root, Gfid(g))?;
-    } else if parent == "/" {
-        index_entry(&src.root, Gfid::ROOT)?;
+        b.set_counter(source, src.parent, sink.index, v)?;
     }
     Ok(())
-}
-
-fn handle_of(root: &Path, g: Gfid) -> PathBuf {
-    let meta = root.join(xlfs_posix::META_DIR);
-    let layout = if meta.join(xlfs_posix::Layout::Nested.dir_name()).exists() {
-        xlfs_posix::Layout::Nested
-    } else {
-        xlfs_posix::Layout::Flat
-    };
-    meta.join(layout.dir_name()).join(layout.rel(g))
 }
 
 /// What resolving one path did.
@@ -449,13 +486,8 @@ struct Resolved {
 }
 
 /// Resolves `path` in every replica set where it is in split-brain.
-fn resolve_path(
-    spec: &VolumeSpec,
-    req: &Policy,
-    path: &str,
-    graph: &mut Option<HealGraph>,
-    vd: &crate::state::VolumeDir,
-) -> Result<Vec<Resolved>> {
+fn resolve_path(b: &Bricks, req: &Policy, path: &str) -> Result<Vec<Resolved>> {
+    let spec = b.spec;
     let r = spec.replica.max(1) as usize;
     let sets: Vec<std::ops::Range<usize>> = match req {
         Policy::SourceBrick(name) => vec![replica_set(spec, find_brick(spec, name)?)],
@@ -464,25 +496,19 @@ fn resolve_path(
             .map(|s| replica_set(spec, s))
             .collect(),
     };
-    let names = procs::local_host_names();
     let mut out = Vec::new();
     let mut seen = false;
     let mut not_split = Vec::new();
     for set in sets {
-        // Sets with no local copy are another host's business (unless one is remote: then
-        // the copy may be there, say so).
         let mut copies = Vec::new();
         for k in set.clone() {
-            if spec.bricks[k].is_on(&names)
-                && let Some(c) = read_copy(spec, k, path)?
-            {
+            if let Some(c) = b.copy(k, path)? {
                 copies.push(c);
             }
         }
         if copies.is_empty() {
             continue;
         }
-        all_local(spec, set.clone())?;
         seen = true;
         if copies.len() < 2 {
             not_split.push(format!("only brick {} has it", copies[0].brick));
@@ -501,24 +527,21 @@ fn resolve_path(
                 )));
             };
             let s = pick(req, spec, path, &copies)?;
-            drop_gfid_sinks(spec, path, &copies, s)?;
-            let kept: Vec<Copy> = copies
-                .iter()
-                .filter(|c| c.gfid == copies.iter().find(|x| x.index == s).and_then(|x| x.gfid))
-                .cloned()
-                .collect();
+            drop_gfid_sinks(b, path, &copies, s)?;
+            let sg = copies.iter().find(|x| x.index == s).and_then(|x| x.gfid);
+            let kept: Vec<Copy> = copies.iter().filter(|c| c.gfid == sg).cloned().collect();
             let lanes_left = split_lanes(&kept);
             if lanes_left != [false; 3] {
-                rewrite_counters(spec, &kept, s, lanes_left)?;
+                rewrite_counters(b, &kept, s, lanes_left)?;
             }
             s
         } else {
             let s = pick(req, spec, path, &copies)?;
-            rewrite_counters(spec, &copies, s, split)?;
+            rewrite_counters(b, &copies, s, split)?;
             s
         };
-        heal(spec, vd, graph, path, set.clone())?;
-        heal_children(spec, source, path, graph);
+        heal(b, path, set.clone())?;
+        heal_children(b, source, path);
         out.push(Resolved {
             path: path.to_owned(),
             source: spec.bricks[source].to_string(),
@@ -526,7 +549,7 @@ fn resolve_path(
     }
     if !seen {
         return Err(CliError::Rejected(format!(
-            "{path}: no copy on this host's bricks of volume {}",
+            "{path}: no brick of volume {} has it",
             spec.name
         )));
     }
@@ -545,29 +568,15 @@ fn resolve_path(
 
 /// Looks `path` up through the graph until the set's copies are one (at most 4 lookups: an
 /// entry heal's new name gets its data at the next).
-fn heal(
-    spec: &VolumeSpec,
-    vd: &crate::state::VolumeDir,
-    graph: &mut Option<HealGraph>,
-    path: &str,
-    set: std::ops::Range<usize>,
-) -> Result<()> {
-    if graph.is_none() {
-        let g = HealGraph::build(vd, &spec.name)?;
-        g.rt.block_on(g.connect(spec, vd, Duration::from_secs(10)));
-        *graph = Some(g);
-    }
-    let Some(g) = graph.as_ref() else {
-        return Err(CliError::Other("internal: no heal graph".into()));
-    };
-    let top = g.volume.graph().top().clone();
+fn heal(b: &Bricks, path: &str, set: std::ops::Range<usize>) -> Result<()> {
+    let top = b.g.volume.graph().top().clone();
     let mut why = None;
     let mut last_err = None;
     for _ in 0..4 {
-        if let Err(e) = g.rt.block_on(walk(&top, path)) {
+        if let Err(e) = b.block(walk(&top, path)) {
             last_err = Some(e.to_string());
         }
-        why = not_healed(spec, set.clone(), path)?;
+        why = not_healed(b, set.clone(), path)?;
         if why.is_none() {
             return Ok(());
         }
@@ -580,55 +589,71 @@ fn heal(
         last_err
             .map(|e| format!("; lookup: {e}"))
             .unwrap_or_default(),
-        spec.name,
-        spec.name
+        b.spec.name,
+        b.spec.name
     )))
 }
 
 /// After a directory's entry heal, looks up each of its names on the source brick once, so
 /// that names the entry heal made on the sinks get their data and metadata now rather than
 /// at their next lookup. Failures are left to `heal` (they stay indexed).
-fn heal_children(spec: &VolumeSpec, source: usize, path: &str, graph: &Option<HealGraph>) {
-    let dir = PathBuf::from(spec.bricks[source].path()).join(path.trim_start_matches('/'));
-    if !std::fs::symlink_metadata(&dir).is_ok_and(|m| m.is_dir()) {
-        return;
-    }
-    let (Some(g), Ok(rd)) = (graph.as_ref(), std::fs::read_dir(&dir)) else {
+fn heal_children(b: &Bricks, source: usize, path: &str) {
+    let Ok(Some(dir)) = b.copy(source, path) else {
         return;
     };
-    let top = g.volume.graph().top().clone();
-    for e in rd.flatten() {
-        let Some(name) = e.file_name().to_str().map(str::to_owned) else {
-            continue;
-        };
+    let (true, Some(g)) = (dir.is_dir, dir.gfid) else {
+        return;
+    };
+    let Ok(names) = b.names(source, Gfid(g)) else {
+        return;
+    };
+    let top = b.g.volume.graph().top().clone();
+    for name in names {
         if path == "/" && name == xlfs_posix::META_DIR {
             continue;
         }
         let child = format!("{}/{name}", path.trim_end_matches('/'));
-        let _ = g.rt.block_on(walk(&top, &child));
+        let _ = b.block(walk(&top, &child));
     }
 }
 
-/// Every path the source brick's index lists in split-brain with another copy of its set.
-fn split_paths(spec: &VolumeSpec, source: usize) -> Result<Vec<String>> {
-    let root = PathBuf::from(spec.bricks[source].path());
-    let gfids = xlfs_posix::index_entries(&root).map_err(|e| {
-        CliError::Other(format!(
-            "cannot read the heal index of brick {}: {e}",
-            spec.bricks[source]
-        ))
-    })?;
+/// Every path the source brick's heal index lists in split-brain with another copy of its
+/// set: the index read from disk on this host, else as its host's daemon reports it (cluster
+/// mode, see [`super::info`]).
+fn split_paths(ctx: &Ctx, b: &Bricks, source: usize) -> Result<Vec<String>> {
+    let spec = b.spec;
     let mut out = Vec::new();
-    for l in xlfs_posix::locate(&root, &gfids) {
-        let Some(p) = l.path else { continue };
-        let mut copies = Vec::new();
-        for k in replica_set(spec, source) {
-            if let Some(c) = read_copy(spec, k, &p)? {
-                copies.push(c);
+    if spec.bricks[source].is_on(&procs::local_host_names()) {
+        let root = PathBuf::from(spec.bricks[source].path());
+        let gfids = xlfs_posix::index_entries(&root).map_err(|e| {
+            CliError::Other(format!(
+                "cannot read the heal index of brick {}: {e}",
+                spec.bricks[source]
+            ))
+        })?;
+        for l in xlfs_posix::locate(&root, &gfids) {
+            let Some(p) = l.path else { continue };
+            let mut copies = Vec::new();
+            for k in replica_set(spec, source) {
+                if let Some(c) = b.copy(k, &p)? {
+                    copies.push(c);
+                }
+            }
+            if split_lanes(&copies) != [false; 3] {
+                out.push(p);
             }
         }
-        if split_lanes(&copies) != [false; 3] {
-            out.push(p);
+    } else {
+        match super::info::reported_split_paths(ctx, spec, source)? {
+            Some(v) => out = v,
+            None => {
+                return Err(CliError::State(format!(
+                    "brick {} is on another host and no xlfs-mgmtd here can ask it for its \
+                     heal index: name the PATH (`... source-brick {} PATH`), or run this on \
+                     that host",
+                    spec.bricks[source], spec.bricks[source]
+                )));
+            }
         }
     }
     out.sort();
@@ -643,14 +668,23 @@ pub fn run(ctx: &Ctx, name: &str, req: &Request) -> Result<u8> {
             "volume {name} has no replicas: there is no split-brain to resolve"
         )));
     }
-    let mut graph = None;
+    if let (None, Policy::BiggerFile | Policy::LatestMtime) = (&req.path, &req.policy) {
+        return Err(CliError::Rejected(
+            "split-brain: bigger-file and latest-mtime need a PATH".into(),
+        ));
+    }
+    if let Policy::SourceBrick(b) = &req.policy {
+        find_brick(&spec, b)?;
+    }
+    let g = HealGraph::build(&vd, name)?;
+    g.rt.block_on(g.connect(&spec, &vd, Duration::from_secs(10)));
+    let b = Bricks { spec: &spec, g: &g };
     let result = (|| -> Result<u8> {
         let paths = match (&req.path, &req.policy) {
             (Some(p), _) => vec![p.clone()],
-            (None, Policy::SourceBrick(b)) => {
-                let i = find_brick(&spec, b)?;
-                all_local(&spec, replica_set(&spec, i))?;
-                let v = split_paths(&spec, i)?;
+            (None, Policy::SourceBrick(name)) => {
+                let i = find_brick(&spec, name)?;
+                let v = split_paths(ctx, &b, i)?;
                 if v.is_empty() {
                     println!(
                         "No split-brain entries on brick {} and its replicas",
@@ -669,7 +703,7 @@ pub fn run(ctx: &Ctx, name: &str, req: &Request) -> Result<u8> {
         let many = paths.len() > 1;
         let mut failed = Vec::new();
         for p in &paths {
-            match resolve_path(&spec, &req.policy, p, &mut graph, &vd) {
+            match resolve_path(&b, &req.policy, p) {
                 Ok(done) => {
                     for r in done {
                         println!("Healed {} from brick {}", r.path, r.source);
@@ -693,9 +727,7 @@ pub fn run(ctx: &Ctx, name: &str, req: &Request) -> Result<u8> {
             )))
         }
     })();
-    if let Some(g) = graph {
-        g.close();
-    }
+    g.close();
     result
 }
 
@@ -728,8 +760,8 @@ mod tests {
         Copy {
             index,
             brick: format!("/b{index}"),
-            root: PathBuf::from(format!("/b{index}")),
-            file: PathBuf::from(format!("/b{index}/f")),
+            parent: Gfid::ROOT,
+            name: "f".into(),
             gfid: Some([1; 16]),
             is_dir: false,
             is_reg: true,
