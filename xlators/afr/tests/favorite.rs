@@ -373,3 +373,161 @@ async fn a_background_heal_resolves_after_the_lookup_answers() {
     assert!(healed, "background heal done within 2 s");
     healed_to(&c, &top_a, f, &ca).await;
 }
+
+/// The copies of `name` in the root on each leaf: (GFID, content).
+async fn copies_of(c: &MockCluster, name: &str) -> Vec<Option<(Gfid, Vec<u8>)>> {
+    let mut out = Vec::new();
+    for i in 0..c.len() {
+        let e = c.leaf(i).lookup(&root(), Loc::new(Gfid::ROOT, name)).await;
+        out.push(match e {
+            Ok(e) => Some((
+                e.attr.gfid,
+                leaf_content(c.leaf(i), e.attr.gfid)
+                    .await
+                    .unwrap_or_default(),
+            )),
+            Err(_) => None,
+        });
+    }
+    out
+}
+
+/// One name made by two clients, each seeing the other's child down (a partition): two
+/// GFIDs, and the root accusing the other child on each side (an entry split-brain). With
+/// `size` the larger copy is kept on both children and the other replaced, and the name
+/// answers; with `none` the lookup fails with EIO and both copies stay.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn size_policy_resolves_a_gfid_split_brain_of_a_file() {
+    for policy in ["none", "size"] {
+        let (c, top_a, c2, top_b) = two_clients(policy).await;
+        c.down(1);
+        let fa = create(&top_a, "g", 1).await;
+        write(&top_a, fa, 0, &[b'a'; 1500]).await.expect("A writes");
+        c2.down(0);
+        let fb = create(&top_b, "g", 2).await;
+        write(&top_b, fb, 0, &[b'b'; 700]).await.expect("B writes");
+        c.up(1);
+        c2.up(0);
+        assert_ne!(fa.gfid, fb.gfid, "one name, two GFIDs");
+        let mut last = Err(Errno::EIO);
+        for _ in 0..2 {
+            last = top_a
+                .lookup(&root(), Loc::new(Gfid::ROOT, "g"))
+                .await
+                .map(|e| e.attr.gfid);
+        }
+        let got = copies_of(&c, "g").await;
+        if policy == "none" {
+            assert_eq!(last, Err(Errno::EIO), "{policy}");
+            assert_eq!(got[0], Some((fa.gfid, vec![b'a'; 1500])));
+            assert_eq!(got[1], Some((fb.gfid, vec![b'b'; 700])));
+            continue;
+        }
+        assert_eq!(
+            last,
+            Ok(fa.gfid),
+            "{policy}: the name answers with the larger copy"
+        );
+        for (i, g) in got.iter().enumerate() {
+            assert_eq!(*g, Some((fa.gfid, vec![b'a'; 1500])), "copy {i}");
+        }
+        assert!(all_zero(&c, fa.gfid).await, "counters zero after heal");
+    }
+}
+
+/// With a source directory (only child 0's root accuses), a sink's copy of another GFID that
+/// holds writes of its own (it accuses child 0) is not replaced silently; with `size` the
+/// larger copy wins even when it is the sink's: the source's copy is the one replaced.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn size_policy_keeps_a_larger_sink_copy_over_the_source_s() {
+    let (c, top) = setup(2, &opts(&[("favorite-child-policy", "size")]));
+    c.down(1);
+    let f = create(&top, "h", 1).await;
+    write(&top, f, 0, &[b'a'; 300])
+        .await
+        .expect("write on child 0");
+    c.up(1);
+    // Child 1's own copy of h: another GFID, 900 bytes, accusing child 0.
+    let cx = root()
+        .to_builder()
+        .ext(&xlator_api::GfidReq(Gfid::random()))
+        .build();
+    let other = c
+        .leaf(1)
+        .mknod(&cx, Loc::new(Gfid::ROOT, "h"), libc::S_IFREG | 0o644, 0, 0)
+        .await
+        .expect("child 1's h")
+        .attr
+        .gfid;
+    let lf = open(c.leaf(1), other, 77).await;
+    write(c.leaf(1), lf, 0, &[b'b'; 900])
+        .await
+        .expect("child 1's data");
+    let blame = xlator_api::Xattr {
+        name: key(&c, 0).into(),
+        value: xlator_api::Buf::from_vec(
+            xlfs_afr::changelog::Counters([1, 0, 0]).encode().to_vec(),
+        ),
+    };
+    c.leaf(1)
+        .setxattr(&root(), other, blame, 0)
+        .await
+        .expect("child 1's copy accuses child 0");
+    let mut last = Err(Errno::EIO);
+    for _ in 0..2 {
+        last = top
+            .lookup(&root(), Loc::new(Gfid::ROOT, "h"))
+            .await
+            .map(|e| e.attr.gfid);
+    }
+    assert_eq!(last, Ok(other), "the larger (sink's) copy answers");
+    for (i, g) in copies_of(&c, "h").await.iter().enumerate() {
+        assert_eq!(*g, Some((other, vec![b'b'; 900])), "copy {i}");
+    }
+}
+
+/// `majority` keeps the GFID more than half of the children hold, however large the other.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn majority_policy_keeps_the_gfid_most_children_hold() {
+    let (c, top) = setup(3, &opts(&[("favorite-child-policy", "majority")]));
+    c.down(2);
+    let f = create(&top, "m", 1).await;
+    write(&top, f, 0, b"two of three").await.expect("write");
+    c.up(2);
+    let cx = root()
+        .to_builder()
+        .ext(&xlator_api::GfidReq(Gfid::random()))
+        .build();
+    let other = c
+        .leaf(2)
+        .mknod(&cx, Loc::new(Gfid::ROOT, "m"), libc::S_IFREG | 0o644, 0, 0)
+        .await
+        .expect("child 2's m")
+        .attr
+        .gfid;
+    let lf = open(c.leaf(2), other, 78).await;
+    write(c.leaf(2), lf, 0, &[b'z'; 5000])
+        .await
+        .expect("child 2's data");
+    let blame = xlator_api::Xattr {
+        name: key(&c, 0).into(),
+        value: xlator_api::Buf::from_vec(
+            xlfs_afr::changelog::Counters([1, 0, 0]).encode().to_vec(),
+        ),
+    };
+    c.leaf(2)
+        .setxattr(&root(), other, blame, 0)
+        .await
+        .expect("child 2's copy accuses child 0");
+    let mut last = Err(Errno::EIO);
+    for _ in 0..2 {
+        last = top
+            .lookup(&root(), Loc::new(Gfid::ROOT, "m"))
+            .await
+            .map(|e| e.attr.gfid);
+    }
+    assert_eq!(last, Ok(f.gfid));
+    for (i, g) in copies_of(&c, "m").await.iter().enumerate() {
+        assert_eq!(*g, Some((f.gfid, b"two of three".to_vec())), "copy {i}");
+    }
+}

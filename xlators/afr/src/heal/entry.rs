@@ -14,6 +14,12 @@
 //! that lack it, and nothing is removed (a name one child lost to an unlink comes back, never
 //! a file disappears). A name with different GFIDs on two children stays a split-brain,
 //! reported and left alone.
+//!
+//! Unless `favorite-child-policy` is set and every copy of such a name is a regular file: the
+//! policy then picks one copy ([`favorite::choose`](super::favorite::choose) over the copies'
+//! attributes; `majority`: the GFID more than half of the children hold), and every other copy
+//! is replaced by it, in both cases above (GlusterFS resolves GFID split-brain by the same
+//! policy). The losing copies' data is gone: that is what the policy says.
 
 use std::collections::BTreeMap;
 
@@ -70,7 +76,7 @@ async fn names(sh: &Shared, held: &super::Held, dir: Gfid) -> Result<Vec<(Gfid, 
         healed = ok;
     }
     let source = &sh.children[src];
-    let want = list(sh, source, &cx, dir).await?;
+    let mut want = list(sh, source, &cx, dir).await?;
     for s in sinks {
         let sink = &sh.children[s];
         let to = To {
@@ -92,15 +98,22 @@ async fn names(sh: &Shared, held: &super::Held, dir: Gfid) -> Result<Vec<(Gfid, 
             }
         };
         let mut ok = true;
+        let mut picked = Vec::new();
         for (name, e) in &want {
             match have.get(name) {
                 Some(h) if h.attr.gfid == e.attr.gfid => {}
                 Some(h) => match replace(&to, name, e, h).await {
                     Ok(true) => made.push((e.attr.gfid, e.attr.kind)),
-                    Ok(false) => {
-                        sh.split_brain(&format!("{dir}/{name}"), "gfid");
-                        ok = false;
-                    }
+                    Ok(false) => match by_policy(sh, held, dir, name).await {
+                        Some((winner, m)) => {
+                            made.extend(m);
+                            picked.push((name.clone(), winner));
+                        }
+                        None => {
+                            sh.split_brain(&format!("{dir}/{name}"), "gfid");
+                            ok = false;
+                        }
+                    },
                     Err(err) => {
                         sh.log(
                             LogLevel::Warn,
@@ -120,6 +133,11 @@ async fn names(sh: &Shared, held: &super::Held, dir: Gfid) -> Result<Vec<(Gfid, 
                     }
                 },
             }
+        }
+        // The source's copy of a name may have lost to a sink's: later sinks compare with
+        // the winner.
+        for (name, winner) in picked {
+            want.insert(name, winner);
         }
         for (name, h) in &have {
             if !want.contains_key(name)
@@ -198,8 +216,20 @@ async fn union(
             }
         }
     }
-    let mut healed = vec![false; n];
     let mut made = Vec::new();
+    let mut resolved = Vec::new();
+    for name in &conflicts {
+        if let Some((_, m)) = by_policy(sh, held, dir, name).await {
+            made.extend(m);
+            resolved.push(name.clone());
+        }
+    }
+    for name in &resolved {
+        conflicts.remove(name);
+        // Every locked child holds the winner now: nothing more to make for it.
+        union.remove(name.as_str());
+    }
+    let mut healed = vec![false; n];
     for (s, have) in lists.iter().enumerate() {
         let Some(have) = have else { continue };
         let mut ok = conflicts.is_empty();
@@ -229,6 +259,104 @@ async fn union(
         healed[s] = ok;
     }
     (made, healed)
+}
+
+/// A GFID split-brain of `dir/name` resolved by `favorite-child-policy` (see the module doc):
+/// the copies on the locked children are looked up again, the policy picks one when all are
+/// regular files, and every other locked child's copy (or lack of one) is replaced by it.
+/// Returns the winner's entry and the objects made, or `None` (no policy, no pick, not all
+/// regular files, or a replacement failed: the name stays a split-brain).
+async fn by_policy(
+    sh: &Shared,
+    held: &super::Held,
+    dir: Gfid,
+    name: &str,
+) -> Option<(DirEntry, Vec<(Gfid, FileType)>)> {
+    let policy = sh.cfg().favorite;
+    if policy == super::favorite::Policy::None {
+        return None;
+    }
+    let cx = Ctx::root();
+    let loc = Loc::new(dir, name);
+    let mut copies: Vec<Option<xlator_api::Iatt>> = Vec::with_capacity(sh.n());
+    for i in 0..sh.n() {
+        copies.push(if held.locked[i] {
+            match sh.children[i].lookup(&cx, loc.clone()).await {
+                Ok(e) => Some(e.attr),
+                Err(Errno::ENOENT) => None,
+                Err(_) => return None,
+            }
+        } else {
+            None
+        });
+    }
+    if copies.iter().flatten().any(|a| a.kind != FileType::Regular) {
+        return None;
+    }
+    let winner = if policy == super::favorite::Policy::Majority {
+        copies.iter().flatten().find_map(|a| {
+            let holders = copies.iter().flatten().filter(|b| b.gfid == a.gfid).count();
+            (holders * 2 > sh.n()).then_some(a.gfid)
+        })?
+    } else {
+        let unknown = vec![false; sh.n()];
+        let picked = super::favorite::choose(policy, &copies, &unknown)?;
+        let w = picked.iter().position(|p| *p)?;
+        copies[w]?.gfid
+    };
+    let w = copies
+        .iter()
+        .position(|c| c.is_some_and(|a| a.gfid == winner))?;
+    let wa = copies[w]?;
+    let entry = DirEntry {
+        name: RString::from(name),
+        next_offset: 0,
+        attr: wa,
+        xattrs: RVec::new(),
+    };
+    sh.log(
+        LogLevel::Warn,
+        &format!(
+            "GFID split-brain on {dir}/{name} resolved by favorite-child-policy={}: keeping \
+             child {w}'s copy ({winner}, {} bytes), replacing the others",
+            policy.name(),
+            wa.size
+        ),
+    );
+    let mut made = Vec::new();
+    for (i, c) in copies.iter().enumerate() {
+        if i == w || !held.locked[i] || c.is_some_and(|a| a.gfid == winner) {
+            continue;
+        }
+        let to = To {
+            sh,
+            source: &sh.children[w],
+            sink: &sh.children[i],
+            s: i,
+            cx: &cx,
+            dir,
+        };
+        if let Some(a) = c {
+            let exact = cx.to_builder().ext(&UnlinkExact(a.gfid)).build();
+            if let Err(e) = sh.children[i].unlink(&exact, loc.clone()).await {
+                sh.log(
+                    LogLevel::Warn,
+                    &format!("GFID split-brain on {dir}/{name}: removing child {i}'s copy: {e}"),
+                );
+                return None;
+            }
+        }
+        if let Err(e) = make(&to, name, &entry).await {
+            sh.log(
+                LogLevel::Warn,
+                &format!("GFID split-brain on {dir}/{name}: making child {i}'s copy: {e}"),
+            );
+            return None;
+        }
+        made.push((winner, FileType::Regular));
+    }
+    crate::shared::lock(&sh.split_brains).remove(&format!("{dir}/{name}"));
+    Some((entry, made))
 }
 
 /// Every entry of `dir` on `child`, by name (`.` and `..` left out).

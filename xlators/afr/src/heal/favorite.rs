@@ -12,8 +12,8 @@
 //! One pick per heal of an object ([`Favorite`]): the first lane found in split-brain decides
 //! and the other lanes reuse it, because data heal copies the source's times to the sinks
 //! (and changes their ctime), after which a new pick would see a tie or another winner.
-//! Entry and GFID split-brain are not resolved by this policy (entry heal merges names;
-//! a name with two GFIDs stays a split-brain).
+//! Entry split-brain is merged by entry heal; a regular file's GFID split-brain is resolved by
+//! entry heal with [`choose`] over the copies' attributes (see [`super::entry`]).
 
 use futures::future::join_all;
 use xlator_api::{Ctx, Gfid, Iatt, LogLevel};
