@@ -411,6 +411,38 @@ fn split_brain_source_brick_resolves_a_gfid_split_brain() {
     );
 }
 
+/// A file made on each side (one name, two GFIDs) through real bricks: with
+/// `favorite-child-policy size` set afterwards, reading it through the mount resolves it to
+/// the larger copy on both bricks, with no command.
+#[test]
+fn favorite_child_policy_resolves_a_gfid_split_brain_of_a_file() {
+    if skip("favorite_child_policy_resolves_a_gfid_split_brain_of_a_file") {
+        return;
+    }
+    let v = volume("sbfav");
+    let (a, b) = (vec![b'a'; 1500], vec![b'b'; 700]);
+    make_split_brain(&v, &[], &[("gs", a.clone())], &[("gs", b.clone())]);
+    assert_ne!(gfid_of(&v.b[0].join("gs")), gfid_of(&v.b[1].join("gs")));
+    assert_eio(&v.mnt.join("gs"));
+    ok(&v.x(&[
+        "volume",
+        "set",
+        v.name,
+        "cluster.replicate.favorite-child-policy",
+        "size",
+    ]));
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while std::fs::read(v.mnt.join("gs")).ok().as_deref() != Some(&a[..]) {
+        assert!(
+            Instant::now() < deadline,
+            "gs not resolved to the larger copy"
+        );
+        std::thread::sleep(Duration::from_millis(300));
+    }
+    assert_eq!(gfid_of(&v.b[0].join("gs")), gfid_of(&v.b[1].join("gs")));
+    assert_resolved(&v, "gs", &a);
+}
+
 #[test]
 fn split_brain_refuses_when_a_brick_of_the_set_does_not_answer() {
     // No brick runs (one is on a host that does not exist): every copy is read through its
