@@ -392,6 +392,44 @@ async fn copies_of(c: &MockCluster, name: &str) -> Vec<Option<(Gfid, Vec<u8>)>> 
     out
 }
 
+/// Child `i`'s own copy of `name` in the root, with a GFID of its own, `data`, and a counter
+/// accusing child `accused` (writes the others missed).
+async fn own_copy(c: &MockCluster, i: usize, name: &str, data: &[u8], accused: usize) -> Gfid {
+    let cx = root()
+        .to_builder()
+        .ext(&xlator_api::GfidReq(Gfid::random()))
+        .build();
+    let g = c
+        .leaf(i)
+        .mknod(&cx, Loc::new(Gfid::ROOT, name), libc::S_IFREG | 0o644, 0, 0)
+        .await
+        .expect("a copy of its own")
+        .attr
+        .gfid;
+    let fd = open(c.leaf(i), g, 70 + i as u64).await;
+    write(c.leaf(i), fd, 0, data).await.expect("its data");
+    let blame = xlator_api::Xattr {
+        name: key(c, accused).into(),
+        value: xlator_api::Buf::from_vec(
+            xlfs_afr::changelog::Counters([1, 0, 0]).encode().to_vec(),
+        ),
+    };
+    c.leaf(i)
+        .setxattr(&root(), g, blame, 0)
+        .await
+        .expect("its copy accuses");
+    g
+}
+
+/// The GFID `name` in the root answers with through `top`, after a second lookup (the first
+/// may meet the two GFIDs and heal).
+async fn resolved_gfid(top: &Subvol, name: &str) -> Result<Gfid, Errno> {
+    let _ = top.lookup(&root(), Loc::new(Gfid::ROOT, name)).await;
+    top.lookup(&root(), Loc::new(Gfid::ROOT, name))
+        .await
+        .map(|e| e.attr.gfid)
+}
+
 /// One name made by two clients, each seeing the other's child down (a partition): two
 /// GFIDs, and the root accusing the other child on each side (an entry split-brain). With
 /// `size` the larger copy is kept on both children and the other replaced, and the name
@@ -409,13 +447,7 @@ async fn size_policy_resolves_a_gfid_split_brain_of_a_file() {
         c.up(1);
         c2.up(0);
         assert_ne!(fa.gfid, fb.gfid, "one name, two GFIDs");
-        let mut last = Err(Errno::EIO);
-        for _ in 0..2 {
-            last = top_a
-                .lookup(&root(), Loc::new(Gfid::ROOT, "g"))
-                .await
-                .map(|e| e.attr.gfid);
-        }
+        let last = resolved_gfid(&top_a, "g").await;
         let got = copies_of(&c, "g").await;
         if policy == "none" {
             assert_eq!(last, Err(Errno::EIO), "{policy}");
@@ -448,38 +480,8 @@ async fn size_policy_keeps_a_larger_sink_copy_over_the_source_s() {
         .expect("write on child 0");
     c.up(1);
     // Child 1's own copy of h: another GFID, 900 bytes, accusing child 0.
-    let cx = root()
-        .to_builder()
-        .ext(&xlator_api::GfidReq(Gfid::random()))
-        .build();
-    let other = c
-        .leaf(1)
-        .mknod(&cx, Loc::new(Gfid::ROOT, "h"), libc::S_IFREG | 0o644, 0, 0)
-        .await
-        .expect("child 1's h")
-        .attr
-        .gfid;
-    let lf = open(c.leaf(1), other, 77).await;
-    write(c.leaf(1), lf, 0, &[b'b'; 900])
-        .await
-        .expect("child 1's data");
-    let blame = xlator_api::Xattr {
-        name: key(&c, 0).into(),
-        value: xlator_api::Buf::from_vec(
-            xlfs_afr::changelog::Counters([1, 0, 0]).encode().to_vec(),
-        ),
-    };
-    c.leaf(1)
-        .setxattr(&root(), other, blame, 0)
-        .await
-        .expect("child 1's copy accuses child 0");
-    let mut last = Err(Errno::EIO);
-    for _ in 0..2 {
-        last = top
-            .lookup(&root(), Loc::new(Gfid::ROOT, "h"))
-            .await
-            .map(|e| e.attr.gfid);
-    }
+    let other = own_copy(&c, 1, "h", &[b'b'; 900], 0).await;
+    let last = resolved_gfid(&top, "h").await;
     assert_eq!(last, Ok(other), "the larger (sink's) copy answers");
     for (i, g) in copies_of(&c, "h").await.iter().enumerate() {
         assert_eq!(*g, Some((other, vec![b'b'; 900])), "copy {i}");
@@ -494,38 +496,8 @@ async fn majority_policy_keeps_the_gfid_most_children_hold() {
     let f = create(&top, "m", 1).await;
     write(&top, f, 0, b"two of three").await.expect("write");
     c.up(2);
-    let cx = root()
-        .to_builder()
-        .ext(&xlator_api::GfidReq(Gfid::random()))
-        .build();
-    let other = c
-        .leaf(2)
-        .mknod(&cx, Loc::new(Gfid::ROOT, "m"), libc::S_IFREG | 0o644, 0, 0)
-        .await
-        .expect("child 2's m")
-        .attr
-        .gfid;
-    let lf = open(c.leaf(2), other, 78).await;
-    write(c.leaf(2), lf, 0, &[b'z'; 5000])
-        .await
-        .expect("child 2's data");
-    let blame = xlator_api::Xattr {
-        name: key(&c, 0).into(),
-        value: xlator_api::Buf::from_vec(
-            xlfs_afr::changelog::Counters([1, 0, 0]).encode().to_vec(),
-        ),
-    };
-    c.leaf(2)
-        .setxattr(&root(), other, blame, 0)
-        .await
-        .expect("child 2's copy accuses child 0");
-    let mut last = Err(Errno::EIO);
-    for _ in 0..2 {
-        last = top
-            .lookup(&root(), Loc::new(Gfid::ROOT, "m"))
-            .await
-            .map(|e| e.attr.gfid);
-    }
+    own_copy(&c, 2, "m", &[b'z'; 5000], 0).await;
+    let last = resolved_gfid(&top, "m").await;
     assert_eq!(last, Ok(f.gfid));
     for (i, g) in copies_of(&c, "m").await.iter().enumerate() {
         assert_eq!(*g, Some((f.gfid, b"two of three".to_vec())), "copy {i}");
