@@ -362,8 +362,6 @@ async fn children_up(volume: &Volume, sets: &[(String, usize)]) -> Vec<(String, 
         .collect()
 }
 
-/// One heal: index passes (or a full crawl), then the report. Returns the exit code. Index
-/// passes leave the entries in `skip` alone (clients' writes in flight, see [`SETTLE`]).
 /// What one heal round does.
 #[derive(Clone, Copy)]
 struct Pass {
@@ -374,6 +372,8 @@ struct Pass {
     parallel: usize,
 }
 
+/// One heal: index passes (or a full crawl), then the report. Returns the exit code. Index
+/// passes leave the entries in `skip` alone (clients' writes in flight, see [`SETTLE`]).
 async fn round(
     volume: &Volume,
     spec: &VolumeSpec,
@@ -417,20 +417,21 @@ async fn round(
                 .map(|(gfid, path)| {
                     let top = &top;
                     async move {
-                        let r = match path {
-                            Some(path) => Some(walk(top, path).await),
+                        // No path: nothing to look up by (the index names a GFID only).
+                        let looked = match path {
+                            Some(path) => Some((path, walk(top, path).await)),
                             None => None,
                         };
-                        (gfid, path, r)
+                        (gfid, looked)
                     }
                 })
                 .buffer_unordered(pass.parallel.max(1));
             let mut n = 0;
-            while let Some((gfid, path, r)) = heals.next().await {
+            while let Some((gfid, looked)) = heals.next().await {
                 n += 1;
                 progress.show(&format!("healed {n}/{total} (pass {n_pass})"));
-                match (path, r) {
-                    (Some(path), Some(r)) => {
+                match looked {
+                    Some((path, r)) => {
                         report.looked_up += 1;
                         if let Err(e) = r {
                             report
@@ -438,7 +439,7 @@ async fn round(
                                 .push((format!("{path} ({gfid})"), e.to_string()));
                         }
                     }
-                    _ => report.no_path += 1,
+                    None => report.no_path += 1,
                 }
             }
         }
