@@ -101,6 +101,21 @@ pub fn local_heal_info(addr: &str, secret: &[u8], name: &str) -> Result<String> 
     )
 }
 
+/// `ask(peer)` for every peer of `peers` at once (one thread each): a peer that is cut off
+/// costs its timeout once, not once per peer. The answers in the peers' order.
+pub fn ask_each<T: Send>(
+    peers: &[&xlfs_mgmt::proto::PeerInfo],
+    ask: impl Fn(&xlfs_mgmt::proto::PeerInfo) -> T + Sync,
+) -> Vec<T> {
+    let ask = &ask;
+    std::thread::scope(|s| {
+        let asks: Vec<_> = peers.iter().map(|p| s.spawn(move || ask(p))).collect();
+        asks.into_iter()
+            .map(|h| h.join().unwrap_or_else(|e| std::panic::resume_unwind(e)))
+            .collect()
+    })
+}
+
 /// What a peer printed for one of its host's own commands; an error when it failed (exited
 /// non-zero, unless `any_code`).
 fn local_output(addr: &str, secret: &[u8], req: &Request, any_code: bool) -> Result<String> {

@@ -189,21 +189,12 @@ fn add_peers(ctx: &Ctx, secret: &[u8], status: &mut Status) {
             return;
         }
     };
-    // Asked at once: a peer cut off costs its timeout once, not once per peer.
     let others: Vec<_> = peers.iter().filter(|p| !p.me).collect();
     let volume = &status.volume;
-    let answers: Vec<Option<Remote>> = std::thread::scope(|s| {
-        let asks: Vec<_> = others
-            .iter()
-            .map(|p| {
-                s.spawn(move || {
-                    super::peer::local_status(&p.addr, secret, volume)
-                        .ok()
-                        .and_then(|text| serde_json::from_str::<Remote>(&text).ok())
-                })
-            })
-            .collect();
-        asks.into_iter().map(|h| h.join().ok().flatten()).collect()
+    let answers: Vec<Option<Remote>> = super::peer::ask_each(&others, |p| {
+        super::peer::local_status(&p.addr, secret, volume)
+            .ok()
+            .and_then(|text| serde_json::from_str::<Remote>(&text).ok())
     });
     for (p, remote) in others.iter().zip(answers) {
         let Some(r) = remote else {

@@ -263,28 +263,12 @@ fn add_peers(ctx: &Ctx, spec: &VolumeSpec, bricks: &mut Vec<JsonBrick>) -> Vec<S
     let mut unreached = Vec::new();
     match peer::peers(ctx) {
         Ok(peers) => {
-            // Asked at once: a peer cut off costs its timeout once, not once per peer.
             let others: Vec<_> = peers.iter().filter(|p| !p.me).collect();
-            let answers: Vec<Result<JsonInfo>> = std::thread::scope(|s| {
-                let asks: Vec<_> = others
-                    .iter()
-                    .map(|p| {
-                        let secret = &secret;
-                        s.spawn(move || {
-                            peer::local_heal_info(&p.addr, secret, &spec.name).and_then(|t| {
-                                serde_json::from_str::<JsonInfo>(&t)
-                                    .map_err(|e| CliError::Other(format!("peer {}: {e}", p.addr)))
-                            })
-                        })
-                    })
-                    .collect();
-                asks.into_iter()
-                    .map(|h| {
-                        h.join().unwrap_or_else(|_| {
-                            Err(CliError::Other("the asking thread panicked".into()))
-                        })
-                    })
-                    .collect()
+            let answers: Vec<Result<JsonInfo>> = peer::ask_each(&others, |p| {
+                peer::local_heal_info(&p.addr, &secret, &spec.name).and_then(|t| {
+                    serde_json::from_str::<JsonInfo>(&t)
+                        .map_err(|e| CliError::Other(format!("peer {}: {e}", p.addr)))
+                })
             });
             for (p, answer) in others.iter().zip(answers) {
                 match answer {
@@ -332,12 +316,7 @@ pub fn reported_split_paths(
     if peer::daemon(ctx).is_none() {
         return Ok(None);
     }
-    let vd = ctx.state().volume_dir(&spec.name);
-    let run = vd.load_run()?;
-    let online: Vec<bool> = brick_states(spec, &run).iter().map(|b| b.online).collect();
-    let mut bricks: Vec<JsonBrick> = local_indexes(spec, &online)?.iter().map(reported).collect();
-    add_peers(ctx, spec, &mut bricks);
-    mark_split_brain(spec, &mut bricks);
+    let (bricks, _) = gather(ctx, spec, &ctx.state().volume_dir(&spec.name))?;
     let Some(b) = bricks.iter().find(|b| b.index == source) else {
         return Ok(Some(Vec::new()));
     };
@@ -356,23 +335,31 @@ pub fn reported_split_paths(
     ))
 }
 
+/// This host's bricks and (cluster mode) every other peer's, in brick order, split-brain
+/// marked; with the peers that did not answer.
+fn gather(
+    ctx: &Ctx,
+    spec: &VolumeSpec,
+    vd: &crate::state::VolumeDir,
+) -> Result<(Vec<JsonBrick>, Vec<String>)> {
+    let run = vd.load_run()?;
+    let online: Vec<bool> = brick_states(spec, &run).iter().map(|b| b.online).collect();
+    let mut bricks: Vec<JsonBrick> = local_indexes(spec, &online)?.iter().map(reported).collect();
+    let unreached = add_peers(ctx, spec, &mut bricks);
+    bricks.sort_by_key(|b| b.index);
+    mark_split_brain(spec, &mut bricks);
+    Ok((bricks, unreached))
+}
+
 pub fn run(ctx: &Ctx, name: &str, split_only: bool, json: bool) -> Result<u8> {
     let (vd, spec) = ctx.state().load(name)?;
-    let run = vd.load_run()?;
-    let online: Vec<bool> = brick_states(&spec, &run).iter().map(|b| b.online).collect();
-    let mut bricks: Vec<JsonBrick> = local_indexes(&spec, &online)?
-        .iter()
-        .map(reported)
-        .collect();
-    let unreached_peers = add_peers(ctx, &spec, &mut bricks);
+    let (mut bricks, unreached_peers) = gather(ctx, &spec, &vd)?;
     // Asked by a peer's daemon for this host's part: an empty list is an answer.
     if bricks.is_empty() && !peer::run_by_daemon() {
         return Err(CliError::State(format!(
             "volume {name} has no brick on this host; run `xlfs volume heal {name} info` on its servers"
         )));
     }
-    bricks.sort_by_key(|b| b.index);
-    mark_split_brain(&spec, &mut bricks);
     if split_only {
         for b in &mut bricks {
             b.entries.retain(|e| !e.split_brain.is_empty());

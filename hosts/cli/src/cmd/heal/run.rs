@@ -518,6 +518,15 @@ pub async fn walk(top: &Subvol, path: &str) -> std::result::Result<(), Errno> {
 
 static NEXT_FD: AtomicU64 = AtomicU64::new(1 << 40);
 
+/// An fd of this process's heal graph on `gfid` (ids no other fd of the graph uses).
+pub(super) fn new_fd(gfid: Gfid, flags: i32) -> Fd {
+    Fd {
+        id: FdId(NEXT_FD.fetch_add(1, Ordering::Relaxed)),
+        gfid,
+        flags,
+    }
+}
+
 /// Looks up every object of the volume: the root, then breadth first every directory's
 /// entries (readdirp).
 async fn crawl(top: &Subvol, report: &mut Report, progress: &Progress) {
@@ -529,11 +538,7 @@ async fn crawl(top: &Subvol, report: &mut Report, progress: &Progress) {
     report.looked_up = 1;
     let mut dirs = VecDeque::from([(Gfid::ROOT, String::new())]);
     while let Some((dir, path)) = dirs.pop_front() {
-        let fd = Fd {
-            id: FdId(NEXT_FD.fetch_add(1, Ordering::Relaxed)),
-            gfid: dir,
-            flags: libc::O_RDONLY | libc::O_DIRECTORY,
-        };
+        let fd = new_fd(dir, libc::O_RDONLY | libc::O_DIRECTORY);
         if let Err(e) = top.opendir(&cx, fd).await {
             report.failed.push((format!("{path}/"), e.to_string()));
             continue;

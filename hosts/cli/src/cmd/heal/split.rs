@@ -29,16 +29,13 @@
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use xlator_api::{
-    Ctx as FopCtx, Errno, Fd, FdId, FileType, Gfid, Loc, Subvol, Xattr, XattropOp, Xattrs,
-};
+use xlator_api::{Ctx as FopCtx, Errno, FileType, Gfid, Loc, Subvol, Xattr, XattropOp, Xattrs};
 use xlfs_volgen::VolumeSpec;
 
 use super::info::{key_of, lanes, replica_set};
-use super::run::{HealGraph, walk};
+use super::run::{HealGraph, new_fd, walk};
 use crate::cmd::Ctx;
 use crate::error::{CliError, Result, code};
 use crate::procs;
@@ -103,16 +100,6 @@ struct Copy {
     mtime: (i64, i64),
     /// Key of brick k → lanes, for the bricks of the set.
     counters: BTreeMap<usize, [u32; 3]>,
-}
-
-static NEXT_FD: AtomicU64 = AtomicU64::new(3 << 40);
-
-fn new_fd(gfid: Gfid, flags: i32) -> Fd {
-    Fd {
-        id: FdId(NEXT_FD.fetch_add(1, Ordering::Relaxed)),
-        gfid,
-        flags,
-    }
 }
 
 /// The bricks of the volume, each through its protocol/client in the heal graph.
