@@ -22,7 +22,9 @@
 //!   is unlinked; (5) the old name's link file is removed. Between (2) and (3)/(4) a client
 //!   may still reach the replaced file through `new`: `new` always exists, never neither
 //!   name.
-//! - `rename` of a directory: child 0, then the others.
+//! - `rename` of a directory: every copy marked with where it goes, the new name's hashed
+//!   child first, then the others, then the marks removed; a lookup that finds a marked copy
+//!   finishes the rename ([`crate::dirrename`]). An exchange: child 0, then the others.
 //!
 //! `mkdir`, `rmdir` and a directory's `rename` hold their names' directory locks on child 0
 //! ([`crate::dirlock`]); a lookup repairing a directory's missing copies tries them.
@@ -33,6 +35,7 @@ use xlator_api::{
     CreateXattrs, Ctx, Entry, Errno, Fd, Gfid, GfidReq, Loc, LogLevel, Removed, XattrReq,
 };
 
+use crate::dirrename::Renaming;
 use crate::layout::LAYOUT_XATTR;
 use crate::lookup::Found;
 use crate::shared::{Home, Shared, first_error, strip_own};
@@ -513,7 +516,10 @@ impl Shared {
         let src = self.resolve(cx, &old).await?;
         let (c, src_gfid) = match &src.found {
             None => return Err(Errno::ENOENT),
-            Some(Found::Dir { .. }) => return self.rename_dir(cx, old, new, flags).await,
+            Some(Found::Dir { entry }) => {
+                let dir = entry.attr.gfid;
+                return self.rename_dir(cx, dir, old, new, flags).await;
+            }
             Some(Found::File { child, entry }) => (*child, entry.attr.gfid),
         };
         let dst = self.resolve(cx, &new).await?;
@@ -619,26 +625,37 @@ impl Shared {
         Ok(())
     }
 
-    async fn rename_dir(&self, cx: &Ctx, old: Loc, new: Loc, flags: u32) -> Result<(), Errno> {
+    async fn rename_dir(
+        &self,
+        cx: &Ctx,
+        dir: Gfid,
+        old: Loc,
+        new: Loc,
+        flags: u32,
+    ) -> Result<(), Errno> {
         self.require_all_up()?;
         self.with_names(
             &[&old, &new],
-            self.rename_dir_locked(cx, old.clone(), new.clone(), flags),
+            self.rename_dir_locked(cx, dir, old.clone(), new.clone(), flags),
         )
         .await
     }
 
-    /// A directory's rename under both names' directory locks ([`crate::dirlock`]).
+    /// A directory's rename under both names' directory locks ([`crate::dirlock`]), marked
+    /// on every copy while it runs and the new name's hashed child first
+    /// ([`crate::dirrename`]). `dir` is the directory's GFID.
     async fn rename_dir_locked(
         &self,
         cx: &Ctx,
+        dir: Gfid,
         old: Loc,
         new: Loc,
         flags: u32,
     ) -> Result<(), Errno> {
         // What `new` is, over every child: child 0 alone would replace a directory that is
         // empty there but not on another child, or take the name of a file it does not hold.
-        match self.resolve(cx, &new).await?.found {
+        let target = self.resolve(cx, &new).await?;
+        match target.found {
             Some(Found::File { .. }) if flags & RENAME_EXCHANGE == 0 => {
                 return Err(if flags & RENAME_NOREPLACE != 0 {
                     Errno::EEXIST
@@ -648,6 +665,9 @@ impl Shared {
             }
             Some(Found::File { .. }) => return Err(Errno::EINVAL),
             Some(Found::Dir { entry }) if flags & RENAME_EXCHANGE == 0 => {
+                if entry.attr.gfid == dir {
+                    return Ok(()); // the same directory: nothing to do (POSIX)
+                }
                 if flags & RENAME_NOREPLACE != 0 {
                     return Err(Errno::EEXIST);
                 }
@@ -657,21 +677,58 @@ impl Shared {
             }
             _ => {}
         }
-        self.children[0]
+        // An exchange swaps two directories: a lookup could not tell which half to finish,
+        // so it is not marked (child 0, then the others, as before).
+        let exchange = flags & RENAME_EXCHANGE != 0;
+        let first = if exchange { 0 } else { target.hashed };
+        let marked = if exchange {
+            None
+        } else {
+            let r = Renaming {
+                old: old.clone(),
+                new: new.clone(),
+            };
+            self.mark_renaming(dir, &r).await?;
+            Some(r)
+        };
+        if let Err(e) = self.children[first]
             .rename(cx, old.clone(), new.clone(), flags)
-            .await?;
-        let rest = join_all((1..self.n()).map(|i| {
+            .await
+        {
+            // Nothing renamed anywhere: the marks go, the error is the answer.
+            if marked.is_some() {
+                self.unmark_renaming(dir).await;
+            }
+            return Err(e);
+        }
+        let rest = join_all((0..self.n()).filter(|&i| i != first).map(|i| {
             let (old, new) = (old.clone(), new.clone());
             async move { (i, self.children[i].rename(cx, old, new, flags).await) }
         }))
         .await;
+        let mut failed = false;
         for (i, r) in rest {
             if let Err(e) = r {
+                failed = true;
                 self.log(
                     LogLevel::Warn,
-                    &format!("rename of directory {}/{} -> {}/{}: child {i} failed ({e}) after child 0 renamed it", old.parent, old.name, new.parent, new.name),
+                    &format!(
+                        "rename of directory {}/{} -> {}/{}: child {i} failed ({e}) after child {first} renamed it{}",
+                        old.parent,
+                        old.name,
+                        new.parent,
+                        new.name,
+                        if marked.is_some() {
+                            "; the next lookup of either name finishes it"
+                        } else {
+                            ""
+                        }
+                    ),
                 );
             }
+        }
+        if marked.is_some() && !failed {
+            self.unmark_renaming(dir).await;
         }
         Ok(())
     }

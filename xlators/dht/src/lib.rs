@@ -4,6 +4,7 @@ mod ahead;
 pub mod cookie;
 mod dir;
 mod dirlock;
+pub mod dirrename;
 mod entry;
 pub mod hash;
 pub mod layout;

@@ -19,6 +19,7 @@ use xlator_api::{
     XattrReq,
 };
 
+use crate::dirrename::{RENAMING_XATTR, Renaming};
 use crate::layout::{self, LAYOUT_XATTR, Layout, Slice};
 use crate::shared::{
     Home, LINK_MODE, LINKTO_XATTR, Shared, entry_is_linkfile, first_error, internal_with,
@@ -358,7 +359,28 @@ impl Shared {
         loc: &Loc,
         known: Option<(usize, Entry)>,
     ) -> Result<Found, Errno> {
-        let (rcx, caller) = with_own_req(cx);
+        let (found, renaming) = self.dir_lookup_once(cx, loc, known).await?;
+        match renaming {
+            // A rename of it left unfinished ([`crate::dirrename`]): finished now, then the
+            // name is looked up again (the old name is gone, the new one complete).
+            Some(r) if self.finish_renaming(r.0, &r.1).await => {
+                Ok(self.dir_lookup_once(cx, loc, None).await?.0)
+            }
+            _ => Ok(found),
+        }
+    }
+
+    async fn dir_lookup_once(
+        &self,
+        cx: &Ctx,
+        loc: &Loc,
+        known: Option<(usize, Entry)>,
+    ) -> Result<(Found, Option<(Gfid, Renaming)>), Errno> {
+        let (mut rcx, caller) = with_own_req(cx);
+        if let Some(mut req) = rcx.ext::<XattrReq>() {
+            req.names.push(RENAMING_XATTR.into());
+            rcx = rcx.to_builder().ext(&req).build();
+        }
         let known_at = known.as_ref().map(|k| k.0);
         let replies: Vec<Result<Entry, Errno>> = self
             .fan(|i| {
@@ -386,6 +408,23 @@ impl Shared {
             return Err(first_error(replies.into_iter().filter_map(Result::err)));
         };
         let gfid = base.attr.gfid;
+        // A rename over an existing directory cut short: the children that renamed have the
+        // renamed directory here, the others still the one it replaces. Not an EIO: the
+        // lookup finishes the rename.
+        if let Some((e, r)) = replies.iter().find_map(|r| {
+            let e = r.as_ref().ok().filter(|e| e.attr.is_dir())?;
+            let m = Renaming::decode(e.xattr(RENAMING_XATTR)?.as_slice())?;
+            Some((e, m))
+        }) && r.new == *loc
+            && replies
+                .iter()
+                .flatten()
+                .any(|o| o.attr.is_dir() && o.attr.gfid != e.attr.gfid)
+        {
+            let mut entry = e.clone();
+            strip_own(&mut entry.xattrs, caller.as_ref());
+            return Ok((Found::Dir { entry }, Some((e.attr.gfid, r))));
+        }
         let mut missing = Vec::new();
         for (i, r) in replies.iter().enumerate() {
             match r {
@@ -475,8 +514,13 @@ impl Shared {
             postparent: first.postparent,
             xattrs: first.xattrs,
         };
+        let renaming = copies
+            .iter()
+            .flatten()
+            .find_map(|e| Renaming::decode(e.xattr(RENAMING_XATTR)?.as_slice()))
+            .map(|r| (gfid, r));
         strip_own(&mut entry.xattrs, caller.as_ref());
-        Ok(Found::Dir { entry })
+        Ok((Found::Dir { entry }, renaming))
     }
 
     /// Makes child `i`'s missing copy of directory `loc` like `like` (same GFID, mode, owner).

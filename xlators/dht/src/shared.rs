@@ -72,6 +72,7 @@ pub(crate) struct Counters {
     pub layouts_repaired: AtomicU64,
     pub diverted_creates: AtomicU64,
     pub cross_renames: AtomicU64,
+    pub renames_finished: AtomicU64,
     pub reopened: AtomicU64,
 }
 

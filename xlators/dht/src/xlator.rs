@@ -240,6 +240,7 @@ impl<S: Spelling> Translator for DistributeAs<S> {
                     ("layouts-repaired", n(&c.layouts_repaired)),
                     ("diverted-creates", n(&c.diverted_creates)),
                     ("cross-child-renames", n(&c.cross_renames)),
+                    ("dir-renames-finished", n(&c.renames_finished)),
                     ("reopened", n(&c.reopened)),
                 ]),
             )

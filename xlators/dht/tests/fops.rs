@@ -1259,3 +1259,153 @@ async fn a_mkdir_cut_short_at_any_child_leaves_nothing_a_lookup_cannot_find() {
         }
     }
 }
+
+/// A directory rename cut short at any child (its client dies while the rename is held
+/// there), plain or over an empty directory, with the new name hashed to child 0 or not:
+/// another client's lookups of the old and the new name leave the directory at the new name
+/// on every child, with its files, and no mark. Before, the rename went to child 0 first
+/// and nothing finished it: the copies still at the old name on the other children (and the
+/// files under them) were out of a lookup's reach whenever the new name hashed there, and a
+/// rename over a directory left two directories of one name (lookup: EIO).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_directory_rename_cut_short_at_any_child_is_finished_by_the_next_lookup() {
+    use xlfs_dht::dirrename::RENAMING_XATTR;
+    let (cluster, top) = setup(4, &[]);
+    // As in the mkdir case: a dead client's directory lock would stay on a mock child.
+    cluster.handle(0).fail_always(Fop::Entrylk, Errno::ENOSYS);
+    let p = mkdir(&top, Gfid::ROOT, "p").await;
+    let layout = leaf_layout(&cluster, p).await;
+    for stuck in 0..4 {
+        for hashed in [0, 2] {
+            for over in [false, true] {
+                let case = format!("stuck at {stuck}, new name hashed to {hashed}, over {over}");
+                let old = format!("o{stuck}-{hashed}-{over}");
+                let new = name_on(&layout, &format!("n{stuck}-{over}-"), hashed);
+                let d = mkdir(&top, p, &old).await;
+                let mut files = Vec::new();
+                for k in 0..8 {
+                    let name = format!("f{k}");
+                    files.push((
+                        name.clone(),
+                        create_with(&top, d, &name, name.as_bytes()).await,
+                    ));
+                }
+                if over {
+                    mkdir(&top, p, &new).await;
+                }
+                cluster.handle(stuck).hold(Fop::Rename);
+                let mv = tokio::spawn({
+                    let top = top.clone();
+                    let (o, n) = (Loc::new(p, old.as_str()), Loc::new(p, new.as_str()));
+                    async move { top.rename(&root(), o, n, 0).await }
+                });
+                let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+                while cluster.handle(stuck).held(Fop::Rename) == 0 {
+                    assert!(
+                        std::time::Instant::now() < deadline,
+                        "{case}: no rename reached the child"
+                    );
+                    tokio::time::sleep(std::time::Duration::from_millis(2)).await;
+                }
+                // The calls sent beside the held one answer; then the client dies.
+                tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                mv.abort();
+                let _ = mv.await;
+                cluster.handle(stuck).open_gate(Fop::Rename);
+
+                let other = fresh(&cluster, &[]);
+                let _ = lookup(&other, p, &old).await;
+                let e = lookup(&other, p, &new)
+                    .await
+                    .unwrap_or_else(|e| panic!("{case}: lookup of the new name: {e}"));
+                assert_eq!(e.attr.gfid, d, "{case}");
+                assert_eq!(
+                    everywhere(&cluster, p, &new).await,
+                    vec![Held::Dir(d); 4],
+                    "{case}"
+                );
+                assert_eq!(
+                    everywhere(&cluster, p, &old).await,
+                    vec![Held::Nothing; 4],
+                    "{case}"
+                );
+                assert_eq!(
+                    lookup(&other, p, &old).await.err(),
+                    Some(Errno::ENOENT),
+                    "{case}"
+                );
+                for (name, g) in &files {
+                    let f = lookup(&other, d, name)
+                        .await
+                        .unwrap_or_else(|e| panic!("{case}: {name}: {e}"));
+                    assert_eq!(f.attr.gfid, *g, "{case}: {name}");
+                    assert_eq!(read_all(&other, *g).await, name.as_bytes(), "{case}");
+                }
+                for i in 0..4 {
+                    let names = vec![RENAMING_XATTR.into()].into();
+                    let marks = cluster.leaf(i).getxattrs(&root(), d, names).await;
+                    assert!(
+                        marks.as_ref().map_or(true, |xs| xs.is_empty()),
+                        "{case}: child {i} still has the mark: {marks:?}"
+                    );
+                }
+            }
+        }
+    }
+}
+
+/// A directory rename that fails on the first child changes nothing and leaves no mark; one
+/// that ends normally leaves no mark either.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_directory_rename_leaves_no_mark_whether_it_fails_or_not() {
+    use xlfs_dht::dirrename::RENAMING_XATTR;
+    let (cluster, top) = setup(3, &[]);
+    let d = mkdir(&top, Gfid::ROOT, "d").await;
+    let layout = leaf_layout(&cluster, Gfid::ROOT).await;
+    let marks = |i: usize| {
+        let leaf = cluster.leaf(i);
+        async move {
+            let names = vec![RENAMING_XATTR.into()].into();
+            leaf.getxattrs(&root(), d, names)
+                .await
+                .map_or(0, |xs| xs.len())
+        }
+    };
+    let to = name_on(&layout, "to", 1);
+    cluster.handle(1).fail(Fop::Rename, Errno::EIO);
+    let r = top
+        .rename(
+            &root(),
+            Loc::new(Gfid::ROOT, "d"),
+            Loc::new(Gfid::ROOT, to.as_str()),
+            0,
+        )
+        .await;
+    assert_eq!(r, Err(Errno::EIO));
+    assert_eq!(
+        everywhere(&cluster, Gfid::ROOT, "d").await,
+        vec![Held::Dir(d); 3]
+    );
+    assert_eq!(
+        everywhere(&cluster, Gfid::ROOT, &to).await,
+        vec![Held::Nothing; 3]
+    );
+    for i in 0..3 {
+        assert_eq!(marks(i).await, 0, "child {i}");
+    }
+    top.rename(
+        &root(),
+        Loc::new(Gfid::ROOT, "d"),
+        Loc::new(Gfid::ROOT, to.as_str()),
+        0,
+    )
+    .await
+    .expect("rename");
+    assert_eq!(
+        everywhere(&cluster, Gfid::ROOT, &to).await,
+        vec![Held::Dir(d); 3]
+    );
+    for i in 0..3 {
+        assert_eq!(marks(i).await, 0, "child {i}");
+    }
+}
