@@ -70,7 +70,14 @@ impl Shared {
                     name: RENAMING_XATTR.into(),
                     value: value.clone().into(),
                 };
-                async move { self.children[i].setxattr(&Ctx::root(), dir, x, 0).await }
+                async move {
+                    match self.children[i].setxattr(&Ctx::root(), dir, x, 0).await {
+                        // No copy there to mark: that child's rename fails and is logged, as
+                        // before the marks.
+                        Err(Errno::ENOENT | Errno::ESTALE) => Ok(()),
+                        r => r,
+                    }
+                }
             })
             .await;
         if let Some(e) = set.iter().find_map(|r| r.as_ref().err()) {
