@@ -768,6 +768,172 @@ fn half_done_create(c: &mut Cluster, d: &str) -> bool {
     missed
 }
 
+/// distribute 3: a directory rename whose client died half way. Bricks 1 and 2 run under
+/// `strace` delaying their rename system calls by a minute; once every copy is marked, the
+/// mount is killed, then bricks 1 and 2 (their renames not done), and they are started again.
+/// The rename starts at the new name's hashed brick: with that brick 0, the directory is left
+/// at the new name on brick 0 and the old one on bricks 1 and 2; with brick 1, it is only
+/// marked. The next mount's listing finishes the rename either way: every brick then has the
+/// directory at the new name with every file, nothing at the old name, and no mark.
+#[test]
+fn a_directory_rename_whose_client_died_is_finished_by_the_next_mount() {
+    require!();
+    if Command::new("strace").arg("-V").output().is_err() {
+        assert!(
+            std::env::var("XLFS_E2E_REQUIRE").as_deref() != Ok("1"),
+            "strace is not installed"
+        );
+        println!("SKIPPED: strace is not installed");
+        return;
+    }
+    let mut c = Cluster::create_with("halfmv", &[], 3);
+    // The first lookup of the root gives it its layout.
+    let first_mount = c.mount();
+    fs::read_dir(&first_mount).expect("ls");
+    let slices: Vec<Option<xlfs_dht::Slice>> = c
+        .bricks
+        .iter()
+        .map(|b| {
+            xattrs(b)
+                .iter()
+                .find(|(k, _)| k == xlfs_dht::LAYOUT_XATTR)
+                .and_then(|(_, v)| xlfs_dht::Slice::decode(v))
+        })
+        .collect();
+    // A root without a stored layout (nothing placed in it yet) uses the generated one.
+    let layout = xlfs_dht::Layout::merge(&slices)
+        .unwrap_or_else(|_| xlfs_dht::Layout::generate(xlator_api::Gfid::ROOT, 3, true));
+    for first in [0, 1] {
+        let old = format!("old{first}");
+        let new = (0..)
+            .map(|k| format!("new{first}-{k}"))
+            .find(|n| layout.hashed(n) == first)
+            .expect("a name");
+        rename_cut_short(&mut c, &old, &new);
+        let half = c.bricks[0].join(&new).exists();
+        assert_eq!(half, first == 0, "brick 0 renamed (first: brick {first})");
+        let fresh = c.mount();
+        // What a user does next: lists the volume, and looks at what is there.
+        let names: Vec<String> = fs::read_dir(&fresh)
+            .expect("ls")
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .collect();
+        println!("first brick {first}: listed after the restart: {names:?}");
+        assert!(names.contains(&new), "{new} not listed: {names:?}");
+        assert!(!names.contains(&old), "{old} listed: {names:?}");
+        let log = || {
+            let i = c.mounts.len() - 1;
+            fs::read_to_string(c.dir.path().join(format!("m{i}.log"))).unwrap_or_default()
+        };
+        for k in 0..30 {
+            assert_eq!(
+                fs::read_to_string(fresh.join(format!("{new}/f{k}")))
+                    .unwrap_or_else(|e| panic!("{new}/f{k}: {e}; the mount's log:\n{}", log())),
+                format!("file {k}")
+            );
+        }
+        assert!(!fresh.join(&old).exists(), "{old} still there");
+        for b in &c.bricks {
+            assert!(!b.join(&old).exists(), "{}: {old} left", b.display());
+            assert!(b.join(&new).is_dir(), "{}: no {new}", b.display());
+            assert!(!marked_at(&b.join(&new)), "{}: mark left", b.display());
+        }
+        let listed: usize = c
+            .bricks
+            .iter()
+            .map(|b| fs::read_dir(b.join(&new)).expect("brick ls").count())
+            .sum();
+        assert_eq!(listed, 30, "files under {new} on the bricks");
+    }
+}
+
+/// Makes `old` with 30 files through a new mount, then renames it to `new` with bricks 1
+/// and 2 holding their renames (strace); kills the mount and those bricks once every copy is
+/// marked, and starts them again.
+fn rename_cut_short(c: &mut Cluster, old: &str, new: &str) {
+    let m = c.mount();
+    fs::create_dir(m.join(old)).expect("mkdir old");
+    for k in 0..30 {
+        fs::write(m.join(format!("{old}/f{k}")), format!("file {k}")).expect("write");
+    }
+    let slow: Vec<(u32, Child)> = [1, 2]
+        .iter()
+        .map(|&i| {
+            let pid = c.brick_pid(i);
+            let tracer = Command::new("strace")
+                .args(["-f", "-qq", "-o", "/dev/null", "-p", &pid.to_string()])
+                .args(["-e", "trace=rename,renameat,renameat2"])
+                .args([
+                    "-e",
+                    "inject=rename,renameat,renameat2:delay_enter=60000000",
+                ])
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .expect("strace");
+            (pid, tracer)
+        })
+        .collect();
+    // strace has attached once the brick's status names a tracer.
+    for (pid, _) in &slow {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !fs::read_to_string(format!("/proc/{pid}/status")).is_ok_and(|s| {
+            s.lines()
+                .any(|l| l.starts_with("TracerPid:") && !l.ends_with("\t0"))
+        }) {
+            assert!(Instant::now() < deadline, "strace did not attach to {pid}");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    let mover = {
+        let (o, n) = (m.join(old), m.join(new));
+        std::thread::spawn(move || fs::rename(o, n))
+    };
+    let marked = |b: &Path| marked_at(&b.join(old)) || marked_at(&b.join(new));
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !c.bricks.iter().all(|b| marked(b)) {
+        assert!(
+            Instant::now() < deadline,
+            "the rename did not mark every copy"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    // Brick 0's rename, when it goes first, has time to happen.
+    std::thread::sleep(Duration::from_millis(300));
+    c.mounts.last_mut().expect("the mount").kill();
+    for (pid, mut tracer) in slow {
+        // SAFETY: kill(2) with the pid of a brick this test started; it dies with the
+        // rename strace is holding.
+        assert_eq!(unsafe { libc::kill(pid as i32, libc::SIGKILL) }, 0);
+        let _ = tracer.kill();
+        let _ = tracer.wait();
+    }
+    let _ = mover.join().expect("mover thread");
+    assert!(
+        !c.bricks[1].join(new).exists() && !c.bricks[2].join(new).exists(),
+        "a delayed brick renamed"
+    );
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while c
+        .status()
+        .is_some_and(|s| brick_pids(&s)[1..].iter().any(Option::is_some))
+    {
+        assert!(
+            Instant::now() < deadline,
+            "bricks 1 and 2 still listed as running"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    c.start();
+}
+
+/// Whether `p` exists and has distribute's rename mark.
+fn marked_at(p: &Path) -> bool {
+    p.symlink_metadata().is_ok() && xattrs(p).iter().any(|(k, _)| k == "trusted.dht.renaming")
+}
+
 /// Waits (at most 10 s) until every thread of `pid` is in the stopped state.
 fn wait_stopped(pid: u32) {
     let stopped = || {

@@ -12,10 +12,11 @@
 //! ([`crate::ahead`]).
 
 use futures::future::join_all;
-use xlator_api::abi_stable::std_types::RVec;
-use xlator_api::{Ctx, DirEntry, Errno, Fd};
+use xlator_api::abi_stable::std_types::{RString, RVec};
+use xlator_api::{Ctx, DirEntry, Errno, Fd, Gfid, XattrReq};
 
 use crate::ahead::{Asker, Page, WINDOW};
+use crate::dirrename::{RENAMING_XATTR, Renaming};
 use crate::shared::{Home, Shared, dirent_is_linkfile, first_error, strip_own, with_own_req};
 
 /// Reads from the children one call may wait for when it already has entries to return.
@@ -59,15 +60,67 @@ impl Shared {
         Ok(())
     }
 
+    /// A listing's next entries. A subdirectory whose copy on child 0 carries a rename mark
+    /// (a rename of it left unfinished, [`crate::dirrename`]) has its rename finished, and is
+    /// listed under its new name when that is in this directory, else left out (a listing
+    /// fills the kernel's cache with the entries' attributes, so the lookup that would finish
+    /// it may never come). The listing may then show the new name twice, if child 0's
+    /// listing reaches it too: what a rename during a listing may do anyway.
     pub async fn readdirp(
+        &self,
+        cx: &Ctx,
+        fd: Fd,
+        mut offset: u64,
+        size: u32,
+    ) -> Result<RVec<DirEntry>, Errno> {
+        loop {
+            let (mut out, marked) = self.readdirp_marked(cx, fd, offset, size).await?;
+            if marked.is_empty() {
+                return Ok(out);
+            }
+            let mut moved_out = Vec::new();
+            for (name, gfid, r) in marked {
+                if !self.finish_renaming(gfid, &r).await {
+                    continue;
+                }
+                if r.new.parent == fd.gfid {
+                    // Renamed within this directory: listed under its new name here (child
+                    // 0's listing may already be past where the new name went).
+                    if let Some(e) = out.iter_mut().find(|e| e.name == name) {
+                        e.name = r.new.name.clone();
+                    }
+                } else {
+                    moved_out.push(name);
+                }
+            }
+            let Some(next) = out.last().map(|e| e.next_offset) else {
+                return Ok(out);
+            };
+            out.retain(|e| !moved_out.contains(&e.name));
+            // An empty page would end the listing: read on after what was left out.
+            if !out.is_empty() {
+                return Ok(out);
+            }
+            offset = next;
+        }
+    }
+
+    /// [`Self::readdirp`] without the finishing: the entries, and the marked subdirectories
+    /// among them (name, GFID, the rename).
+    async fn readdirp_marked(
         &self,
         cx: &Ctx,
         fd: Fd,
         offset: u64,
         size: u32,
-    ) -> Result<RVec<DirEntry>, Errno> {
+    ) -> Result<(RVec<DirEntry>, Vec<(RString, Gfid, Renaming)>), Errno> {
         let (mut child, mut off) = crate::shared::lock(&self.cookies).decode(offset)?;
-        let (rcx, caller) = with_own_req(cx);
+        let (mut rcx, caller) = with_own_req(cx);
+        if let Some(mut req) = rcx.ext::<XattrReq>() {
+            req.names.push(RENAMING_XATTR.into());
+            rcx = rcx.to_builder().ext(&req).build();
+        }
+        let mut marked = Vec::new();
         let asker = Asker::of(cx);
         let ahead = !fd.is_anonymous() && self.n() > 1;
         if ahead && child == 0 && off == 0 {
@@ -86,7 +139,7 @@ impl Shared {
         let mut waves = 0;
         loop {
             if child >= self.n() {
-                return Ok(out);
+                return Ok((out, marked));
             }
             // A child down is left out (its files cannot be reached anyway); one back since
             // the opendir gets the fd opened again by `ensure`.
@@ -116,7 +169,9 @@ impl Shared {
             };
             let page = match held {
                 Some(p) => p.entries,
-                None if !out.is_empty() && (!ahead || waves >= MAX_WAVES) => return Ok(out),
+                None if !out.is_empty() && (!ahead || waves >= MAX_WAVES) => {
+                    return Ok((out, marked));
+                }
                 None if ahead => {
                     waves += 1;
                     let (page, ()) = futures::future::join(
@@ -142,10 +197,16 @@ impl Shared {
                     let cost = entry_cost(e.name.len());
                     if used + cost > budget && !out.is_empty() {
                         // Full: the next call resumes after the last entry returned.
-                        return Ok(out);
+                        return Ok((out, marked));
                     }
                     used += cost;
                     e.next_offset = cookies.encode(child, e.next_offset);
+                    if e.attr.is_dir()
+                        && let Some(r) = xlator_api::find_xattr(&e.xattrs, RENAMING_XATTR)
+                            .and_then(|v| Renaming::decode(v.as_slice()))
+                    {
+                        marked.push((e.name.clone(), e.attr.gfid, r));
+                    }
                     strip_own(&mut e.xattrs, caller.as_ref());
                     let h = if e.attr.is_dir() {
                         if e.name != "." && e.name != ".." {
@@ -160,7 +221,7 @@ impl Shared {
                 }
             }
             if !out.is_empty() && !ahead {
-                return Ok(out);
+                return Ok((out, marked));
             }
             off = last;
         }

@@ -109,11 +109,31 @@ impl Shared {
     /// Does nothing while another client holds either name's directory lock (the rename
     /// itself, still running). Whether every child now has it at the new name.
     pub(crate) async fn finish_renaming(&self, dir: Gfid, r: &Renaming) -> bool {
+        let what = || {
+            format!(
+                "directory {dir}: its rename {}/{} -> {}/{} was left unfinished",
+                r.old.parent, r.old.name, r.new.parent, r.new.name
+            )
+        };
         if !self.all_up() {
+            self.log(
+                LogLevel::Warn,
+                &format!("{}; not every child is up: left to a later lookup", what()),
+            );
             return false;
         }
-        let Ok(held) = self.lock_names(&[&r.old, &r.new], false).await else {
-            return false;
+        let held = match self.lock_names(&[&r.old, &r.new], false).await {
+            Ok(held) => held,
+            Err(e) => {
+                self.log(
+                    LogLevel::Warn,
+                    &format!(
+                        "{}; its names are locked ({e}): left to a later lookup",
+                        what()
+                    ),
+                );
+                return false;
+            }
         };
         let done = self
             .fan(|i| {
