@@ -1224,19 +1224,7 @@ async fn a_mkdir_cut_short_at_any_child_leaves_nothing_a_lookup_cannot_find() {
                 let loc = Loc::new(p, name.as_str());
                 async move { top.mkdir(&root(), loc, 0o755, 0).await }
             });
-            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
-            while cluster.handle(stuck).held(Fop::Mkdir) == 0 {
-                assert!(
-                    std::time::Instant::now() < deadline,
-                    "no mkdir reached child {stuck}"
-                );
-                tokio::time::sleep(std::time::Duration::from_millis(2)).await;
-            }
-            // The calls sent beside the held one answer; then the client dies.
-            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-            mk.abort();
-            let _ = mk.await;
-            cluster.handle(stuck).open_gate(Fop::Mkdir);
+            die_while_held(&cluster, stuck, Fop::Mkdir, mk).await;
             let listed = held(&cluster, 0, p, &name).await != Held::Nothing;
             match lookup(&fresh(&cluster, &[]), p, &name).await {
                 Ok(e) => {
@@ -1299,19 +1287,7 @@ async fn a_directory_rename_cut_short_at_any_child_is_finished_by_the_next_looku
                     let (o, n) = (Loc::new(p, old.as_str()), Loc::new(p, new.as_str()));
                     async move { top.rename(&root(), o, n, 0).await }
                 });
-                let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
-                while cluster.handle(stuck).held(Fop::Rename) == 0 {
-                    assert!(
-                        std::time::Instant::now() < deadline,
-                        "{case}: no rename reached the child"
-                    );
-                    tokio::time::sleep(std::time::Duration::from_millis(2)).await;
-                }
-                // The calls sent beside the held one answer; then the client dies.
-                tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-                mv.abort();
-                let _ = mv.await;
-                cluster.handle(stuck).open_gate(Fop::Rename);
+                die_while_held(&cluster, stuck, Fop::Rename, mv).await;
 
                 let other = fresh(&cluster, &[]);
                 let _ = lookup(&other, p, &old).await;
@@ -1408,4 +1384,27 @@ async fn a_directory_rename_leaves_no_mark_whether_it_fails_or_not() {
     for i in 0..3 {
         assert_eq!(marks(i).await, 0, "child {i}");
     }
+}
+
+/// Waits (at most 5 s) until a call of `fop` is held at child `stuck`, lets the calls sent
+/// beside it answer, then kills the client's `task` (its held call with it) and opens the
+/// gate: what a client dying in the middle of `fop` leaves.
+async fn die_while_held<T>(
+    cluster: &MockCluster,
+    stuck: usize,
+    fop: Fop,
+    task: tokio::task::JoinHandle<T>,
+) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    while cluster.handle(stuck).held(fop) == 0 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no {fop:?} reached child {stuck}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(2)).await;
+    }
+    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    task.abort();
+    let _ = task.await;
+    cluster.handle(stuck).open_gate(fop);
 }
