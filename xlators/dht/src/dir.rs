@@ -115,11 +115,16 @@ impl Shared {
         size: u32,
     ) -> Result<(RVec<DirEntry>, Vec<(RString, Gfid, Renaming)>), Errno> {
         let (mut child, mut off) = crate::shared::lock(&self.cookies).decode(offset)?;
-        let (mut rcx, caller) = with_own_req(cx);
-        if let Some(mut req) = rcx.ext::<XattrReq>() {
-            req.names.push(RENAMING_XATTR.into());
-            rcx = rcx.to_builder().ext(&req).build();
-        }
+        let (rcx, caller) = with_own_req(cx);
+        // Child 0's pages (where subdirectories are listed from) carry the rename marks too.
+        let rcx0 = match rcx.ext::<XattrReq>() {
+            Some(mut req) => {
+                req.names.push(RENAMING_XATTR.into());
+                rcx.to_builder().ext(&req).build()
+            }
+            None => rcx.clone(),
+        };
+        let rcx_of = |child: usize| if child == 0 { &rcx0 } else { &rcx };
         let mut marked = Vec::new();
         let asker = Asker::of(cx);
         let ahead = !fd.is_anonymous() && self.n() > 1;
@@ -175,13 +180,17 @@ impl Shared {
                 None if ahead => {
                     waves += 1;
                     let (page, ()) = futures::future::join(
-                        self.children[child].readdirp(&rcx, fd, off, size),
+                        self.children[child].readdirp(rcx_of(child), fd, off, size),
                         self.read_ahead(child, &rcx, fd, size, &asker),
                     )
                     .await;
                     page?
                 }
-                None => self.children[child].readdirp(&rcx, fd, off, size).await?,
+                None => {
+                    self.children[child]
+                        .readdirp(rcx_of(child), fd, off, size)
+                        .await?
+                }
             };
             let Some(last) = page.last().map(|e| e.next_offset) else {
                 child += 1;
