@@ -811,6 +811,148 @@ fn locks_exclude_across_mounts_and_an_unlink_leaves_the_others_fds_working() {
     );
 }
 
+fn flock(f: &File, op: i32) -> std::io::Result<()> {
+    use std::os::fd::AsRawFd;
+    // SAFETY: flock(2) on a valid fd.
+    if unsafe { libc::flock(f.as_raw_fd(), op) } == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
+    }
+}
+
+fn would_block(r: std::io::Result<()>, what: &str) {
+    let e = r.expect_err(what);
+    assert_eq!(e.raw_os_error(), Some(libc::EWOULDBLOCK), "{what}: {e}");
+}
+
+/// flock(2) locks exclude across mounts (FUSE_FLOCK_LOCKS: whole-file locks on the bricks
+/// owned by the open file description): exclusive through a read-only fd, shared with shared,
+/// conversion, a blocked waiter woken by the holder's last close (not by closing a dup), a
+/// holder killed with SIGKILL gives it back, and a flock excludes an fcntl lock of another
+/// client as over NFS (docs/consistency.md).
+#[test]
+fn flock_locks_exclude_across_mounts_and_go_with_the_last_close() {
+    require!();
+    flocks(&Volume::start("flk"));
+}
+
+/// The same over replica 2 (locks on every copy; a read-only fd opens on the other copy at
+/// its first lock) and distribute 2 (one xlfsd per brick).
+#[test]
+fn flock_locks_exclude_across_mounts_of_replica_and_distribute() {
+    require!();
+    for (name, args) in [("flkr2", &["--replica", "2"][..]), ("flkd2", &[][..])] {
+        println!("layout {name} {args:?}");
+        flocks(&Volume::start_layout(name, args, 2));
+    }
+}
+
+fn flocks(v: &Volume) {
+    fs::write(v.a.join("f"), b"x").expect("mk");
+    let open = |p: PathBuf| File::open(p).expect("open read-only");
+    let fa = open(v.a.join("f"));
+    let fb = open(v.bm.join("f"));
+    flock(&fa, libc::LOCK_EX | libc::LOCK_NB).expect("a: exclusive through a read-only fd");
+    would_block(
+        flock(&fb, libc::LOCK_SH | libc::LOCK_NB),
+        "b: shared while a holds it",
+    );
+    would_block(
+        flock(&fb, libc::LOCK_EX | libc::LOCK_NB),
+        "b: exclusive too",
+    );
+    flock(&fa, libc::LOCK_SH | libc::LOCK_NB).expect("a: down to shared");
+    flock(&fb, libc::LOCK_SH | libc::LOCK_NB).expect("b: shared beside a's");
+    would_block(
+        flock(&fb, libc::LOCK_EX | libc::LOCK_NB),
+        "b: exclusive beside a's shared",
+    );
+    flock(&fa, libc::LOCK_UN).expect("a: unlock");
+    flock(&fb, libc::LOCK_EX | libc::LOCK_NB).expect("b: up to exclusive once a let go");
+
+    // A waiter on mount a, woken when b's last fd of the description closes.
+    let fa2 = open(v.a.join("f"));
+    let dup = fb.try_clone().expect("dup");
+    drop(fb);
+    would_block(
+        flock(&fa2, libc::LOCK_EX | libc::LOCK_NB),
+        "a: closing one of two fds of b's description keeps its lock",
+    );
+    let waiter = std::thread::spawn(move || {
+        let t0 = Instant::now();
+        flock(&fa2, libc::LOCK_EX).map(|()| (fa2, t0.elapsed()))
+    });
+    std::thread::sleep(Duration::from_millis(500));
+    assert!(!waiter.is_finished(), "a's LOCK_EX waits while b holds it");
+    drop(dup);
+    let (fa2, waited) = waiter.join().expect("join").expect("a's waiter granted");
+    assert!(waited < Duration::from_secs(10), "woken late: {waited:?}");
+
+    // A flock excludes another client's fcntl lock of the file (as flock over NFS).
+    let fbw = OpenOptions::new()
+        .write(true)
+        .open(v.bm.join("f"))
+        .expect("b rw");
+    let e = setlk(&fbw, libc::F_WRLCK).expect_err("fcntl beside a flock");
+    assert!(
+        matches!(e.raw_os_error(), Some(libc::EAGAIN) | Some(libc::EACCES)),
+        "{e}"
+    );
+    // The kernel sends the release of a closed description without waiting for it: the
+    // lock goes a moment after close(2) returns, not at once (docs/consistency.md).
+    drop(fa2);
+    let t0 = Instant::now();
+    while let Err(e) = setlk(&fbw, libc::F_WRLCK) {
+        assert!(
+            matches!(e.raw_os_error(), Some(libc::EAGAIN) | Some(libc::EACCES)),
+            "{e}"
+        );
+        assert!(
+            t0.elapsed() < Duration::from_secs(5),
+            "the flock of a closed description was not given back"
+        );
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    println!("flock gone {:?} after the close", t0.elapsed());
+    setlk(&fbw, libc::F_UNLCK).expect("fcntl unlock");
+
+    // A holder killed with SIGKILL: its description is released, and so is the lock.
+    // (`flock -o`: the lock stays with the flock process, not with `sleep`.)
+    use std::os::unix::process::CommandExt;
+    let mut holder = Command::new("flock")
+        .arg("-o")
+        .arg(v.a.join("f"))
+        .args(["sleep", "60"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .process_group(0)
+        .spawn()
+        .expect("flock(1)");
+    let fb3 = open(v.bm.join("f"));
+    let t0 = Instant::now();
+    while flock(&fb3, libc::LOCK_EX | libc::LOCK_NB).is_ok() {
+        flock(&fb3, libc::LOCK_UN).expect("unlock");
+        assert!(
+            t0.elapsed() < Duration::from_secs(10),
+            "flock(1) never took it"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // SAFETY: kill(2) of the process group made for flock(1) and its sleep.
+    unsafe { libc::kill(-(holder.id() as i32), libc::SIGKILL) };
+    holder.wait().expect("reap");
+    let t0 = Instant::now();
+    while let Err(e) = flock(&fb3, libc::LOCK_EX | libc::LOCK_NB) {
+        assert_eq!(e.raw_os_error(), Some(libc::EWOULDBLOCK), "{e}");
+        assert!(
+            t0.elapsed() < Duration::from_secs(10),
+            "a killed holder's flock was never given back"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
 /// What the model knows of one file.
 type Model = BTreeMap<String, Vec<u8>>;
 

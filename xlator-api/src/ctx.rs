@@ -267,6 +267,25 @@ impl CtxExtension for PipePayloadOk {
     }
 }
 
+/// Says that the access mode of the fd an `lk` goes through was already checked by whoever
+/// sent it, as the caller's kind of lock requires: the Linux kernel checks it for fcntl(2)
+/// locks (EBADF for a write lock through a read-only fd) before a FUSE host sees them, and
+/// flock(2) locks, which a FUSE host sends as whole-file `lk` fops too, need no mode at all
+/// (`flock -x` on a file opened read-only is fine). features/locks then skips its own
+/// check. Crosses the wire.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub struct LkModeChecked;
+
+impl CtxExtension for LkModeChecked {
+    const KEY: &'static str = "xlfs/lk-mode-checked";
+    fn encode(&self) -> Vec<u8> {
+        Vec::new()
+    }
+    fn decode(_: &[u8]) -> Option<Self> {
+        Some(LkModeChecked)
+    }
+}
+
 impl CtxExtension for ClientId {
     const KEY: &'static str = "srv/client-id";
     fn encode(&self) -> Vec<u8> {

@@ -55,8 +55,8 @@ pub use backing::{BackingFile, BackingWanted, Opened};
 pub use buf::{Buf, pipe_with_room};
 pub use ctx::{
     AroundLock, CreateXattrs, Ctx, CtxBuilder, CtxExtension, ExtScope, GfidReq,
-    LOCKS_AROUND_CREATE_XATTR, LOCKS_AROUND_XATTR, LocksAround, PipePayloadOk, UnlinkExact,
-    UnlinkUnlessMarked, XattrReq,
+    LOCKS_AROUND_CREATE_XATTR, LOCKS_AROUND_XATTR, LkModeChecked, LocksAround, PipePayloadOk,
+    UnlinkExact, UnlinkUnlessMarked, XattrReq,
 };
 pub use dump::{Dump, DumpField, DumpValue, PENDING_AT_EXIT, json_string};
 pub use fops::{Fop, FopAttrs};

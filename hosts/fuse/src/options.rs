@@ -187,6 +187,12 @@ pub struct Cli {
     #[arg(long)]
     pub kernel_locks: bool,
 
+    /// Keep flock(2) locks local to this mount (the kernel's) instead of
+    /// sending them to the bricks as whole-file locks that exclude other clients. Implied by
+    /// --kernel-locks.
+    #[arg(long)]
+    pub local_flock: bool,
+
     /// Largest write request the kernel may send (e.g. 128KiB, 1MiB); the kernel caps it at
     /// max_pages_limit (1 MiB here).
     #[arg(long, value_name = "SIZE", default_value = "1MiB", value_parser = parse_max_write)]
@@ -285,6 +291,8 @@ pub struct FsOptions {
     /// The kernel may cache listings (FOPEN_CACHE_DIR).
     pub dir_cache: bool,
     pub posix_locks: bool,
+    /// flock(2) locks go to the graph (FUSE_FLOCK_LOCKS).
+    pub flock_locks: bool,
     /// The kernel checks permissions (`default_permissions`, the default).
     pub default_permissions: bool,
     pub max_write: u32,
@@ -306,6 +314,7 @@ impl Default for FsOptions {
             readdirplus_auto: false,
             dir_cache: true,
             posix_locks: true,
+            flock_locks: true,
             default_permissions: true,
             max_write: DEFAULT_MAX_WRITE,
             atime: Atime::default(),
@@ -394,6 +403,7 @@ impl Cli {
             readdirplus_auto: self.readdirplus_auto,
             dir_cache: !self.no_dir_cache,
             posix_locks: !self.kernel_locks,
+            flock_locks: !self.kernel_locks && !self.local_flock,
             default_permissions: !self.no_default_permissions,
             max_write: self.max_write,
             atime: Atime {

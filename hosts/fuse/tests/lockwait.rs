@@ -119,6 +119,11 @@ struct Waiter {
 
 impl Waiter {
     fn spawn(kids: &mut Kids, path: &Path, signals: Signals) -> Waiter {
+        Waiter::spawn_as(kids, path, signals, false)
+    }
+
+    /// With `flock`, the process waits in flock(LOCK_EX) instead (whole file).
+    fn spawn_as(kids: &mut Kids, path: &Path, signals: Signals, flock: bool) -> Waiter {
         let c = cstr(path);
         let (out_r, out_w) = pipe();
         let (go_r, go_w) = pipe();
@@ -153,6 +158,12 @@ impl Waiter {
                 fl.l_len = 10;
                 let e: i32 = if fd < 0 {
                     -1
+                } else if flock {
+                    if libc::flock(fd, libc::LOCK_EX) == 0 {
+                        0
+                    } else {
+                        *libc::__errno_location()
+                    }
                 } else if libc::fcntl(fd, libc::F_SETLKW, &mut fl) == 0 {
                     0
                 } else {
@@ -263,6 +274,41 @@ fn a_killed_lock_waiter_ends_and_the_next_waiter_gets_the_lock() {
     let probe = File::open(&path).expect("open");
     let got = lock(probe.as_raw_fd(), libc::F_GETLK, WR, 0, 10).expect("getlk");
     assert_eq!(got, (WR, b.pid), "the lock is the next waiter's");
+    drop((a, b, probe, f));
+    drop(m);
+}
+
+/// flock(2) waits go to the daemon too (FUSE_FLOCK_LOCKS) and end the same way: a killed
+/// waiter ends, a caught signal gives EINTR, and the lock goes to nobody left behind.
+#[test]
+fn a_flock_waiter_ends_when_killed_or_on_a_caught_signal() {
+    require_fuse!();
+    let tmp = tempdir();
+    let mut kids = Kids::default();
+    let (m, path, f) = setup(&tmp);
+    // SAFETY: flock(2) on an open fd.
+    assert_eq!(unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX) }, 0);
+    let a = Waiter::spawn_as(&mut kids, &path, Signals::Default, true);
+    let b = Waiter::spawn_as(&mut kids, &path, Signals::Handler { restart: false }, true);
+    a.signal(libc::SIGKILL);
+    assert!(
+        kids.reaped(a.pid, REACT),
+        "a flock waiter killed while the lock is held did not end within {REACT:?}"
+    );
+    assert_eq!(b.outcome(STILL), None, "the other waiter went while held");
+    b.signal(libc::SIGALRM);
+    assert_eq!(
+        b.outcome(REACT),
+        Some(libc::EINTR),
+        "flock after a caught signal"
+    );
+    // SAFETY: as above.
+    assert_eq!(unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_UN) }, 0);
+    std::thread::sleep(Duration::from_millis(200));
+    let probe = File::open(&path).expect("open");
+    // SAFETY: as above.
+    let r = unsafe { libc::flock(probe.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
+    assert_eq!(r, 0, "a withdrawn flock request was granted");
     drop((a, b, probe, f));
     drop(m);
 }

@@ -13,8 +13,8 @@ use xlator_api::abi_stable::std_types::RVec;
 use xlator_api::*;
 use xlator_api::{
     AroundLock, Buf, ClientId, Ctx, Dump, EntrylkCmd, Errno, Fd, FdId, Flock, Fop, Gfid, Init,
-    LOCKS_AROUND_CREATE_XATTR, LOCKS_AROUND_XATTR, LkCmd, Loc, LockKind, LocksAround, Subvol,
-    Translator, Xattr, XattropOp,
+    LOCKS_AROUND_CREATE_XATTR, LOCKS_AROUND_XATTR, LkCmd, LkModeChecked, Loc, LockKind,
+    LocksAround, Subvol, Translator, Xattr, XattropOp,
 };
 
 use crate::barrier::{self, Admitted, Barriers};
@@ -115,7 +115,9 @@ impl Locks {
 
     async fn lk_fop(&self, cx: &Ctx, fd: Fd, cmd: LkCmd, lock: Flock) -> Result<Flock, Errno> {
         let (kind, req) = request(cx, fd.id, &lock)?;
-        if let (Some(k), LkCmd::Set | LkCmd::SetWait) = (kind, cmd) {
+        if let (Some(k), LkCmd::Set | LkCmd::SetWait) = (kind, cmd)
+            && cx.ext::<LkModeChecked>().is_none()
+        {
             check_mode(&fd, k)?;
         }
         match self.range_op(fd.gfid, Space::Posix, cmd, kind, req).await? {

@@ -70,6 +70,44 @@ async fn set_get_conflicts_and_unlock() {
     assert_eq!(h.count(Fop::Lk), 0, "lk is never sent down");
 }
 
+/// A lock whose fd mode the sender checked (a FUSE host: the kernel checks fcntl locks, and a
+/// flock needs no mode) is taken through any fd, and excludes as any other.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lock_whose_mode_was_checked_goes_through_a_read_only_fd() {
+    let (top, _h) = stack();
+    let g = Gfid::random();
+    let ro = Fd {
+        flags: libc::O_RDONLY,
+        ..fd(1, g)
+    };
+    let checked = |c: u64| cx(c).to_builder().ext(&xlator_api::LkModeChecked).build();
+    assert_eq!(
+        top.lk(&cx(1), ro, LkCmd::Set, fl(LockKind::Write, 0, 0, 1))
+            .await
+            .err(),
+        Some(Errno::EBADF),
+        "unchecked: POSIX's rule"
+    );
+    top.lk(&checked(1), ro, LkCmd::Set, fl(LockKind::Write, 0, 0, 1))
+        .await
+        .expect("an exclusive flock through a read-only fd");
+    let wo = Fd {
+        flags: libc::O_WRONLY,
+        ..fd(2, g)
+    };
+    assert_eq!(
+        top.lk(&checked(2), wo, LkCmd::Set, fl(LockKind::Read, 0, 0, 2))
+            .await
+            .err(),
+        Some(Errno::EAGAIN),
+        "a shared one through a write-only fd is refused only because of the holder"
+    );
+    let _ = top.release(&cx(1), ro).await;
+    top.lk(&checked(2), wo, LkCmd::Set, fl(LockKind::Read, 0, 0, 2))
+        .await
+        .expect("granted once the holder's fd is released");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn setlkw_waits_and_is_woken_on_flush() {
     let (top, h) = stack();

@@ -1,4 +1,10 @@
-//! POSIX byte-range locks: getlk and setlk.
+//! POSIX byte-range locks (fcntl, OFD) and flock(2) locks: getlk and setlk. With
+//! FUSE_FLOCK_LOCKS the kernel sends a flock as a whole-file lock whose owner is the open
+//! file description (so a fork shares it), and gives it back with the description's last
+//! release (FUSE_RELEASE_FLOCK_UNLOCK), where features/locks drops the locks taken through
+//! the fd. fuser does not pass the request's FUSE_LK_FLOCK flag on, so on the bricks a flock
+//! is a POSIX lock of its own owner: it excludes the flocks and the fcntl locks of other
+//! owners, as flock over NFS does on Linux.
 
 use super::*;
 
@@ -58,7 +64,11 @@ impl XlfsFs {
             flock(start, end, typ, pid, lock_owner.0).ok_or(fuser::Errno::EINVAL)
         );
         let cmd = if sleep { LkCmd::SetWait } else { LkCmd::Set };
-        let cx = ctx(req, Need::of(Fop::Lk), Some(lock_owner.0));
+        // The kernel checked the fd's access mode for an fcntl lock, and a flock(2) lock
+        // (which comes here too with FUSE_FLOCK_LOCKS) needs none.
+        let cx = crate::creds::ctx_builder(req, Need::of(Fop::Lk), Some(lock_owner.0))
+            .ext(&xlator_api::LkModeChecked)
+            .build();
         // The caller's thread, watched while the lock waits (see lkwait.rs).
         let caller = if sleep { req.pid() } else { 0 };
         // A waiting lock parks in its task, never on the fuser thread.

@@ -739,6 +739,10 @@ impl Filesystem for XlfsFs {
         if o.posix_locks {
             want.push(("POSIX_LOCKS", InitFlags::FUSE_POSIX_LOCKS));
         }
+        if o.flock_locks {
+            // flock(2) goes to the bricks as a whole-file lock (see locks.rs).
+            want.push(("FLOCK_LOCKS", InitFlags::FUSE_FLOCK_LOCKS));
+        }
         for (name, flags) in want {
             if let Err(missing) = config.add_capabilities(flags) {
                 tracing::warn!(
