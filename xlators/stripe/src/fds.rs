@@ -97,8 +97,31 @@ impl Shared {
     ) -> Result<RVec<DirEntry>, Errno> {
         self.ensure(0, cx, fd).await?;
         let gcx = with_geometry_req(cx);
-        let list = self.children[0].readdirp(&gcx, fd, offset, size).await?;
-        let gcx = &gcx;
+        let mut offset = offset;
+        loop {
+            let list = self.children[0].readdirp(&gcx, fd, offset, size).await?;
+            let Some(last) = list.last().map(|d| d.next_offset) else {
+                return Ok(RVec::new());
+            };
+            let page = self.complete_page(cx, &gcx, fd, list).await?;
+            if !page.is_empty() {
+                return Ok(page);
+            }
+            // Every entry of child 0's page was removed since it listed them: an empty reply
+            // would end the caller's listing here, so read on from where the page stopped.
+            offset = last;
+        }
+    }
+
+    /// Child 0's listing `list` with each regular file's attributes merged from every
+    /// child; the files removed meanwhile left out.
+    async fn complete_page(
+        &self,
+        cx: &Ctx,
+        gcx: &Ctx,
+        fd: Fd,
+        list: RVec<DirEntry>,
+    ) -> Result<RVec<DirEntry>, Errno> {
         let fixed = futures::future::join_all(list.into_iter().map(|d| async move {
             if d.attr.kind != FileType::Regular {
                 return Ok(Some(d));

@@ -624,3 +624,31 @@ async fn the_dump_reports_the_geometry_and_the_children_up() {
     cluster.down(0);
     assert_eq!(top.dump().find_u64("children-up"), Some(1));
 }
+
+/// A page of child 0's listing whose files were all removed before their other copies were
+/// looked up is not answered empty (which ends a listing): the listing reads on and still
+/// reaches the entries after them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_listing_reads_past_a_page_whose_files_all_went() {
+    let (cluster, top) = setup(2, B);
+    for name in ["f1", "f2", "f3"] {
+        create(&top, name, 1).await;
+    }
+    top.mkdir(&root(), Loc::new(Gfid::ROOT, "d"), 0o755, 0)
+        .await
+        .expect("mkdir");
+    // The files are gone on child 1 by the time their copies there are looked up.
+    cluster.handle(1).fail_always(Fop::Lookup, Errno::ENOENT);
+    let dfd = fd(9, Gfid::ROOT, libc::O_RDONLY);
+    top.opendir(&root(), dfd).await.expect("opendir");
+    let mut names = Vec::new();
+    let mut off = 0;
+    loop {
+        // One entry per page of child 0.
+        let page = top.readdirp(&root(), dfd, off, 1).await.expect("readdirp");
+        let Some(last) = page.last() else { break };
+        off = last.next_offset;
+        names.extend(page.iter().map(|d| d.name.to_string()));
+    }
+    assert_eq!(names, ["d"]);
+}
