@@ -463,6 +463,49 @@ impl<S: Spelling> ReplicateAs<S> {
             .ensure(i, self.child(i), cx, append::below(fd))
             .await
     }
+
+    /// The entries of child `i`'s listing page, each looked up through replicate when that
+    /// copy's attributes may be stale (see `readdirp`), those gone meanwhile left out, and
+    /// the counters the caller did not ask for taken out.
+    async fn check_entries(
+        &self,
+        cx: &Ctx,
+        fd: Fd,
+        i: usize,
+        asked: &xlator_api::XattrReq,
+        list: RVec<DirEntry>,
+    ) -> RVec<DirEntry> {
+        let checked = futures::future::join_all(list.into_iter().map(|mut d| {
+            async move {
+                // Counters this client's own idle hold of the file set (its pre-op: `tar x`
+                // then `rm -rf` lists files whose holds still wait for their post-op) say
+                // nothing the hold does not know better.
+                let pending = d.xattrs.iter().any(|x| {
+                    x.name.as_str().starts_with(crate::changelog::PREFIX)
+                        && x.value.as_slice().iter().any(|b| *b != 0)
+                }) && !self.sh.eager.holds_idle_with_good(d.attr.gfid, i);
+                let dot = d.name.as_str() == "." || d.name.as_str() == "..";
+                let stale = pending || (!dot && self.stale_on(i, &d.attr).await);
+                if stale && !dot {
+                    match reads::lookup(&self.sh, cx, Loc::new(fd.gfid, d.name.as_str())).await {
+                        Ok(e) => {
+                            d.attr = e.attr;
+                            d.xattrs = e.xattrs;
+                        }
+                        // Gone since the listing was read.
+                        Err(Errno::ENOENT | Errno::ESTALE) => return None,
+                        Err(_) => {}
+                    }
+                }
+                d.xattrs.retain(|x| {
+                    !x.name.as_str().starts_with(crate::changelog::PREFIX) || asked.wants(&x.name)
+                });
+                Some(d)
+            }
+        }))
+        .await;
+        checked.into_iter().flatten().collect()
+    }
 }
 
 impl<S: Spelling> Translator for ReplicateAs<S> {
@@ -730,49 +773,31 @@ impl<S: Spelling> Translator for ReplicateAs<S> {
         let mut req = asked.clone();
         req.prefixes.push(crate::changelog::PREFIX.to_owned());
         let ccx = cx.to_builder().ext(&req).build();
-        let r = async {
-            self.ensure(i, cx, fd).await?;
-            self.child(i).readdirp(&ccx, fd, offset, size).await
-        }
-        .await;
-        let list = match r {
-            Ok(list) => list,
-            Err(e) => {
-                self.sh.fds.reset_readdir(fd);
-                return Err(e);
+        let mut offset = offset;
+        loop {
+            let r = async {
+                self.ensure(i, cx, fd).await?;
+                self.child(i).readdirp(&ccx, fd, offset, size).await
             }
-        };
-        let checked = futures::future::join_all(list.into_iter().map(|mut d| {
-            let asked = &asked;
-            async move {
-                // Counters this client's own idle hold of the file set (its pre-op: `tar x`
-                // then `rm -rf` lists files whose holds still wait for their post-op) say
-                // nothing the hold does not know better.
-                let pending = d.xattrs.iter().any(|x| {
-                    x.name.as_str().starts_with(crate::changelog::PREFIX)
-                        && x.value.as_slice().iter().any(|b| *b != 0)
-                }) && !self.sh.eager.holds_idle_with_good(d.attr.gfid, i);
-                let dot = d.name.as_str() == "." || d.name.as_str() == "..";
-                let stale = pending || (!dot && self.stale_on(i, &d.attr).await);
-                if stale && !dot {
-                    match reads::lookup(&self.sh, cx, Loc::new(fd.gfid, d.name.as_str())).await {
-                        Ok(e) => {
-                            d.attr = e.attr;
-                            d.xattrs = e.xattrs;
-                        }
-                        // Gone since the listing was read.
-                        Err(Errno::ENOENT | Errno::ESTALE) => return None,
-                        Err(_) => {}
-                    }
+            .await;
+            let list = match r {
+                Ok(list) => list,
+                Err(e) => {
+                    self.sh.fds.reset_readdir(fd);
+                    return Err(e);
                 }
-                d.xattrs.retain(|x| {
-                    !x.name.as_str().starts_with(crate::changelog::PREFIX) || asked.wants(&x.name)
-                });
-                Some(d)
+            };
+            let Some(last) = list.last().map(|d| d.next_offset) else {
+                return Ok(RVec::new());
+            };
+            let page = self.check_entries(cx, fd, i, &asked, list).await;
+            if !page.is_empty() {
+                return Ok(page);
             }
-        }))
-        .await;
-        Ok(checked.into_iter().flatten().collect())
+            // Every entry of the page went since child `i` listed it: an empty reply would
+            // end the caller's listing here, so read on from where the page stopped.
+            offset = last;
+        }
     }
 
     // ---- data and metadata transactions ----

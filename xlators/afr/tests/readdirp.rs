@@ -159,3 +159,45 @@ async fn a_listing_of_files_under_this_clients_idle_holds_sends_no_per_entry_req
         "the listing shows the stale copy's size"
     );
 }
+
+/// A page whose entries all had to be looked up and were all gone by then (another client
+/// removed them after the listing was read) is not answered empty, which would end the
+/// caller's listing: the listing reads on and reaches the names after them.
+#[tokio::test]
+async fn a_listing_reads_past_a_page_whose_entries_all_went() {
+    let (c, top) = setup(2, &[("quorum-type", "none")]);
+    for name in ["f1", "f2", "f3"] {
+        let f = create(&top, name, 1).await;
+        write(&top, f, 0, b"base").await.expect("base write");
+        write_missed_by_child_0(&c, &top, f).await;
+    }
+    create(&top, "g", 1).await;
+    let (c2, top2) = second_client(&c, &[("read-policy", "first-up"), ("quorum-type", "none")]);
+    let d = Fd {
+        id: FdId(60),
+        gfid: Gfid::ROOT,
+        flags: libc::O_RDONLY | libc::O_DIRECTORY,
+    };
+    top2.opendir(&root(), d).await.expect("opendir");
+    // The lookups of the three stale entries find them gone on both children.
+    for i in 0..2 {
+        for _ in 0..3 {
+            c2.handle(i)
+                .fail(xlator_api::Fop::Lookup, xlator_api::Errno::ENOENT);
+        }
+    }
+    let mut names = Vec::new();
+    let mut off = 0;
+    loop {
+        // Pages of about three entries: the first holds f1..f3 only.
+        let page = top2.readdirp(&root(), d, off, 3).await.expect("readdirp");
+        let Some(last) = page.last() else { break };
+        off = last.next_offset;
+        names.extend(
+            page.iter()
+                .map(|e| e.name.to_string())
+                .filter(|n| n != "." && n != ".."),
+        );
+    }
+    assert_eq!(names, ["g"]);
+}
