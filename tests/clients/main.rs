@@ -3,8 +3,9 @@
 //! an NFSv3 client (libnfs-utils through `xlfs-nfsd`), checked against the guarantees in
 //! docs/consistency.md: appends from any number of clients never overlap or get lost, a
 //! rename over a name is atomic to every client, close-to-open consistency, locks exclude
-//! across clients, an unlink on one client leaves another's open fds working, and a random
-//! mix of operations through both mounts agrees with an in-memory model. The appends and the
+//! across clients (fcntl and flock), an unlink on one client leaves another's open fds
+//! working, and a random mix of operations through both mounts and the NFS client agrees
+//! with an in-memory model. The appends and the
 //! random mix also run over the cluster layouts (replica 2, stripe 2, distribute 2, one
 //! xlfsd per brick, volumes made by `xlfs volume create`).
 //!
@@ -320,6 +321,28 @@ fn have_nfs_cat() -> bool {
         println!("NFS part skipped: libnfs-utils is not installed");
     }
     found
+}
+
+/// The contents of `path` through NFS, `None` when it cannot be opened (no such name).
+fn nfs_try_cat(port: u16, path: &str) -> Option<Vec<u8>> {
+    let url = format!("nfs://127.0.0.1/{path}?version=3&nfsport={port}&mountport={port}");
+    let o = Command::new("nfs-cat").arg(&url).output().expect("nfs-cat");
+    o.status.success().then_some(o.stdout)
+}
+
+/// Creates `name` in the volume's root through NFS with the contents of local file `src`.
+fn nfs_cp(port: u16, src: &Path, name: &str) {
+    let url = format!("nfs://127.0.0.1//{name}?version=3&nfsport={port}&mountport={port}");
+    let o = Command::new("nfs-cp")
+        .arg(src)
+        .arg(&url)
+        .output()
+        .expect("nfs-cp");
+    assert!(
+        o.status.success(),
+        "nfs-cp {url}: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
 }
 
 fn nfs_cat(port: u16, path: &str) -> Vec<u8> {
@@ -1034,6 +1057,12 @@ fn random_mix(v: &Volume, steps: usize) {
     let mut data: BTreeMap<u32, Vec<u8>> = BTreeMap::new();
     let mut next_id = 0u32;
     let mounts = [v.a.clone(), v.bm.clone()];
+    // The third client: an NFSv3 one (libnfs-utils, a new connection per command) through
+    // xlfs-nfsd, which creates files and checks one name after every step.
+    let nfs = have_nfs_cat().then(|| v.nfs());
+    let nfs_port = nfs.as_ref().map(|(_, port)| *port);
+    let nfs_src = v.dir.path().join("nfs-src");
+    let (mut nfs_creates, mut nfs_reads) = (0, 0);
     let mut history: Vec<String> = Vec::new();
     for step in 0..steps {
         let (m, other) = if next(2) == 0 {
@@ -1043,7 +1072,8 @@ fn random_mix(v: &Volume, steps: usize) {
         };
         let name = names[next(names.len() as u64) as usize];
         let p = m.join(name);
-        let op = next(9);
+        let op = next(if nfs_port.is_some() { 10 } else { 9 });
+        let mut via = m.file_name().and_then(|n| n.to_str()).unwrap_or("?");
         let what = match op {
             0 => {
                 // create or truncate-and-write
@@ -1125,21 +1155,55 @@ fn random_mix(v: &Volume, steps: usize) {
                 // An O_DIRECT-free read on the same mount, then through the other.
                 format!("read {name}")
             }
+            9 if !links.contains_key(name) => {
+                // A new file made through NFS (nfs-cp creates exclusively).
+                let port = nfs_port.expect("op 9 only with NFS");
+                let len = next(20_000) as usize;
+                let byte = (step % 251) as u8;
+                fs::write(&nfs_src, vec![byte; len]).expect("nfs source");
+                nfs_cp(port, &nfs_src, name);
+                next_id += 1;
+                links.insert(name.into(), next_id);
+                data.insert(next_id, vec![byte; len]);
+                via = "nfs";
+                nfs_creates += 1;
+                format!("create {name} {len}")
+            }
             _ => {
                 format!("stat {name}")
             }
         };
-        let what = format!(
-            "{what} via {}",
-            m.file_name().and_then(|n| n.to_str()).unwrap_or("?")
-        );
+        let what = format!("{what} via {via}");
         history.push(what.clone());
         let what = history[history.len().saturating_sub(12)..].join("; ");
         model.clear();
         for (n, id) in &links {
             model.insert(n.clone(), data[id].clone());
         }
-        // Check every name through the other mount (close-to-open), then this one.
+        // One name through NFS (each command is a new client: nothing cached), then every
+        // name through the other mount (close-to-open), then this one.
+        if let Some(port) = nfs_port {
+            let n = names[step % names.len()];
+            let got = nfs_try_cat(port, &format!("/{n}"));
+            nfs_reads += usize::from(got.is_some());
+            match (model.get(n), got) {
+                (Some(want), Some(got)) => assert!(
+                    got == *want,
+                    "step {step} ({what}): contents of {n} through NFS differ (len {} vs {})",
+                    got.len(),
+                    want.len()
+                ),
+                (Some(want), None) => panic!(
+                    "step {step} ({what}): {n} ({} bytes) not readable through NFS",
+                    want.len()
+                ),
+                (None, Some(got)) => assert!(
+                    model.values().any(|d| *d == got),
+                    "step {step} ({what}): {n} should be gone through NFS"
+                ),
+                (None, None) => {}
+            }
+        }
         for mnt in [other, m] {
             for n in names {
                 let path = mnt.join(n);
@@ -1182,6 +1246,13 @@ fn random_mix(v: &Volume, steps: usize) {
                 }
             }
         }
+    }
+    if nfs_port.is_some() {
+        println!("{steps} steps; through NFS: {nfs_creates} creates, {nfs_reads} files read");
+        assert!(
+            nfs_creates > 0 && nfs_reads > 0,
+            "the NFS client took no part"
+        );
     }
 }
 
