@@ -1005,7 +1005,20 @@ impl<S: Spelling> Translator for ReplicateAs<S> {
     }
 
     async fn mkdir(&self, cx: &Ctx, loc: Loc, mode: u32, umask: u32) -> Result<Entry, Errno> {
-        self.make(cx, loc, |i, cx, loc| async move {
+        // A directory is born with every child's counter, at zero. On ext4 (256-byte inodes)
+        // a directory's counters take its xattrs past what the inode holds, into a block of
+        // their own (st_blocks 8 -> 16): from its birth, then, not at its first metadata
+        // transaction, so its block count does not change under its users later (a
+        // directory rename on distribute over replicate marks the directory with an xattr:
+        // pjdfstest's rename::preserve_metadata_dir saw 8 blocks, then 16).
+        let mut xs = cx.ext::<xlator_api::CreateXattrs>().unwrap_or_default();
+        for k in &self.sh.keys {
+            if !xs.0.iter().any(|(n, _)| n == k) {
+                xs.0.push((k.clone(), vec![0; crate::changelog::LEN]));
+            }
+        }
+        let cx = cx.to_builder().ext(&xs).build();
+        self.make(&cx, loc, |i, cx, loc| async move {
             self.child(i).mkdir(&cx, loc, mode, umask).await
         })
         .await

@@ -957,3 +957,38 @@ async fn a_waiting_lock_from_above_holds_nothing_past_the_busy_child() {
         .await
         .expect("child 0 given back after the busy answer");
 }
+
+/// A directory is born with every child's counter present and zero (so its xattrs take
+/// their final room on the brick at once: its block count does not change at its first
+/// metadata transaction), next to whatever xattrs the parent asked for.
+#[tokio::test]
+async fn a_directory_is_made_with_every_counter_at_zero() {
+    let (c, top) = setup(3, &[]);
+    let asked = xlator_api::CreateXattrs(vec![("trusted.test.x".into(), b"v".to_vec())]);
+    let cx = root().to_builder().ext(&asked).build();
+    let e = top
+        .mkdir(&cx, Loc::new(Gfid::ROOT, "d"), 0o755, 0)
+        .await
+        .expect("mkdir");
+    for i in 0..3 {
+        let mut names: Vec<String> = (0..3).map(|j| key(&c, j)).collect();
+        names.push("trusted.test.x".into());
+        let want: xlator_api::abi_stable::std_types::RVec<_> =
+            names.iter().map(|n| n.as_str().into()).collect();
+        let xs = c
+            .leaf(i)
+            .getxattrs(&root(), e.attr.gfid, want)
+            .await
+            .expect("getxattrs");
+        for n in &names {
+            let v = xs
+                .iter()
+                .find(|x| x.name.as_str() == n)
+                .unwrap_or_else(|| panic!("child {i} lacks {n}"));
+            if n.starts_with("trusted.afr.") {
+                assert_eq!(v.value.as_slice(), &[0u8; 12], "child {i}: {n}");
+            }
+        }
+    }
+    assert!(all_zero(&c, e.attr.gfid).await);
+}
