@@ -997,6 +997,35 @@ fn a_brick_s_own_copies_of_names_it_missed_are_replaced_by_the_good_ones() {
     assert_heals_to_equal(&c, &m);
 }
 
+/// On distribute 2 x replica 2, a directory's block count (`st_blocks`) is the same before
+/// and after it is renamed or has its mode changed (pjdfstest's
+/// rename::preserve_metadata_dir). Before, a new directory had no replicate counters; the
+/// rename's mark (an xattr, set in a replicate transaction) made them, and on ext4 with
+/// 256-byte inodes the directory's xattrs then moved into a block of their own: 8 blocks,
+/// then 16. (On a brick file system that keeps xattrs elsewhere, e.g. tmpfs, the count never
+/// changes and this proves nothing.)
+#[test]
+fn a_directory_keeps_its_block_count_across_a_rename_on_distribute_over_replicate() {
+    require!();
+    let mut c = Cluster::create_with("d22blk", &["--replica", "2"], 4);
+    let m = c.mount();
+    for i in 0..6 {
+        let (a, b) = (m.join(format!("a{i}")), m.join(format!("b{i}")));
+        fs::create_dir(&a).expect("mkdir");
+        let before = fs::metadata(&a).expect("stat").blocks();
+        fs::rename(&a, &b).expect("rename");
+        let renamed = fs::metadata(&b).expect("stat").blocks();
+        fs::set_permissions(&b, fs::Permissions::from_mode(0o700)).expect("chmod");
+        let chmodded = fs::metadata(&b).expect("stat").blocks();
+        assert_eq!(
+            (before, before),
+            (renamed, chmodded),
+            "{}: blocks before the rename, after it, after a chmod",
+            b.display()
+        );
+    }
+}
+
 /// Reads `len` bytes of `p` at 0 with O_DIRECT (from the bricks, not this machine's cache).
 fn read_direct(p: &Path, len: usize) -> std::io::Result<Vec<u8>> {
     use std::os::unix::fs::{FileExt, OpenOptionsExt};
