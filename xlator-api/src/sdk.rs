@@ -104,6 +104,26 @@ impl ChildState {
     }
 }
 
+/// One page of a listing, for a translator that leaves out some of its child's entries
+/// (removed since the child listed them, moved elsewhere...). `page(offset)` reads the
+/// child's page at `offset` and answers the entries kept, with where to read on from when it
+/// kept none (the page's last `next_offset`; `None` when there is nothing to read on: the
+/// child's listing ended, or nothing was left out). An empty answer ends the caller's
+/// listing, so a page whose entries were all left out is followed by the next one.
+pub async fn listing_page<F, Fut>(mut offset: u64, mut page: F) -> Result<RVec<DirEntry>, Errno>
+where
+    F: FnMut(u64) -> Fut,
+    Fut: Future<Output = Result<(Option<u64>, RVec<DirEntry>), Errno>>,
+{
+    loop {
+        let (next, kept) = page(offset).await?;
+        match next {
+            Some(next) if kept.is_empty() => offset = next,
+            _ => return Ok(kept),
+        }
+    }
+}
+
 /// Opens `fd` again on `child` (the same fd id and flags, without `O_CREAT`, `O_EXCL` and
 /// `O_TRUNC`): for a cluster translator whose child came back after a disconnect and lost the
 /// fds opened on it. `dir` picks `opendir`.
@@ -525,4 +545,57 @@ macro_rules! export_translators {
             }
         }
     };
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entry(name: &str, next_offset: u64) -> DirEntry {
+        DirEntry {
+            name: name.into(),
+            next_offset,
+            attr: Iatt::default(),
+            xattrs: Default::default(),
+        }
+    }
+
+    /// A child's listing in pages of two at offsets 0, 2, 4; `gone` names are left out.
+    async fn page(offset: u64, gone: &[&str]) -> Result<(Option<u64>, RVec<DirEntry>), Errno> {
+        let all = ["a", "b", "c", "d", "e"];
+        let list: Vec<DirEntry> = all
+            .iter()
+            .enumerate()
+            .skip(offset as usize)
+            .take(2)
+            .map(|(i, n)| entry(n, i as u64 + 1))
+            .collect();
+        let next = list.last().map(|e| e.next_offset);
+        let kept = list
+            .into_iter()
+            .filter(|e| !gone.contains(&e.name.as_str()))
+            .collect();
+        Ok((next, kept))
+    }
+
+    #[test]
+    fn a_listing_page_reads_past_pages_whose_entries_were_all_left_out() {
+        let names = |v: RVec<DirEntry>| v.iter().map(|e| e.name.to_string()).collect::<Vec<_>>();
+        let run = |offset, gone: &'static [&'static str]| {
+            futures::executor::block_on(listing_page(offset, |o| page(o, gone))).map(names)
+        };
+        assert_eq!(run(0, &[]), Ok(vec!["a".into(), "b".into()]));
+        assert_eq!(run(0, &["a", "b", "c", "d"]), Ok(vec!["e".to_string()]));
+        assert_eq!(
+            run(0, &["a"]),
+            Ok(vec!["b".to_string()]),
+            "kept entries end the page"
+        );
+        assert_eq!(
+            run(2, &["c", "d", "e"]),
+            Ok(vec![]),
+            "the listing's end is the end"
+        );
+        assert_eq!(run(5, &[]), Ok(vec![]));
+    }
 }

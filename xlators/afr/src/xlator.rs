@@ -772,12 +772,12 @@ impl<S: Spelling> Translator for ReplicateAs<S> {
         let asked = cx.ext::<xlator_api::XattrReq>().unwrap_or_default();
         let mut req = asked.clone();
         req.prefixes.push(crate::changelog::PREFIX.to_owned());
-        let ccx = cx.to_builder().ext(&req).build();
-        let mut offset = offset;
-        loop {
+        let (ccx, asked) = (&cx.to_builder().ext(&req).build(), &asked);
+        // A page whose entries all went before their lookups is followed by the next.
+        xlator_api::sdk::listing_page(offset, |offset| async move {
             let r = async {
                 self.ensure(i, cx, fd).await?;
-                self.child(i).readdirp(&ccx, fd, offset, size).await
+                self.child(i).readdirp(ccx, fd, offset, size).await
             }
             .await;
             let list = match r {
@@ -787,17 +787,10 @@ impl<S: Spelling> Translator for ReplicateAs<S> {
                     return Err(e);
                 }
             };
-            let Some(last) = list.last().map(|d| d.next_offset) else {
-                return Ok(RVec::new());
-            };
-            let page = self.check_entries(cx, fd, i, &asked, list).await;
-            if !page.is_empty() {
-                return Ok(page);
-            }
-            // Every entry of the page went since child `i` listed it: an empty reply would
-            // end the caller's listing here, so read on from where the page stopped.
-            offset = last;
-        }
+            let next = list.last().map(|d| d.next_offset);
+            Ok((next, self.check_entries(cx, fd, i, asked, list).await))
+        })
+        .await
     }
 
     // ---- data and metadata transactions ----

@@ -70,13 +70,14 @@ impl Shared {
         &self,
         cx: &Ctx,
         fd: Fd,
-        mut offset: u64,
+        offset: u64,
         size: u32,
     ) -> Result<RVec<DirEntry>, Errno> {
-        loop {
+        // A page whose entries all moved to other directories is followed by the next.
+        xlator_api::sdk::listing_page(offset, |offset| async move {
             let (mut out, marked) = self.readdirp_marked(cx, fd, offset, size).await?;
             if marked.is_empty() {
-                return Ok(out);
+                return Ok((None, out));
             }
             let mut moved_out = Vec::new();
             for (name, gfid, r) in marked {
@@ -93,16 +94,11 @@ impl Shared {
                     moved_out.push(name);
                 }
             }
-            let Some(next) = out.last().map(|e| e.next_offset) else {
-                return Ok(out);
-            };
+            let next = out.last().map(|e| e.next_offset);
             out.retain(|e| !moved_out.contains(&e.name));
-            // An empty page would end the listing: read on after what was left out.
-            if !out.is_empty() {
-                return Ok(out);
-            }
-            offset = next;
-        }
+            Ok((next, out))
+        })
+        .await
     }
 
     /// [`Self::readdirp`] without the finishing: the entries, and the marked subdirectories

@@ -96,21 +96,14 @@ impl Shared {
         size: u32,
     ) -> Result<RVec<DirEntry>, Errno> {
         self.ensure(0, cx, fd).await?;
-        let gcx = with_geometry_req(cx);
-        let mut offset = offset;
-        loop {
-            let list = self.children[0].readdirp(&gcx, fd, offset, size).await?;
-            let Some(last) = list.last().map(|d| d.next_offset) else {
-                return Ok(RVec::new());
-            };
-            let page = self.complete_page(cx, &gcx, fd, list).await?;
-            if !page.is_empty() {
-                return Ok(page);
-            }
-            // Every entry of child 0's page was removed since it listed them: an empty reply
-            // would end the caller's listing here, so read on from where the page stopped.
-            offset = last;
-        }
+        let gcx = &with_geometry_req(cx);
+        // A page whose files were all removed before their lookups is followed by the next.
+        xlator_api::sdk::listing_page(offset, |offset| async move {
+            let list = self.children[0].readdirp(gcx, fd, offset, size).await?;
+            let next = list.last().map(|d| d.next_offset);
+            Ok((next, self.complete_page(cx, gcx, fd, list).await?))
+        })
+        .await
     }
 
     /// Child 0's listing `list` with each regular file's attributes merged from every
