@@ -64,7 +64,7 @@ pub use options::{
     FromOption, OptionKind, OptionKv, OptionSpec, Options, XlatorOptions, parse_bool,
     parse_duration, parse_size,
 };
-pub use sdk::{ChildState, Init, Translator, one_child, panic_message, reopen_fd};
+pub use sdk::{ChildState, Init, Translator, listing_page, one_child, panic_message, reopen_fd};
 pub use services::{BlockingJob, EventSink, HostServices, LogFn, LogLevel, LogSink};
 pub use types::*;
 
