@@ -13,10 +13,10 @@
 
 use futures::future::join_all;
 use xlator_api::abi_stable::std_types::{RString, RVec};
-use xlator_api::{Ctx, DirEntry, Errno, Fd, Gfid, XattrReq};
+use xlator_api::{Ctx, DirEntry, Errno, Fd, Gfid};
 
 use crate::ahead::{Asker, Page, WINDOW};
-use crate::dirrename::{RENAMING_XATTR, Renaming};
+use crate::dirrename::{Renaming, asking_for_marks};
 use crate::shared::{Home, Shared, dirent_is_linkfile, first_error, strip_own, with_own_req};
 
 /// Reads from the children one call may wait for when it already has entries to return.
@@ -113,13 +113,7 @@ impl Shared {
         let (mut child, mut off) = crate::shared::lock(&self.cookies).decode(offset)?;
         let (rcx, caller) = with_own_req(cx);
         // Child 0's pages (where subdirectories are listed from) carry the rename marks too.
-        let rcx0 = match rcx.ext::<XattrReq>() {
-            Some(mut req) => {
-                req.names.push(RENAMING_XATTR.into());
-                rcx.to_builder().ext(&req).build()
-            }
-            None => rcx.clone(),
-        };
+        let rcx0 = asking_for_marks(&rcx);
         let rcx_of = |child: usize| if child == 0 { &rcx0 } else { &rcx };
         let mut marked = Vec::new();
         let asker = Asker::of(cx);
@@ -207,8 +201,7 @@ impl Shared {
                     used += cost;
                     e.next_offset = cookies.encode(child, e.next_offset);
                     if e.attr.is_dir()
-                        && let Some(r) = xlator_api::find_xattr(&e.xattrs, RENAMING_XATTR)
-                            .and_then(|v| Renaming::decode(v.as_slice()))
+                        && let Some(r) = Renaming::marked_in(&e.xattrs)
                     {
                         marked.push((e.name.clone(), e.attr.gfid, r));
                     }

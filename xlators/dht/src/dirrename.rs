@@ -15,7 +15,7 @@
 //! either name, never undone: its caller got no answer, and a rename that went through just
 //! before the crash is as valid an outcome.
 
-use xlator_api::{Ctx, Errno, Gfid, Loc, LogLevel, Xattr};
+use xlator_api::{Ctx, Errno, Gfid, Loc, LogLevel, Xattr, XattrReq};
 
 use crate::shared::Shared;
 
@@ -42,6 +42,12 @@ impl Renaming {
         v
     }
 
+    /// The rename a copy's xattrs (as a lookup or listing asked for them with
+    /// [`asking_for_marks`]) say is in progress.
+    pub fn marked_in(xattrs: &[Xattr]) -> Option<Renaming> {
+        Renaming::decode(xlator_api::find_xattr(xattrs, RENAMING_XATTR)?.as_slice())
+    }
+
     pub fn decode(b: &[u8]) -> Option<Renaming> {
         let gfid = |s: &[u8]| Some(Gfid(s.try_into().ok()?));
         let old_parent = gfid(b.get(..16)?)?;
@@ -56,6 +62,17 @@ impl Renaming {
             old: Loc::new(old_parent, old_name),
             new: Loc::new(new_parent, new_name),
         })
+    }
+}
+
+/// `cx` with [`RENAMING_XATTR`] added to the xattrs it asks for (when it asks for some).
+pub(crate) fn asking_for_marks(cx: &Ctx) -> Ctx {
+    match cx.ext::<XattrReq>() {
+        Some(mut req) => {
+            req.names.push(RENAMING_XATTR.into());
+            cx.to_builder().ext(&req).build()
+        }
+        None => cx.clone(),
     }
 }
 

@@ -679,24 +679,21 @@ impl Shared {
         }
         // An exchange swaps two directories: a lookup could not tell which half to finish,
         // so it is not marked (child 0, then the others, as before).
-        let exchange = flags & RENAME_EXCHANGE != 0;
-        let first = if exchange { 0 } else { target.hashed };
-        let marked = if exchange {
-            None
-        } else {
+        let marked = flags & RENAME_EXCHANGE == 0;
+        let first = if marked { target.hashed } else { 0 };
+        if marked {
             let r = Renaming {
                 old: old.clone(),
                 new: new.clone(),
             };
             self.mark_renaming(dir, &r).await?;
-            Some(r)
-        };
+        }
         if let Err(e) = self.children[first]
             .rename(cx, old.clone(), new.clone(), flags)
             .await
         {
             // Nothing renamed anywhere: the marks go, the error is the answer.
-            if marked.is_some() {
+            if marked {
                 self.unmark_renaming(dir).await;
             }
             return Err(e);
@@ -718,7 +715,7 @@ impl Shared {
                         old.name,
                         new.parent,
                         new.name,
-                        if marked.is_some() {
+                        if marked {
                             "; the next lookup of either name finishes it"
                         } else {
                             ""
@@ -727,7 +724,7 @@ impl Shared {
                 );
             }
         }
-        if marked.is_some() && !failed {
+        if marked && !failed {
             self.unmark_renaming(dir).await;
         }
         Ok(())

@@ -19,7 +19,7 @@ use xlator_api::{
     XattrReq,
 };
 
-use crate::dirrename::{RENAMING_XATTR, Renaming};
+use crate::dirrename::{Renaming, asking_for_marks};
 use crate::layout::{self, LAYOUT_XATTR, Layout, Slice};
 use crate::shared::{
     Home, LINK_MODE, LINKTO_XATTR, Shared, entry_is_linkfile, first_error, internal_with,
@@ -376,11 +376,8 @@ impl Shared {
         loc: &Loc,
         known: Option<(usize, Entry)>,
     ) -> Result<(Found, Option<(Gfid, Renaming)>), Errno> {
-        let (mut rcx, caller) = with_own_req(cx);
-        if let Some(mut req) = rcx.ext::<XattrReq>() {
-            req.names.push(RENAMING_XATTR.into());
-            rcx = rcx.to_builder().ext(&req).build();
-        }
+        let (rcx, caller) = with_own_req(cx);
+        let rcx = asking_for_marks(&rcx);
         let known_at = known.as_ref().map(|k| k.0);
         let replies: Vec<Result<Entry, Errno>> = self
             .fan(|i| {
@@ -413,8 +410,7 @@ impl Shared {
         // lookup finishes the rename.
         if let Some((e, r)) = replies.iter().find_map(|r| {
             let e = r.as_ref().ok().filter(|e| e.attr.is_dir())?;
-            let m = Renaming::decode(e.xattr(RENAMING_XATTR)?.as_slice())?;
-            Some((e, m))
+            Some((e, Renaming::marked_in(&e.xattrs)?))
         }) && r.new == *loc
             && replies
                 .iter()
@@ -517,7 +513,7 @@ impl Shared {
         let renaming = copies
             .iter()
             .flatten()
-            .find_map(|e| Renaming::decode(e.xattr(RENAMING_XATTR)?.as_slice()))
+            .find_map(|e| Renaming::marked_in(&e.xattrs))
             .map(|r| (gfid, r));
         strip_own(&mut entry.xattrs, caller.as_ref());
         Ok((Found::Dir { entry }, renaming))
