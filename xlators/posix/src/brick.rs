@@ -213,8 +213,9 @@ impl Brick {
             .collect()
     }
 
-    /// Recreates the handle of `(dir, name)` (GFID `g`) if it is missing: a crash between
-    /// the GFID xattr and the handle link, or a handle removed by hand.
+    /// Recreates the handle of `(dir, name)` (GFID `g`) if it is missing (a crash between
+    /// the GFID xattr and the handle link, or a handle removed by hand), and points a
+    /// directory's link naming no directory of GFID `g` here.
     pub fn heal_handle(
         &self,
         g: Gfid,
@@ -223,11 +224,28 @@ impl Brick {
         name: &str,
         st: &libc::stat,
     ) {
+        let is_dir = st.st_mode & libc::S_IFMT == libc::S_IFDIR;
+        // A directory's handle that resolves (its fd is usually cached) is fine as it is.
+        if is_dir && self.h.resolve(g).err() != Some(crate::handle::STALE) {
+            return;
+        }
         if !self.h.missing(g) {
+            // A directory's link left naming its old place by a crash between a rename and
+            // the link's move is pointed at where the directory is now.
+            if is_dir && self.h.dangling_dir_link(g) {
+                match creds::as_root(|| self.h.set_dir_link(g, dir_gfid, name)) {
+                    Ok(()) => {
+                        tracing::info!(target: "xlfs::posix", "pointed the dangling handle of {g} at {dir_gfid}/{name}")
+                    }
+                    Err(e) => {
+                        tracing::warn!(target: "xlfs::posix", "cannot fix the handle of {g}: {e:?}")
+                    }
+                }
+            }
             return;
         }
         let r = creds::as_root(|| {
-            if st.st_mode & libc::S_IFMT == libc::S_IFDIR {
+            if is_dir {
                 self.h.new_dir_link(g, dir_gfid, name)
             } else {
                 self.h.link_object(g, dir, name)

@@ -497,6 +497,16 @@ impl Handles {
         )
     }
 
+    /// Whether the handle of `g` is a directory link naming no directory of GFID `g`: a
+    /// brick killed between making a new directory's link and renaming the directory into
+    /// place (a staged mkdir), or between renaming a directory and moving its link, leaves
+    /// one. An object whose last name went ([`Self::is_pending`]) is not one.
+    pub fn dangling_dir_link(&self, g: Gfid) -> bool {
+        !self.is_pending(g)
+            && self.stat_handle(g).is_ok_and(|st| st.st_mode & libc::S_IFMT == libc::S_IFLNK)
+            && self.resolve(g).err() == Some(STALE)
+    }
+
     /// Whether the handle of `g` exists.
     pub fn exists(&self, g: Gfid) -> bool {
         g == Gfid::ROOT || self.is_pending(g) || self.stat_handle(g).is_ok()

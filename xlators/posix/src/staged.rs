@@ -146,10 +146,22 @@ impl Undo<'_> {
 }
 
 /// The GFID a new object gets: the requested one, refused (EEXIST) if the brick knows it.
+/// A dangling directory link of that GFID ([`Handles::dangling_dir_link`]: a crash between
+/// a staged mkdir's two steps) is removed first: otherwise the heal that makes the missing
+/// directory on this brick would fail on it forever.
+///
+/// [`Handles::dangling_dir_link`]: crate::handle::Handles::dangling_dir_link
 fn new_gfid(b: &Brick, req: Option<Gfid>) -> Result<Gfid, Errno> {
     let g = req.filter(|g| !g.is_null()).unwrap_or_else(Gfid::random);
-    if g == Gfid::ROOT || b.h.exists(g) {
+    if g == Gfid::ROOT {
         return Err(Errno::EEXIST);
+    }
+    if b.h.exists(g) {
+        if !b.h.dangling_dir_link(g) {
+            return Err(Errno::EEXIST);
+        }
+        tracing::warn!(target: "xlfs::posix", "removing the dangling directory handle of {g} (a crash mid-mkdir or mid-rename) to make it anew");
+        b.h.remove(g)?;
     }
     Ok(g)
 }

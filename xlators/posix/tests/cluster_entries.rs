@@ -629,3 +629,53 @@ async fn link_replies_with_the_asked_xattrs() {
     assert_eq!(names_of(&e.xattrs), ["trusted.afr.c0"]);
     assert_eq!(e.attr.nlink, 2);
 }
+
+/// A brick killed in a staged mkdir after the new directory's handle (a link to its
+/// parent and name) was made and before the directory was renamed into place leaves a
+/// dangling link (and a staged directory, removed at the next start). Replicate's heal then
+/// makes that directory, with that GFID, on this brick: the dangling link must not refuse
+/// it (EEXIST, forever: the heal never finished), while a live directory's GFID still is.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_mkdir_cut_short_by_a_crash_does_not_block_its_gfid() {
+    let d = tempfile::tempdir().expect("tempdir");
+    let g = Gfid::random();
+    let top = brick_at(d.path());
+    let cx = Ctx::builder(0, 0).ext(&GfidReq(g)).build();
+    make(&top, &cx, "mkdir", Gfid::ROOT, "d").await.expect("mkdir");
+    drop(top);
+    // What the crash leaves: the link, and the directory still in the staging area.
+    std::fs::rename(d.path().join("d"), d.path().join(".xlfs/tmp/staged")).expect("unstage");
+    let top = brick_at(d.path());
+    assert_eq!(staged(d.path()), 0);
+    assert!(handle_of(d.path(), g).symlink_metadata().is_ok(), "link left");
+    assert_eq!(top.stat(&root(), g).await.err(), Some(Errno::ESTALE));
+    let e = make(&top, &cx, "mkdir", Gfid::ROOT, "d").await.expect("the heal's mkdir");
+    assert_eq!(e.attr.gfid, g);
+    assert!(top.stat(&root(), g).await.expect("by gfid").is_dir());
+    // A GFID a directory really has is still refused, and the directory keeps it.
+    let again = make(&top, &cx, "mkdir", Gfid::ROOT, "other").await;
+    assert_eq!(again.err(), Some(Errno::EEXIST));
+    assert!(top.stat(&root(), g).await.expect("by gfid").is_dir());
+    let l = top.lookup(&root(), loc(Gfid::ROOT, "d")).await.expect("lookup");
+    assert_eq!(l.attr.gfid, g);
+}
+
+/// A brick killed between renaming a directory and moving its handle leaves the handle
+/// naming the old place: GFID fops on the directory fail (ESTALE) until a lookup of its
+/// new name points the handle there.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lookup_points_a_directory_handle_left_at_its_old_name_to_the_new_one() {
+    let d = tempfile::tempdir().expect("tempdir");
+    let top = brick_at(d.path());
+    let g = mkdir(&top, &root(), Gfid::ROOT, "old").await.attr.gfid;
+    drop(top);
+    std::fs::rename(d.path().join("old"), d.path().join("new")).expect("rename by hand");
+    let top = brick_at(d.path());
+    assert_eq!(top.stat(&root(), g).await.err(), Some(Errno::ESTALE));
+    let l = top.lookup(&root(), loc(Gfid::ROOT, "new")).await.expect("lookup");
+    assert_eq!(l.attr.gfid, g);
+    assert!(top.stat(&root(), g).await.expect("by gfid after the lookup").is_dir());
+    let inside = mkdir(&top, &root(), g, "child").await;
+    assert!(!inside.attr.gfid.is_null());
+    assert!(d.path().join("new/child").is_dir());
+}
