@@ -48,8 +48,9 @@ use xlator_api::{FileType, Gfid, Iatt};
 /// forgotten here is only dropped from the kernel's cache later, at its entry timeout).
 pub const NAMES_MAX: usize = 16;
 
-/// How long after an ESTALE the kernel's retry lookup from that thread, and the request
-/// after it, are taken as the retry (see [`InodeTable::expect_retry`]).
+/// How long after an ESTALE the next getattr or open of a non-directory from that thread is
+/// taken as the kernel's retry (see [`InodeTable::expect_retry`]): the retry follows at
+/// once, unless the machine is loaded.
 pub const RETRY_WINDOW: Duration = Duration::from_secs(1);
 
 /// Threads waiting for such a retry that are remembered at once.
@@ -78,9 +79,8 @@ struct Node {
     /// client removed can be dropped from the kernel's cache once a reply shows the object
     /// has no name left ([`InodeTable::take_names`]).
     names: Vec<(INodeNo, Box<std::ffi::OsStr>)>,
-    /// When the latest lookup reply that gave the node was sent, until a request uses it,
-    /// and whether that lookup was the kernel's retry after this mount answered ESTALE.
-    named_at: Option<(Instant, bool)>,
+    /// When the latest lookup reply that gave the node was sent, until a request uses it.
+    named_at: Option<Instant>,
 }
 
 /// Entry fops in one directory, for its `postparent` attributes.
@@ -458,20 +458,20 @@ impl InodeTable {
         self.write().drop_name(parent, name);
     }
 
-    /// A lookup (a path walk of the kernel) from thread `pid` just gave the kernel `node`
-    /// (see [`take_fresh`](Self::take_fresh)).
-    pub fn looked_up(&self, node: INodeNo, pid: u32) {
-        let mut inner = self.write();
-        let now = Instant::now();
-        let retry = (inner.retrying.remove(&pid)).is_some_and(|t| now - t < RETRY_WINDOW);
-        if let Some(n) = inner.nodes.get_mut(&node.0) {
-            n.named_at = Some((now, retry));
+    /// A lookup (a path walk of the kernel) just gave the kernel `node` (see
+    /// [`take_fresh`](Self::take_fresh)).
+    pub fn looked_up(&self, node: INodeNo) {
+        if let Some(n) = self.write().nodes.get_mut(&node.0) {
+            n.named_at = Some(Instant::now());
         }
     }
 
-    /// This mount answered a getattr or open of thread `pid` with ESTALE: the kernel looks
-    /// the name up again from that thread, and the request after that lookup is taken as
-    /// fresh however long it comes after it (up to [`RETRY_WINDOW`]).
+    /// This mount answered a getattr or open of thread `pid` with ESTALE: the kernel walks
+    /// the path again from that thread (LOOKUP_REVAL, once) and repeats the request, which
+    /// [`take_fresh_for`](Self::take_fresh_for) then takes as fresh (up to
+    /// [`RETRY_WINDOW`] later). The walk may look the name up twice (to revalidate the
+    /// cached name, then anew) and stat the node in a permission check before the request:
+    /// only the thread tells the retry apart.
     pub fn expect_retry(&self, pid: u32) {
         let mut inner = self.write();
         let now = Instant::now();
@@ -481,6 +481,26 @@ impl InodeTable {
         if inner.retrying.len() < RETRYING_MAX {
             inner.retrying.insert(pid, now);
         }
+    }
+
+    /// [`take_fresh`](Self::take_fresh) for a getattr or open of thread `pid`, which is
+    /// also fresh when it is the kernel's retry after this mount answered that thread
+    /// ESTALE ([`expect_retry`](Self::expect_retry)). A directory's getattr (a permission
+    /// check on the way) leaves the retry to the request it is for.
+    pub fn take_fresh_for(&self, node: INodeNo, window: Duration, pid: u32) -> bool {
+        let fresh = self.take_fresh(node, window);
+        if self.read().retrying.is_empty() {
+            return fresh;
+        }
+        let mut inner = self.write();
+        let is_dir = (inner.nodes.get(&node.0))
+            .and_then(|n| n.last.as_ref())
+            .is_some_and(|a| a.is_dir());
+        if is_dir {
+            return fresh;
+        }
+        let retry = (inner.retrying.remove(&pid)).is_some_and(|t| t.elapsed() < RETRY_WINDOW);
+        fresh || retry
     }
 
     /// A request other than getattr/open used `node`: a lookup before it was for it.
@@ -506,9 +526,7 @@ impl InodeTable {
         let Some(n) = inner.nodes.get_mut(&node.0) else {
             return false;
         };
-        n.named_at
-            .take()
-            .is_some_and(|(t, retry)| t.elapsed() < if retry { RETRY_WINDOW } else { window })
+        n.named_at.take().is_some_and(|t| t.elapsed() < window)
     }
 
     /// The names recorded for `node`, newest last.
@@ -755,27 +773,35 @@ mod tests {
         let n = t.remember(Gfid::random());
         let window = Duration::from_millis(50);
         assert!(!t.take_fresh(n, window), "no lookup yet");
-        t.looked_up(n, 1);
+        t.looked_up(n);
         assert!(t.take_fresh(n, window));
         assert!(!t.take_fresh(n, window), "used up by the first request");
-        t.looked_up(n, 1);
+        t.looked_up(n);
         std::thread::sleep(window);
         assert!(!t.take_fresh(n, window), "too long after the lookup");
-        t.looked_up(n, 1);
+        t.looked_up(n);
         t.used(n);
         assert!(!t.take_fresh(n, window), "another request used it");
-        // After an ESTALE to thread 2, its next lookup stays fresh past the window; the
-        // lookup of another thread does not take thread 2's retry.
+        // After an ESTALE to thread 2, its next getattr or open of a non-directory is the
+        // kernel's retry, however long after the lookups (and whatever used the node in
+        // between); another thread's request is not, nor a directory's getattr.
+        let a = Iatt {
+            gfid: Gfid::random(),
+            kind: FileType::Directory,
+            ..Iatt::default()
+        };
+        let dir = t.remember(a.gfid);
+        t.note_attr(dir, &a, t.stamp());
         t.expect_retry(2);
-        t.looked_up(n, 3);
+        t.looked_up(n);
+        t.used(n);
         std::thread::sleep(window);
-        assert!(!t.take_fresh(n, window), "thread 3 made no retry");
-        t.looked_up(n, 2);
+        assert!(!t.take_fresh_for(n, window, 3), "thread 3 made no retry");
+        assert!(!t.take_fresh_for(dir, window, 2), "a directory on the way");
+        assert!(t.take_fresh_for(n, window, 2), "thread 2's retry");
+        t.looked_up(n);
         std::thread::sleep(window);
-        assert!(t.take_fresh(n, window), "thread 2's retry");
-        t.looked_up(n, 2);
-        std::thread::sleep(window);
-        assert!(!t.take_fresh(n, window), "one retry per ESTALE");
+        assert!(!t.take_fresh_for(n, window, 2), "one retry per ESTALE");
     }
 
     #[test]

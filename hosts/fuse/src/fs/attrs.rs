@@ -25,8 +25,8 @@ impl XlfsFs {
         let fd = fh.and_then(|fh| Some((fh, self.s.fds.get(fh)?)));
         let cx = ctx(req, Need::of(Fop::Stat), None);
         let stamp = self.s.inodes.stamp();
-        let fresh = self.s.inodes.take_fresh(ino, FRESH_NAME);
         let pid = req.pid();
+        let fresh = self.s.inodes.take_fresh_for(ino, FRESH_NAME, pid);
         self.spawn(|s| async move {
             // (A directory not opened on its graph yet is asked by GFID.)
             let fd = match fd {

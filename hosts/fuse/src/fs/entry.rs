@@ -23,14 +23,13 @@ impl XlfsFs {
         }
         let cx = ctx(req, Need::of(Fop::Lookup), None);
         let stamp = self.s.inodes.stamp();
-        let pid = req.pid();
         self.spawn(|s| async move {
             let name = loc.name.clone();
             let r = s.graph().top().lookup(&cx, loc).await;
             if r == Err(Errno::ENOENT) && !s.opts.negative_timeout.is_zero() {
                 return reply_negative(reply, &s.opts.negative_timeout);
             }
-            s.reply_entry_at(reply, r, stamp, parent, &name, Some(pid));
+            s.reply_entry_at(reply, r, stamp, parent, &name, true);
         });
     }
 
@@ -66,7 +65,7 @@ impl XlfsFs {
                 .mknod(&cx, loc, mode, u64::from(rdev), umask)
                 .await;
             s.end_dir_op(parent, ds, r.as_ref().ok().map(|e| &e.postparent));
-            s.reply_entry_at(reply, r, stamp, parent, &name, None);
+            s.reply_entry_at(reply, r, stamp, parent, &name, false);
         });
     }
 
@@ -141,7 +140,7 @@ impl XlfsFs {
             let name = loc.name.clone();
             let r = s.graph().top().symlink(&cx, loc, target).await;
             s.end_dir_op(parent, ds, r.as_ref().ok().map(|e| &e.postparent));
-            s.reply_entry_at(reply, r, stamp, parent, &name, None);
+            s.reply_entry_at(reply, r, stamp, parent, &name, false);
         });
     }
 
@@ -206,7 +205,7 @@ impl XlfsFs {
             let name = new.name.clone();
             let r = s.graph().top().link(&cx, gfid, new).await;
             s.end_dir_op(newparent, ds, r.as_ref().ok().map(|e| &e.postparent));
-            s.reply_entry_at(reply, r, stamp, newparent, &name, None);
+            s.reply_entry_at(reply, r, stamp, newparent, &name, false);
         });
     }
 }

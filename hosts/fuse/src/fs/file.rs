@@ -41,8 +41,8 @@ impl XlfsFs {
         // right after the lookup that gave the node (`fresh`) needs neither: that lookup's
         // reply just gave the kernel the name and the attributes (and FUSE_AUTO_INVAL_DATA
         // dropped its pages if they changed), so it costs no extra round trip.
-        let fresh = self.s.inodes.take_fresh(ino, FRESH_NAME);
         let pid = req.pid();
+        let fresh = self.s.inodes.take_fresh_for(ino, FRESH_NAME, pid);
         let check = (!self.s.opts.writeback_cache && !fresh).then(|| {
             let names: Vec<Loc> = (self.s.inodes.names(ino).into_iter())
                 .filter_map(|(p, n)| {

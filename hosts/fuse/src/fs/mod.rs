@@ -124,7 +124,7 @@ impl Shared {
         stamp: Stamp,
         parent: INodeNo,
         name: &str,
-        lookup: Option<u32>,
+        lookup: bool,
     ) {
         self.reply_entry_made(reply, r, stamp, None, Some((parent, name, lookup)));
     }
@@ -226,7 +226,7 @@ impl Shared {
         r: Result<Entry, Errno>,
         stamp: Stamp,
         made: Option<Instant>,
-        named: Option<(INodeNo, &str, Option<u32>)>,
+        named: Option<(INodeNo, &str, bool)>,
     ) {
         match r
             .map_err(errno)
@@ -240,8 +240,8 @@ impl Shared {
                     && attr.kind != fuser::FileType::Directory
                 {
                     self.inodes.note_name(attr.ino, parent, OsStr::new(name));
-                    if let Some(pid) = lookup {
-                        self.inodes.looked_up(attr.ino, pid);
+                    if lookup {
+                        self.inodes.looked_up(attr.ino);
                     }
                 }
                 reply.entry_with_ttls(
@@ -503,11 +503,13 @@ fn changed_since(before: Option<&Iatt>, now: Option<&Iatt>) -> bool {
 /// it is used as found (stat, open and read see it as it was, never ESTALE; storage/posix
 /// keeps it reachable for `unlinked-grace`). Otherwise the kernel reached it through a
 /// cached name and gets ESTALE, which it answers by looking the name up again once
-/// (LOOKUP_REVAL): the walk then finds what the name is now, or that it is gone. That
-/// retry's lookup comes from the thread this mount answered ESTALE
-/// ([`InodeTable::expect_retry`]), and the request after it opens or stats what it found
-/// even if it comes later than this (a loaded machine) or the name changed again: the walk
-/// began after the change the ESTALE was for, and the kernel would not retry twice.
+/// (LOOKUP_REVAL): the walk then finds what the name is now, or that it is gone. The next
+/// getattr or open of a non-directory from the thread this mount answered ESTALE is that
+/// retry's request ([`InodeTable::expect_retry`]: the thread is still inside the system
+/// call), and it opens or stats what the walk found even if it comes later than this (a
+/// loaded machine), other requests used the node meanwhile (a permission check's getattr)
+/// or the name changed again: the walk began after the change the ESTALE was for, and the
+/// kernel would not retry twice.
 const FRESH_NAME: Duration = Duration::from_millis(100);
 
 /// How many times a create without O_EXCL is tried when the name it found taken is gone
