@@ -503,7 +503,9 @@ impl Handles {
     /// one. An object whose last name went ([`Self::is_pending`]) is not one.
     pub fn dangling_dir_link(&self, g: Gfid) -> bool {
         !self.is_pending(g)
-            && self.stat_handle(g).is_ok_and(|st| st.st_mode & libc::S_IFMT == libc::S_IFLNK)
+            && self
+                .stat_handle(g)
+                .is_ok_and(|st| st.st_mode & libc::S_IFMT == libc::S_IFLNK)
             && self.resolve(g).err() == Some(STALE)
     }
 

@@ -641,22 +641,32 @@ async fn a_mkdir_cut_short_by_a_crash_does_not_block_its_gfid() {
     let g = Gfid::random();
     let top = brick_at(d.path());
     let cx = Ctx::builder(0, 0).ext(&GfidReq(g)).build();
-    make(&top, &cx, "mkdir", Gfid::ROOT, "d").await.expect("mkdir");
+    make(&top, &cx, "mkdir", Gfid::ROOT, "d")
+        .await
+        .expect("mkdir");
     drop(top);
     // What the crash leaves: the link, and the directory still in the staging area.
     std::fs::rename(d.path().join("d"), d.path().join(".xlfs/tmp/staged")).expect("unstage");
     let top = brick_at(d.path());
     assert_eq!(staged(d.path()), 0);
-    assert!(handle_of(d.path(), g).symlink_metadata().is_ok(), "link left");
+    assert!(
+        handle_of(d.path(), g).symlink_metadata().is_ok(),
+        "link left"
+    );
     assert_eq!(top.stat(&root(), g).await.err(), Some(Errno::ESTALE));
-    let e = make(&top, &cx, "mkdir", Gfid::ROOT, "d").await.expect("the heal's mkdir");
+    let e = make(&top, &cx, "mkdir", Gfid::ROOT, "d")
+        .await
+        .expect("the heal's mkdir");
     assert_eq!(e.attr.gfid, g);
     assert!(top.stat(&root(), g).await.expect("by gfid").is_dir());
     // A GFID a directory really has is still refused, and the directory keeps it.
     let again = make(&top, &cx, "mkdir", Gfid::ROOT, "other").await;
     assert_eq!(again.err(), Some(Errno::EEXIST));
     assert!(top.stat(&root(), g).await.expect("by gfid").is_dir());
-    let l = top.lookup(&root(), loc(Gfid::ROOT, "d")).await.expect("lookup");
+    let l = top
+        .lookup(&root(), loc(Gfid::ROOT, "d"))
+        .await
+        .expect("lookup");
     assert_eq!(l.attr.gfid, g);
 }
 
@@ -672,9 +682,17 @@ async fn a_lookup_points_a_directory_handle_left_at_its_old_name_to_the_new_one(
     std::fs::rename(d.path().join("old"), d.path().join("new")).expect("rename by hand");
     let top = brick_at(d.path());
     assert_eq!(top.stat(&root(), g).await.err(), Some(Errno::ESTALE));
-    let l = top.lookup(&root(), loc(Gfid::ROOT, "new")).await.expect("lookup");
+    let l = top
+        .lookup(&root(), loc(Gfid::ROOT, "new"))
+        .await
+        .expect("lookup");
     assert_eq!(l.attr.gfid, g);
-    assert!(top.stat(&root(), g).await.expect("by gfid after the lookup").is_dir());
+    assert!(
+        top.stat(&root(), g)
+            .await
+            .expect("by gfid after the lookup")
+            .is_dir()
+    );
     let inside = mkdir(&top, &root(), g, "child").await;
     assert!(!inside.attr.gfid.is_null());
     assert!(d.path().join("new/child").is_dir());
