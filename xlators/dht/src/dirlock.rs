@@ -6,13 +6,27 @@
 //! directory another client was removing (copies left behind with no copy on child 0), or
 //! a mkdir's own copies before it made them (it then failed EEXIST and removed child 0's).
 //! GlusterFS takes an entrylk on the hashed child, and inodelks on every child for rmdir.
+//!
+//! A directory's layout is written (a lookup's repair, `fix-layout`, `commit-layout`) under
+//! its layout lock: an inodelk in domain [`LAYOUT_LOCK_DOMAIN`] on child 0's copy, waited
+//! for, with the slices read again under it. Two clients that find one anomalous layout at
+//! once then write one layout: the second finds the first's and uses it. Without the lock
+//! each wrote the layout it computed, possibly from slices read halfway through the other's
+//! writes, and a layout marked trusted by one could replace the other's under which files
+//! were already placed. (GlusterFS locks a layout heal in its own inodelk domain too.)
 
-use xlator_api::{Ctx, EntrylkCmd, Errno, LkOwner, Loc};
+use std::future::Future;
 
+use xlator_api::{Ctx, EntrylkCmd, Errno, Gfid, LkCmd, LkOwner, Loc, LockKind};
+
+use crate::migrate::{new_owner, whole};
 use crate::shared::Shared;
 
 /// The entrylk domain of distribute's directory locks.
 pub const DIR_LOCK_DOMAIN: &str = "cluster/distribute.dir";
+
+/// The inodelk domain of distribute's layout lock.
+pub const LAYOUT_LOCK_DOMAIN: &str = "cluster/distribute.layout";
 
 /// Names locked by one owner on child 0 (none when child 0 has no lock support).
 pub(crate) struct NameLocks {
@@ -29,7 +43,7 @@ impl Shared {
         sorted.sort_by(|a, b| (a.parent.0, a.name.as_str()).cmp(&(b.parent.0, b.name.as_str())));
         sorted.dedup_by(|a, b| a.parent == b.parent && a.name == b.name);
         let mut held = NameLocks {
-            owner: crate::migrate::new_owner(),
+            owner: new_owner(),
             locs: Vec::new(),
         };
         let cmd = if wait {
@@ -84,6 +98,34 @@ impl Shared {
         let held = self.lock_names(locs, true).await?;
         let r = op.await;
         self.unlock_names(held).await;
+        r
+    }
+
+    /// `op` with directory `dir`'s layout lock held (see the module docs). Without lock
+    /// support on child 0 (ENOSYS), `op` runs unlocked; another failure to lock is `op`'s.
+    pub(crate) async fn with_layout_lock<R>(
+        &self,
+        dir: Gfid,
+        op: impl Future<Output = Result<R, Errno>>,
+    ) -> Result<R, Errno> {
+        let owner = new_owner();
+        let cx = Ctx::builder(0, 0).lk_owner(owner).build();
+        let lock = |kind, cmd| {
+            self.children[0].inodelk(&cx, LAYOUT_LOCK_DOMAIN.into(), dir, cmd, whole(kind, owner))
+        };
+        match lock(LockKind::Write, LkCmd::SetWait).await {
+            Ok(()) => {}
+            Err(Errno::ENOSYS) => return op.await,
+            Err(e) => return Err(e),
+        }
+        let r = op.await;
+        if let Err(e) = lock(LockKind::Unlock, LkCmd::Set).await {
+            // Freed anyway when this client's connection to the brick goes.
+            self.log(
+                xlator_api::LogLevel::Warn,
+                &format!("unlocking the layout of directory {dir}: {e}"),
+            );
+        }
         r
     }
 }

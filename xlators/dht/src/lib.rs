@@ -16,7 +16,7 @@ pub mod options;
 mod shared;
 mod xlator;
 
-pub use dirlock::DIR_LOCK_DOMAIN;
+pub use dirlock::{DIR_LOCK_DOMAIN, LAYOUT_LOCK_DOMAIN};
 pub use layout::{LAYOUT_XATTR, Layout, Slice};
 pub use options::DhtOptions;
 pub use shared::{LINK_MODE, LINKTO_XATTR};

@@ -101,7 +101,25 @@ impl Shared {
             }
             Err(why) if can_repair && self.all_up() => {
                 let what: Vec<String> = why.iter().map(ToString::to_string).collect();
-                let l = self.repair_layout(dir, slices).await;
+                // Under the layout lock, from the slices as they are now: another client
+                // may have repaired it meanwhile.
+                let repaired = self
+                    .with_layout_lock(dir, async {
+                        let now = self.read_slices(dir).await?;
+                        if let Some(l) = self.settled(&now) {
+                            let l = Arc::new(l);
+                            self.remember_layout(dir, l.clone());
+                            return Ok((l, false));
+                        }
+                        Ok((self.repair_layout(dir, &now).await, true))
+                    })
+                    .await;
+                let l = match repaired {
+                    Ok((l, false)) => return Ok(l),
+                    Ok((l, true)) => l,
+                    // Used now, written by a later repair.
+                    Err(_) => return Ok(Arc::new(self.fresh_layout(dir, false))),
+                };
                 self.log(
                     LogLevel::Info,
                     &format!(

@@ -81,7 +81,7 @@ pub(crate) fn new_owner() -> LkOwner {
     LkOwner(base ^ k.wrapping_mul(0x9e37_79b9_7f4a_7c15))
 }
 
-fn whole(kind: LockKind, owner: LkOwner) -> Flock {
+pub(crate) fn whole(kind: LockKind, owner: LkOwner) -> Flock {
     Flock {
         kind,
         start: 0,
@@ -166,7 +166,7 @@ impl Shared {
     }
 
     /// Each child's slice of directory `dir`, read now (`Err`: a child did not answer).
-    async fn read_slices(&self, dir: Gfid) -> Result<Vec<Option<Slice>>, Errno> {
+    pub(crate) async fn read_slices(&self, dir: Gfid) -> Result<Vec<Option<Slice>>, Errno> {
         let cx = Ctx::root();
         let names: RVec<RString> = vec![RString::from(LAYOUT_XATTR)].into();
         let replies = self
@@ -182,7 +182,7 @@ impl Shared {
 
     /// The layout the slices make if it is complete and leaves out exactly the decommissioned
     /// children.
-    fn settled(&self, slices: &[Option<Slice>]) -> Option<Layout> {
+    pub(crate) fn settled(&self, slices: &[Option<Slice>]) -> Option<Layout> {
         let mut ex = self.excluded();
         ex.sort_unstable();
         Layout::merge(slices)
@@ -207,12 +207,19 @@ impl Shared {
                 .await?;
         }
         self.forget_layout(dir);
-        let slices = self.read_slices(dir).await?;
-        if let Some(l) = self.settled(&slices) {
-            self.remember_layout(dir, std::sync::Arc::new(l));
+        let fixed = self
+            .with_layout_lock(dir, async {
+                let slices = self.read_slices(dir).await?;
+                if let Some(l) = self.settled(&slices) {
+                    self.remember_layout(dir, std::sync::Arc::new(l));
+                    return Ok(None);
+                }
+                Ok(Some(self.repair_layout(dir, &slices).await))
+            })
+            .await?;
+        let Some(l) = fixed else {
             return Ok("unchanged");
-        }
-        let l = self.repair_layout(dir, &slices).await;
+        };
         self.log(
             LogLevel::Info,
             &format!(
@@ -234,6 +241,11 @@ impl Shared {
     /// (fix it first).
     pub async fn commit_layout(&self, dir: Gfid) -> Result<&'static str, Errno> {
         self.require_all_up()?;
+        self.with_layout_lock(dir, self.commit_layout_locked(dir))
+            .await
+    }
+
+    async fn commit_layout_locked(&self, dir: Gfid) -> Result<&'static str, Errno> {
         let slices = self.read_slices(dir).await?;
         let Some(l) = self.settled(&slices) else {
             return Err(Errno::EAGAIN);

@@ -1408,3 +1408,81 @@ async fn die_while_held<T>(
     let _ = task.await;
     cluster.handle(stuck).open_gate(fop);
 }
+
+/// A layout repair holds the directory's layout lock (an inodelk on child 0) and reads the
+/// slices again under it: a client that finds an anomalous layout while another client is
+/// repairing it waits, then uses the layout the other wrote instead of writing the one it
+/// computed from what it read before (which could differ, and differ in trust, from the
+/// layout the other client already placed files by).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_layout_repair_waits_for_another_clients_and_keeps_its_layout() {
+    use xlator_api::{Flock, LkCmd, LockKind};
+    let (cluster, top) = setup_on_locks(3, &[]);
+    let d = mkdir(&top, Gfid::ROOT, "d").await;
+    let good = leaf_layout(&cluster, d).await;
+    set_leaf_slice(&cluster, 1, d, None).await;
+    // Another client's repair in progress: it holds the lock.
+    let owner = xlator_api::LkOwner(0x1a7);
+    let other = xlator_api::Ctx::builder(0, 0)
+        .lk_owner(owner)
+        .ext(&xlator_api::ClientId(0x1a7))
+        .build();
+    let lock = |kind| {
+        let leaf = cluster.leaf(0).clone();
+        let other = other.clone();
+        async move {
+            let whole = Flock {
+                kind,
+                start: 0,
+                len: 0,
+                pid: 0,
+                owner,
+            };
+            leaf.inodelk(
+                &other,
+                xlfs_dht::LAYOUT_LOCK_DOMAIN.into(),
+                d,
+                LkCmd::Set,
+                whole,
+            )
+            .await
+        }
+    };
+    lock(LockKind::Write)
+        .await
+        .expect("the other repair's lock");
+    let client = fresh(&cluster, &[]);
+    let looking = tokio::spawn({
+        let client = client.clone();
+        async move { lookup(&client, Gfid::ROOT, "d").await }
+    });
+    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    assert!(
+        !looking.is_finished(),
+        "the lookup repaired while the lock was held"
+    );
+    assert_eq!(
+        leaf_slice(&cluster, 1, d).await,
+        None,
+        "nothing written meanwhile"
+    );
+    // The other client writes its layout: every child's range moved one child on, which is
+    // not what this client would compute (it keeps the ranges children 0 and 2 still had).
+    let theirs: Vec<Option<Slice>> = (0..3).map(|i| good.slice_of((i + 1) % 3)).collect();
+    for (i, s) in theirs.iter().enumerate() {
+        set_leaf_slice(&cluster, i, d, *s).await;
+    }
+    let theirs = Layout::merge(&theirs).expect("a complete layout");
+    lock(LockKind::Unlock).await.expect("unlock");
+    looking.await.expect("join").expect("lookup");
+    assert_eq!(leaf_layout(&cluster, d).await, theirs, "their layout kept");
+    // And this client places names by it.
+    for want in 0..3 {
+        let name = name_on(&theirs, "f", want);
+        create_with(&client, d, &name, b"x").await;
+        assert!(
+            matches!(held(&cluster, want, d, &name).await, Held::File(_)),
+            "{name} on child {want}"
+        );
+    }
+}
