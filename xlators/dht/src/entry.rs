@@ -47,6 +47,11 @@ const RENAME_NOREPLACE: u32 = 1;
 const STALE_SCAN_MAX: usize = 4096;
 const RENAME_EXCHANGE: u32 = 2;
 
+/// How many more times a create without O_EXCL is tried when it found its name taken and
+/// then nowhere, and the first pause before it (doubled each time: 5 + 10 + ... + 80 ms).
+const CREATE_TRIES: u32 = 5;
+const CREATE_PAUSE: std::time::Duration = std::time::Duration::from_millis(5);
+
 impl Shared {
     /// A new non-directory named `loc`, made by `op(child)` on the hashed child (or the child
     /// `min-free-disk` picks, with a link file). EEXIST handling as in the module doc.
@@ -76,6 +81,13 @@ impl Shared {
                 match op(target).await {
                     Ok(e) => match self.make_linkfile(h, loc, target).await {
                         Ok(_) => return Ok((target, e)),
+                        Err(Errno::EEXIST) if self.resolves_to(cx, loc, target, &e).await => {
+                            // Another client's lookup found our file first (a directory
+                            // whose layout is not trusted is searched everywhere) and
+                            // linked it: the create is done. Undoing it here removed the
+                            // file that client had just opened.
+                            return Ok((target, e));
+                        }
                         Err(Errno::EEXIST) => {
                             // The name appeared on the hashed child meanwhile: ours goes.
                             self.undo_made(target, loc, fd).await;
@@ -107,6 +119,17 @@ impl Shared {
         Err(Errno::EEXIST)
     }
 
+    /// Whether `loc` now resolves to the file `made` on child `child`.
+    async fn resolves_to(&self, cx: &Ctx, loc: &Loc, child: usize, made: &Entry) -> bool {
+        matches!(
+            self.resolve(cx, loc).await,
+            Ok(crate::lookup::Resolved {
+                found: Some(Found::File { child: c, entry }),
+                ..
+            }) if c == child && entry.attr.gfid == made.attr.gfid
+        )
+    }
+
     /// Removes a file just made on child `i` (and closes the fd the create opened there).
     async fn undo_made(&self, i: usize, loc: &Loc, fd: Option<Fd>) {
         if let Some(fd) = fd {
@@ -127,48 +150,67 @@ impl Shared {
             flags: fd.flags | libc::O_EXCL,
             ..fd
         };
-        let made = self
-            .make_file(cx, &loc, Some(excl), |i| {
-                self.children[i].create(cx, loc.clone(), excl, mode, umask)
-            })
-            .await;
-        match made {
-            Ok((c, e)) => {
-                self.remember_home(e.attr.gfid, Home::File(c));
-                self.opened(fd, false, one_hot(self.n(), c));
-                let mut e = e;
+        let mut pause = CREATE_PAUSE;
+        for attempt in 0..=CREATE_TRIES {
+            let made = self
+                .make_file(cx, &loc, Some(excl), |i| {
+                    self.children[i].create(cx, loc.clone(), excl, mode, umask)
+                })
+                .await;
+            match made {
+                Ok((c, e)) => {
+                    self.remember_home(e.attr.gfid, Home::File(c));
+                    self.opened(fd, false, one_hot(self.n(), c));
+                    let mut e = e;
+                    strip_own(&mut e.xattrs, cx.ext::<XattrReq>().as_ref());
+                    return Ok(e);
+                }
+                Err(Errno::EEXIST) if fd.flags & libc::O_EXCL == 0 => {
+                    match self.open_existing(cx, &loc, fd).await {
+                        // Taken, yet found nowhere: another client's create diverted by
+                        // `min-free-disk` is between its two steps (its data made, its link
+                        // file not yet), or the name was removed again. Once more, a little
+                        // later.
+                        Err(Errno::ENOENT) if attempt < CREATE_TRIES => {
+                            self.services.sleep(pause).await;
+                            pause *= 2;
+                        }
+                        r => return r,
+                    }
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        Err(Errno::ENOENT)
+    }
+
+    /// A create without O_EXCL that found `loc` taken: opens the file where it lives (EISDIR
+    /// for a directory, ENOENT when nothing resolves).
+    async fn open_existing(&self, cx: &Ctx, loc: &Loc, fd: Fd) -> Result<Entry, Errno> {
+        let r = self.resolve(cx, loc).await?;
+        match r.found {
+            Some(Found::File { child, entry }) => {
+                let ofd = Fd {
+                    gfid: entry.attr.gfid,
+                    flags: fd.flags & !(libc::O_CREAT | libc::O_EXCL),
+                    ..fd
+                };
+                self.children[child].open(cx, ofd).await?;
+                self.opened(fd, false, one_hot(self.n(), child));
+                let attr = self.children[child]
+                    .fstat(cx, ofd)
+                    .await
+                    .unwrap_or(entry.attr);
+                let mut e = Entry {
+                    attr,
+                    postparent: ROption::RNone,
+                    xattrs: entry.xattrs,
+                };
                 strip_own(&mut e.xattrs, cx.ext::<XattrReq>().as_ref());
                 Ok(e)
             }
-            Err(Errno::EEXIST) if fd.flags & libc::O_EXCL == 0 => {
-                // Open the existing file where it lives.
-                let r = self.resolve(cx, &loc).await?;
-                match r.found {
-                    Some(Found::File { child, entry }) => {
-                        let ofd = Fd {
-                            gfid: entry.attr.gfid,
-                            flags: fd.flags & !(libc::O_CREAT | libc::O_EXCL),
-                            ..fd
-                        };
-                        self.children[child].open(cx, ofd).await?;
-                        self.opened(fd, false, one_hot(self.n(), child));
-                        let attr = self.children[child]
-                            .fstat(cx, ofd)
-                            .await
-                            .unwrap_or(entry.attr);
-                        let mut e = Entry {
-                            attr,
-                            postparent: ROption::RNone,
-                            xattrs: entry.xattrs,
-                        };
-                        strip_own(&mut e.xattrs, cx.ext::<XattrReq>().as_ref());
-                        Ok(e)
-                    }
-                    Some(Found::Dir { .. }) => Err(Errno::EISDIR),
-                    None => Err(Errno::ENOENT),
-                }
-            }
-            Err(e) => Err(e),
+            Some(Found::Dir { .. }) => Err(Errno::EISDIR),
+            None => Err(Errno::ENOENT),
         }
     }
 

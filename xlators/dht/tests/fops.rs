@@ -1486,3 +1486,112 @@ async fn a_layout_repair_waits_for_another_clients_and_keeps_its_layout() {
         );
     }
 }
+
+/// A create diverted by `min-free-disk` makes its data on another child, then the link file
+/// on the hashed child. In a directory whose layout is not trusted, another client's lookup
+/// in between finds the data (it asks every child) and makes that link file itself. The
+/// create must then keep its file (which the other client may already have open), not
+/// take the link file for a rival create's, remove its data and make the file again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_diverted_create_keeps_its_file_when_another_clients_lookup_linked_it() {
+    let cluster = MockCluster::with_leaves(vec![MemLeaf::with_capacity(1 << 20), MemLeaf::new()]);
+    let top = cluster
+        .build::<xlfs_dht::Distribute>(&[("min-free-disk", "20%"), ("statfs-interval", "0")]);
+    let d = mkdir(&top, Gfid::ROOT, "d").await;
+    let layout = leaf_layout(&cluster, d).await;
+    let filler = name_on(&layout, "fill", 0);
+    create_with(&top, d, &filler, &vec![7u8; 900 << 10]).await;
+    distrust(&cluster, d).await;
+    let name = name_on(&layout, "raced", 0);
+    // The link file step waits.
+    cluster.handle(0).hold(Fop::Mknod);
+    let creating = tokio::spawn({
+        let top = top.clone();
+        let name = name.clone();
+        async move { create_with(&top, d, &name, b"mine").await }
+    });
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while cluster.handle(0).held(Fop::Mknod) == 0 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the create never reached its link file"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    }
+    let Held::File(g) = held(&cluster, 1, d, &name).await else {
+        panic!("the data is made first, on child 1");
+    };
+    // The other client's lookup: it finds the file on child 1 and links it on child 0
+    // (made here on the leaf, past the held gate).
+    let x = xlator_api::CreateXattrs(vec![(
+        xlfs_dht::LINKTO_XATTR.to_string(),
+        cluster.children()[1].name().as_bytes().to_vec(),
+    )]);
+    cluster
+        .leaf(0)
+        .mknod(
+            &Ctx::builder(0, 0).ext(&x).build(),
+            Loc::new(d, name.as_str()),
+            libc::S_IFREG | xlfs_dht::LINK_MODE,
+            0,
+            0,
+        )
+        .await
+        .expect("the other client's link file");
+    let other = fresh(&cluster, &[]);
+    assert_eq!(lookup(&other, d, &name).await.expect("found").attr.gfid, g);
+    cluster.handle(0).open_gate(Fop::Mknod);
+    let made = creating.await.expect("join");
+    assert_eq!(
+        made, g,
+        "the create returned another file than the one it made"
+    );
+    assert!(matches!(held(&cluster, 0, d, &name).await, Held::Link(_)));
+    assert_eq!(held(&cluster, 1, d, &name).await, Held::File(g));
+    assert_eq!(read_all(&other, g).await, b"mine");
+}
+
+/// Two clients create one name at once without O_EXCL, both diverted by `min-free-disk` to
+/// the same child: the second finds the name taken there but nowhere by lookup while the
+/// first is between its two steps (data made, link file not yet). It waits a little and
+/// opens the first one's file, as open(O_CREAT) must, instead of failing with ENOENT.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_create_racing_a_diverted_create_of_its_name_opens_that_file() {
+    let cluster = MockCluster::with_leaves(vec![MemLeaf::with_capacity(1 << 20), MemLeaf::new()]);
+    let opts = [("min-free-disk", "20%"), ("statfs-interval", "0")];
+    let top = cluster.build::<xlfs_dht::Distribute>(&opts);
+    let d = mkdir(&top, Gfid::ROOT, "d").await;
+    let layout = leaf_layout(&cluster, d).await;
+    let filler = name_on(&layout, "fill", 0);
+    create_with(&top, d, &filler, &vec![7u8; 900 << 10]).await;
+    let name = name_on(&layout, "both", 0);
+    cluster.handle(0).hold(Fop::Mknod);
+    let first = tokio::spawn({
+        let top = top.clone();
+        let name = name.clone();
+        async move { create_with(&top, d, &name, b"first").await }
+    });
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while cluster.handle(0).held(Fop::Mknod) == 0 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the create never reached its link file"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    }
+    let second = tokio::spawn({
+        let other = cluster.build::<xlfs_dht::Distribute>(&opts);
+        let name = name.clone();
+        async move { create_with(&other, d, &name, b"").await }
+    });
+    tokio::time::sleep(std::time::Duration::from_millis(30)).await;
+    cluster.handle(0).open_gate(Fop::Mknod);
+    let g = first.await.expect("join");
+    assert_eq!(
+        second.await.expect("join"),
+        g,
+        "the second create opened the first's file"
+    );
+    assert_eq!(held(&cluster, 1, d, &name).await, Held::File(g));
+    assert_eq!(read_all(&top, g).await, b"first");
+}
