@@ -144,6 +144,11 @@ pub(crate) fn lanes_of(kind: FileType) -> Lanes {
 /// `lookup` of `loc` on every up child, healing what the counters say needs it (when
 /// self-heal is on).
 pub(crate) async fn lookup(sh: &Handle, cx: &Ctx, loc: Loc) -> Result<Entry, Errno> {
+    // Gated by quorum as reads are (see `read`): without one, the children up may not have
+    // seen a name made, removed or replaced on the others, and a mount would cache that.
+    if !sh.cfg().quorum.met(&sh.up_set()) {
+        return Err(Errno::ENOTCONN);
+    }
     let asked = cx.ext::<XattrReq>();
     let mut req = asked.clone().unwrap_or_default();
     req.prefixes.push(PREFIX.to_owned());

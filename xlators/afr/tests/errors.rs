@@ -242,3 +242,41 @@ async fn a_non_owners_read_only_open_with_o_trunc_is_eacces() {
     }
     assert!(all_zero(&c, f.gfid).await);
 }
+
+/// Without a quorum of children up, a lookup is refused (ENOTCONN) as reads are: the ones up
+/// may have missed a name made, removed or replaced on the others, and a mount would cache
+/// what they say. With `quorum-type none` it answers from the children up.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lookup_without_quorum_is_refused_as_reads_are() {
+    for quorum in ["auto", "none"] {
+        let (c, top) = setup(3, &[("quorum-type", quorum)]);
+        let e = top
+            .mkdir(&root(), Loc::new(Gfid::ROOT, "d"), 0o755, 0)
+            .await
+            .expect("mkdir");
+        c.down(1);
+        let found = top.lookup(&root(), Loc::new(Gfid::ROOT, "d")).await;
+        assert_eq!(
+            found.map(|f| f.attr.gfid),
+            Ok(e.attr.gfid),
+            "{quorum}: two of three up"
+        );
+        c.down(2);
+        let found = top.lookup(&root(), Loc::new(Gfid::ROOT, "d")).await;
+        let stat = top.stat(&root(), e.attr.gfid).await;
+        if quorum == "auto" {
+            assert_eq!(found.map(drop), Err(Errno::ENOTCONN), "lookup");
+            assert_eq!(stat.map(drop), Err(Errno::ENOTCONN), "stat");
+        } else {
+            assert_eq!(found.map(|f| f.attr.gfid), Ok(e.attr.gfid), "none: lookup");
+            assert!(stat.is_ok(), "none: stat");
+        }
+        c.up(1);
+        let found = top.lookup(&root(), Loc::new(Gfid::ROOT, "d")).await;
+        assert_eq!(
+            found.map(|f| f.attr.gfid),
+            Ok(e.attr.gfid),
+            "{quorum}: quorum back"
+        );
+    }
+}
