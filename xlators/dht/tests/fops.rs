@@ -1487,28 +1487,40 @@ async fn a_layout_repair_waits_for_another_clients_and_keeps_its_layout() {
     }
 }
 
-/// A create diverted by `min-free-disk` makes its data on another child, then the link file
-/// on the hashed child. In a directory whose layout is not trusted, another client's lookup
-/// in between finds the data (it asks every child) and makes that link file itself. The
-/// create must then keep its file (which the other client may already have open), not
-/// take the link file for a rival create's, remove its data and make the file again.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_diverted_create_keeps_its_file_when_another_clients_lookup_linked_it() {
+/// Options of a distribute whose child 0 (1 MiB) is filled past `min-free-disk`.
+const DIVERTING: [(&str, &str); 2] = [("min-free-disk", "20%"), ("statfs-interval", "0")];
+
+/// Distribute over a small child 0 and a large child 1, directory `d` with child 0 full
+/// (creates of names hashed there are diverted to child 1), `d`'s layout distrusted when
+/// `untrusted`, and a create of `name` (hashed to child 0) writing `data`, spawned and
+/// held at its link file step on child 0 (its data made on child 1). Returns the cluster,
+/// the creating client, `d`, the name and the create's task (its GFID once let through).
+async fn a_diverted_create_held_at_its_link_file(
+    prefix: &str,
+    data: &'static [u8],
+    untrusted: bool,
+) -> (
+    MockCluster,
+    xlator_api::Subvol,
+    Gfid,
+    String,
+    tokio::task::JoinHandle<Gfid>,
+) {
     let cluster = MockCluster::with_leaves(vec![MemLeaf::with_capacity(1 << 20), MemLeaf::new()]);
-    let top = cluster
-        .build::<xlfs_dht::Distribute>(&[("min-free-disk", "20%"), ("statfs-interval", "0")]);
+    let top = cluster.build::<xlfs_dht::Distribute>(&DIVERTING);
     let d = mkdir(&top, Gfid::ROOT, "d").await;
     let layout = leaf_layout(&cluster, d).await;
     let filler = name_on(&layout, "fill", 0);
     create_with(&top, d, &filler, &vec![7u8; 900 << 10]).await;
-    distrust(&cluster, d).await;
-    let name = name_on(&layout, "raced", 0);
-    // The link file step waits.
+    if untrusted {
+        distrust(&cluster, d).await;
+    }
+    let name = name_on(&layout, prefix, 0);
     cluster.handle(0).hold(Fop::Mknod);
     let creating = tokio::spawn({
         let top = top.clone();
         let name = name.clone();
-        async move { create_with(&top, d, &name, b"mine").await }
+        async move { create_with(&top, d, &name, data).await }
     });
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
     while cluster.handle(0).held(Fop::Mknod) == 0 {
@@ -1518,6 +1530,18 @@ async fn a_diverted_create_keeps_its_file_when_another_clients_lookup_linked_it(
         );
         tokio::time::sleep(std::time::Duration::from_millis(5)).await;
     }
+    (cluster, top, d, name, creating)
+}
+
+/// A create diverted by `min-free-disk` makes its data on another child, then the link file
+/// on the hashed child. In a directory whose layout is not trusted, another client's lookup
+/// in between finds the data (it asks every child) and makes that link file itself. The
+/// create must then keep its file (which the other client may already have open), not
+/// take the link file for a rival create's, remove its data and make the file again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_diverted_create_keeps_its_file_when_another_clients_lookup_linked_it() {
+    let (cluster, _top, d, name, creating) =
+        a_diverted_create_held_at_its_link_file("raced", b"mine", true).await;
     let Held::File(g) = held(&cluster, 1, d, &name).await else {
         panic!("the data is made first, on child 1");
     };
@@ -1557,30 +1581,10 @@ async fn a_diverted_create_keeps_its_file_when_another_clients_lookup_linked_it(
 /// opens the first one's file, as open(O_CREAT) must, instead of failing with ENOENT.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_create_racing_a_diverted_create_of_its_name_opens_that_file() {
-    let cluster = MockCluster::with_leaves(vec![MemLeaf::with_capacity(1 << 20), MemLeaf::new()]);
-    let opts = [("min-free-disk", "20%"), ("statfs-interval", "0")];
-    let top = cluster.build::<xlfs_dht::Distribute>(&opts);
-    let d = mkdir(&top, Gfid::ROOT, "d").await;
-    let layout = leaf_layout(&cluster, d).await;
-    let filler = name_on(&layout, "fill", 0);
-    create_with(&top, d, &filler, &vec![7u8; 900 << 10]).await;
-    let name = name_on(&layout, "both", 0);
-    cluster.handle(0).hold(Fop::Mknod);
-    let first = tokio::spawn({
-        let top = top.clone();
-        let name = name.clone();
-        async move { create_with(&top, d, &name, b"first").await }
-    });
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-    while cluster.handle(0).held(Fop::Mknod) == 0 {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the create never reached its link file"
-        );
-        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
-    }
+    let (cluster, top, d, name, first) =
+        a_diverted_create_held_at_its_link_file("both", b"first", false).await;
     let second = tokio::spawn({
-        let other = cluster.build::<xlfs_dht::Distribute>(&opts);
+        let other = cluster.build::<xlfs_dht::Distribute>(&DIVERTING);
         let name = name.clone();
         async move { create_with(&other, d, &name, b"").await }
     });
