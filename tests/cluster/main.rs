@@ -1407,20 +1407,25 @@ fn the_minority_side_of_a_partition_fails_its_writes_and_nothing_is_lost() {
     });
 }
 
-/// replica 2 with quorum off: A reaches brick 0 only, B brick 1 only, and both rewrite one
-/// file. Once the partition ends the file is split-brain: each brick accuses the other, and
-/// reads through either mount fail with EIO instead of picking a side silently.
+/// replica 2 with quorum off: A reaches brick 0 only, B brick 1 only, and both rewrite two
+/// files. Once the partition ends the files are split-brain: each brick accuses the other, and
+/// reads through either mount fail with EIO instead of picking a side silently. Resolved
+/// from a host where neither brick is, x by path from brick 0; then y (all that is left)
+/// without a path from brick 1, on brick 1's host (elsewhere, without xlfs-mgmtd, that is
+/// refused with a message that says where to run it).
 #[test]
 fn writes_on_both_sides_of_a_partition_without_quorum_are_a_split_brain_not_a_silent_pick() {
     require_netns!();
     let v = NetVolume::start("s", 42, 2, &[("cluster.replicate.quorum-type", "none")]);
     let (a, b) = (v.m(0), v.m(1));
     let (client_a, client_b) = (2, 3);
-    write_synced(&a.join("x"), &[1u8; 50_000]).expect("write x");
-    assert_eq!(
-        read_direct(&b.join("x"), 60_000).expect("B reads x"),
-        [1u8; 50_000]
-    );
+    for f in ["x", "y"] {
+        write_synced(&a.join(f), &[1u8; 50_000]).expect("write");
+        assert_eq!(
+            read_direct(&b.join(f), 60_000).expect("B reads"),
+            [1u8; 50_000]
+        );
+    }
     v.net.cut(client_a, 1);
     v.net.cut(client_b, 0);
     // Each side writes once it has noticed the other brick is gone (a write before that
@@ -1428,41 +1433,48 @@ fn writes_on_both_sides_of_a_partition_without_quorum_are_a_split_brain_not_a_si
     let rewrite = |m: &Path, byte: u8| {
         let m = m.to_path_buf();
         move || {
-            OpenOptions::new()
-                .write(true)
-                .open(m.join("x"))
-                .and_then(|mut f| {
-                    f.write_all(&[byte; 50_000])?;
-                    f.sync_all()
-                })
-                .is_ok()
+            ["x", "y"].iter().all(|f| {
+                OpenOptions::new()
+                    .write(true)
+                    .open(m.join(f))
+                    .and_then(|mut f| {
+                        f.write_all(&[byte; 50_000])?;
+                        f.sync_all()
+                    })
+                    .is_ok()
+            })
         }
     };
-    eventually(30, "A rewrites x on brick 0", rewrite(&a, 2));
-    eventually(30, "B rewrites x on brick 1", rewrite(&b, 3));
-    assert_eq!(
-        fs::read(v.brick_dirs[0].join("x")).expect("b0"),
-        [2u8; 50_000]
-    );
-    assert_eq!(
-        fs::read(v.brick_dirs[1].join("x")).expect("b1"),
-        [3u8; 50_000]
-    );
+    eventually(30, "A rewrites x and y on brick 0", rewrite(&a, 2));
+    eventually(30, "B rewrites x and y on brick 1", rewrite(&b, 3));
+    for f in ["x", "y"] {
+        assert_eq!(
+            fs::read(v.brick_dirs[0].join(f)).expect("b0"),
+            [2u8; 50_000]
+        );
+        assert_eq!(
+            fs::read(v.brick_dirs[1].join(f)).expect("b1"),
+            [3u8; 50_000]
+        );
+    }
     v.net.mend(client_a, 1);
     v.net.mend(client_b, 0);
     // Both copies accuse each other (data lane of the other's counter).
-    let accuses = |brick: usize, other: usize| {
+    let accuses = |f: &str, brick: usize, other: usize| {
         let key = format!("-client-{other}");
-        xattrs(&v.brick_dirs[brick].join("x"))
-            .iter()
-            .any(|(k, val)| {
-                k.starts_with("trusted.afr.")
-                    && k.ends_with(&key)
-                    && val.len() == 12
-                    && val[..4] != [0; 4]
-            })
+        xattrs(&v.brick_dirs[brick].join(f)).iter().any(|(k, val)| {
+            k.starts_with("trusted.afr.")
+                && k.ends_with(&key)
+                && val.len() == 12
+                && val[..4] != [0; 4]
+        })
     };
-    assert!(accuses(0, 1) && accuses(1, 0), "each copy blames the other");
+    for f in ["x", "y"] {
+        assert!(
+            accuses(f, 0, 1) && accuses(f, 1, 0),
+            "each copy of {f} blames the other"
+        );
+    }
     for m in [&a, &b] {
         eventually(
             30,
@@ -1517,6 +1529,54 @@ fn writes_on_both_sides_of_a_partition_without_quorum_are_a_split_brain_not_a_si
     for m in [&a, &b] {
         eventually(30, "both mounts read brick 0's version", || {
             read_direct(&m.join("x"), 60_000).is_ok_and(|d| d == [2u8; 50_000])
+        });
+    }
+    // Without a path, brick 1 the source: every file in split-brain in brick 1's heal index
+    // is healed from it (y only, now). The index is read where the brick is: from client
+    // B's host, with no xlfs-mgmtd to ask brick 1's host, the command says so and changes
+    // nothing; on brick 1's host it heals, through brick 0 on the other host too.
+    let source = format!("{}:{}", v.net.addr(1), v.brick_dirs[1].display());
+    let no_path = |host: usize| {
+        let out = v
+            .net
+            .command(host, &bin("xlfs"))
+            .args([
+                "volume",
+                "heal",
+                &v.name,
+                "split-brain",
+                "source-brick",
+                &source,
+            ])
+            .env("XLFS_STATE_DIR", v.dir.path().join("state"))
+            .output()
+            .expect("xlfs");
+        let said = String::from_utf8_lossy(&out.stdout).into_owned()
+            + &String::from_utf8_lossy(&out.stderr);
+        (out.status.success(), said)
+    };
+    let (ok, said) = no_path(client_b);
+    assert!(
+        !ok && said.contains("is on another host") && said.contains("run this on that host"),
+        "{said}"
+    );
+    assert_eq!(
+        fs::read(v.brick_dirs[0].join("y")).expect("b0"),
+        [2u8; 50_000]
+    );
+    let (ok, said) = no_path(1);
+    assert!(ok, "{said}");
+    assert!(
+        said.contains(&format!("Healed /y from brick {source}")) && !said.contains("/x"),
+        "{said}"
+    );
+    for b in &v.brick_dirs {
+        assert_eq!(fs::read(b.join("y")).expect("a copy"), [3u8; 50_000]);
+        assert_eq!(fs::read(b.join("x")).expect("a copy"), [2u8; 50_000]);
+    }
+    for m in [&a, &b] {
+        eventually(30, "both mounts read brick 1's version of y", || {
+            read_direct(&m.join("y"), 60_000).is_ok_and(|d| d == [3u8; 50_000])
         });
     }
 }
