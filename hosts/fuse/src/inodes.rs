@@ -81,6 +81,9 @@ struct Node {
     names: Vec<(INodeNo, Box<std::ffi::OsStr>)>,
     /// When the latest lookup reply that gave the node was sent, until a request uses it.
     named_at: Option<Instant>,
+    /// When the latest lookup reply that gave the node was sent (kept: a retry after an
+    /// ESTALE must have looked the node up, see [`InodeTable::take_fresh_for`]).
+    looked_up_at: Option<Instant>,
 }
 
 /// Entry fops in one directory, for its `postparent` attributes.
@@ -308,6 +311,7 @@ impl InodeTable {
                         dir: DirState::default(),
                         names: Vec::new(),
                         named_at: None,
+                        looked_up_at: None,
                     });
                     break;
                 }
@@ -462,7 +466,9 @@ impl InodeTable {
     /// [`take_fresh`](Self::take_fresh)).
     pub fn looked_up(&self, node: INodeNo) {
         if let Some(n) = self.write().nodes.get_mut(&node.0) {
-            n.named_at = Some(Instant::now());
+            let now = Instant::now();
+            n.named_at = Some(now);
+            n.looked_up_at = Some(now);
         }
     }
 
@@ -485,8 +491,11 @@ impl InodeTable {
 
     /// [`take_fresh`](Self::take_fresh) for a getattr or open of thread `pid`, which is
     /// also fresh when it is the kernel's retry after this mount answered that thread
-    /// ESTALE ([`expect_retry`](Self::expect_retry)). A directory's getattr (a permission
-    /// check on the way) leaves the retry to the request it is for.
+    /// ESTALE ([`expect_retry`](Self::expect_retry)): the thread's first such request of a
+    /// non-directory, of a node a lookup gave since the ESTALE (the retry's walk). A
+    /// directory's getattr (a permission check on the way) leaves the retry to the request
+    /// it is for; any other request ends it (the walk found nothing, and this is a new
+    /// system call, checked as usual).
     pub fn take_fresh_for(&self, node: INodeNo, window: Duration, pid: u32) -> bool {
         let fresh = self.take_fresh(node, window);
         if self.read().retrying.is_empty() {
@@ -499,7 +508,9 @@ impl InodeTable {
         if is_dir {
             return fresh;
         }
-        let retry = (inner.retrying.remove(&pid)).is_some_and(|t| t.elapsed() < RETRY_WINDOW);
+        let looked_up = inner.nodes.get(&node.0).and_then(|n| n.looked_up_at);
+        let retry = (inner.retrying.remove(&pid))
+            .is_some_and(|t| t.elapsed() < RETRY_WINDOW && looked_up.is_some_and(|l| l >= t));
         fresh || retry
     }
 
@@ -802,6 +813,20 @@ mod tests {
         t.looked_up(n);
         std::thread::sleep(window);
         assert!(!t.take_fresh_for(n, window, 2), "one retry per ESTALE");
+        // A retry whose walk did not look the node up (it found nothing): the thread's next
+        // request, a new system call through a cached name, is checked as usual.
+        t.expect_retry(2);
+        std::thread::sleep(window);
+        assert!(
+            !t.take_fresh_for(n, window, 2),
+            "no lookup since the ESTALE"
+        );
+        t.looked_up(n);
+        std::thread::sleep(window);
+        assert!(
+            !t.take_fresh_for(n, window, 2),
+            "the retry ended with that request"
+        );
     }
 
     #[test]
