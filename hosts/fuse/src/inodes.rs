@@ -53,6 +53,13 @@ pub const NAMES_MAX: usize = 16;
 /// once, unless the machine is loaded.
 pub const RETRY_WINDOW: Duration = Duration::from_secs(1);
 
+/// The request a thread was answered ESTALE to, which the kernel's retry repeats.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Retry {
+    Getattr,
+    Open,
+}
+
 /// Threads waiting for such a retry that are remembered at once.
 const RETRYING_MAX: usize = 1024;
 
@@ -120,8 +127,8 @@ struct Inner {
     root_dir: DirState,
     /// Forgotten node ids and their GFIDs (see the module invariants).
     retired: Retired,
-    /// Threads answered ESTALE and when ([`InodeTable::expect_retry`]).
-    retrying: HashMap<u32, Instant>,
+    /// Threads answered ESTALE, when, and to which request ([`InodeTable::expect_retry`]).
+    retrying: HashMap<u32, (Instant, Retry)>,
 }
 
 impl Inner {
@@ -478,25 +485,26 @@ impl InodeTable {
     /// [`RETRY_WINDOW`] later). The walk may look the name up twice (to revalidate the
     /// cached name, then anew) and stat the node in a permission check before the request:
     /// only the thread tells the retry apart.
-    pub fn expect_retry(&self, pid: u32) {
+    pub fn expect_retry(&self, pid: u32, what: Retry) {
         let mut inner = self.write();
         let now = Instant::now();
         if inner.retrying.len() >= RETRYING_MAX {
-            inner.retrying.retain(|_, t| now - *t < RETRY_WINDOW);
+            inner.retrying.retain(|_, (t, _)| now - *t < RETRY_WINDOW);
         }
         if inner.retrying.len() < RETRYING_MAX {
-            inner.retrying.insert(pid, now);
+            inner.retrying.insert(pid, (now, what));
         }
     }
 
     /// [`take_fresh`](Self::take_fresh) for a getattr or open of thread `pid`, which is
     /// also fresh when it is the kernel's retry after this mount answered that thread
     /// ESTALE ([`expect_retry`](Self::expect_retry)): the thread's first such request of a
-    /// non-directory, of a node a lookup gave since the ESTALE (the retry's walk). A
-    /// directory's getattr (a permission check on the way) leaves the retry to the request
-    /// it is for; any other request ends it (the walk found nothing, and this is a new
-    /// system call, checked as usual).
-    pub fn take_fresh_for(&self, node: INodeNo, window: Duration, pid: u32) -> bool {
+    /// non-directory, of the kind answered ESTALE (`what`), of a node a lookup gave since
+    /// the ESTALE (the retry's walk). A directory's getattr (a permission check on the way)
+    /// leaves the retry to the request it is for; any other request ends it: the retry
+    /// needed no request (a stat answered from the attributes its lookup gave) or its walk
+    /// found nothing, and this is a new system call, checked as usual.
+    pub fn take_fresh_for(&self, node: INodeNo, window: Duration, pid: u32, what: Retry) -> bool {
         let fresh = self.take_fresh(node, window);
         if self.read().retrying.is_empty() {
             return fresh;
@@ -509,8 +517,9 @@ impl InodeTable {
             return fresh;
         }
         let looked_up = inner.nodes.get(&node.0).and_then(|n| n.looked_up_at);
-        let retry = (inner.retrying.remove(&pid))
-            .is_some_and(|t| t.elapsed() < RETRY_WINDOW && looked_up.is_some_and(|l| l >= t));
+        let retry = (inner.retrying.remove(&pid)).is_some_and(|(t, asked)| {
+            asked == what && t.elapsed() < RETRY_WINDOW && looked_up.is_some_and(|l| l >= t)
+        });
         fresh || retry
     }
 
@@ -803,29 +812,53 @@ mod tests {
         };
         let dir = t.remember(a.gfid);
         t.note_attr(dir, &a, t.stamp());
-        t.expect_retry(2);
+        t.expect_retry(2, Retry::Open);
         t.looked_up(n);
         t.used(n);
         std::thread::sleep(window);
-        assert!(!t.take_fresh_for(n, window, 3), "thread 3 made no retry");
-        assert!(!t.take_fresh_for(dir, window, 2), "a directory on the way");
-        assert!(t.take_fresh_for(n, window, 2), "thread 2's retry");
+        assert!(
+            !t.take_fresh_for(n, window, 3, Retry::Open),
+            "thread 3 made no retry"
+        );
+        assert!(
+            !t.take_fresh_for(dir, window, 2, Retry::Open),
+            "a directory on the way"
+        );
+        assert!(
+            t.take_fresh_for(n, window, 2, Retry::Open),
+            "thread 2's retry"
+        );
         t.looked_up(n);
         std::thread::sleep(window);
-        assert!(!t.take_fresh_for(n, window, 2), "one retry per ESTALE");
+        assert!(
+            !t.take_fresh_for(n, window, 2, Retry::Open),
+            "one retry per ESTALE"
+        );
         // A retry whose walk did not look the node up (it found nothing): the thread's next
         // request, a new system call through a cached name, is checked as usual.
-        t.expect_retry(2);
+        t.expect_retry(2, Retry::Open);
         std::thread::sleep(window);
         assert!(
-            !t.take_fresh_for(n, window, 2),
+            !t.take_fresh_for(n, window, 2, Retry::Open),
             "no lookup since the ESTALE"
         );
         t.looked_up(n);
         std::thread::sleep(window);
         assert!(
-            !t.take_fresh_for(n, window, 2),
+            !t.take_fresh_for(n, window, 2, Retry::Open),
             "the retry ended with that request"
+        );
+        // A stat's retry answered from the attributes its lookup gave (no getattr): the
+        // thread's next open is a new system call.
+        t.expect_retry(2, Retry::Getattr);
+        t.looked_up(n);
+        assert!(
+            !t.take_fresh_for(n, Duration::ZERO, 2, Retry::Open),
+            "another request"
+        );
+        assert!(
+            !t.take_fresh_for(n, Duration::ZERO, 2, Retry::Getattr),
+            "ended by the open"
         );
     }
 

@@ -738,6 +738,10 @@ impl<S: Spelling> Translator for ReplicateAs<S> {
         offset: u64,
         size: u32,
     ) -> Result<RVec<DirEntry>, Errno> {
+        // Gated by quorum as lookups are: a listing's entries fill the kernel's cache too.
+        if !self.sh.cfg().quorum.met(&self.sh.up_set()) {
+            return Err(Errno::ENOTCONN);
+        }
         let st = reads::state(&self.sh, fd.gfid).await?;
         if st.split(Lanes::ENTRY) {
             self.sh.split_brain(&fd.gfid.to_string(), "entry");

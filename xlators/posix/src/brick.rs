@@ -225,23 +225,15 @@ impl Brick {
         st: &libc::stat,
     ) {
         let is_dir = st.st_mode & libc::S_IFMT == libc::S_IFDIR;
-        // A directory's handle that resolves (its fd is usually cached) is fine as it is.
-        if is_dir && self.h.resolve(g).err() != Some(crate::handle::STALE) {
-            return;
+        if is_dir {
+            // A directory has one name: its link must name this place (one readlink).
+            match creds::as_root(|| self.h.dir_link_is(g, dir_gfid, name)) {
+                Ok(true) | Err(Errno::EINVAL) => return,
+                Ok(false) => return self.repoint_dir_link(g, dir_gfid, dir, name),
+                Err(_) => {}
+            }
         }
         if !self.h.missing(g) {
-            // A directory's link left naming its old place by a crash between a rename and
-            // the link's move is pointed at where the directory is now.
-            if is_dir && self.h.dangling_dir_link(g) {
-                match creds::as_root(|| self.h.set_dir_link(g, dir_gfid, name)) {
-                    Ok(()) => {
-                        tracing::info!(target: "xlfs::posix", "pointed the dangling handle of {g} at {dir_gfid}/{name}")
-                    }
-                    Err(e) => {
-                        tracing::warn!(target: "xlfs::posix", "cannot fix the handle of {g}: {e:?}")
-                    }
-                }
-            }
             return;
         }
         let r = creds::as_root(|| {
@@ -256,6 +248,34 @@ impl Brick {
             Err(e) => {
                 tracing::warn!(target: "xlfs::posix", "cannot recreate the handle of {g}: {e:?}")
             }
+        }
+    }
+
+    /// Points the link of directory `g`, naming another place (a crash between a rename of
+    /// it and the link's move), at `(dir, name)`, where a lookup found it: under `g`'s
+    /// stripe lock, which a rename holds across its two steps, and only if `(dir, name)` is
+    /// still `g` (not renamed meanwhile).
+    fn repoint_dir_link(&self, g: Gfid, dir_gfid: Gfid, dir: BorrowedFd<'_>, name: &str) {
+        let _s = self.stripe(g);
+        let r = creds::as_root(|| -> Result<bool, Errno> {
+            let p = sys::proc_child(dir, name)?;
+            match self.gx().read(XTarget::NoFollow(&p)) {
+                Ok(Some(now)) if now == g => {}
+                // Renamed or replaced since the lookup found it.
+                Ok(_) | Err(Errno::ENOENT) => return Ok(false),
+                Err(e) => return Err(e),
+            }
+            if self.h.dir_link_is(g, dir_gfid, name)? {
+                return Ok(false);
+            }
+            self.h.set_dir_link(g, dir_gfid, name).map(|()| true)
+        });
+        match r {
+            Ok(true) => {
+                tracing::info!(target: "xlfs::posix", "pointed the handle of directory {g} at {dir_gfid}/{name}")
+            }
+            Ok(false) => {}
+            Err(e) => tracing::warn!(target: "xlfs::posix", "cannot fix the handle of {g}: {e:?}"),
         }
     }
 

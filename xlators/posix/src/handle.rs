@@ -497,16 +497,62 @@ impl Handles {
         )
     }
 
-    /// Whether the handle of `g` is a directory link naming no directory of GFID `g`: a
-    /// brick killed between making a new directory's link and renaming the directory into
-    /// place (a staged mkdir), or between renaming a directory and moving its link, leaves
-    /// one. An object whose last name went ([`Self::is_pending`]) is not one.
+    /// Whether the handle of `g` is a directory link whose place (its parent resolves) holds
+    /// no directory of GFID `g`: a brick killed between making a new directory's link and
+    /// renaming the directory into place (a staged mkdir) leaves one. Not one: an object
+    /// whose last name went ([`Self::is_pending`]), a user symlink's handle, or a link whose
+    /// parent does not resolve (whether `g` is there is unknown). Runs as root.
     pub fn dangling_dir_link(&self, g: Gfid) -> bool {
-        !self.is_pending(g)
-            && self
-                .stat_handle(g)
-                .is_ok_and(|st| st.st_mode & libc::S_IFMT == libc::S_IFLNK)
-            && self.resolve(g).err() == Some(STALE)
+        if self.is_pending(g) {
+            return false;
+        }
+        let Ok(r) = c(&self.rel(g)) else {
+            return false;
+        };
+        let Ok(fd) = sys::openat(
+            Some(self.hdir.as_fd()),
+            &r,
+            libc::O_PATH | libc::O_NOFOLLOW,
+            0,
+        ) else {
+            return false;
+        };
+        let is_link =
+            sys::fstat(fd.as_fd()).is_ok_and(|st| st.st_mode & libc::S_IFMT == libc::S_IFLNK);
+        if !is_link || self.gx.read(XTarget::Follow(&sys::proc_path(fd.as_fd()))) == Ok(Some(g)) {
+            return false;
+        }
+        let Some((pg, name)) = sys::readlinkat(fd.as_fd(), c"")
+            .ok()
+            .and_then(|t| self.layout.parse_dir_link(&t))
+        else {
+            return false;
+        };
+        let Ok(pfd) = self.resolve(pg) else {
+            return false;
+        };
+        let Ok(cname) = c(&name) else {
+            return false;
+        };
+        match sys::openat(
+            Some(pfd.as_fd()),
+            &cname,
+            libc::O_PATH | libc::O_NOFOLLOW | libc::O_DIRECTORY,
+            0,
+        ) {
+            Err(Errno::ENOENT | Errno::ENOTDIR | Errno::ELOOP) => true,
+            Err(_) => false,
+            Ok(d) => matches!(
+                self.gx.read(XTarget::Follow(&sys::proc_path(d.as_fd()))),
+                Ok(found) if found != Some(g)
+            ),
+        }
+    }
+
+    /// Whether the handle of directory `g` names `(parent, name)`; ENOENT when it has none.
+    pub fn dir_link_is(&self, g: Gfid, parent: Gfid, name: &str) -> Result<bool, Errno> {
+        let t = sys::readlinkat(self.hdir.as_fd(), &c(&self.rel(g))?)?;
+        Ok(t == self.layout.dir_link(parent, name).as_bytes())
     }
 
     /// Whether the handle of `g` exists.

@@ -251,6 +251,11 @@ impl Brick {
         xs: &[(String, Vec<u8>)],
     ) -> Result<Iatt, Errno> {
         let xs = check_names(xs)?;
+        // A requested GFID is held (its stripe lock) from the check that it is free to the
+        // rename into place, and past the undo of a failure: another create of it on this
+        // brick (a heal racing a client's mkdir) waits, then finds it taken, instead of
+        // taking this one's link, made but not yet pointing at anything, for a dangling one.
+        let _held = req.filter(|g| !g.is_null()).map(|g| self.stripe(g));
         // A name that exists answers EEXIST before any permission problem, as mkdir(2).
         match sys::fstatat(pfd, name, libc::AT_SYMLINK_NOFOLLOW) {
             Ok(_) => return Err(Errno::EEXIST),

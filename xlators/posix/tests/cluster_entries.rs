@@ -697,3 +697,27 @@ async fn a_lookup_points_a_directory_handle_left_at_its_old_name_to_the_new_one(
     assert!(!inside.attr.gfid.is_null());
     assert!(d.path().join("new/child").is_dir());
 }
+
+/// A directory's link that names its place correctly under a parent whose own link is stale
+/// (the parent renamed by a crash-interrupted rename) is not dangling: its GFID resolves
+/// again once the parent's link is fixed, and a create asking for that GFID elsewhere is
+/// refused (EEXIST) rather than making a second directory of it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_directory_under_a_parent_with_a_stale_link_keeps_its_gfid() {
+    let d = tempfile::tempdir().expect("tempdir");
+    let top = brick_at(d.path());
+    let p = mkdir(&top, &root(), Gfid::ROOT, "p").await.attr.gfid;
+    let c = mkdir(&top, &root(), p, "c").await.attr.gfid;
+    drop(top);
+    std::fs::rename(d.path().join("p"), d.path().join("p2")).expect("rename by hand");
+    let top = brick_at(d.path());
+    assert_eq!(top.stat(&root(), c).await.err(), Some(Errno::ESTALE));
+    let cx = Ctx::builder(0, 0).ext(&GfidReq(c)).build();
+    let again = make(&top, &cx, "mkdir", Gfid::ROOT, "elsewhere").await;
+    assert_eq!(again.err(), Some(Errno::EEXIST));
+    assert!(!d.path().join("elsewhere").exists());
+    top.lookup(&root(), loc(Gfid::ROOT, "p2"))
+        .await
+        .expect("lookup");
+    assert!(top.stat(&root(), c).await.expect("by gfid").is_dir());
+}

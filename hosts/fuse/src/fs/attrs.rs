@@ -26,7 +26,10 @@ impl XlfsFs {
         let cx = ctx(req, Need::of(Fop::Stat), None);
         let stamp = self.s.inodes.stamp();
         let pid = req.pid();
-        let fresh = self.s.inodes.take_fresh_for(ino, FRESH_NAME, pid);
+        let fresh =
+            self.s
+                .inodes
+                .take_fresh_for(ino, FRESH_NAME, pid, crate::inodes::Retry::Getattr);
         self.spawn(|s| async move {
             // (A directory not opened on its graph yet is asked by GFID.)
             let fd = match fd {
@@ -52,7 +55,7 @@ impl XlfsFs {
             if let Ok(a) = &r
                 && s.drop_dead_name(ino, a, fresh).await
             {
-                s.inodes.expect_retry(pid);
+                s.inodes.expect_retry(pid, crate::inodes::Retry::Getattr);
                 return reply.error(fuser::Errno::ESTALE);
             }
             s.reply_attr(ino, reply, r, stamp);

@@ -42,7 +42,10 @@ impl XlfsFs {
         // reply just gave the kernel the name and the attributes (and FUSE_AUTO_INVAL_DATA
         // dropped its pages if they changed), so it costs no extra round trip.
         let pid = req.pid();
-        let fresh = self.s.inodes.take_fresh_for(ino, FRESH_NAME, pid);
+        let fresh = self
+            .s
+            .inodes
+            .take_fresh_for(ino, FRESH_NAME, pid, crate::inodes::Retry::Open);
         let check = (!self.s.opts.writeback_cache && !fresh).then(|| {
             let names: Vec<Loc> = (self.s.inodes.names(ino).into_iter())
                 .filter_map(|(p, n)| {
@@ -71,7 +74,7 @@ impl XlfsFs {
                     && s.stale_open(ino, fresh, now).await
                 {
                     s.inodes.end_reshape();
-                    s.inodes.expect_retry(pid);
+                    s.inodes.expect_retry(pid, crate::inodes::Retry::Open);
                     return reply.error(fuser::Errno::ESTALE);
                 }
                 (top.top().open(&cx, fd).await, None)
@@ -87,7 +90,7 @@ impl XlfsFs {
                     if let (Some((_, before, _)), Some(now)) = (check, now) {
                         if s.stale_open(ino, fresh, &now).await {
                             let _ = top.top().release(&Ctx::root(), fd).await;
-                            s.inodes.expect_retry(pid);
+                            s.inodes.expect_retry(pid, crate::inodes::Retry::Open);
                             return reply.error(fuser::Errno::ESTALE);
                         }
                         if changed_since(before.as_ref(), now.0.as_ref().ok()) {
