@@ -437,6 +437,14 @@ fn heal_until_equal(c: &Cluster, mnt: &Path) -> Vec<String> {
         );
         let diff = differences(&tree(&c.bricks[0]), &tree(&c.bricks[1]));
         if diff.is_empty() || Instant::now() > deadline {
+            if !diff.is_empty() {
+                // Whole, for whoever reads a failure: the last heal's report and errors.
+                println!(
+                    "last heal's output:\n{}{}",
+                    String::from_utf8_lossy(&heal.stdout),
+                    String::from_utf8_lossy(&heal.stderr)
+                );
+            }
             return diff;
         }
         std::thread::sleep(Duration::from_millis(500));
