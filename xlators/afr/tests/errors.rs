@@ -243,9 +243,9 @@ async fn a_non_owners_read_only_open_with_o_trunc_is_eacces() {
     assert!(all_zero(&c, f.gfid).await);
 }
 
-/// Without a quorum of children up, a lookup is refused (ENOTCONN) as reads are: the ones up
-/// may have missed a name made, removed or replaced on the others, and a mount would cache
-/// what they say. With `quorum-type none` it answers from the children up.
+/// Without a quorum of children up, a lookup and a listing are refused (ENOTCONN) as reads
+/// are: the ones up may have missed a name made, removed or replaced on the others, and a
+/// mount would cache what they say. With `quorum-type none` they answer from the children up.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_lookup_without_quorum_is_refused_as_reads_are() {
     for quorum in ["auto", "none"] {
@@ -264,12 +264,15 @@ async fn a_lookup_without_quorum_is_refused_as_reads_are() {
         c.down(2);
         let found = top.lookup(&root(), Loc::new(Gfid::ROOT, "d")).await;
         let stat = top.stat(&root(), e.attr.gfid).await;
+        let listed = names(&top, Gfid::ROOT, 7).await;
         if quorum == "auto" {
             assert_eq!(found.map(drop), Err(Errno::ENOTCONN), "lookup");
             assert_eq!(stat.map(drop), Err(Errno::ENOTCONN), "stat");
+            assert_eq!(listed, Err(Errno::ENOTCONN), "listing");
         } else {
             assert_eq!(found.map(|f| f.attr.gfid), Ok(e.attr.gfid), "none: lookup");
             assert!(stat.is_ok(), "none: stat");
+            assert_eq!(listed, Ok(vec!["d".to_string()]), "none: listing");
         }
         c.up(1);
         let found = top.lookup(&root(), Loc::new(Gfid::ROOT, "d")).await;
