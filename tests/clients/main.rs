@@ -1298,10 +1298,10 @@ fn directories_made_and_removed_from_two_mounts_stay_whole_on_every_brick() {
                     x ^= x >> 7;
                     x ^= x << 17;
                     let p = mnt.join(format!("d{}", x % 4));
-                    let r = match (x >> 8) % 3 {
-                        0 => fs::create_dir(&p),
-                        1 => fs::remove_dir(&p),
-                        _ => fs::metadata(&p).map(drop),
+                    let (op, r) = match (x >> 8) % 3 {
+                        0 => ("mkdir", fs::create_dir(&p)),
+                        1 => ("rmdir", fs::remove_dir(&p)),
+                        _ => ("stat", fs::metadata(&p).map(drop)),
                     };
                     match r {
                         Ok(()) => {}
@@ -1310,7 +1310,7 @@ fn directories_made_and_removed_from_two_mounts_stay_whole_on_every_brick() {
                                 e.kind(),
                                 ErrorKind::AlreadyExists | ErrorKind::NotFound
                             ) => {}
-                        Err(e) => panic!("{}: {e}", p.display()),
+                        Err(e) => panic!("{op} {}: {e}", p.display()),
                     }
                     ops += 1;
                 }

@@ -1499,27 +1499,33 @@ fn writes_on_both_sides_of_a_partition_without_quorum_are_a_split_brain_not_a_si
         fs::read(v.brick_dirs[1].join("x")).expect("b1"),
         [3u8; 50_000]
     );
-    // Resolved from client A's host, where neither brick is: each copy is read and its
-    // counters rewritten through its own brick, then replicate heals from brick 0's.
-    let source = format!("{}:{}", v.net.addr(0), v.brick_dirs[0].display());
-    let out = v
-        .net
-        .command(client_a, &bin("xlfs"))
-        .args([
+    // `xlfs volume heal VOL split-brain source-brick SOURCE [PATH]` run on `host`.
+    let source_brick = |host: usize, source: &str, path: Option<&str>| {
+        let mut args = vec![
             "volume",
             "heal",
             &v.name,
             "split-brain",
             "source-brick",
-            &source,
-            "/x",
-        ])
-        .env("XLFS_STATE_DIR", v.dir.path().join("state"))
-        .output()
-        .expect("xlfs");
-    let said =
-        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{said}");
+            source,
+        ];
+        args.extend(path);
+        let out = v
+            .net
+            .command(host, &bin("xlfs"))
+            .args(args)
+            .env("XLFS_STATE_DIR", v.dir.path().join("state"))
+            .output()
+            .expect("xlfs");
+        let said = String::from_utf8_lossy(&out.stdout).into_owned()
+            + &String::from_utf8_lossy(&out.stderr);
+        (out.status.success(), said)
+    };
+    // Resolved from client A's host, where neither brick is: each copy is read and its
+    // counters rewritten through its own brick, then replicate heals from brick 0's.
+    let source = format!("{}:{}", v.net.addr(0), v.brick_dirs[0].display());
+    let (ok, said) = source_brick(client_a, &source, Some("/x"));
+    assert!(ok, "{said}");
     assert!(
         said.contains(&format!("Healed /x from brick {source}")),
         "{said}"
@@ -1544,26 +1550,7 @@ fn writes_on_both_sides_of_a_partition_without_quorum_are_a_split_brain_not_a_si
     // B's host, with no xlfs-mgmtd to ask brick 1's host, the command says so and changes
     // nothing; on brick 1's host it heals, through brick 0 on the other host too.
     let source = format!("{}:{}", v.net.addr(1), v.brick_dirs[1].display());
-    let no_path = |host: usize| {
-        let out = v
-            .net
-            .command(host, &bin("xlfs"))
-            .args([
-                "volume",
-                "heal",
-                &v.name,
-                "split-brain",
-                "source-brick",
-                &source,
-            ])
-            .env("XLFS_STATE_DIR", v.dir.path().join("state"))
-            .output()
-            .expect("xlfs");
-        let said = String::from_utf8_lossy(&out.stdout).into_owned()
-            + &String::from_utf8_lossy(&out.stderr);
-        (out.status.success(), said)
-    };
-    let (ok, said) = no_path(client_b);
+    let (ok, said) = source_brick(client_b, &source, None);
     assert!(
         !ok && said.contains("is on another host") && said.contains("run this on that host"),
         "{said}"
@@ -1572,7 +1559,7 @@ fn writes_on_both_sides_of_a_partition_without_quorum_are_a_split_brain_not_a_si
         fs::read(v.brick_dirs[0].join("y")).expect("b0"),
         [2u8; 50_000]
     );
-    let (ok, said) = no_path(1);
+    let (ok, said) = source_brick(1, &source, None);
     assert!(ok, "{said}");
     assert!(
         said.contains(&format!("Healed /y from brick {source}")) && !said.contains("/x"),

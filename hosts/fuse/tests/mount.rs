@@ -1167,8 +1167,10 @@ fn a_cached_listing_is_kept_only_for_the_attribute_timeout() {
             "--dump-on-exit",
             "--threads",
             "1",
+            // Long enough for 50 lstats on a loaded machine (the first CI failure: 300 ms
+            // let entries expire mid-listing, each then looked up on its own).
             "--attr-timeout",
-            "300ms",
+            "2s",
         ],
     );
     let d = mnt.join("d");
@@ -1183,7 +1185,7 @@ fn a_cached_listing_is_kept_only_for_the_attribute_timeout() {
         }
     };
     stats(&d);
-    std::thread::sleep(Duration::from_millis(600));
+    std::thread::sleep(Duration::from_millis(2300));
     stats(&d);
     m.signal(libc::SIGINT);
     let (status, stdout) = m.wait();
@@ -1196,6 +1198,6 @@ fn a_cached_listing_is_kept_only_for_the_attribute_timeout() {
     // the lstat of each name needs no lookup or stat of its own.
     assert!(
         opendir == 2 && asked < 25,
-        "opendir {opendir}, lookup + stat {asked} for two `ls -l` of 50 names 600 ms apart:\n{stdout}"
+        "opendir {opendir}, lookup + stat {asked} for two `ls -l` of 50 names 2.3 s apart:\n{stdout}"
     );
 }

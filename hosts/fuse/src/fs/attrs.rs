@@ -30,6 +30,9 @@ impl XlfsFs {
             self.s
                 .inodes
                 .take_fresh_for(ino, FRESH_NAME, pid, crate::inodes::Retry::Getattr);
+        // The attributes the lookup of this stat's own path walk just gave, for a directory.
+        let at_lookup =
+            (fresh.then(|| self.s.inodes.last_attr(ino)).flatten()).filter(|a| a.is_dir());
         self.spawn(|s| async move {
             // (A directory not opened on its graph yet is asked by GFID.)
             let fd = match fd {
@@ -51,6 +54,14 @@ impl XlfsFs {
                     },
                     r => r,
                 },
+            };
+            // A directory another client removed between the walk's lookup and this stat:
+            // the stat answers as of the lookup, which its system call spans. An ESTALE would
+            // make the kernel walk again, and under a name made and removed again meanwhile
+            // the retry can fail the same way and reach the caller.
+            let r = match (r, at_lookup) {
+                (Err(e), Some(a)) if gone(e) => Ok(a),
+                (r, _) => r,
             };
             if let Ok(a) = &r
                 && s.drop_dead_name(ino, a, fresh).await

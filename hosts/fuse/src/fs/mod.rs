@@ -218,8 +218,8 @@ impl Shared {
     }
 
     /// An entry reply; for mkdir, `made` is when it was sent (see fresh.rs); `named`: the
-    /// name a non-directory's node remembers, recorded before the kernel sees the reply
-    /// (its next request may overtake anything done after).
+    /// name a non-directory's node remembers and whether a lookup gave it, recorded before
+    /// the kernel sees the reply (its next request may overtake anything done after).
     fn reply_entry_made(
         &self,
         reply: ReplyEntry,
@@ -236,10 +236,10 @@ impl Shared {
                 if let Some(t) = made {
                     self.fresh.made(attr.ino, t);
                 }
-                if let Some((parent, name, lookup)) = named
-                    && attr.kind != fuser::FileType::Directory
-                {
-                    self.inodes.note_name(attr.ino, parent, OsStr::new(name));
+                if let Some((parent, name, lookup)) = named {
+                    if attr.kind != fuser::FileType::Directory {
+                        self.inodes.note_name(attr.ino, parent, OsStr::new(name));
+                    }
                     if lookup {
                         self.inodes.looked_up(attr.ino);
                     }
