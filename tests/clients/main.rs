@@ -1007,6 +1007,103 @@ fn a_random_mix_through_two_mounts_of_each_cluster_layout_agrees_with_a_model() 
     }
 }
 
+/// A directory another mount removed, still open here, behaves as a removed directory does
+/// on a local file system: removals in it fail with ENOENT (not ESTALE, which no walk can
+/// mend: the directory fd is where it starts), fstat(2) shows no link, a listing is empty
+/// (not EINVAL: ext4 no longer takes the brick's cookie). And `rm -rf` of one tree through
+/// two mounts at once succeeds in both, as two local ones do (it ignores ENOENT), on a
+/// single brick, replica 2 and distribute 2. Before, each of those layouts failed it.
+#[test]
+fn a_tree_removed_through_two_mounts_at_once_goes_without_an_error() {
+    require!();
+    for (name, args, bricks) in [
+        ("rmrf1", &[][..], 1),
+        ("rmrfr2", &["--replica", "2"][..], 2),
+        ("rmrfd2", &[][..], 2),
+    ] {
+        let v = Volume::start_layout(name, args, bricks);
+        removed_dir_stays_removed(&v);
+        for round in 0..3 {
+            let top = v.a.join("t");
+            for d in 0..12 {
+                fs::create_dir_all(top.join(format!("d{d}/e"))).expect("mkdir");
+                for f in 0..20 {
+                    File::create(top.join(format!("d{d}/f{f}"))).expect("create");
+                }
+            }
+            let rms: Vec<Child> = [&v.a, &v.bm]
+                .iter()
+                .map(|m| {
+                    Command::new("rm")
+                        .arg("-rf")
+                        .arg(m.join("t"))
+                        .stderr(Stdio::piped())
+                        .spawn()
+                        .expect("rm")
+                })
+                .collect();
+            for rm in rms {
+                let out = rm.wait_with_output().expect("rm");
+                assert!(
+                    out.status.success() && out.stderr.is_empty(),
+                    "{name} round {round}: rm -rf {}: {}",
+                    out.status,
+                    String::from_utf8_lossy(&out.stderr)
+                );
+            }
+            for m in [&v.a, &v.bm] {
+                assert!(!m.join("t").exists(), "{name}: the tree is left");
+            }
+        }
+    }
+}
+
+/// The checks of a directory removed through mount A while mount B has it open.
+fn removed_dir_stays_removed(v: &Volume) {
+    let d = v.a.join("gone");
+    fs::create_dir(&d).expect("mkdir");
+    for f in 0..40 {
+        File::create(d.join(format!("f{f}"))).expect("create");
+    }
+    let dir = File::open(v.bm.join("gone")).expect("open the directory");
+    let fd = std::os::fd::AsRawFd::as_raw_fd(&dir);
+    let mut buf = vec![0u8; 256];
+    // SAFETY: getdents64 into a buffer of the length given, on an open directory.
+    let first = unsafe { libc::syscall(libc::SYS_getdents64, fd, buf.as_mut_ptr(), buf.len()) };
+    assert!(
+        first > 0,
+        "the first listing: {}",
+        std::io::Error::last_os_error()
+    );
+    for f in 0..40 {
+        fs::remove_file(d.join(format!("f{f}"))).expect("unlink");
+    }
+    fs::remove_dir(&d).expect("rmdir");
+    for f in ["f0", "f1", "new"] {
+        let name = std::ffi::CString::new(f).expect("name");
+        // SAFETY: unlinkat(2) of a NUL-terminated name under an open directory fd.
+        let r = unsafe { libc::unlinkat(fd, name.as_ptr(), 0) };
+        let e = std::io::Error::last_os_error();
+        assert!(
+            r == -1 && e.raw_os_error() == Some(libc::ENOENT),
+            "unlink {f} in a removed directory: {r} {e}"
+        );
+    }
+    assert_eq!(
+        dir.metadata().expect("fstat").nlink(),
+        0,
+        "fstat's link count"
+    );
+    // The rest of the listing (from where the first part ended): nothing, or ENOENT.
+    // SAFETY: as above.
+    let rest = unsafe { libc::syscall(libc::SYS_getdents64, fd, buf.as_mut_ptr(), buf.len()) };
+    let e = std::io::Error::last_os_error();
+    assert!(
+        rest == 0 || (rest == -1 && e.raw_os_error() == Some(libc::ENOENT)),
+        "the rest of the listing of a removed directory: {rest} {e}"
+    );
+}
+
 /// The kit with performance/md-cache in both mounts' graphs (off by default; its negative
 /// cache off, as the kernel's is): the attributes it caches must never break what the kit
 /// checks, since every open asks the bricks again and upcalls drop the rest.

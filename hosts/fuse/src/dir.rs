@@ -52,12 +52,19 @@ async fn for_each_entry(
 ) -> Result<(), Errno> {
     // The graph the directory fd is open on (see migrate.rs), where it may not be opened
     // yet: the kernel gets a handle before any listing, and answers some from its cache.
-    u.ensure_open().await?;
+    // A directory another client removed since the kernel opened it lists as a removed
+    // directory does on a local file system: ENOENT (no path is walked again for an fd, so
+    // ESTALE would only reach the caller).
+    let dead = |e| match e {
+        Errno::ESTALE => Errno::ENOENT,
+        e => e,
+    };
+    u.ensure_open().await.map_err(dead)?;
     let (graph, fd) = (u.graph(), u.fd());
     let mut cookie = offset.saturating_sub(AFTER_DOTDOT);
     let mut empty = 0;
     loop {
-        let batch = graph.top().readdirp(cx, fd, cookie, BATCH_BYTES).await?;
+        let batch = (graph.top().readdirp(cx, fd, cookie, BATCH_BYTES).await).map_err(dead)?;
         let Some(last) = batch.last() else {
             return Ok(());
         };

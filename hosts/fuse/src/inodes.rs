@@ -77,6 +77,10 @@ struct Node {
     nlookup: u64,
     /// The attributes last sent to the kernel, if no write began since they were fetched.
     last: Option<Iatt>,
+    /// A directory's attributes as last sent to the kernel, kept when another client's
+    /// change voids `last`: what a stat of the directory answers once it is removed (see
+    /// [`InodeTable::seen_dir_attr`]).
+    seen_dir: Option<Box<Iatt>>,
     /// A regular file's attributes from a read reply, when they arrived, and the
     /// `meta_seq` they were recorded under.
     file: Option<(Iatt, Instant, u64)>,
@@ -129,6 +133,9 @@ struct Inner {
     retired: Retired,
     /// Threads answered ESTALE, when, and to which request ([`InodeTable::expect_retry`]).
     retrying: HashMap<u32, (Instant, Retry)>,
+    /// Threads answered ESTALE by an entry fop in a directory that is gone, which directory
+    /// and when ([`InodeTable::in_removed_dir`]).
+    stale_dirs: HashMap<u32, (INodeNo, Instant)>,
 }
 
 impl Inner {
@@ -314,6 +321,7 @@ impl InodeTable {
                         gfid,
                         nlookup: 1,
                         last: None,
+                        seen_dir: None,
                         file: None,
                         dir: DirState::default(),
                         names: Vec::new(),
@@ -422,7 +430,17 @@ impl InodeTable {
         let fresh = inner.write_seq == stamp.0 && inner.writing == 0;
         if let Some(n) = inner.nodes.get_mut(&node.0) {
             n.last = (fresh && n.gfid == attr.gfid).then_some(*attr);
+            if attr.is_dir() && n.gfid == attr.gfid {
+                n.seen_dir = Some(Box::new(*attr));
+            }
         }
+    }
+
+    /// The attributes last sent to the kernel for directory `node`, however old: for a
+    /// stat of it once another client removed it, which keeps its mode and owner (path
+    /// walks check them) and nothing that can change any more.
+    pub fn seen_dir_attr(&self, node: INodeNo) -> Option<Iatt> {
+        self.read().nodes.get(&node.0)?.seen_dir.as_deref().copied()
     }
 
     /// The kernel now knows non-directory `node` as `name` in `parent` (a name another
@@ -521,6 +539,35 @@ impl InodeTable {
             asked == what && t.elapsed() < RETRY_WINDOW && looked_up.is_some_and(|l| l >= t)
         });
         fresh || retry
+    }
+
+    /// Whether an entry fop (a lookup, a removal, a create, a link or a rename) of thread
+    /// `pid` in directory `parent`, which the graph answered ESTALE (the directory is gone:
+    /// another client removed it), should answer ENOENT instead. The thread's first such
+    /// answer stays ESTALE: the kernel walks the path again (LOOKUP_REVAL, once) and, when
+    /// another client replaced the directory under its name, finds the new one. Its next
+    /// ones in the same directory, each within [`RETRY_WINDOW`] of the one before, are that
+    /// retry meeting the removed directory again (a walk that starts there: a directory fd
+    /// of `unlinkat(2)`, the working directory; the retry may look the name up twice) and
+    /// the thread's later calls there: ENOENT, as a local file system answers in a removed
+    /// directory. (A GFID is never used again: a directory gone stays gone.)
+    pub fn in_removed_dir(&self, pid: u32, parent: INodeNo) -> bool {
+        let mut inner = self.write();
+        let now = Instant::now();
+        if let Some((dir, t)) = inner.stale_dirs.get_mut(&pid)
+            && *dir == parent
+            && now - *t < RETRY_WINDOW
+        {
+            *t = now;
+            return true;
+        }
+        if inner.stale_dirs.len() >= RETRYING_MAX {
+            inner.stale_dirs.retain(|_, (_, t)| now - *t < RETRY_WINDOW);
+        }
+        if inner.stale_dirs.len() < RETRYING_MAX {
+            inner.stale_dirs.insert(pid, (parent, now));
+        }
+        false
     }
 
     /// A request other than getattr/open used `node`: a lookup before it was for it.
@@ -785,6 +832,23 @@ mod tests {
             Some(OsStr::new(&last))
         );
         assert!(t.take_names(INodeNo(12345)).is_empty(), "unknown node");
+    }
+
+    #[test]
+    fn a_removed_directory_is_estale_once_per_thread_then_enoent() {
+        let t = InodeTable::new();
+        let (gone, other) = (INodeNo(40), INodeNo(41));
+        // The first answer in it lets the kernel walk the path again.
+        assert!(!t.in_removed_dir(2, gone), "first: ESTALE");
+        // The retry (and its second lookup), and the thread's later calls there: ENOENT.
+        assert!(t.in_removed_dir(2, gone));
+        assert!(t.in_removed_dir(2, gone));
+        // Another thread, or another directory, starts over: its walk may find a new one.
+        assert!(!t.in_removed_dir(3, gone), "another thread");
+        assert!(!t.in_removed_dir(2, other), "another directory");
+        assert!(t.in_removed_dir(2, other));
+        // The thread's record of `gone` was replaced by `other`'s.
+        assert!(!t.in_removed_dir(2, gone));
     }
 
     #[test]

@@ -39,7 +39,14 @@ impl Brick {
             return Err(Errno::ENOTDIR);
         }
         let _pos = f.dir_pos.lock().unwrap_or_else(|p| p.into_inner());
-        sys::lseek(f.as_fd(), offset, libc::SEEK_SET)?;
+        if let Err(e) = sys::lseek(f.as_fd(), offset, libc::SEEK_SET) {
+            // A directory removed since it was opened (by another client): ext4 no longer
+            // takes its hash cookies (EINVAL). It lists as the kernel lists a removed
+            // directory: ENOENT.
+            let removed =
+                e == Errno::EINVAL && sys::fstat(f.as_fd()).is_ok_and(|st| st.st_nlink == 0);
+            return Err(if removed { Errno::ENOENT } else { e });
+        }
         let budget = (size as usize).max(entry_cost(255));
         let mut used = 0;
         let mut out = RVec::new();

@@ -452,6 +452,35 @@ async fn meta_dir_is_hidden_and_protected() {
     );
 }
 
+/// A listing resumed in a directory removed since it was opened (another client emptied and
+/// removed it) fails with ENOENT, as the kernel's own listing of a removed directory does:
+/// ext4 turned the cookie's seek into EINVAL, which `rm -rf` reported as an error.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_listing_resumed_in_a_removed_directory_is_enoent() {
+    let (_d, top) = new_brick();
+    let cx = root();
+    let dir = mkdir(&top, &cx, Gfid::ROOT, "d").await;
+    for i in 0..100 {
+        mkfile(&top, &cx, dir.attr.gfid, &format!("file-{i:03}"), b"").await;
+    }
+    let f = fd(dir.attr.gfid, libc::O_RDONLY);
+    top.opendir(&cx, f).await.expect("opendir");
+    let first = top.readdirp(&cx, f, 0, 1000).await.expect("first page");
+    let cookie = first.last().expect("a page").next_offset;
+    for i in 0..100 {
+        let name = format!("file-{i:03}");
+        top.unlink(&cx, loc(dir.attr.gfid, &name))
+            .await
+            .expect("unlink");
+    }
+    top.rmdir(&cx, loc(Gfid::ROOT, "d")).await.expect("rmdir");
+    assert_eq!(
+        top.readdirp(&cx, f, cookie, 1000).await.map(|b| b.len()),
+        Err(Errno::ENOENT)
+    );
+    top.releasedir(&cx, f).await.expect("releasedir");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn readdirp_pages_with_stable_cookies() {
     let (_d, top) = new_brick();

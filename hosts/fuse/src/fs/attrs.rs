@@ -31,8 +31,7 @@ impl XlfsFs {
                 .inodes
                 .take_fresh_for(ino, FRESH_NAME, pid, crate::inodes::Retry::Getattr);
         // The attributes the lookup of this stat's own path walk just gave, for a directory.
-        let at_lookup =
-            (fresh.then(|| self.s.inodes.last_attr(ino)).flatten()).filter(|a| a.is_dir());
+        let at_lookup = fresh.then(|| self.s.inodes.seen_dir_attr(ino)).flatten();
         self.spawn(|s| async move {
             // (A directory not opened on its graph yet is asked by GFID.)
             let fd = match fd {
@@ -40,16 +39,26 @@ impl XlfsFs {
                 None => None,
             };
             let graph = s.graph();
-            let r = match &fd {
-                Some(u) => u.top().fstat(&cx, u.fd()).await,
-                None => match graph.top().stat(&cx, gfid).await {
+            // A directory removed while open here answers as removed (see
+            // `removed_dir_attr`): a brick may no longer know it even through the open fd
+            // (distribute asks for a directory's attributes by GFID).
+            let (cx, s) = (&cx, &s);
+            let open_fstat = |u: FdUse| async move {
+                match u.ensure_open().await {
+                    Ok(()) => match u.top().fstat(cx, u.fd()).await {
+                        Err(e) if gone(e) => s.removed_dir_attr(ino, &u).ok_or(e),
+                        r => r,
+                    },
+                    Err(e) => s.removed_dir_attr(ino, &u).ok_or(e),
+                }
+            };
+            let r = match fd {
+                Some(u) => open_fstat(u).await,
+                None => match graph.top().stat(cx, gfid).await {
                     // fstat(2) of an unlinked open file arrives without its fh (on the
                     // graph that fd is open on).
                     Err(e) if gone(e) => match s.fds.find_open(&gfid) {
-                        Some(u) => match u.ensure_open().await {
-                            Ok(()) => u.top().fstat(&cx, u.fd()).await,
-                            Err(_) => s.removed_dir_attr(ino, &u).ok_or(e),
-                        },
+                        Some(u) => open_fstat(u).await,
                         None => Err(e),
                     },
                     r => r,

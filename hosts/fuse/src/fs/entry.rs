@@ -23,9 +23,11 @@ impl XlfsFs {
         }
         let cx = ctx(req, Need::of(Fop::Lookup), None);
         let stamp = self.s.inodes.stamp();
+        let pid = req.pid();
         self.spawn(|s| async move {
             let name = loc.name.clone();
             let r = s.graph().top().lookup(&cx, loc).await;
+            let r = s.in_dir(pid, parent, r);
             if r == Err(Errno::ENOENT) && !s.opts.negative_timeout.is_zero() {
                 return reply_negative(reply, &s.opts.negative_timeout);
             }
@@ -56,6 +58,7 @@ impl XlfsFs {
         let stamp = self.s.inodes.stamp();
         let ds = self.s.inodes.begin_dir_op(parent);
         self.s.fresh.adding(parent, name);
+        let pid = req.pid();
         self.spawn(|s| async move {
             let name = loc.name.clone();
             // The kernel's 32-bit dev encoding equals glibc's dev_t for majors < 4096.
@@ -64,6 +67,7 @@ impl XlfsFs {
                 .top()
                 .mknod(&cx, loc, mode, u64::from(rdev), umask)
                 .await;
+            let r = s.in_dir(pid, parent, r);
             s.end_dir_op(parent, ds, r.as_ref().ok().map(|e| &e.postparent));
             s.reply_entry_at(reply, r, stamp, parent, &name, false);
         });
@@ -84,8 +88,10 @@ impl XlfsFs {
         let ds = self.s.inodes.begin_dir_op(parent);
         self.s.fresh.adding(parent, name);
         let sent = Instant::now();
+        let pid = req.pid();
         self.spawn(|s| async move {
             let r = s.graph().top().mkdir(&cx, loc, mode, umask).await;
+            let r = s.in_dir(pid, parent, r);
             s.end_dir_op(parent, ds, r.as_ref().ok().map(|e| &e.postparent));
             s.reply_entry_made(reply, r, stamp, Some(sent), None);
         });
@@ -102,9 +108,11 @@ impl XlfsFs {
         let cx = ctx(req, Need::of(Fop::Unlink), None);
         let ds = self.s.inodes.begin_dir_op(parent);
         let gone = name.to_owned();
+        let pid = req.pid();
         self.spawn(|s| async move {
             // The kernel invalidates the victim's cached attributes (nlink, ctime) itself.
             let r = s.graph().top().unlink(&cx, loc).await;
+            let r = s.in_dir(pid, parent, r);
             if r.is_ok() {
                 s.inodes.unlink_name(parent, &gone);
             }
@@ -116,8 +124,10 @@ impl XlfsFs {
         let loc = tri!(reply, self.loc(parent, name));
         let cx = ctx(req, Need::of(Fop::Rmdir), None);
         let ds = self.s.inodes.begin_dir_op(parent);
+        let pid = req.pid();
         self.spawn(|s| async move {
             let r = s.graph().top().rmdir(&cx, loc).await;
+            let r = s.in_dir(pid, parent, r);
             s.end_removal(parent, ds, reply, r);
         });
     }
@@ -136,9 +146,11 @@ impl XlfsFs {
         let stamp = self.s.inodes.stamp();
         let ds = self.s.inodes.begin_dir_op(parent);
         self.s.fresh.adding(parent, link_name);
+        let pid = req.pid();
         self.spawn(|s| async move {
             let name = loc.name.clone();
             let r = s.graph().top().symlink(&cx, loc, target).await;
+            let r = s.in_dir(pid, parent, r);
             s.end_dir_op(parent, ds, r.as_ref().ok().map(|e| &e.postparent));
             s.reply_entry_at(reply, r, stamp, parent, &name, false);
         });
@@ -167,8 +179,11 @@ impl XlfsFs {
         ];
         self.s.fresh.adding(newparent, newname);
         let names = (name.to_owned(), newname.to_owned());
+        let pid = req.pid();
         self.spawn(|s| async move {
             let r = s.graph().top().rename(&cx, old, new, flags.bits()).await;
+            // (Either directory may be the one gone: the retry walks both again.)
+            let r = s.in_dir(pid, parent, r);
             s.inodes.end_dir_op(parent, ds[0], None);
             s.inodes.end_dir_op(newparent, ds[1], None);
             if r.is_ok() {
@@ -203,6 +218,8 @@ impl XlfsFs {
         self.spawn(|s| async move {
             // The reply carries the new nlink, so the kernel's attributes are fresh.
             let name = new.name.clone();
+            // (Its ESTALE may be the file's, replaced under the name the kernel resolved:
+            // kept, see docs/consistency.md.)
             let r = s.graph().top().link(&cx, gfid, new).await;
             s.end_dir_op(newparent, ds, r.as_ref().ok().map(|e| &e.postparent));
             s.reply_entry_at(reply, r, stamp, newparent, &name, false);

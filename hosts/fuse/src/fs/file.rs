@@ -142,6 +142,7 @@ impl XlfsFs {
         let stamp = self.s.inodes.stamp();
         let ds = self.s.inodes.begin_dir_op(parent);
         self.s.fresh.adding(parent, name);
+        let pid = req.pid();
         self.spawn(|s| async move {
             let name = loc.name.clone();
             // Another client (or process) made the name first: without O_EXCL that is an
@@ -164,7 +165,7 @@ impl XlfsFs {
                 }
             };
             s.end_dir_op(parent, ds, r.as_ref().ok().map(|e| &e.postparent));
-            let e = match r {
+            let e = match s.in_dir(pid, parent, r) {
                 Ok(e) => e,
                 Err(e) => return reply.error(errno(e)),
             };

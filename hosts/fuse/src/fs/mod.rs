@@ -129,6 +129,18 @@ impl Shared {
         self.reply_entry_made(reply, r, stamp, None, Some((parent, name, lookup)));
     }
 
+    /// The graph's answer `r` to an entry fop of thread `pid` in directory `parent`, its
+    /// ESTALE for a removed directory turned into ENOENT on the kernel's retry (see
+    /// [`InodeTable::in_removed_dir`]).
+    fn in_dir<T>(&self, pid: u32, parent: INodeNo, r: Result<T, Errno>) -> Result<T, Errno> {
+        match r {
+            Err(e) if e == Errno::ESTALE && self.inodes.in_removed_dir(pid, parent) => {
+                Err(Errno::ENOENT)
+            }
+            r => r,
+        }
+    }
+
     /// What an open checks beside the open fop (close-to-open): the attributes of `gfid`
     /// now, and whether one of `names`, the names this mount gave the kernel for it, no
     /// longer names it (another client renamed a file over it, or removed it): the kernel
@@ -374,15 +386,14 @@ impl Shared {
         }
     }
 
-    /// What fstat of directory `ino`, open here through `u`, answers once the bricks no
-    /// longer have it and `u` was never opened on its graph (no brick holds it open): the
-    /// attributes last seen with no link left, as a local file system reports a removed
-    /// directory that is still open.
+    /// What fstat of directory `ino`, open here through `u`, answers once the graph no
+    /// longer has it (another client removed it): the attributes last seen with no link
+    /// left, as a local file system reports a removed directory that is still open.
     pub(crate) fn removed_dir_attr(&self, ino: INodeNo, u: &FdUse) -> Option<Iatt> {
-        if !is_dir_flags(u.fd().flags) || u.opened() {
+        if !is_dir_flags(u.fd().flags) {
             return None;
         }
-        let mut a = self.inodes.last_attr(ino)?;
+        let mut a = self.inodes.seen_dir_attr(ino)?;
         a.nlink = 0;
         Some(a)
     }
