@@ -135,7 +135,19 @@ struct Inner {
     retrying: HashMap<u32, (Instant, Retry)>,
     /// Threads answered ESTALE by an entry fop in a directory that is gone, which directory
     /// and when ([`InodeTable::in_removed_dir`]).
-    stale_dirs: HashMap<u32, (INodeNo, Instant)>,
+    stale_dirs: HashMap<u32, (Instant, INodeNo)>,
+}
+
+/// Records `v` for thread `pid` at `now` in `map` (what this mount answered the thread, see
+/// [`InodeTable::expect_retry`] and [`InodeTable::in_removed_dir`]): at most
+/// [`RETRYING_MAX`] threads, those older than [`RETRY_WINDOW`] dropped first when full.
+fn note_thread<V>(map: &mut HashMap<u32, (Instant, V)>, pid: u32, now: Instant, v: V) {
+    if map.len() >= RETRYING_MAX {
+        map.retain(|_, (t, _)| now - *t < RETRY_WINDOW);
+    }
+    if map.len() < RETRYING_MAX {
+        map.insert(pid, (now, v));
+    }
 }
 
 impl Inner {
@@ -431,7 +443,10 @@ impl InodeTable {
         if let Some(n) = inner.nodes.get_mut(&node.0) {
             n.last = (fresh && n.gfid == attr.gfid).then_some(*attr);
             if attr.is_dir() && n.gfid == attr.gfid {
-                n.seen_dir = Some(Box::new(*attr));
+                match &mut n.seen_dir {
+                    Some(seen) => **seen = *attr,
+                    None => n.seen_dir = Some(Box::new(*attr)),
+                }
             }
         }
     }
@@ -504,14 +519,7 @@ impl InodeTable {
     /// cached name, then anew) and stat the node in a permission check before the request:
     /// only the thread tells the retry apart.
     pub fn expect_retry(&self, pid: u32, what: Retry) {
-        let mut inner = self.write();
-        let now = Instant::now();
-        if inner.retrying.len() >= RETRYING_MAX {
-            inner.retrying.retain(|_, (t, _)| now - *t < RETRY_WINDOW);
-        }
-        if inner.retrying.len() < RETRYING_MAX {
-            inner.retrying.insert(pid, (now, what));
-        }
+        note_thread(&mut self.write().retrying, pid, Instant::now(), what);
     }
 
     /// [`take_fresh`](Self::take_fresh) for a getattr or open of thread `pid`, which is
@@ -554,19 +562,14 @@ impl InodeTable {
     pub fn in_removed_dir(&self, pid: u32, parent: INodeNo) -> bool {
         let mut inner = self.write();
         let now = Instant::now();
-        if let Some((dir, t)) = inner.stale_dirs.get_mut(&pid)
+        if let Some((t, dir)) = inner.stale_dirs.get_mut(&pid)
             && *dir == parent
             && now - *t < RETRY_WINDOW
         {
             *t = now;
             return true;
         }
-        if inner.stale_dirs.len() >= RETRYING_MAX {
-            inner.stale_dirs.retain(|_, (_, t)| now - *t < RETRY_WINDOW);
-        }
-        if inner.stale_dirs.len() < RETRYING_MAX {
-            inner.stale_dirs.insert(pid, (parent, now));
-        }
+        note_thread(&mut inner.stale_dirs, pid, now, parent);
         false
     }
 
