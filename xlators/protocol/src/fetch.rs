@@ -395,7 +395,7 @@ async fn fetch_inner(
             crate::wire::Stream::Tls(crate::wire::tls::TlsIo::new(sock, conn))
         }
     };
-    let (r, mut w) = sock.into_split();
+    let (r, mut w) = sock.into_split().map_err(|e| proto(e.to_string()))?;
     let nonce = crate::creds::nonce();
     let req = VolfileRequest {
         magic: MAGIC,

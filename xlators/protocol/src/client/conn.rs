@@ -168,7 +168,10 @@ async fn handshake_inner(
             .ok(),
         Stream::Tcp(_) | Stream::Tls(_) => None,
     };
-    let (r, mut writer) = sock.into_split();
+    let (r, mut writer) = sock.into_split().map_err(|source| ConnectError::Connect {
+        addr: addr.clone(),
+        source,
+    })?;
     let mut reader = FrameReader::new(r, HANDSHAKE_MAX_FRAME);
     let nonce = crate::creds::nonce();
     let hello = Hello {

@@ -103,9 +103,11 @@ pub async fn serve(shared: Arc<Shared>, sock: Stream, peer: SocketAddr, mut slot
             let (io, conn) = s.into_inner();
             if let Err(why) = tls.allows(conn.peer_certificates().and_then(|c| c.first())) {
                 shared.refused_because(format_args!("refused {peer}: {why}"));
-                let mut w = Stream::Tls(crate::wire::tls::TlsIo::new(io, conn))
-                    .into_split()
-                    .1;
+                let Ok((_, mut w)) =
+                    Stream::Tls(crate::wire::tls::TlsIo::new(io, conn)).into_split()
+                else {
+                    return;
+                };
                 refuse(&mut w, format!("refused by brick {:?}: {why}", shared.name)).await;
                 return;
             }
@@ -145,7 +147,13 @@ pub async fn serve(shared: Arc<Shared>, sock: Stream, peer: SocketAddr, mut slot
             }
         }
     }
-    let (r, mut w) = sock.into_split();
+    let (r, mut w) = match sock.into_split() {
+        Ok(halves) => halves,
+        Err(e) => {
+            shared.dropped.fetch_add(1, Ordering::Relaxed);
+            return tracing::debug!("{}: dropping {peer}: {e}", shared.name);
+        }
+    };
     let mut reader = FrameReader::new(r, HANDSHAKE_MAX_FRAME);
     let first_frame = async {
         tokio::select! {

@@ -70,7 +70,10 @@ pub async fn serve(listener: TcpListener, lookup: Arc<Lookup>) {
 
 /// One request or watch, answered (or refused) and closed.
 async fn connection(sock: wire::Stream, peer: SocketAddr, lookup: &Lookup) {
-    let (r, mut w) = sock.into_split();
+    let (r, mut w) = match sock.into_split() {
+        Ok(halves) => halves,
+        Err(e) => return tracing::debug!("volfile server: {peer}: {e}"),
+    };
     let mut reader = FrameReader::new(r, HANDSHAKE_MAX_FRAME);
     let Ok(Ok(Some(body))) = tokio::time::timeout(HANDSHAKE, reader.next(HANDSHAKE)).await else {
         return;

@@ -3,15 +3,14 @@
 //! the kernel vouches for both ends, so no TLS there).
 
 use std::io::{self, IoSlice};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd, RawFd};
 use std::pin::Pin;
-use std::task::{Context, Poll};
-
-use std::os::fd::{AsRawFd, OwnedFd, RawFd};
-
 use std::sync::Arc;
-use tokio::io::{AsyncRead, AsyncWrite, Interest, ReadBuf};
+use std::task::{Context, Poll, ready};
 
-use tokio::net::{TcpStream, UnixStream, tcp, unix};
+use tokio::io::unix::AsyncFd;
+use tokio::io::{AsyncRead, AsyncWrite, Interest, ReadBuf};
+use tokio::net::{TcpStream, UnixStream, tcp};
 
 use super::tls::TlsIo;
 
@@ -23,25 +22,133 @@ pub enum Stream {
 }
 
 impl Stream {
-    pub fn into_split(self) -> (ReadHalf, WriteHalf) {
-        match self {
+    /// The two directions, for the reader and the sender. Within the runtime (a Unix socket
+    /// is registered with its reactor again, for reads only: see [`UnixWrite`]).
+    pub fn into_split(self) -> io::Result<(ReadHalf, WriteHalf)> {
+        Ok(match self {
             Stream::Tcp(s) => {
                 let (r, w) = s.into_split();
                 (ReadHalf::Tcp(r), WriteHalf::Tcp(w))
             }
             Stream::Unix(s) => {
-                let (r, w) = s.into_split();
-                (ReadHalf::Unix(r), WriteHalf::Unix(w))
+                let sock = Arc::new(register(s.into_std()?, Interest::READABLE)?);
+                let w = UnixWrite {
+                    sock: sock.clone(),
+                    room: None,
+                    rt: tokio::runtime::Handle::current(),
+                };
+                (ReadHalf::Unix(sock), WriteHalf::Unix(w))
             }
             Stream::Tls(t) => (ReadHalf::Tls(t.clone()), WriteHalf::Tls(t)),
+        })
+    }
+}
+
+/// A Unix socket, registered with the reactor for reads only.
+type UnixSock = Arc<AsyncFd<std::os::unix::net::UnixStream>>;
+
+/// The write side of a Unix socket. Linux tells a Unix socket's waiters it has room again
+/// every time its peer reads (`unix_write_space`), and the runtime's stream waits for both
+/// directions: each frame the peer took woke this side's reactor thread for nothing, one
+/// needless wakeup per call at each end. Writes go straight to the socket instead; one that
+/// finds it full registers a duplicate of the descriptor for room until it has written.
+pub struct UnixWrite {
+    sock: UnixSock,
+    /// The registration for room, while a write waits for it.
+    room: Option<AsyncFd<OwnedFd>>,
+    /// The runtime to register with (a write may be polled on a host thread).
+    rt: tokio::runtime::Handle,
+}
+
+impl UnixWrite {
+    fn fd(&self) -> RawFd {
+        self.sock.get_ref().as_raw_fd()
+    }
+
+    /// Runs the non-blocking `op` on the socket until it does not find it full, waiting for
+    /// room in between.
+    fn poll_io<R>(
+        &mut self,
+        cx: &mut Context<'_>,
+        mut op: impl FnMut(RawFd) -> io::Result<R>,
+    ) -> Poll<io::Result<R>> {
+        loop {
+            match op(self.fd()) {
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                r => {
+                    self.room = None;
+                    return Poll::Ready(r);
+                }
+            }
+            if self.room.is_none() {
+                let dup = self.sock.get_ref().as_fd().try_clone_to_owned()?;
+                let _rt = self.rt.enter();
+                self.room = Some(register(dup, Interest::WRITABLE)?);
+            }
+            let room = self.room.as_ref().expect("registered above");
+            // Registered while full, it reports room when room comes; registered after room
+            // came back, at once (an edge-triggered registration reports the present state).
+            ready!(room.poll_write_ready(cx))?.clear_ready();
         }
     }
+
+    fn shutdown(&self) -> io::Result<()> {
+        self.sock.get_ref().shutdown(std::net::Shutdown::Write)
+    }
+}
+
+impl Drop for UnixWrite {
+    /// As the runtime's write half: the peer sees the end of the stream.
+    fn drop(&mut self) {
+        let _ = self.shutdown();
+    }
+}
+
+/// `inner` registered with the current runtime's reactor for `interest`.
+fn register<T: AsRawFd>(inner: T, interest: Interest) -> io::Result<AsyncFd<T>> {
+    // SAFETY: `inner` owns its descriptor, and the `AsyncFd` owns `inner` until dropped.
+    Ok(unsafe { AsyncFd::register_with_interest(inner, interest) }?)
+}
+
+/// `readv`/`writev`-style results of a libc call.
+fn io_result(r: isize) -> io::Result<usize> {
+    if r < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(r as usize)
+    }
+}
+
+/// A non-blocking read of `sock` into `buf` (`WouldBlock` when nothing waits).
+fn read_into(sock: RawFd, buf: &mut [std::mem::MaybeUninit<u8>]) -> io::Result<usize> {
+    // SAFETY: `buf` is writable for its length; the socket is open while its halves live.
+    io_result(unsafe { libc::read(sock, buf.as_mut_ptr().cast(), buf.len()) })
+}
+
+/// Reads `sock` into `v`'s spare capacity. The read is tried whatever the reactor last saw
+/// (a thread spinning for a reply reads it before the reactor notices it); a `WouldBlock`
+/// while the reactor's flag says readable clears the flag, so a waiter sleeps again.
+fn read_unix(sock: &UnixSock, v: &mut Vec<u8>) -> io::Result<usize> {
+    let mut tried = false;
+    let r = sock.try_io(Interest::READABLE, |s| {
+        tried = true;
+        read_into(s.as_raw_fd(), v.spare_capacity_mut())
+    });
+    let r = match r {
+        Err(e) if e.kind() == io::ErrorKind::WouldBlock && !tried => {
+            read_into(sock.get_ref().as_raw_fd(), v.spare_capacity_mut())
+        }
+        r => r,
+    }?;
+    // SAFETY: the kernel wrote `r` bytes into the spare capacity.
+    unsafe { v.set_len(v.len() + r) };
+    Ok(r)
 }
 
 /// The read side of a [`Stream`].
 pub enum ReadHalf {
     Tcp(tcp::OwnedReadHalf),
-    Unix(unix::OwnedReadHalf),
+    Unix(UnixSock),
     Tls(Arc<TlsIo>),
 }
 
@@ -59,7 +166,7 @@ impl ReadHalf {
     pub async fn readable(&self) -> io::Result<()> {
         match self {
             ReadHalf::Tcp(r) => r.readable().await,
-            ReadHalf::Unix(r) => r.readable().await,
+            ReadHalf::Unix(s) => s.readable().await.map(drop),
             ReadHalf::Tls(t) => t.readable().await,
         }
     }
@@ -71,7 +178,7 @@ impl ReadHalf {
         use std::os::fd::AsRawFd;
         let fd = match self {
             ReadHalf::Tcp(r) => r.as_ref().as_raw_fd(),
-            ReadHalf::Unix(r) => r.as_ref().as_raw_fd(),
+            ReadHalf::Unix(s) => s.get_ref().as_raw_fd(),
             ReadHalf::Tls(t) => return t.ready_now(),
         };
         let mut byte = 0u8;
@@ -91,7 +198,7 @@ impl ReadHalf {
     pub fn try_read_buf(&self, v: &mut Vec<u8>) -> io::Result<usize> {
         match self {
             ReadHalf::Tcp(r) => r.try_read_buf(v),
-            ReadHalf::Unix(r) => r.try_read_buf(v),
+            ReadHalf::Unix(s) => read_unix(s, v),
             ReadHalf::Tls(t) => {
                 let mut chunk = [0u8; 16 << 10];
                 let n = t.try_read(&mut chunk)?;
@@ -110,7 +217,32 @@ impl AsyncRead for ReadHalf {
     ) -> Poll<io::Result<()>> {
         match self.get_mut() {
             ReadHalf::Tcp(r) => Pin::new(r).poll_read(cx, buf),
-            ReadHalf::Unix(r) => Pin::new(r).poll_read(cx, buf),
+            ReadHalf::Unix(s) => loop {
+                // SAFETY: `read_into` only writes initialised bytes into the unfilled part.
+                let unfilled = unsafe { buf.unfilled_mut() };
+                match read_into(s.get_ref().as_raw_fd(), unfilled) {
+                    Ok(n) => {
+                        // SAFETY: the kernel initialised `n` bytes.
+                        unsafe { buf.assume_init(n) };
+                        buf.advance(n);
+                        return Poll::Ready(Ok(()));
+                    }
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                    Err(e) => return Poll::Ready(Err(e)),
+                }
+                // Nothing there: the flag may still say readable (from bytes read since), so
+                // a read under it clears it before the task sleeps.
+                let mut g = ready!(s.poll_read_ready(cx))?;
+                // SAFETY: as above.
+                let unfilled = unsafe { buf.unfilled_mut() };
+                if let Ok(r) = g.try_io(|s| read_into(s.get_ref().as_raw_fd(), unfilled)) {
+                    let n = r?;
+                    // SAFETY: as above.
+                    unsafe { buf.assume_init(n) };
+                    buf.advance(n);
+                    return Poll::Ready(Ok(()));
+                }
+            },
             ReadHalf::Tls(t) => t.poll_read(cx, buf),
         }
     }
@@ -119,7 +251,7 @@ impl AsyncRead for ReadHalf {
 /// The write side of a [`Stream`]; dropping it shuts the socket's write direction.
 pub enum WriteHalf {
     Tcp(tcp::OwnedWriteHalf),
-    Unix(unix::OwnedWriteHalf),
+    Unix(UnixWrite),
     Tls(Arc<TlsIo>),
 }
 
@@ -145,11 +277,7 @@ impl WriteHalf {
                     })
                 }
                 WriteHalf::Unix(w) => {
-                    let s: &UnixStream = w.as_ref();
-                    s.writable().await?;
-                    s.try_io(Interest::WRITABLE, || {
-                        splice_out(&pipe, s.as_raw_fd(), left)
-                    })
+                    std::future::poll_fn(|cx| w.poll_io(cx, |fd| splice_out(&pipe, fd, left))).await
                 }
                 WriteHalf::Tls(_) => unreachable!("TLS returned above"),
             };
@@ -197,7 +325,10 @@ impl AsyncWrite for WriteHalf {
     ) -> Poll<io::Result<usize>> {
         match self.get_mut() {
             WriteHalf::Tcp(w) => Pin::new(w).poll_write(cx, buf),
-            WriteHalf::Unix(w) => Pin::new(w).poll_write(cx, buf),
+            WriteHalf::Unix(w) => w.poll_io(cx, |fd| {
+                // SAFETY: `buf` is readable for its length.
+                io_result(unsafe { libc::write(fd, buf.as_ptr().cast(), buf.len()) })
+            }),
             WriteHalf::Tls(t) => t.poll_write_vectored(cx, &[IoSlice::new(buf)]),
         }
     }
@@ -209,7 +340,11 @@ impl AsyncWrite for WriteHalf {
     ) -> Poll<io::Result<usize>> {
         match self.get_mut() {
             WriteHalf::Tcp(w) => Pin::new(w).poll_write_vectored(cx, bufs),
-            WriteHalf::Unix(w) => Pin::new(w).poll_write_vectored(cx, bufs),
+            WriteHalf::Unix(w) => w.poll_io(cx, |fd| {
+                let n = bufs.len().min(libc::UIO_MAXIOV as usize);
+                // SAFETY: `IoSlice` has `iovec`'s layout; the slices are readable.
+                io_result(unsafe { libc::writev(fd, bufs.as_ptr().cast(), n as libc::c_int) })
+            }),
             WriteHalf::Tls(t) => t.poll_write_vectored(cx, bufs),
         }
     }
@@ -221,7 +356,7 @@ impl AsyncWrite for WriteHalf {
     fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         match self.get_mut() {
             WriteHalf::Tcp(w) => Pin::new(w).poll_flush(cx),
-            WriteHalf::Unix(w) => Pin::new(w).poll_flush(cx),
+            WriteHalf::Unix(_) => Poll::Ready(Ok(())),
             WriteHalf::Tls(t) => t.poll_flush(cx),
         }
     }
@@ -229,7 +364,7 @@ impl AsyncWrite for WriteHalf {
     fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         match self.get_mut() {
             WriteHalf::Tcp(w) => Pin::new(w).poll_shutdown(cx),
-            WriteHalf::Unix(w) => Pin::new(w).poll_shutdown(cx),
+            WriteHalf::Unix(w) => Poll::Ready(w.shutdown()),
             WriteHalf::Tls(t) => t.poll_shutdown(cx),
         }
     }
