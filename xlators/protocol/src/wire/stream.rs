@@ -374,3 +374,94 @@ impl AsyncWrite for WriteHalf {
 pub fn unix_socket_path(dir: &std::path::Path, port: u16) -> std::path::PathBuf {
     dir.join(format!("brick-{port}.sock"))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    fn unix_pair() -> (ReadHalf, WriteHalf, UnixStream) {
+        let (a, b) = UnixStream::pair().expect("socketpair");
+        let (r, w) = Stream::Unix(a).into_split().expect("split");
+        (r, w, b)
+    }
+
+    #[tokio::test]
+    async fn a_write_that_fills_the_socket_waits_for_room_and_finishes() {
+        let (_r, mut w, mut peer) = unix_pair();
+        let data: Vec<u8> = (0..8u32 << 20).map(|i| (i * 7 + i / 4099) as u8).collect();
+        let sent = data.clone();
+        let writer = tokio::spawn(async move {
+            w.write_all(&sent).await.expect("write");
+            assert!(
+                w_room_gone(&w),
+                "the registration for room outlived the write"
+            );
+            w
+        });
+        // The socket holds far less than 8 MiB: the writer has to wait for room, more than
+        // once, while this side reads slowly.
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        let mut got = vec![0u8; data.len()];
+        let mut at = 0;
+        while at < got.len() {
+            let n = peer.read(&mut got[at..]).await.expect("read");
+            assert!(n > 0, "early end of stream at {at}");
+            at += n;
+            if at < 1 << 20 {
+                tokio::time::sleep(Duration::from_millis(1)).await;
+            }
+        }
+        assert!(got == data, "the bytes arrived changed");
+        let w = writer.await.expect("writer");
+        drop(w);
+        assert_eq!(peer.read(&mut [0u8; 1]).await.expect("eof"), 0);
+    }
+
+    fn w_room_gone(w: &WriteHalf) -> bool {
+        matches!(w, WriteHalf::Unix(u) if u.room.is_none())
+    }
+
+    #[tokio::test]
+    async fn dropping_the_write_half_ends_the_peers_stream_and_reads_go_on() {
+        let (mut r, w, mut peer) = unix_pair();
+        drop(w);
+        assert_eq!(peer.read(&mut [0u8; 1]).await.expect("read"), 0);
+        peer.write_all(b"still").await.expect("write");
+        let mut got = [0u8; 5];
+        r.read_exact(&mut got).await.expect("read");
+        assert_eq!(&got, b"still");
+    }
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn bytes_the_reactor_has_not_seen_are_read_and_a_drained_socket_sleeps() {
+        let (r, _w, mut peer) = unix_pair();
+        peer.write_all(b"abc").await.expect("write");
+        // No await between the peer's write and these reads: on this runtime's one thread
+        // the reactor has not polled since, so only a read of the socket itself finds them
+        // (a thread spinning for its reply does this).
+        let mut v = Vec::with_capacity(64);
+        assert_eq!(r.try_read_buf(&mut v).expect("read"), 3);
+        assert_eq!(v, b"abc");
+        // Nothing left: a waiter sleeps until more comes, then reads it; drained again (the
+        // reactor's flag cleared by the read that found nothing), it sleeps again.
+        for more in [&b"d"[..], b"ef"] {
+            assert!(
+                tokio::time::timeout(Duration::from_millis(50), r.readable())
+                    .await
+                    .is_err(),
+                "readable with nothing to read"
+            );
+            peer.write_all(more).await.expect("write");
+            tokio::time::timeout(Duration::from_secs(5), r.readable())
+                .await
+                .expect("woken by the next bytes")
+                .expect("readable");
+            assert_eq!(r.try_read_buf(&mut v).expect("read"), more.len());
+            let e = r.try_read_buf(&mut v).expect_err("drained");
+            assert_eq!(e.kind(), io::ErrorKind::WouldBlock);
+        }
+        assert_eq!(v, b"abcdef");
+    }
+}
