@@ -26,6 +26,10 @@ use crate::shared::{
     merge_dir_attrs, strip_own, with_own_req,
 };
 
+/// How many times a directory's lookup asks again when its copies answer with different
+/// GFIDs before calling it a split (EIO): each retry is one more round trip, taken only then.
+const GFID_RACE_RETRIES: u32 = 2;
+
 /// What a name resolves to.
 pub(crate) struct Resolved {
     /// The name's hashed child in the parent's layout.
@@ -396,49 +400,66 @@ impl Shared {
     ) -> Result<(Found, Option<(Gfid, Renaming)>), Errno> {
         let (rcx, caller) = with_own_req(cx);
         let rcx = asking_for_marks(&rcx);
-        let known_at = known.as_ref().map(|k| k.0);
-        let replies: Vec<Result<Entry, Errno>> = self
-            .fan(|i| {
-                let pre = if Some(i) == known_at {
-                    known.clone()
-                } else {
-                    None
-                };
-                let loc = loc.clone();
-                let rcx = rcx.clone();
-                async move {
-                    match pre {
-                        Some((_, e)) => Ok(e),
-                        None => self.children[i].lookup(&rcx, loc).await,
+        let mut known = known;
+        let mut retries = GFID_RACE_RETRIES;
+        let (replies, base_at, base) = loop {
+            let known_at = known.as_ref().map(|k| k.0);
+            let replies: Vec<Result<Entry, Errno>> = self
+                .fan(|i| {
+                    let pre = if Some(i) == known_at {
+                        known.clone()
+                    } else {
+                        None
+                    };
+                    let loc = loc.clone();
+                    let rcx = rcx.clone();
+                    async move {
+                        match pre {
+                            Some((_, e)) => Ok(e),
+                            None => self.children[i].lookup(&rcx, loc).await,
+                        }
                     }
-                }
-            })
-            .await;
-        let Some((base_at, base)) = replies.iter().enumerate().find_map(|(i, r)| {
-            r.as_ref()
-                .ok()
-                .filter(|e| e.attr.is_dir())
-                .map(|e| (i, e.clone()))
-        }) else {
-            return Err(first_error(replies.into_iter().filter_map(Result::err)));
-        };
-        let gfid = base.attr.gfid;
-        // A rename over an existing directory cut short: the children that renamed have the
-        // renamed directory here, the others still the one it replaces. Not an EIO: the
-        // lookup finishes the rename.
-        if let Some((e, r)) = replies.iter().find_map(|r| {
-            let e = r.as_ref().ok().filter(|e| e.attr.is_dir())?;
-            Some((e, Renaming::marked_in(&e.xattrs)?))
-        }) && r.new == *loc
-            && replies
+                })
+                .await;
+            let Some((base_at, base)) = replies.iter().enumerate().find_map(|(i, r)| {
+                r.as_ref()
+                    .ok()
+                    .filter(|e| e.attr.is_dir())
+                    .map(|e| (i, e.clone()))
+            }) else {
+                return Err(first_error(replies.into_iter().filter_map(Result::err)));
+            };
+            // A rename over an existing directory cut short: the children that renamed
+            // have the renamed directory here, the others still the one it replaces. Not
+            // an EIO: the lookup finishes the rename.
+            if let Some((e, r)) = replies.iter().find_map(|r| {
+                let e = r.as_ref().ok().filter(|e| e.attr.is_dir())?;
+                Some((e, Renaming::marked_in(&e.xattrs)?))
+            }) && r.new == *loc
+                && replies
+                    .iter()
+                    .flatten()
+                    .any(|o| o.attr.is_dir() && o.attr.gfid != e.attr.gfid)
+            {
+                let mut entry = e.clone();
+                strip_own(&mut entry.xattrs, caller.as_ref());
+                return Ok((Found::Dir { entry }, Some((e.attr.gfid, r))));
+            }
+            // Two GFIDs for one name: the answers may span another client's rmdir and
+            // mkdir of it (one child answered before, another after). Asked again, a race
+            // agrees; copies that still differ are a split the brick's admin must settle.
+            let split = replies
                 .iter()
                 .flatten()
-                .any(|o| o.attr.is_dir() && o.attr.gfid != e.attr.gfid)
-        {
-            let mut entry = e.clone();
-            strip_own(&mut entry.xattrs, caller.as_ref());
-            return Ok((Found::Dir { entry }, Some((e.attr.gfid, r))));
-        }
+                .any(|e| e.attr.is_dir() && e.attr.gfid != base.attr.gfid);
+            if split && retries > 0 {
+                retries -= 1;
+                known = None;
+                continue;
+            }
+            break (replies, base_at, base);
+        };
+        let gfid = base.attr.gfid;
         let mut missing = Vec::new();
         for (i, r) in replies.iter().enumerate() {
             match r {

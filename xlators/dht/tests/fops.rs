@@ -1599,3 +1599,52 @@ async fn a_create_racing_a_diverted_create_of_its_name_opens_that_file() {
     assert_eq!(held(&cluster, 1, d, &name).await, Held::File(g));
     assert_eq!(read_all(&top, g).await, b"first");
 }
+
+/// A directory's lookup whose answers span another client's rmdir and mkdir of the name
+/// (one child answered with the old directory, another with the new one) asks again and
+/// finds the new directory. Before, it answered EIO, as for copies that really differ: the
+/// two-mount test of mkdir, rmdir and stat racing on one name saw it under load.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lookup_racing_a_directorys_rmdir_and_mkdir_finds_the_new_one() {
+    use std::time::Duration;
+    use xlator_api::GfidReq;
+    let (cluster, top) = setup(2, &[]);
+    let old = mkdir(&top, Gfid::ROOT, "d").await;
+    let other = fresh(&cluster, &[]);
+    cluster.handle(0).hold(Fop::Lookup);
+    let looking = tokio::spawn({
+        let other = other.clone();
+        async move { lookup(&other, Gfid::ROOT, "d").await }
+    });
+    let t0 = std::time::Instant::now();
+    while cluster.handle(0).held(Fop::Lookup) == 0 {
+        assert!(
+            t0.elapsed() < Duration::from_secs(10),
+            "the lookup never reached child 0"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    // Child 1 answers the old directory; then the name is removed and made again (on the
+    // bricks themselves, as the other client's rmdir and mkdir leave them) before child 0
+    // answers.
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let new = Gfid::random();
+    let made = Ctx::builder(0, 0).ext(&GfidReq(new)).build();
+    for i in 0..2 {
+        let leaf = cluster.leaf(i);
+        leaf.rmdir(&root(), Loc::new(Gfid::ROOT, "d"))
+            .await
+            .expect("rmdir");
+        leaf.mkdir(&made, Loc::new(Gfid::ROOT, "d"), 0o755, 0)
+            .await
+            .expect("mkdir");
+    }
+    cluster.handle(0).open_gate(Fop::Lookup);
+    let e = looking.await.expect("lookup task").expect("lookup");
+    assert_ne!(old, new);
+    assert_eq!(e.attr.gfid, new, "the lookup found the old directory");
+    assert_eq!(
+        everywhere(&cluster, Gfid::ROOT, "d").await,
+        vec![Held::Dir(new); 2]
+    );
+}

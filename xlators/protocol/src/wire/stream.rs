@@ -217,7 +217,7 @@ impl AsyncRead for ReadHalf {
     ) -> Poll<io::Result<()>> {
         match self.get_mut() {
             ReadHalf::Tcp(r) => Pin::new(r).poll_read(cx, buf),
-            ReadHalf::Unix(s) => loop {
+            ReadHalf::Unix(s) => {
                 // SAFETY: `read_into` only writes initialised bytes into the unfilled part.
                 let unfilled = unsafe { buf.unfilled_mut() };
                 match read_into(s.get_ref().as_raw_fd(), unfilled) {
@@ -232,17 +232,19 @@ impl AsyncRead for ReadHalf {
                 }
                 // Nothing there: the flag may still say readable (from bytes read since), so
                 // a read under it clears it before the task sleeps.
-                let mut g = ready!(s.poll_read_ready(cx))?;
-                // SAFETY: as above.
-                let unfilled = unsafe { buf.unfilled_mut() };
-                if let Ok(r) = g.try_io(|s| read_into(s.get_ref().as_raw_fd(), unfilled)) {
-                    let n = r?;
+                loop {
+                    let mut g = ready!(s.poll_read_ready(cx))?;
                     // SAFETY: as above.
-                    unsafe { buf.assume_init(n) };
-                    buf.advance(n);
-                    return Poll::Ready(Ok(()));
+                    let unfilled = unsafe { buf.unfilled_mut() };
+                    if let Ok(r) = g.try_io(|s| read_into(s.get_ref().as_raw_fd(), unfilled)) {
+                        let n = r?;
+                        // SAFETY: as above.
+                        unsafe { buf.assume_init(n) };
+                        buf.advance(n);
+                        return Poll::Ready(Ok(()));
+                    }
                 }
-            },
+            }
             ReadHalf::Tls(t) => t.poll_read(cx, buf),
         }
     }
