@@ -157,7 +157,13 @@ impl XlfsFs {
                 match graph.top().create(&cx, loc.clone(), fd, mode, umask).await {
                     Err(Errno::EEXIST) if flags & libc::O_EXCL == 0 => {
                         match s.open_existing(&graph, &cx, loc.clone(), fd).await {
-                            Err(Errno::ENOENT) if tries < CREATE_TRIES => continue,
+                            Err(Errno::ENOENT) if tries < CREATE_TRIES => {
+                                // The winner's create may still be on its way to the other
+                                // children (stripe, distribute): give it a moment, longer
+                                // each time, before trying again.
+                                tokio::time::sleep(create_backoff(tries)).await;
+                                continue;
+                            }
                             r => break (graph, r),
                         }
                     }

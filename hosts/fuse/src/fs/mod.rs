@@ -524,8 +524,14 @@ fn changed_since(before: Option<&Iatt>, now: Option<&Iatt>) -> bool {
 const FRESH_NAME: Duration = Duration::from_millis(100);
 
 /// How many times a create without O_EXCL is tried when the name it found taken is gone
-/// again before it could be opened.
-const CREATE_TRIES: u32 = 5;
+/// again (or not yet whole) by the time it is opened.
+const CREATE_TRIES: u32 = 8;
+
+/// The pause before try `tries + 1` of such a create: 1 ms, doubling, at most 50 ms (about
+/// 0.1 s over every try): under load a racing create can take that long to reach every child.
+fn create_backoff(tries: u32) -> Duration {
+    Duration::from_millis(1 << tries.saturating_sub(1).min(6)).min(Duration::from_millis(50))
+}
 
 /// Whether a fop by GFID failed because the object has no name left (unlinked while open).
 fn gone(e: Errno) -> bool {
