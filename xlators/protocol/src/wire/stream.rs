@@ -125,24 +125,17 @@ fn read_into(sock: RawFd, buf: &mut [std::mem::MaybeUninit<u8>]) -> io::Result<u
     io_result(unsafe { libc::read(sock, buf.as_mut_ptr().cast(), buf.len()) })
 }
 
-/// Reads `sock` into `v`'s spare capacity. The read is tried whatever the reactor last saw
-/// (a thread spinning for a reply reads it before the reactor notices it); a `WouldBlock`
-/// while the reactor's flag says readable clears the flag, so a waiter sleeps again.
-fn read_unix(sock: &UnixSock, v: &mut Vec<u8>) -> io::Result<usize> {
-    let mut tried = false;
-    let r = sock.try_io(Interest::READABLE, |s| {
-        tried = true;
-        read_into(s.as_raw_fd(), v.spare_capacity_mut())
-    });
-    let r = match r {
-        Err(e) if e.kind() == io::ErrorKind::WouldBlock && !tried => {
-            read_into(sock.get_ref().as_raw_fd(), v.spare_capacity_mut())
+/// A non-blocking read of a Unix socket into `dst` (`WouldBlock` when nothing waits). The
+/// socket is read whatever the reactor last saw (a thread spinning for a reply reads it
+/// before the reactor notices it); a second read under the reactor's flag, when the first
+/// found nothing, clears a flag that still says readable, so a waiter sleeps again.
+fn read_unix(sock: &UnixSock, dst: &mut [std::mem::MaybeUninit<u8>]) -> io::Result<usize> {
+    match read_into(sock.get_ref().as_raw_fd(), dst) {
+        Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+            sock.try_io(Interest::READABLE, |s| read_into(s.as_raw_fd(), dst))
         }
         r => r,
-    }?;
-    // SAFETY: the kernel wrote `r` bytes into the spare capacity.
-    unsafe { v.set_len(v.len() + r) };
-    Ok(r)
+    }
 }
 
 /// The read side of a [`Stream`].
@@ -198,7 +191,12 @@ impl ReadHalf {
     pub fn try_read_buf(&self, v: &mut Vec<u8>) -> io::Result<usize> {
         match self {
             ReadHalf::Tcp(r) => r.try_read_buf(v),
-            ReadHalf::Unix(s) => read_unix(s, v),
+            ReadHalf::Unix(s) => {
+                let n = read_unix(s, v.spare_capacity_mut())?;
+                // SAFETY: the kernel wrote `n` bytes into the spare capacity.
+                unsafe { v.set_len(v.len() + n) };
+                Ok(n)
+            }
             ReadHalf::Tls(t) => {
                 let mut chunk = [0u8; 16 << 10];
                 let n = t.try_read(&mut chunk)?;
@@ -217,34 +215,22 @@ impl AsyncRead for ReadHalf {
     ) -> Poll<io::Result<()>> {
         match self.get_mut() {
             ReadHalf::Tcp(r) => Pin::new(r).poll_read(cx, buf),
-            ReadHalf::Unix(s) => {
-                // SAFETY: `read_into` only writes initialised bytes into the unfilled part.
-                let unfilled = unsafe { buf.unfilled_mut() };
-                match read_into(s.get_ref().as_raw_fd(), unfilled) {
+            ReadHalf::Unix(s) => loop {
+                // SAFETY: `read_unix` only writes initialised bytes into the unfilled part.
+                match read_unix(s, unsafe { buf.unfilled_mut() }) {
                     Ok(n) => {
                         // SAFETY: the kernel initialised `n` bytes.
                         unsafe { buf.assume_init(n) };
                         buf.advance(n);
                         return Poll::Ready(Ok(()));
                     }
-                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                    // The flag is clear now (or was): wait for the reactor to see bytes.
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                        drop(ready!(s.poll_read_ready(cx))?);
+                    }
                     Err(e) => return Poll::Ready(Err(e)),
                 }
-                // Nothing there: the flag may still say readable (from bytes read since), so
-                // a read under it clears it before the task sleeps.
-                loop {
-                    let mut g = ready!(s.poll_read_ready(cx))?;
-                    // SAFETY: as above.
-                    let unfilled = unsafe { buf.unfilled_mut() };
-                    if let Ok(r) = g.try_io(|s| read_into(s.get_ref().as_raw_fd(), unfilled)) {
-                        let n = r?;
-                        // SAFETY: as above.
-                        unsafe { buf.assume_init(n) };
-                        buf.advance(n);
-                        return Poll::Ready(Ok(()));
-                    }
-                }
-            }
+            },
             ReadHalf::Tls(t) => t.poll_read(cx, buf),
         }
     }
