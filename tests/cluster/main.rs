@@ -555,6 +555,83 @@ fn a_brick_killed_mid_stream_loses_no_fsynced_write_and_heals_to_identical_brick
     assert_heals_to_equal(&c, &m0);
 }
 
+/// `rm -rf` of one tree through two mounts at once on replica 2, brick 1 killed a tenth of
+/// the way in: both removals succeed (brick 0 alone keeps quorum), the tree is gone through
+/// both mounts, brick 1 is started again, and heal takes what it missed off it: both bricks
+/// hold the same tree, no counter left. The same names made again through the other mount
+/// are whole on both bricks.
+#[test]
+fn a_tree_removed_through_two_mounts_while_a_brick_dies_heals_to_identical_bricks() {
+    require!();
+    let mut c = Cluster::create("rmkill", 2);
+    let (m0, m1) = (c.mount(), c.mount());
+    const DIRS: usize = 40;
+    let make = |top: &Path| {
+        for d in 0..DIRS {
+            fs::create_dir_all(top.join(format!("d{d}/e"))).expect("mkdir");
+            for f in 0..50 {
+                fs::write(top.join(format!("d{d}/f{f}")), format!("{d}/{f}")).expect("create");
+            }
+        }
+    };
+    make(&m0.join("t"));
+    let on_brick0 = c.bricks[0].join("t");
+    let left = || fs::read_dir(&on_brick0).map_or(0, |d| d.count());
+    assert_eq!(left(), DIRS, "the tree is on brick 0");
+    let mut rms: Vec<Child> = [&m0, &m1]
+        .iter()
+        .map(|m| {
+            Command::new("rm")
+                .arg("-rf")
+                .arg(m.join("t"))
+                .stderr(Stdio::piped())
+                .spawn()
+                .expect("rm")
+        })
+        .collect();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while left() > DIRS - DIRS / 10 {
+        assert!(Instant::now() < deadline, "rm -rf made no progress");
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    c.kill_brick(1);
+    let running = rms
+        .iter_mut()
+        .map(|rm| matches!(rm.try_wait(), Ok(None)))
+        .filter(|&r| r)
+        .count();
+    println!("{running} removals still running when brick 1 died, {} dirs left", left());
+    assert!(running > 0, "both removals ended before the kill: the test proves nothing");
+    for (i, rm) in rms.into_iter().enumerate() {
+        let out = rm.wait_with_output().expect("rm");
+        assert!(
+            out.status.success() && out.stderr.is_empty(),
+            "rm -rf through mount {i} with brick 1 killed: {}: {}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    for m in [&m0, &m1] {
+        assert!(!m.join("t").exists(), "the tree is left through {}", m.display());
+    }
+    assert!(
+        c.bricks[1].join("t").exists(),
+        "brick 1 (killed mid-way) still holds part of the tree"
+    );
+    c.start();
+    assert_heals_to_equal(&c, &m0);
+    assert!(!c.bricks[1].join("t").exists(), "heal took the tree off brick 1");
+    make(&m1.join("t"));
+    assert_heals_to_equal(&c, &m1);
+    for d in 0..DIRS {
+        assert_eq!(
+            fs::read(c.bricks[1].join(format!("t/d{d}/f49"))).expect("read brick 1"),
+            format!("{d}/49").as_bytes(),
+            "the tree made again is on brick 1"
+        );
+    }
+}
+
 /// What a killed client leaves behind on replica 2: `kill -9` of one mount in the middle of
 /// its creates and fsynced overwrites (transactions begun, eager holds kept, pre-ops not
 /// followed by post-ops), while it also writes other files without fsync (write-behind holds
