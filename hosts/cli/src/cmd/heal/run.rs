@@ -41,8 +41,11 @@ struct Report {
     mode: &'static str,
     /// Objects looked up through the graph.
     looked_up: u64,
-    /// Lookups that failed (path, error).
+    /// Lookups of the last pass that failed (path, error).
     failed: Vec<(String, String)>,
+    /// Indexed paths of the last pass that are no longer in the volume (a lookup on the way
+    /// answered ENOENT or ESTALE): removed while a brick was down, or since they were indexed.
+    gone: usize,
     /// Index entries this host's bricks have no path for (skipped).
     no_path: usize,
     passes: usize,
@@ -409,6 +412,8 @@ async fn round(
             last = todo.len();
             report.passes = n_pass;
             report.no_path = 0;
+            report.gone = 0;
+            report.failed.clear();
             let total = todo.len();
             progress.show(&format!("healed 0/{total} (pass {n_pass})"));
             // Objects heal independently (each heal takes its own locks; two walks meeting on
@@ -433,10 +438,12 @@ async fn round(
                 match looked {
                     Some((path, r)) => {
                         report.looked_up += 1;
-                        if let Err(e) = r {
-                            report
+                        match r {
+                            Ok(()) => {}
+                            Err(Errno::ENOENT | Errno::ESTALE) => report.gone += 1,
+                            Err(e) => report
                                 .failed
-                                .push((format!("{path} ({gfid})"), e.to_string()));
+                                .push((format!("{path} ({gfid})"), e.to_string())),
                         }
                     }
                     None => report.no_path += 1,
@@ -479,9 +486,15 @@ fn print_human(r: &Report, bricks: &[BrickIndex]) {
     for (what, e) in &r.failed {
         println!("  failed: {what}: {e}");
     }
+    if r.gone > 0 {
+        println!(
+            "  {} indexed paths are no longer in the volume (removed while a brick was down, or since): their stale copies go with their parents' entry heal, their index entries when the objects go (after storage/posix's unlinked-grace)",
+            r.gone
+        );
+    }
     if r.no_path > 0 {
         println!(
-            "  {} entries have no path on this host's bricks (unlinked objects; `heal {} full` or their other bricks' hosts)",
+            "  {} indexed objects have no name on this host's bricks: removed (storage/posix drops them and their index entries `unlinked-grace`, 5 s by default, after their last name went), or named only on another brick (`heal {} full` finds them)",
             r.no_path, r.volume
         );
     }
