@@ -1362,6 +1362,106 @@ fn gc(data: &mut BTreeMap<u32, Vec<u8>>, links: &BTreeMap<String, u32>, old: Opt
     }
 }
 
+/// Directories made, renamed over each other and removed under a few names from two mounts
+/// of a distribute 3 volume at once, each with a file in it now and then: afterwards every
+/// name is a directory on every brick with one GFID, or on none, no brick holds a directory
+/// of another name, and each directory lists the same files through both mounts.
+#[test]
+fn directories_renamed_over_each_other_from_two_mounts_stay_whole_on_every_brick() {
+    require!();
+    let v = Volume::start_layout("dirren", &[], 3);
+    let stop = Arc::new(AtomicBool::new(false));
+    let workers: Vec<_> = [v.a.clone(), v.bm.clone(), v.a.clone(), v.bm.clone()]
+        .into_iter()
+        .enumerate()
+        .map(|(w, mnt)| {
+            let stop = stop.clone();
+            std::thread::spawn(move || {
+                let mut x = 0x2545_f491_u64 + 7 * w as u64;
+                let mut ops = 0u64;
+                while !stop.load(Ordering::Relaxed) {
+                    x ^= x << 13;
+                    x ^= x >> 7;
+                    x ^= x << 17;
+                    let p = mnt.join(format!("d{}", x % 4));
+                    let q = mnt.join(format!("d{}", (x >> 4) % 4));
+                    let (op, r) = match (x >> 8) % 5 {
+                        0 => ("mkdir", fs::create_dir(&p)),
+                        1 => ("rmdir", fs::remove_dir(&p)),
+                        2 | 3 => ("rename", fs::rename(&p, &q)),
+                        _ => ("create", File::create(p.join(format!("f{w}"))).map(drop)),
+                    };
+                    match r {
+                        Ok(()) => {}
+                        Err(e)
+                            if matches!(
+                                e.kind(),
+                                ErrorKind::AlreadyExists
+                                    | ErrorKind::NotFound
+                                    | ErrorKind::DirectoryNotEmpty
+                            ) => {}
+                        Err(e) => panic!("{op} {} {}: {e}", p.display(), q.display()),
+                    }
+                    ops += 1;
+                }
+                ops
+            })
+        })
+        .collect();
+    std::thread::sleep(Duration::from_secs(5));
+    stop.store(true, Ordering::Relaxed);
+    let ops: Vec<u64> = workers
+        .into_iter()
+        .map(|w| w.join().expect("worker"))
+        .collect();
+    println!("operations per worker: {ops:?}");
+    let bricks: Vec<PathBuf> = (0..3)
+        .map(|i| v.dir.path().join(format!("brick{i}")))
+        .collect();
+    for b in &bricks {
+        for e in fs::read_dir(b).expect("list brick") {
+            let name = e.expect("entry").file_name().to_string_lossy().into_owned();
+            assert!(
+                name == ".xlfs" || ["d0", "d1", "d2", "d3"].contains(&name.as_str()),
+                "{} holds {name}",
+                b.display()
+            );
+        }
+    }
+    for n in 0..4 {
+        let name = format!("d{n}");
+        let copies: Vec<Option<Vec<u8>>> = bricks
+            .iter()
+            .map(|b| {
+                let p = b.join(&name);
+                p.is_dir().then(|| {
+                    xattrs(&p)
+                        .into_iter()
+                        .find(|(k, _)| k == "trusted.gfid")
+                        .map(|(_, v)| v)
+                        .unwrap_or_default()
+                })
+            })
+            .collect();
+        let present = copies.iter().filter(|c| c.is_some()).count();
+        assert!(
+            present == 0 || (present == 3 && copies.iter().all(|c| *c == copies[0])),
+            "{name} on the bricks: {copies:?}"
+        );
+        if present == 3 {
+            let list = |m: &Path| {
+                let mut l: Vec<String> = fs::read_dir(m.join(&name))
+                    .expect("list through a mount")
+                    .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+                    .collect();
+                l.sort();
+                l
+            };
+            assert_eq!(list(&v.a), list(&v.bm), "{name} lists alike through both mounts");
+        }
+    }
+}
+
 /// Directories made and removed under the same names from two mounts of a distribute 3
 /// volume, while each mount also looks them up (a lookup that finds a copy missing makes it):
 /// afterwards every name is a directory on every brick with one GFID, or on none. Before

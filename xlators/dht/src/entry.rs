@@ -32,7 +32,7 @@
 use futures::future::join_all;
 use xlator_api::abi_stable::std_types::ROption;
 use xlator_api::{
-    CreateXattrs, Ctx, Entry, Errno, Fd, Gfid, GfidReq, Loc, LogLevel, Removed, XattrReq,
+    CreateXattrs, Ctx, Entry, Errno, Fd, Gfid, GfidReq, Iatt, Loc, LogLevel, Removed, XattrReq,
 };
 
 use crate::dirrename::Renaming;
@@ -697,6 +697,12 @@ impl Shared {
         // What `new` is, over every child: child 0 alone would replace a directory that is
         // empty there but not on another child, or take the name of a file it does not hold.
         let target = self.resolve(cx, &new).await?;
+        // The directory `new` names, if any: a rename over it that some child refuses as not
+        // empty is undone (below).
+        let replaced = match &target.found {
+            Some(Found::Dir { entry }) if flags & RENAME_EXCHANGE == 0 => Some(entry.attr.clone()),
+            _ => None,
+        };
         match target.found {
             Some(Found::File { .. }) if flags & RENAME_EXCHANGE == 0 => {
                 return Err(if flags & RENAME_NOREPLACE != 0 {
@@ -745,6 +751,18 @@ impl Shared {
             async move { (i, self.children[i].rename(cx, old, new, flags).await) }
         }))
         .await;
+        if let Some(like) = &replaced
+            && rest
+                .iter()
+                .any(|(_, r)| matches!(r, Err(Errno::ENOTEMPTY | Errno::EEXIST)))
+        {
+            let renamed: Vec<usize> = std::iter::once(first)
+                .chain(rest.iter().filter(|(_, r)| r.is_ok()).map(|(i, _)| *i))
+                .collect();
+            return self
+                .undo_rename_over(dir, &old, &new, like, &renamed, marked)
+                .await;
+        }
         let mut failed = false;
         for (i, r) in rest {
             if let Err(e) = r {
@@ -770,6 +788,65 @@ impl Shared {
             self.unmark_renaming(dir).await;
         }
         Ok(())
+    }
+}
+
+impl Shared {
+    /// Undoes a directory's rename over directory `new` (`like`, empty when checked) that
+    /// some child refused because its copy of `new` is not empty: a file was made in it on
+    /// that child after the check (creates in a directory take no lock of it). On each child
+    /// in `renamed` the directory goes back to `old` and `new`'s copy is made again (same
+    /// GFID, mode, owner, layout slice), so every child holds both directories as before and
+    /// the caller gets ENOTEMPTY, as if the create had come first. Carried forward instead,
+    /// `new` would have named the renamed directory on some children and the one it replaced
+    /// on the others for good (two GFIDs under one name: lookups EIO).
+    async fn undo_rename_over(
+        &self,
+        dir: Gfid,
+        old: &Loc,
+        new: &Loc,
+        like: &Iatt,
+        renamed: &[usize],
+        marked: bool,
+    ) -> Result<(), Errno> {
+        let layout = self.cached_layout(like.gfid);
+        let undone = join_all(renamed.iter().map(|&i| {
+            let slice = layout.as_ref().and_then(|l| l.slice_of(i));
+            async move {
+                self.children[i]
+                    .rename(&Ctx::root(), new.clone(), old.clone(), 0)
+                    .await?;
+                self.heal_dir_copy(i, new, like, slice).await.map(drop)
+            }
+        }))
+        .await;
+        let left: Vec<(usize, Errno)> = renamed
+            .iter()
+            .zip(undone)
+            .filter_map(|(&i, r)| r.err().map(|e| (i, e)))
+            .collect();
+        if left.is_empty() {
+            if marked {
+                self.unmark_renaming(dir).await;
+            }
+        } else {
+            self.log(
+                LogLevel::Warn,
+                &format!(
+                    "rename of directory {}/{} over {}/{}: a copy of the target was not empty, and undoing the rename failed on {left:?}{}",
+                    old.parent,
+                    old.name,
+                    new.parent,
+                    new.name,
+                    if marked {
+                        "; the next lookup of either name finishes it"
+                    } else {
+                        ""
+                    }
+                ),
+            );
+        }
+        Err(Errno::ENOTEMPTY)
     }
 }
 

@@ -1330,6 +1330,73 @@ async fn a_directory_rename_cut_short_at_any_child_is_finished_by_the_next_looku
     }
 }
 
+/// A directory's rename over an empty directory, refused by a child because a file was made
+/// in the target's copy there after the rename checked it was empty (creates take no lock of
+/// their directory: another client's), is undone: ENOTEMPTY, and every child holds both
+/// directories under their names with their GFIDs, the target's new file and no mark. Before,
+/// the name kept the renamed directory on the children that had renamed and the replaced one
+/// on the others (two GFIDs under one name: found with two mounts renaming directories over
+/// each other).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_directory_rename_over_one_that_fills_meanwhile_is_undone() {
+    use xlfs_dht::dirrename::RENAMING_XATTR;
+    let (cluster, top) = setup(3, &[]);
+    let p = mkdir(&top, Gfid::ROOT, "p").await;
+    let layout = leaf_layout(&cluster, p).await;
+    for late in 0..3 {
+        for hashed in 0..3 {
+            let case = format!("file made on child {late}, new name hashed to {hashed}");
+            let old = format!("o{late}{hashed}");
+            let new = name_on(&layout, &format!("n{late}{hashed}-"), hashed);
+            let d = mkdir(&top, p, &old).await;
+            let kept = create_with(&top, d, "kept", b"kept").await;
+            let t = mkdir(&top, p, &new).await;
+            cluster.handle(late).hold(Fop::Rename);
+            let mv = tokio::spawn({
+                let top = top.clone();
+                let (o, n) = (Loc::new(p, old.as_str()), Loc::new(p, new.as_str()));
+                async move { top.rename(&root(), o, n, 0).await }
+            });
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+            while cluster.handle(late).held(Fop::Rename) == 0 {
+                assert!(std::time::Instant::now() < deadline, "{case}: no rename held");
+                tokio::time::sleep(std::time::Duration::from_millis(2)).await;
+            }
+            // Another client's create in the target, on child `late` only.
+            let id = next_fd_id();
+            let e = cluster
+                .leaf(late)
+                .create(
+                    &root(),
+                    Loc::new(t, "late"),
+                    fd(id, Gfid::NULL, libc::O_RDWR | libc::O_CREAT),
+                    0o644,
+                    0,
+                )
+                .await
+                .expect("leaf create");
+            let _ = cluster.leaf(late).release(&root(), fd(id, e.attr.gfid, 0)).await;
+            cluster.handle(late).open_gate(Fop::Rename);
+            let r = mv.await.expect("rename task");
+            assert_eq!(r, Err(Errno::ENOTEMPTY), "{case}");
+            assert_eq!(everywhere(&cluster, p, &old).await, vec![Held::Dir(d); 3], "{case}");
+            assert_eq!(everywhere(&cluster, p, &new).await, vec![Held::Dir(t); 3], "{case}");
+            let other = fresh(&cluster, &[]);
+            assert_eq!(lookup(&other, p, &new).await.map(|e| e.attr.gfid), Ok(t), "{case}");
+            assert_eq!(lookup(&other, d, "kept").await.map(|e| e.attr.gfid), Ok(kept), "{case}");
+            assert_eq!(read_all(&other, kept).await, b"kept", "{case}");
+            for i in 0..3 {
+                let names = vec![RENAMING_XATTR.into()].into();
+                let marks = cluster.leaf(i).getxattrs(&root(), d, names).await;
+                assert!(
+                    marks.as_ref().map_or(true, |xs| xs.is_empty()),
+                    "{case}: child {i} still has the mark: {marks:?}"
+                );
+            }
+        }
+    }
+}
+
 /// A directory rename that fails on the first child changes nothing and leaves no mark; one
 /// that ends normally leaves no mark either.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
