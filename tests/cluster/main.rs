@@ -600,8 +600,14 @@ fn a_tree_removed_through_two_mounts_while_a_brick_dies_heals_to_identical_brick
         .map(|rm| matches!(rm.try_wait(), Ok(None)))
         .filter(|&r| r)
         .count();
-    println!("{running} removals still running when brick 1 died, {} dirs left", left());
-    assert!(running > 0, "both removals ended before the kill: the test proves nothing");
+    println!(
+        "{running} removals still running when brick 1 died, {} dirs left",
+        left()
+    );
+    assert!(
+        running > 0,
+        "both removals ended before the kill: the test proves nothing"
+    );
     for (i, rm) in rms.into_iter().enumerate() {
         let out = rm.wait_with_output().expect("rm");
         assert!(
@@ -612,7 +618,11 @@ fn a_tree_removed_through_two_mounts_while_a_brick_dies_heals_to_identical_brick
         );
     }
     for m in [&m0, &m1] {
-        assert!(!m.join("t").exists(), "the tree is left through {}", m.display());
+        assert!(
+            !m.join("t").exists(),
+            "the tree is left through {}",
+            m.display()
+        );
     }
     assert!(
         c.bricks[1].join("t").exists(),
@@ -620,7 +630,10 @@ fn a_tree_removed_through_two_mounts_while_a_brick_dies_heals_to_identical_brick
     );
     c.start();
     assert_heals_to_equal(&c, &m0);
-    assert!(!c.bricks[1].join("t").exists(), "heal took the tree off brick 1");
+    assert!(
+        !c.bricks[1].join("t").exists(),
+        "heal took the tree off brick 1"
+    );
     make(&m1.join("t"));
     assert_heals_to_equal(&c, &m1);
     for d in 0..DIRS {

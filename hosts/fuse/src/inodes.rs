@@ -558,15 +558,23 @@ impl InodeTable {
     /// retry meeting the removed directory again (a walk that starts there: a directory fd
     /// of `unlinkat(2)`, the working directory; the retry may look the name up twice) and
     /// the thread's later calls there: ENOENT, as a local file system answers in a removed
-    /// directory. (A GFID is never used again: a directory gone stays gone.)
+    /// directory. (A GFID is never used again: a directory gone stays gone.) So is the
+    /// thread's next one in another directory that a lookup gave the kernel since the one
+    /// before: the retry's walk found the name replaced by a directory that went too (two
+    /// renames over it at once from another client), and the kernel does not retry twice.
     pub fn in_removed_dir(&self, pid: u32, parent: INodeNo) -> bool {
         let mut inner = self.write();
         let now = Instant::now();
-        if let Some((t, dir)) = inner.stale_dirs.get_mut(&pid)
-            && *dir == parent
-            && now - *t < RETRY_WINDOW
+        if let Some(&(t, dir)) = inner.stale_dirs.get(&pid)
+            && now - t < RETRY_WINDOW
+            && (dir == parent
+                || inner
+                    .nodes
+                    .get(&parent.0)
+                    .and_then(|n| n.looked_up_at)
+                    .is_some_and(|l| l >= t))
         {
-            *t = now;
+            inner.stale_dirs.insert(pid, (now, parent));
             return true;
         }
         note_thread(&mut inner.stale_dirs, pid, now, parent);
@@ -852,6 +860,15 @@ mod tests {
         assert!(t.in_removed_dir(2, other));
         // The thread's record of `gone` was replaced by `other`'s.
         assert!(!t.in_removed_dir(2, gone));
+        // The retry's walk found a new directory under the name, and it went too: ENOENT
+        // in it, the kernel does not retry twice. One the walk did not give is another one.
+        let walked = t.remember(Gfid::random());
+        let unseen = t.remember(Gfid::random());
+        t.looked_up(walked);
+        assert!(!t.in_removed_dir(5, unseen), "first: ESTALE");
+        assert!(!t.in_removed_dir(5, gone), "not looked up since: ESTALE");
+        t.looked_up(walked);
+        assert!(t.in_removed_dir(5, walked), "the retry's walk gave it");
     }
 
     #[test]

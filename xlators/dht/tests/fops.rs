@@ -1359,7 +1359,10 @@ async fn a_directory_rename_over_one_that_fills_meanwhile_is_undone() {
             });
             let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
             while cluster.handle(late).held(Fop::Rename) == 0 {
-                assert!(std::time::Instant::now() < deadline, "{case}: no rename held");
+                assert!(
+                    std::time::Instant::now() < deadline,
+                    "{case}: no rename held"
+                );
                 tokio::time::sleep(std::time::Duration::from_millis(2)).await;
             }
             // Another client's create in the target, on child `late` only.
@@ -1375,15 +1378,34 @@ async fn a_directory_rename_over_one_that_fills_meanwhile_is_undone() {
                 )
                 .await
                 .expect("leaf create");
-            let _ = cluster.leaf(late).release(&root(), fd(id, e.attr.gfid, 0)).await;
+            let _ = cluster
+                .leaf(late)
+                .release(&root(), fd(id, e.attr.gfid, 0))
+                .await;
             cluster.handle(late).open_gate(Fop::Rename);
             let r = mv.await.expect("rename task");
             assert_eq!(r, Err(Errno::ENOTEMPTY), "{case}");
-            assert_eq!(everywhere(&cluster, p, &old).await, vec![Held::Dir(d); 3], "{case}");
-            assert_eq!(everywhere(&cluster, p, &new).await, vec![Held::Dir(t); 3], "{case}");
+            assert_eq!(
+                everywhere(&cluster, p, &old).await,
+                vec![Held::Dir(d); 3],
+                "{case}"
+            );
+            assert_eq!(
+                everywhere(&cluster, p, &new).await,
+                vec![Held::Dir(t); 3],
+                "{case}"
+            );
             let other = fresh(&cluster, &[]);
-            assert_eq!(lookup(&other, p, &new).await.map(|e| e.attr.gfid), Ok(t), "{case}");
-            assert_eq!(lookup(&other, d, "kept").await.map(|e| e.attr.gfid), Ok(kept), "{case}");
+            assert_eq!(
+                lookup(&other, p, &new).await.map(|e| e.attr.gfid),
+                Ok(t),
+                "{case}"
+            );
+            assert_eq!(
+                lookup(&other, d, "kept").await.map(|e| e.attr.gfid),
+                Ok(kept),
+                "{case}"
+            );
             assert_eq!(read_all(&other, kept).await, b"kept", "{case}");
             for i in 0..3 {
                 let names = vec![RENAMING_XATTR.into()].into();
