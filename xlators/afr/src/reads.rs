@@ -155,7 +155,15 @@ pub(crate) async fn lookup(sh: &Handle, cx: &Ctx, loc: Loc) -> Result<Entry, Err
     let lcx = CtxBuilder::ext(cx.to_builder(), &req).build();
     // A file in split-brain answers EIO, but with a favorite-child-policy its heal may
     // resolve it: the heals are triggered whatever the first answer was.
-    let (entry, heals) = lookup_once(sh, &lcx, &loc, true).await;
+    let (mut entry, mut heals, mut two_gfids) = lookup_once(sh, &lcx, &loc, true).await;
+    if two_gfids {
+        // Usually not a split-brain: an entry transaction on the name (a rename over it, an
+        // unlink and a create), another client's or this one's, reached some children and
+        // not yet the others. Each holds the name's entrylk (or its directory's): once it is
+        // free, the answers agree, unless the copies really differ.
+        wait_for_name(sh, &loc).await;
+        (entry, heals, two_gfids) = lookup_once(sh, &lcx, &loc, true).await;
+    }
     let mut healed_inline = false;
     for (gfid, kind, path, locks) in heals {
         healed_inline |= heal::trigger(sh, gfid, kind, path, locks).await;
@@ -163,9 +171,30 @@ pub(crate) async fn lookup(sh: &Handle, cx: &Ctx, loc: Loc) -> Result<Entry, Err
     let entry = if healed_inline {
         lookup_once(sh, &lcx, &loc, false).await.0?
     } else {
+        if two_gfids {
+            // Reported now; the parent's entry heal replaces a stale copy when the parent
+            // has a source (see heal::entry), and takes the report back.
+            sh.split_brain(&name_path(&loc), "gfid");
+        }
         entry?
     };
     Ok(strip(entry, asked.as_ref()))
+}
+
+/// `dir/name` as the split-brain report names it.
+fn name_path(loc: &Loc) -> String {
+    format!("{}/{}", loc.parent, loc.name)
+}
+
+/// Waits until no entry transaction holds `loc`'s name (nor its directory) on the children
+/// up: takes its entrylk, waiting, then gives it back. This instance's own hold of the
+/// directory ends first (it would keep the lock until `post-op-delay`).
+async fn wait_for_name(sh: &Handle, loc: &Loc) {
+    crate::eager::release_now(sh, loc.parent).await;
+    let plan = crate::transaction::Plan::entry(sh, &[loc]);
+    let owner = sh.new_owner();
+    let (locked, _, _) = crate::transaction::lock(sh, &plan, owner, &sh.up_set()).await;
+    crate::transaction::unlock(sh, &plan, owner, &locked).await;
 }
 
 async fn lookup_once(
@@ -176,6 +205,7 @@ async fn lookup_once(
 ) -> (
     Result<Entry, Errno>,
     Vec<(Gfid, FileType, Option<String>, Locks)>,
+    bool,
 ) {
     let up = &sh.up_set();
     let answers = join_all((0..sh.n()).map(|i| {
@@ -204,21 +234,19 @@ async fn lookup_once(
                 .flatten()
                 .filter_map(|r| r.as_ref().err().copied()),
         );
-        return (Err(e), Vec::new());
+        return (Err(e), Vec::new(), false);
     };
     let gfid = first.attr.gfid;
-    let path = || format!("{}/{}", loc.parent, loc.name);
+    let path = || name_path(loc);
     let what = || format!("{} ({gfid})", path());
     if found.iter().any(|(_, e)| e.attr.gfid != gfid) {
-        // Reported now; the parent's entry heal replaces a stale copy when the parent has a
-        // source (see heal::entry), and takes the report back.
-        sh.split_brain(&path(), "gfid");
+        // The caller asks again once the name's entry lock is free, and reports it if so.
         let heal = if may_heal && sh.cfg().self_heal && !loc.name.is_empty() {
             vec![(loc.parent, FileType::Directory, None, Locks::Wait)]
         } else {
             Vec::new()
         };
-        return (Err(Errno::EIO), heal);
+        return (Err(Errno::EIO), heal, true);
     }
     let kind = first.attr.kind;
     let xs: Vec<Option<&[xlator_api::Xattr]>> = answers
@@ -269,7 +297,7 @@ async fn lookup_once(
     }
     if st.split(Lanes::META) {
         sh.split_brain(&what(), "metadata");
-        return (Err(Errno::EIO), heal);
+        return (Err(Errno::EIO), heal, false);
     }
     if st.split(Lanes::DATA) && kind == FileType::Regular {
         sh.split_brain(&what(), "data");
@@ -282,7 +310,7 @@ async fn lookup_once(
         .iter()
         .find_map(|&i| found.iter().find(|(k, _)| *k == i))
         .map_or(first, |(_, e)| *e);
-    (Ok(pick.clone()), heal)
+    (Ok(pick.clone()), heal, false)
 }
 
 /// Removes replicate's own xattrs from a reply unless the caller asked for them.

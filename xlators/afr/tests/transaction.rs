@@ -992,3 +992,76 @@ async fn a_directory_is_made_with_every_counter_at_zero() {
     }
     assert!(all_zero(&c, e.attr.gfid).await);
 }
+
+/// A lookup racing another client's rename of a directory over another, done on child 0
+/// and not yet on child 1 (the name shows two GFIDs), waits for the rename's entry lock and
+/// answers the renamed directory: not EIO, no split-brain reported. Before, it answered EIO
+/// at once (the heal it queued, in the background on a mount, came too late for it).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lookup_racing_a_rename_over_a_directory_waits_for_it() {
+    let (c, top) = setup_on_locks(2, &[]);
+    let mk = |name: &'static str| {
+        let top = top.clone();
+        async move {
+            top.mkdir(&root(), Loc::new(Gfid::ROOT, name), 0o755, 0)
+                .await
+                .expect("mkdir")
+                .attr
+                .gfid
+        }
+    };
+    let a = mk("a").await;
+    let b = mk("b").await;
+    c.handle(1).hold(Fop::Rename);
+    let mv = tokio::spawn({
+        let top = top.clone();
+        async move {
+            top.rename(
+                &root(),
+                Loc::new(Gfid::ROOT, "a"),
+                Loc::new(Gfid::ROOT, "b"),
+                0,
+            )
+            .await
+        }
+    });
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    while c.handle(1).held(Fop::Rename) == 0 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no rename reached child 1"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(2)).await;
+    }
+    // Child 0 renamed already: `b` is `a` there, still the old `b` on child 1.
+    let on = |i: usize| {
+        let leaf = c.leaf(i).clone();
+        async move {
+            leaf.lookup(&root(), Loc::new(Gfid::ROOT, "b"))
+                .await
+                .map(|e| e.attr.gfid)
+        }
+    };
+    assert_eq!((on(0).await, on(1).await), (Ok(a), Ok(b)));
+    let (_c2, other) = second_client(&c, &[("background-self-heal-count", "8")]);
+    let look = tokio::spawn({
+        let other = other.clone();
+        async move { other.lookup(&root(), Loc::new(Gfid::ROOT, "b")).await }
+    });
+    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    assert!(
+        !look.is_finished(),
+        "the lookup waits for the rename: {:?}",
+        {
+            if look.is_finished() {
+                Some(look.await.map(|r| r.map(|e| e.attr.gfid)))
+            } else {
+                None
+            }
+        }
+    );
+    c.handle(1).open_gate(Fop::Rename);
+    mv.await.expect("rename task").expect("rename");
+    let e = look.await.expect("lookup task").expect("lookup");
+    assert_eq!(e.attr.gfid, a, "the renamed directory");
+}
