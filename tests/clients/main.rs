@@ -1362,6 +1362,78 @@ fn gc(data: &mut BTreeMap<u32, Vec<u8>>, links: &BTreeMap<String, u32>, old: Opt
     }
 }
 
+/// Two directories moved into each other at once through two mounts (`mv a b/` on one,
+/// `mv b a/` on the other), 20 times, on replica 2, distribute 3 and distribute 2 x replica
+/// 2: one move succeeds and the other fails with EINVAL (a loop), as on a local file system,
+/// and every brick holds the same tree. Before, both could succeed (the kernel of each mount
+/// sees only its own), each brick refusing one of them: `b/a` on some bricks and `a/b` on the
+/// others (5 rounds in 30 on distribute 3, 3 in 30 on replica 2).
+#[test]
+fn directories_moved_into_each_other_from_two_mounts_end_alike_on_every_brick() {
+    require!();
+    for (name, args, bricks) in [
+        ("xmover2", &["--replica", "2"][..], 2),
+        ("xmoved3", &[][..], 3),
+        ("xmoved2r2", &["--replica", "2"][..], 4),
+    ] {
+        let v = Volume::start_layout(name, args, bricks);
+        let mut outcomes = BTreeMap::new();
+        for round in 0..20 {
+            let top = format!("r{round}");
+            fs::create_dir_all(v.a.join(&top).join("a")).expect("mkdir a");
+            fs::create_dir_all(v.a.join(&top).join("b")).expect("mkdir b");
+            let _ = fs::read_dir(v.bm.join(&top))
+                .expect("list through the other mount")
+                .count();
+            let barrier = Arc::new(std::sync::Barrier::new(2));
+            let moves: Vec<_> = [(v.a.join(&top), "a", "b"), (v.bm.join(&top), "b", "a")]
+                .into_iter()
+                .map(|(dir, from, into)| {
+                    let barrier = barrier.clone();
+                    std::thread::spawn(move || {
+                        barrier.wait();
+                        match fs::rename(dir.join(from), dir.join(into).join(from)) {
+                            Ok(()) => "ok".to_string(),
+                            Err(e) if e.raw_os_error() == Some(libc::EINVAL) => "EINVAL".into(),
+                            Err(e) => e.to_string(),
+                        }
+                    })
+                })
+                .collect();
+            let r: Vec<String> = moves.into_iter().map(|t| t.join().expect("move")).collect();
+            *outcomes.entry(r.clone()).or_insert(0) += 1;
+            assert!(
+                r.iter().filter(|o| *o == "ok").count() == 1
+                    && r.iter().any(|o| o.contains("EINVAL")),
+                "{name} round {round}: one move succeeds, the other is a loop: {r:?}"
+            );
+            let trees: Vec<Vec<String>> = (0..bricks)
+                .map(|i| {
+                    let root = v.dir.path().join(format!("brick{i}")).join(&top);
+                    let mut names = Vec::new();
+                    let mut todo = vec![root.clone()];
+                    while let Some(d) = todo.pop() {
+                        for e in fs::read_dir(&d).expect("list brick") {
+                            let p = e.expect("entry").path();
+                            names.push(p.strip_prefix(&root).expect("under").display().to_string());
+                            if p.is_dir() {
+                                todo.push(p);
+                            }
+                        }
+                    }
+                    names.sort();
+                    names
+                })
+                .collect();
+            assert!(
+                trees.iter().all(|t| *t == trees[0]),
+                "{name} round {round}: the bricks differ: {trees:?}"
+            );
+        }
+        println!("{name}: {outcomes:?}");
+    }
+}
+
 /// Directories made, renamed over each other and removed under a few names from two mounts
 /// of a distribute 3 and a distribute 2 x replica 2 volume at once, each with a file in it
 /// now and then: afterwards every name is a directory on every brick with one GFID, or on

@@ -100,7 +100,14 @@ impl Plan {
     }
 
     /// A namespace transaction on the names `locs` (entrylk on each, in a fixed order so two
-    /// renames never lock crosswise), marking each parent's entry lane.
+    /// renames never lock crosswise), marking each parent's entry lane. Names in more than
+    /// one directory (a rename to another parent) also take the instance's move lock first:
+    /// an inodelk on the root in domain `<name>:move`, which every such rename takes, as
+    /// the kernel takes `s_vfs_rename_mutex`. Two directories moved into each other at once
+    /// from two clients (`mv a b/` beside `mv b a/`) lock different names; each child's file
+    /// system refuses the second as a loop, but the children took them in different orders,
+    /// so one kept `b/a` and the other `a/b` (each accusing the other: an entry
+    /// split-brain), and both callers were told it worked.
     pub fn entry(sh: &Shared, locs: &[&Loc]) -> Plan {
         let mut items: Vec<LockItem> = locs
             .iter()
@@ -110,6 +117,12 @@ impl Plan {
                 name: l.name.to_string(),
             })
             .collect();
+        if locs.iter().any(|l| l.parent != locs[0].parent) {
+            items.push(LockItem::Inode {
+                domain: move_domain(&sh.name),
+                gfid: Gfid::ROOT,
+            });
+        }
         items.sort();
         items.dedup();
         let mut targets: Vec<(Gfid, Lanes)> = Vec::new();
@@ -174,6 +187,11 @@ fn changelog_xattrs(
 }
 
 /// The metadata inodelk domain.
+/// The inodelk domain of the instance's move lock (see [`Plan::entry`]).
+pub(crate) fn move_domain(name: &str) -> String {
+    format!("{name}:move")
+}
+
 pub(crate) fn meta_domain(name: &str) -> String {
     format!("{name}:metadata")
 }

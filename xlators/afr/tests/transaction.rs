@@ -1065,3 +1065,65 @@ async fn a_lookup_racing_a_rename_over_a_directory_waits_for_it() {
     let e = look.await.expect("lookup task").expect("lookup");
     assert_eq!(e.attr.gfid, a, "the renamed directory");
 }
+
+/// Two clients moving two directories into each other at once (`mv x y/` beside
+/// `mv y x/`), the first slow on child 1: the second waits for the move lock, so both
+/// children take the first and refuse the second as a loop (EINVAL), and both hold `y/x`.
+/// Before, the second went to both children at once: child 0 refused it (the first had
+/// moved `x` there), child 1 took it before the first, which it then refused: `y/x` on one
+/// child, `x/y` on the other, each accusing the other, and both callers told it worked.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn directories_moved_into_each_other_at_once_end_alike_on_both_children() {
+    let (c, top) = setup_on_locks(2, &[]);
+    let (_c2, other) = second_client(&c, &[]);
+    let mk = |name: &'static str| {
+        let top = top.clone();
+        async move {
+            top.mkdir(&root(), Loc::new(Gfid::ROOT, name), 0o755, 0)
+                .await
+                .expect("mkdir")
+                .attr
+                .gfid
+        }
+    };
+    let (x, y) = (mk("x").await, mk("y").await);
+    let mv = |top: xlator_api::Subvol, name: &'static str, into: Gfid| {
+        tokio::spawn(async move {
+            top.rename(&root(), Loc::new(Gfid::ROOT, name), Loc::new(into, name), 0)
+                .await
+        })
+    };
+    let parent_of = |i: usize, name: &'static str| {
+        let leaf = c.leaf(i).clone();
+        async move {
+            for (dir, g) in [("root", Gfid::ROOT), ("x", x), ("y", y)] {
+                if leaf.lookup(&root(), Loc::new(g, name)).await.is_ok() {
+                    return dir;
+                }
+            }
+            "nowhere"
+        }
+    };
+    c.handle(1)
+        .delay(Fop::Rename, std::time::Duration::from_millis(300));
+    let mv_x = mv(top.clone(), "x", y);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    while parent_of(0, "x").await != "y" {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the first move never reached child 0"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(2)).await;
+    }
+    c.handle(1).delay(Fop::Rename, std::time::Duration::ZERO);
+    let mv_y = mv(other.clone(), "y", x);
+    let (rx, ry) = (mv_x.await.expect("task"), mv_y.await.expect("task"));
+    assert_eq!((rx, ry), (Ok(()), Err(Errno::EINVAL)));
+    for i in 0..2 {
+        assert_eq!(
+            (parent_of(i, "x").await, parent_of(i, "y").await),
+            ("y", "root"),
+            "child {i}"
+        );
+    }
+}

@@ -14,6 +14,14 @@
 //! each wrote the layout it computed, possibly from slices read halfway through the other's
 //! writes, and a layout marked trusted by one could replace the other's under which files
 //! were already placed. (GlusterFS locks a layout heal in its own inodelk domain too.)
+//!
+//! A directory's rename to another parent holds the volume's directory-move lock (an
+//! inodelk in domain [`MOVE_LOCK_DOMAIN`] on child 0's root) around its name locks, as the
+//! kernel holds `s_vfs_rename_mutex` around a local one: two such renames from two clients
+//! (`mv a b/` beside `mv b a/`) lock different names, and each child's file system refused
+//! the second of them as a loop, but the children took them in different orders, so the
+//! children kept `b/a` on some and `a/b` on the others. One at a time, the second finds
+//! the first done everywhere and every child refuses it alike (EINVAL).
 
 use std::future::Future;
 
@@ -27,6 +35,9 @@ pub const DIR_LOCK_DOMAIN: &str = "cluster/distribute.dir";
 
 /// The inodelk domain of distribute's layout lock.
 pub const LAYOUT_LOCK_DOMAIN: &str = "cluster/distribute.layout";
+
+/// The inodelk domain of distribute's directory-move lock (on the root, child 0).
+pub const MOVE_LOCK_DOMAIN: &str = "cluster/distribute.move";
 
 /// Names locked by one owner on child 0 (none when child 0 has no lock support).
 pub(crate) struct NameLocks {
@@ -108,11 +119,29 @@ impl Shared {
         dir: Gfid,
         op: impl Future<Output = Result<R, Errno>>,
     ) -> Result<R, Errno> {
+        self.with_inodelk(LAYOUT_LOCK_DOMAIN, dir, op).await
+    }
+
+    /// `op` with the volume's directory-move lock held (see the module docs): a directory's
+    /// rename to another parent. Without lock support on child 0, `op` runs unlocked.
+    pub(crate) async fn with_move_lock<R>(
+        &self,
+        op: impl Future<Output = Result<R, Errno>>,
+    ) -> Result<R, Errno> {
+        self.with_inodelk(MOVE_LOCK_DOMAIN, Gfid::ROOT, op).await
+    }
+
+    /// `op` with a whole-object inodelk in `domain` on child 0's `gfid`, waited for.
+    async fn with_inodelk<R>(
+        &self,
+        domain: &str,
+        gfid: Gfid,
+        op: impl Future<Output = Result<R, Errno>>,
+    ) -> Result<R, Errno> {
         let owner = new_owner();
         let cx = Ctx::builder(0, 0).lk_owner(owner).build();
-        let lock = |kind, cmd| {
-            self.children[0].inodelk(&cx, LAYOUT_LOCK_DOMAIN.into(), dir, cmd, whole(kind, owner))
-        };
+        let lock =
+            |kind, cmd| self.children[0].inodelk(&cx, domain.into(), gfid, cmd, whole(kind, owner));
         match lock(LockKind::Write, LkCmd::SetWait).await {
             Ok(()) => {}
             Err(Errno::ENOSYS) => return op.await,
@@ -123,7 +152,7 @@ impl Shared {
             // Freed anyway when this client's connection to the brick goes.
             self.log(
                 xlator_api::LogLevel::Warn,
-                &format!("unlocking the layout of directory {dir}: {e}"),
+                &format!("unlocking {gfid} in lock domain {domain}: {e}"),
             );
         }
         r

@@ -676,11 +676,16 @@ impl Shared {
         flags: u32,
     ) -> Result<(), Errno> {
         self.require_all_up()?;
-        self.with_names(
-            &[&old, &new],
+        let names = [&old, &new];
+        let renamed = self.with_names(
+            &names,
             self.rename_dir_locked(cx, dir, old.clone(), new.clone(), flags),
-        )
-        .await
+        );
+        if old.parent == new.parent {
+            renamed.await
+        } else {
+            self.with_move_lock(renamed).await
+        }
     }
 
     /// A directory's rename under both names' directory locks ([`crate::dirlock`]), marked

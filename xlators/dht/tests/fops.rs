@@ -4,7 +4,7 @@
 mod common;
 
 use common::*;
-use xlator_api::{Ctx, Errno, Fop, Gfid, Loc};
+use xlator_api::{Ctx, Errno, Fop, Gfid, Loc, Subvol};
 use xlfs_dht::{LAYOUT_XATTR, Layout, Slice};
 use xlfs_testkit::MockCluster;
 use xlfs_testkit::memfs::MemLeaf;
@@ -1417,6 +1417,78 @@ async fn a_directory_rename_over_one_that_fills_meanwhile_is_undone() {
             }
         }
     }
+}
+
+/// Two clients moving two directories into each other at once (`mv x y/` beside
+/// `mv y x/`), each first renamed on a different child: the second waits for the volume's
+/// move lock, so every child takes the first and refuses the second as a loop: one answers
+/// success, the other EINVAL, and every child holds the same tree. Before, each went ahead
+/// on its first child and failed as a loop on the others: the children ended with `y/x` on
+/// some and `x/y` on others, and both callers got success.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn directories_moved_into_each_other_at_once_end_alike_on_every_child() {
+    let (cluster, top) = setup(3, &[]);
+    let other = fresh(&cluster, &[]);
+    // A pair whose renames go first to different children.
+    let mut pair = None;
+    for k in 0..20 {
+        let (x, y) = (format!("x{k}"), format!("y{k}"));
+        let gx = mkdir(&top, Gfid::ROOT, &x).await;
+        let gy = mkdir(&top, Gfid::ROOT, &y).await;
+        let first_x = leaf_layout(&cluster, gy).await.hashed(&x);
+        let first_y = leaf_layout(&cluster, gx).await.hashed(&y);
+        if first_x != first_y {
+            pair = Some((x, y, gx, gy, first_x, first_y));
+            break;
+        }
+    }
+    let (x, y, gx, gy, first_x, first_y) = pair.expect("a pair hashed apart");
+    for i in 0..3 {
+        cluster.handle(i).hold(Fop::Rename);
+    }
+    let mv = |top: Subvol, from: String, into: Gfid| {
+        tokio::spawn(async move {
+            top.rename(
+                &root(),
+                Loc::new(Gfid::ROOT, from.as_str()),
+                Loc::new(into, from.as_str()),
+                0,
+            )
+            .await
+        })
+    };
+    let mv_x = mv(top.clone(), x.clone(), gy);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    while cluster.handle(first_x).held(Fop::Rename) == 0 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no rename reached child {first_x}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(2)).await;
+    }
+    let mv_y = mv(other.clone(), y.clone(), gx);
+    // Long enough for the second to reach its first child, had it not waited.
+    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    assert_eq!(
+        cluster.handle(first_y).held(Fop::Rename),
+        0,
+        "the second waits for the first"
+    );
+    for i in 0..3 {
+        cluster.handle(i).open_gate(Fop::Rename);
+    }
+    let (rx, ry) = (mv_x.await.expect("task"), mv_y.await.expect("task"));
+    assert_eq!((rx, ry), (Ok(()), Err(Errno::EINVAL)));
+    assert_eq!(everywhere(&cluster, gy, &x).await, vec![Held::Dir(gx); 3]);
+    assert_eq!(everywhere(&cluster, gx, &y).await, vec![Held::Nothing; 3]);
+    assert_eq!(
+        everywhere(&cluster, Gfid::ROOT, &y).await,
+        vec![Held::Dir(gy); 3]
+    );
+    assert_eq!(
+        everywhere(&cluster, Gfid::ROOT, &x).await,
+        vec![Held::Nothing; 3]
+    );
 }
 
 /// A directory rename that fails on the first child changes nothing and leaves no mark; one
