@@ -599,3 +599,91 @@ mod tests {
         assert_eq!(run(5, &[]), Ok(vec![]));
     }
 }
+
+/// A lock owner no other caller of this function in the process uses (a random base, so two
+/// clients' owners differ too).
+pub fn new_lock_owner() -> crate::types::LkOwner {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static NEXT: AtomicU64 = AtomicU64::new(1);
+    let k = NEXT.fetch_add(1, Ordering::Relaxed);
+    let base = u64::from_le_bytes(
+        crate::types::Gfid::random().0[..8]
+            .try_into()
+            .unwrap_or([7; 8]),
+    );
+    crate::types::LkOwner(base ^ k.wrapping_mul(0x9e37_79b9_7f4a_7c15))
+}
+
+/// Entry locks (`entrylk`) one owner holds on one child: the names a cluster translator
+/// serialises namespace changes on across its clients (distribute's directory locks,
+/// stripe's name locks), so that every child takes the changes of one name in one order.
+pub struct NameLocks {
+    owner: crate::types::LkOwner,
+    domain: String,
+    locs: Vec<crate::types::Loc>,
+}
+
+impl NameLocks {
+    /// Locks `locs` in `domain` on `child`, in one order every client uses (two renames of
+    /// crossed names never each hold one), waiting for each when `wait`; EAGAIN (nothing
+    /// kept) when one is busy and not `wait`. A child without lock support (ENOSYS) is used
+    /// unlocked. When waiting, a name whose lock fails otherwise (its parent gone or not a
+    /// directory, the child not answering) stays unlocked: the fop itself then fails there
+    /// with the error its caller expects.
+    pub async fn lock(
+        child: &Subvol,
+        domain: &str,
+        locs: &[&crate::types::Loc],
+        wait: bool,
+    ) -> Result<NameLocks, Errno> {
+        use crate::types::{EntrylkCmd, Loc};
+        let mut sorted: Vec<Loc> = locs.iter().map(|l| (*l).clone()).collect();
+        sorted.sort_by(|a, b| (a.parent.0, a.name.as_str()).cmp(&(b.parent.0, b.name.as_str())));
+        sorted.dedup_by(|a, b| a.parent == b.parent && a.name == b.name);
+        let mut held = NameLocks {
+            owner: new_lock_owner(),
+            domain: domain.to_owned(),
+            locs: Vec::new(),
+        };
+        let cmd = if wait {
+            EntrylkCmd::Lock
+        } else {
+            EntrylkCmd::LockNonBlocking
+        };
+        for loc in sorted {
+            let cx = Ctx::builder(0, 0).lk_owner(held.owner).build();
+            match child.entrylk(&cx, domain.into(), loc.clone(), cmd).await {
+                Ok(()) => held.locs.push(loc),
+                Err(Errno::ENOSYS) => {}
+                Err(e) if wait && !matches!(e, Errno::EAGAIN | Errno::EBUSY) => {}
+                Err(e) => {
+                    held.unlock(child).await;
+                    return Err(e);
+                }
+            }
+        }
+        Ok(held)
+    }
+
+    /// Gives the locks back, the last taken first; the names whose unlock failed, with the
+    /// error (freed anyway when this client's connection to the child goes).
+    pub async fn unlock(self, child: &Subvol) -> Vec<(crate::types::Loc, Errno)> {
+        use crate::types::EntrylkCmd;
+        let cx = Ctx::builder(0, 0).lk_owner(self.owner).build();
+        let mut failed = Vec::new();
+        for loc in self.locs.into_iter().rev() {
+            let r = child
+                .entrylk(
+                    &cx,
+                    self.domain.as_str().into(),
+                    loc.clone(),
+                    EntrylkCmd::Unlock,
+                )
+                .await;
+            if let Err(e) = r {
+                failed.push((loc, e));
+            }
+        }
+        failed
+    }
+}

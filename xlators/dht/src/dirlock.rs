@@ -25,7 +25,7 @@
 
 use std::future::Future;
 
-use xlator_api::{Ctx, EntrylkCmd, Errno, Gfid, LkCmd, LkOwner, Loc, LockKind};
+use xlator_api::{Ctx, Errno, Gfid, LkCmd, Loc, LockKind};
 
 use crate::migrate::{new_owner, whole};
 use crate::shared::Shared;
@@ -39,64 +39,21 @@ pub const LAYOUT_LOCK_DOMAIN: &str = "cluster/distribute.layout";
 /// The inodelk domain of distribute's directory-move lock (on the root, child 0).
 pub const MOVE_LOCK_DOMAIN: &str = "cluster/distribute.move";
 
-/// Names locked by one owner on child 0 (none when child 0 has no lock support).
-pub(crate) struct NameLocks {
-    owner: LkOwner,
-    locs: Vec<Loc>,
-}
+pub(crate) use xlator_api::sdk::NameLocks;
 
 impl Shared {
-    /// Locks `locs` on child 0 in one order every client uses (two renames of crossed names
-    /// never each hold one), waiting for each when `wait`; EAGAIN (nothing held) when busy
-    /// and not `wait`.
+    /// Locks `locs` in [`DIR_LOCK_DOMAIN`] on child 0 ([`NameLocks::lock`]).
     pub(crate) async fn lock_names(&self, locs: &[&Loc], wait: bool) -> Result<NameLocks, Errno> {
-        let mut sorted: Vec<Loc> = locs.iter().map(|l| (*l).clone()).collect();
-        sorted.sort_by(|a, b| (a.parent.0, a.name.as_str()).cmp(&(b.parent.0, b.name.as_str())));
-        sorted.dedup_by(|a, b| a.parent == b.parent && a.name == b.name);
-        let mut held = NameLocks {
-            owner: new_owner(),
-            locs: Vec::new(),
-        };
-        let cmd = if wait {
-            EntrylkCmd::Lock
-        } else {
-            EntrylkCmd::LockNonBlocking
-        };
-        for loc in sorted {
-            let cx = Ctx::builder(0, 0).lk_owner(held.owner).build();
-            match self.children[0]
-                .entrylk(&cx, DIR_LOCK_DOMAIN.into(), loc.clone(), cmd)
-                .await
-            {
-                Ok(()) => held.locs.push(loc),
-                // No features/locks below child 0: nothing to serialise on.
-                Err(Errno::ENOSYS) => {}
-                // The parent is not a directory on child 0, or is gone, or child 0 does not
-                // answer: the operation itself fails there, with the error its caller
-                // expects (ENOTDIR, ENOENT...), and changes nothing.
-                Err(e) if wait && !matches!(e, Errno::EAGAIN | Errno::EBUSY) => {}
-                Err(e) => {
-                    self.unlock_names(held).await;
-                    return Err(e);
-                }
-            }
-        }
-        Ok(held)
+        NameLocks::lock(&self.children[0], DIR_LOCK_DOMAIN, locs, wait).await
     }
 
     pub(crate) async fn unlock_names(&self, held: NameLocks) {
-        let cx = Ctx::builder(0, 0).lk_owner(held.owner).build();
-        for loc in held.locs.into_iter().rev() {
-            let r = self.children[0]
-                .entrylk(&cx, DIR_LOCK_DOMAIN.into(), loc.clone(), EntrylkCmd::Unlock)
-                .await;
-            if let Err(e) = r {
-                // Freed anyway when this client's connection to the brick goes.
-                self.log(
-                    xlator_api::LogLevel::Warn,
-                    &format!("unlocking directory name {}/{}: {e}", loc.parent, loc.name),
-                );
-            }
+        for (loc, e) in held.unlock(&self.children[0]).await {
+            // Freed anyway when this client's connection to the brick goes.
+            self.log(
+                xlator_api::LogLevel::Warn,
+                &format!("unlocking directory name {}/{}: {e}", loc.parent, loc.name),
+            );
         }
     }
 

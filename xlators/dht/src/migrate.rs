@@ -30,8 +30,6 @@
 //!
 //! Files with hard links: [`crate::links`].
 
-use std::sync::atomic::{AtomicU64, Ordering};
-
 use xlator_api::abi_stable::std_types::{ROption, RString, RVec};
 use xlator_api::{
     Buf, CreateXattrs, Ctx, Entry, Errno, Fd, FileType, Flock, Gfid, GfidReq, Iatt, LkCmd, LkOwner,
@@ -72,13 +70,9 @@ fn stamp(a: &Iatt) -> (u64, xlator_api::Timespec, xlator_api::Timespec) {
     (a.size, a.mtime, a.ctime)
 }
 
-static NEXT_OWNER: AtomicU64 = AtomicU64::new(1);
-
 /// A lock owner no other migration of this process uses.
 pub(crate) fn new_owner() -> LkOwner {
-    let k = NEXT_OWNER.fetch_add(1, Ordering::Relaxed);
-    let base = u64::from_le_bytes(Gfid::random().0[..8].try_into().unwrap_or([7; 8]));
-    LkOwner(base ^ k.wrapping_mul(0x9e37_79b9_7f4a_7c15))
+    xlator_api::sdk::new_lock_owner()
 }
 
 pub(crate) fn whole(kind: LockKind, owner: LkOwner) -> Flock {

@@ -1,9 +1,19 @@
 //! Names: every object exists on every child with one GFID. Lookups ask every child (with the
 //! geometry xattr, so a file's check and size come with the lookup itself); changes go to
 //! every child at once and need every child up.
+//!
+//! Every change of a name holds the name's lock (an entrylk in [`NAME_LOCK_DOMAIN`] on child
+//! 0, every client locking there), and a rename to another parent also the move lock first
+//! ([`MOVE_LOCK_DOMAIN`], the root): the changes of one name reach every child in one order.
+//! Without them, two clients renaming two files over one name at once left the name naming
+//! one file on some children and the other on the rest (reads then mixed their stripes, or
+//! failed), and two moving directories into each other kept `b/a` on some and `a/b` on
+//! others. Two round trips more per change (lock and unlock on child 0).
 
 use xlator_api::abi_stable::std_types::RString;
 use xlator_api::{CreateXattrs, Ctx, Entry, Errno, Fd, FileType, Gfid, GfidReq, Loc, Removed};
+
+use xlator_api::sdk::NameLocks;
 
 use crate::geometry;
 use crate::shared::{Shared, all_ok, child_fd, with_geometry_req};
@@ -16,7 +26,43 @@ pub(crate) enum Kind {
     Other,
 }
 
+/// The entrylk domain of stripe's name locks.
+pub const NAME_LOCK_DOMAIN: &str = "cluster/stripe.names";
+
+/// The entrylk domain of stripe's move lock (the whole root, for renames to another parent).
+pub const MOVE_LOCK_DOMAIN: &str = "cluster/stripe.move";
+
 impl Shared {
+    /// `op` with the names `locs` locked on child 0 (and the move lock first when they are in
+    /// more than one directory), waiting for them.
+    async fn with_names<R>(
+        &self,
+        locs: &[&Loc],
+        op: impl Future<Output = Result<R, Errno>>,
+    ) -> Result<R, Errno> {
+        let child = &self.children[0];
+        let moving = locs.iter().any(|l| l.parent != locs[0].parent);
+        let root = Loc::new(Gfid::ROOT, "");
+        let moves = if moving {
+            Some(NameLocks::lock(child, MOVE_LOCK_DOMAIN, &[&root], true).await?)
+        } else {
+            None
+        };
+        let names = NameLocks::lock(child, NAME_LOCK_DOMAIN, locs, true).await;
+        let r = match names {
+            Ok(names) => {
+                let r = op.await;
+                names.unlock(child).await;
+                r
+            }
+            Err(e) => Err(e),
+        };
+        if let Some(moves) = moves {
+            moves.unlock(child).await;
+        }
+        r
+    }
+
     /// The GFID a new object gets on every child: the caller's, or a fresh one.
     fn new_gfid(cx: &Ctx) -> Gfid {
         cx.ext::<GfidReq>()
@@ -61,6 +107,21 @@ impl Shared {
         Fut: Future<Output = Result<Entry, Errno>>,
     {
         self.require_all_up()?;
+        self.with_names(&[loc], self.make_locked(cx, loc, kind, op))
+            .await
+    }
+
+    async fn make_locked<F, Fut>(
+        &self,
+        cx: &Ctx,
+        loc: &Loc,
+        kind: Kind,
+        op: F,
+    ) -> Result<(Entry, Option<Geometry>), Errno>
+    where
+        F: Fn(usize, Ctx) -> Fut,
+        Fut: Future<Output = Result<Entry, Errno>>,
+    {
         let gfid = Self::new_gfid(cx);
         let geo = (kind == Kind::File).then(|| self.new_geometry());
         // Child 0 first: its brick makes the name atomically, so of two clients making one
@@ -172,30 +233,41 @@ impl Shared {
         self.require_all_up()?;
         let gcx = with_geometry_req(cx);
         let replies = self
-            .fan(|i| self.children[i].link(&gcx, gfid, new.clone()))
-            .await;
+            .with_names(&[&new], async {
+                Ok(self
+                    .fan(|i| self.children[i].link(&gcx, gfid, new.clone()))
+                    .await)
+            })
+            .await?;
         let what = format!("link {}/{}", new.parent, new.name);
         self.merge_entries(cx, what, replies).map(|(e, _)| e)
     }
 
     pub async fn unlink(&self, cx: &Ctx, loc: Loc) -> Result<Removed, Errno> {
         self.require_all_up()?;
-        let replies = self.fan(|i| self.children[i].unlink(cx, loc.clone())).await;
-        first_of(replies)
+        self.with_names(&[&loc], async {
+            first_of(self.fan(|i| self.children[i].unlink(cx, loc.clone())).await)
+        })
+        .await
     }
 
     pub async fn rmdir(&self, cx: &Ctx, loc: Loc) -> Result<Removed, Errno> {
         self.require_all_up()?;
-        let replies = self.fan(|i| self.children[i].rmdir(cx, loc.clone())).await;
-        first_of(replies)
+        self.with_names(&[&loc], async {
+            first_of(self.fan(|i| self.children[i].rmdir(cx, loc.clone())).await)
+        })
+        .await
     }
 
     pub async fn rename(&self, cx: &Ctx, old: Loc, new: Loc, flags: u32) -> Result<(), Errno> {
         self.require_all_up()?;
-        let replies = self
-            .fan(|i| self.children[i].rename(cx, old.clone(), new.clone(), flags))
-            .await;
-        first_of(replies)
+        self.with_names(&[&old, &new], async {
+            first_of(
+                self.fan(|i| self.children[i].rename(cx, old.clone(), new.clone(), flags))
+                    .await,
+            )
+        })
+        .await
     }
 }
 
