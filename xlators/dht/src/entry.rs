@@ -554,16 +554,54 @@ impl Shared {
         true
     }
 
+    /// A file's rename holds both names' directory locks ([`crate::dirlock`]) from before it
+    /// resolves them: two clients renaming two files over one name at once each put their
+    /// file under it on its own child, and the name ended as two files (listed twice), or as
+    /// a link file to the other client's file; one rename failed with EEXIST. A directory's
+    /// rename gives them back first and takes them in [`Shared::rename_dir`] (after the move
+    /// lock, which is always taken before names).
     pub async fn rename(&self, cx: &Ctx, old: Loc, new: Loc, flags: u32) -> Result<(), Errno> {
-        let src = self.resolve(cx, &old).await?;
+        let held = self.lock_names(&[&old, &new], true).await?;
+        let r = self.rename_file_locked(cx, &old, &new, flags).await;
+        self.unlock_names(held).await;
+        match r {
+            Ok(Some(dir)) => self.rename_dir(cx, dir, old, new, flags).await,
+            Ok(None) => Ok(()),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// [`Shared::rename`] of a file under its names' locks; `Some(gfid)` (nothing done) when
+    /// `old` is the directory `gfid`.
+    async fn rename_file_locked(
+        &self,
+        cx: &Ctx,
+        old: &Loc,
+        new: &Loc,
+        flags: u32,
+    ) -> Result<Option<Gfid>, Errno> {
+        let src = self.resolve(cx, old).await?;
         let (c, src_gfid) = match &src.found {
             None => return Err(Errno::ENOENT),
-            Some(Found::Dir { entry }) => {
-                let dir = entry.attr.gfid;
-                return self.rename_dir(cx, dir, old, new, flags).await;
-            }
+            Some(Found::Dir { entry }) => return Ok(Some(entry.attr.gfid)),
             Some(Found::File { child, entry }) => (*child, entry.attr.gfid),
         };
+        self.rename_file(cx, old.clone(), new.clone(), flags, src, c, src_gfid)
+            .await
+            .map(|()| None)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    async fn rename_file(
+        &self,
+        cx: &Ctx,
+        old: Loc,
+        new: Loc,
+        flags: u32,
+        src: crate::lookup::Resolved,
+        c: usize,
+        src_gfid: Gfid,
+    ) -> Result<(), Errno> {
         let dst = self.resolve(cx, &new).await?;
         if flags & RENAME_NOREPLACE != 0 && dst.found.is_some() {
             return Err(Errno::EEXIST);
