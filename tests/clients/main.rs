@@ -22,7 +22,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
-use xlfs_integration_tests::{bin, free_ports, is_mounted, xattrs};
+use xlfs_integration_tests::{bin, free_ports, is_mounted, spawn_rm_rf, xattrs};
 
 macro_rules! require {
     () => {
@@ -1031,17 +1031,7 @@ fn a_tree_removed_through_two_mounts_at_once_goes_without_an_error() {
                     File::create(top.join(format!("d{d}/f{f}"))).expect("create");
                 }
             }
-            let rms: Vec<Child> = [&v.a, &v.bm]
-                .iter()
-                .map(|m| {
-                    Command::new("rm")
-                        .arg("-rf")
-                        .arg(m.join("t"))
-                        .stderr(Stdio::piped())
-                        .spawn()
-                        .expect("rm")
-                })
-                .collect();
+            let rms = spawn_rm_rf(&[&v.a, &v.bm], "t");
             for rm in rms {
                 let out = rm.wait_with_output().expect("rm");
                 assert!(
@@ -1424,7 +1414,8 @@ fn files_renamed_over_one_name_from_two_mounts_leave_one_whole_file() {
 
 /// Two directories moved into each other at once through two mounts (`mv a b/` on one,
 /// `mv b a/` on the other), 20 times, on replica 2, distribute 3, distribute 2 x replica 2
-/// and stripe 2: one move succeeds and the other fails with EINVAL (a loop), as on a local file system,
+/// and stripe 2: one move succeeds and the other fails with EINVAL (a loop) or ENOENT (its
+/// path walk found the other directory moved already), as on a local file system,
 /// and every brick holds the same tree. Before, both could succeed (the kernel of each mount
 /// sees only its own), each brick refusing one of them: `b/a` on some bricks and `a/b` on the
 /// others (5 rounds in 30 on distribute 3, 3 in 30 on replica 2).
@@ -1456,6 +1447,8 @@ fn directories_moved_into_each_other_from_two_mounts_end_alike_on_every_brick() 
                         match fs::rename(dir.join(from), dir.join(into).join(from)) {
                             Ok(()) => "ok".to_string(),
                             Err(e) if e.raw_os_error() == Some(libc::EINVAL) => "EINVAL".into(),
+                            // Its walk found the other moved already: no such path.
+                            Err(e) if e.raw_os_error() == Some(libc::ENOENT) => "ENOENT".into(),
                             Err(e) => e.to_string(),
                         }
                     })
@@ -1465,7 +1458,7 @@ fn directories_moved_into_each_other_from_two_mounts_end_alike_on_every_brick() 
             *outcomes.entry(r.clone()).or_insert(0) += 1;
             assert!(
                 r.iter().filter(|o| *o == "ok").count() == 1
-                    && r.iter().any(|o| o.contains("EINVAL")),
+                    && r.iter().any(|o| o == "EINVAL" || o == "ENOENT"),
                 "{name} round {round}: one move succeeds, the other is a loop: {r:?}"
             );
             let trees: Vec<Vec<String>> = (0..bricks)
@@ -1513,50 +1506,30 @@ fn directories_renamed_over_each_other_from_two_mounts_stay_whole_on_every_brick
 }
 
 fn renamed_over_each_other(v: &Volume, nbricks: usize) {
-    let stop = Arc::new(AtomicBool::new(false));
-    let workers: Vec<_> = [v.a.clone(), v.bm.clone(), v.a.clone(), v.bm.clone()]
-        .into_iter()
-        .enumerate()
-        .map(|(w, mnt)| {
-            let stop = stop.clone();
-            std::thread::spawn(move || {
-                let mut x = 0x2545_f491_u64 + 7 * w as u64;
-                let mut ops = 0u64;
-                while !stop.load(Ordering::Relaxed) {
-                    x ^= x << 13;
-                    x ^= x >> 7;
-                    x ^= x << 17;
-                    let p = mnt.join(format!("d{}", x % 4));
-                    let q = mnt.join(format!("d{}", (x >> 4) % 4));
-                    let (op, r) = match (x >> 8) % 5 {
-                        0 => ("mkdir", fs::create_dir(&p)),
-                        1 => ("rmdir", fs::remove_dir(&p)),
-                        2 | 3 => ("rename", fs::rename(&p, &q)),
-                        _ => ("create", File::create(p.join(format!("f{w}"))).map(drop)),
-                    };
-                    match r {
-                        Ok(()) => {}
-                        Err(e)
-                            if matches!(
-                                e.kind(),
-                                ErrorKind::AlreadyExists
-                                    | ErrorKind::NotFound
-                                    | ErrorKind::DirectoryNotEmpty
-                            ) => {}
-                        Err(e) => panic!("{op} {} {}: {e}", p.display(), q.display()),
-                    }
-                    ops += 1;
-                }
-                ops
-            })
-        })
-        .collect();
-    std::thread::sleep(Duration::from_secs(5));
-    stop.store(true, Ordering::Relaxed);
-    let ops: Vec<u64> = workers
-        .into_iter()
-        .map(|w| w.join().expect("worker"))
-        .collect();
+    let ops = race_on_two_mounts(
+        v,
+        5,
+        0x2545_f491,
+        &[
+            ErrorKind::AlreadyExists,
+            ErrorKind::NotFound,
+            ErrorKind::DirectoryNotEmpty,
+        ],
+        |w, x, mnt| {
+            let p = mnt.join(format!("d{}", x % 4));
+            let q = mnt.join(format!("d{}", (x >> 4) % 4));
+            let what = format!("{} {}", p.display(), q.display());
+            match (x >> 8) % 5 {
+                0 => (format!("mkdir {what}"), fs::create_dir(&p)),
+                1 => (format!("rmdir {what}"), fs::remove_dir(&p)),
+                2 | 3 => (format!("rename {what}"), fs::rename(&p, &q)),
+                _ => (
+                    format!("create {what}"),
+                    File::create(p.join(format!("f{w}"))).map(drop),
+                ),
+            }
+        },
+    );
     println!("operations per worker: {ops:?}");
     let bricks: Vec<PathBuf> = (0..nbricks)
         .map(|i| v.dir.path().join(format!("brick{i}")))
@@ -1573,19 +1546,7 @@ fn renamed_over_each_other(v: &Volume, nbricks: usize) {
     }
     for n in 0..4 {
         let name = format!("d{n}");
-        let copies: Vec<Option<Vec<u8>>> = bricks
-            .iter()
-            .map(|b| {
-                let p = b.join(&name);
-                p.is_dir().then(|| {
-                    xattrs(&p)
-                        .into_iter()
-                        .find(|(k, _)| k == "trusted.gfid")
-                        .map(|(_, v)| v)
-                        .unwrap_or_default()
-                })
-            })
-            .collect();
+        let copies = dir_gfids(&bricks, &name);
         let present = copies.iter().filter(|c| c.is_some()).count();
         assert!(
             present == 0 || (present == nbricks && copies.iter().all(|c| *c == copies[0])),
@@ -1609,6 +1570,66 @@ fn renamed_over_each_other(v: &Volume, nbricks: usize) {
     }
 }
 
+/// Four workers, two on each of `v`'s mounts, for `secs` seconds: each calls `step(worker,
+/// x, mount)` with a new xorshift value `x` (seeded from `seed`) and panics on an error whose
+/// kind is not in `allowed`, naming what `step` said it did. The calls each made.
+fn race_on_two_mounts(
+    v: &Volume,
+    secs: u64,
+    seed: u64,
+    allowed: &'static [ErrorKind],
+    step: fn(usize, u64, &Path) -> (String, std::io::Result<()>),
+) -> Vec<u64> {
+    let stop = Arc::new(AtomicBool::new(false));
+    let workers: Vec<_> = [v.a.clone(), v.bm.clone(), v.a.clone(), v.bm.clone()]
+        .into_iter()
+        .enumerate()
+        .map(|(w, mnt)| {
+            let stop = stop.clone();
+            std::thread::spawn(move || {
+                let mut x = seed + 7 * w as u64;
+                let mut ops = 0u64;
+                while !stop.load(Ordering::Relaxed) {
+                    x ^= x << 13;
+                    x ^= x >> 7;
+                    x ^= x << 17;
+                    let (what, r) = step(w, x, &mnt);
+                    if let Err(e) = r
+                        && !allowed.contains(&e.kind())
+                    {
+                        panic!("{what}: {e}");
+                    }
+                    ops += 1;
+                }
+                ops
+            })
+        })
+        .collect();
+    std::thread::sleep(Duration::from_secs(secs));
+    stop.store(true, Ordering::Relaxed);
+    workers
+        .into_iter()
+        .map(|w| w.join().expect("worker"))
+        .collect()
+}
+
+/// The GFID of each brick's directory `name` (`None`: no directory of that name there).
+fn dir_gfids(bricks: &[PathBuf], name: &str) -> Vec<Option<Vec<u8>>> {
+    bricks
+        .iter()
+        .map(|b| {
+            let p = b.join(name);
+            p.is_dir().then(|| {
+                xattrs(&p)
+                    .into_iter()
+                    .find(|(k, _)| k == "trusted.gfid")
+                    .map(|(_, v)| v)
+                    .unwrap_or_default()
+            })
+        })
+        .collect()
+}
+
 /// Directories made and removed under the same names from two mounts of a distribute 3
 /// volume, while each mount also looks them up (a lookup that finds a copy missing makes it):
 /// afterwards every name is a directory on every brick with one GFID, or on none. Before
@@ -1628,46 +1649,21 @@ fn directories_made_and_removed_from_two_mounts_stay_whole_on_every_brick() {
         "0",
     ];
     let v = Volume::start_layout_with("dirrace", &[], 3, &no_cache);
-    let stop = Arc::new(AtomicBool::new(false));
-    let workers: Vec<_> = [v.a.clone(), v.bm.clone(), v.a.clone(), v.bm.clone()]
-        .into_iter()
-        .enumerate()
-        .map(|(w, mnt)| {
-            let stop = stop.clone();
-            std::thread::spawn(move || {
-                let mut x = 0x9e37_79b9_u64 + w as u64;
-                let mut ops = 0u64;
-                while !stop.load(Ordering::Relaxed) {
-                    x ^= x << 13;
-                    x ^= x >> 7;
-                    x ^= x << 17;
-                    let p = mnt.join(format!("d{}", x % 4));
-                    let (op, r) = match (x >> 8) % 3 {
-                        0 => ("mkdir", fs::create_dir(&p)),
-                        1 => ("rmdir", fs::remove_dir(&p)),
-                        _ => ("stat", fs::metadata(&p).map(drop)),
-                    };
-                    match r {
-                        Ok(()) => {}
-                        Err(e)
-                            if matches!(
-                                e.kind(),
-                                ErrorKind::AlreadyExists | ErrorKind::NotFound
-                            ) => {}
-                        Err(e) => panic!("{op} {}: {e}", p.display()),
-                    }
-                    ops += 1;
-                }
-                ops
-            })
-        })
-        .collect();
-    std::thread::sleep(Duration::from_secs(4));
-    stop.store(true, Ordering::Relaxed);
-    let ops: Vec<u64> = workers
-        .into_iter()
-        .map(|w| w.join().expect("worker"))
-        .collect();
+    let ops = race_on_two_mounts(
+        &v,
+        4,
+        0x9e37_79b9,
+        &[ErrorKind::AlreadyExists, ErrorKind::NotFound],
+        |_, x, mnt| {
+            let p = mnt.join(format!("d{}", x % 4));
+            let what = p.display().to_string();
+            match (x >> 8) % 3 {
+                0 => (format!("mkdir {what}"), fs::create_dir(&p)),
+                1 => (format!("rmdir {what}"), fs::remove_dir(&p)),
+                _ => (format!("stat {what}"), fs::metadata(&p).map(drop)),
+            }
+        },
+    );
     println!("operations per mount: {ops:?}");
     // Lookups through a mount settle nothing that is not already whole: read the bricks.
     let bricks: Vec<PathBuf> = (0..3)
@@ -1675,19 +1671,7 @@ fn directories_made_and_removed_from_two_mounts_stay_whole_on_every_brick() {
         .collect();
     for n in 0..4 {
         let name = format!("d{n}");
-        let copies: Vec<Option<Vec<u8>>> = bricks
-            .iter()
-            .map(|b| {
-                let p = b.join(&name);
-                p.is_dir().then(|| {
-                    xattrs(&p)
-                        .into_iter()
-                        .find(|(k, _)| k == "trusted.gfid")
-                        .map(|(_, v)| v)
-                        .unwrap_or_default()
-                })
-            })
-            .collect();
+        let copies = dir_gfids(&bricks, &name);
         let present = copies.iter().filter(|c| c.is_some()).count();
         assert!(
             present == 0 || (present == 3 && copies.iter().all(|c| *c == copies[0])),

@@ -29,7 +29,7 @@ use std::process::{Child, Command, Output, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
-use xlfs_integration_tests::{bin, free_ports, is_mounted, xattrs};
+use xlfs_integration_tests::{bin, free_ports, is_mounted, spawn_rm_rf, xattrs};
 
 mod mgmt;
 mod netns;
@@ -578,17 +578,7 @@ fn a_tree_removed_through_two_mounts_while_a_brick_dies_heals_to_identical_brick
     let on_brick0 = c.bricks[0].join("t");
     let left = || fs::read_dir(&on_brick0).map_or(0, |d| d.count());
     assert_eq!(left(), DIRS, "the tree is on brick 0");
-    let mut rms: Vec<Child> = [&m0, &m1]
-        .iter()
-        .map(|m| {
-            Command::new("rm")
-                .arg("-rf")
-                .arg(m.join("t"))
-                .stderr(Stdio::piped())
-                .spawn()
-                .expect("rm")
-        })
-        .collect();
+    let mut rms = spawn_rm_rf(&[&m0, &m1], "t");
     let deadline = Instant::now() + Duration::from_secs(60);
     while left() > DIRS - DIRS / 10 {
         assert!(Instant::now() < deadline, "rm -rf made no progress");

@@ -103,3 +103,17 @@ pub fn xattrs(p: &Path) -> Vec<(String, Vec<u8>)> {
     out.sort();
     out
 }
+
+/// `rm -rf` of `name` under each of `dirs`, started at once, their stderr captured.
+pub fn spawn_rm_rf(dirs: &[&Path], name: &str) -> Vec<std::process::Child> {
+    dirs.iter()
+        .map(|d| {
+            std::process::Command::new("rm")
+                .arg("-rf")
+                .arg(d.join(name))
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .expect("rm")
+        })
+        .collect()
+}

@@ -547,59 +547,6 @@ macro_rules! export_translators {
     };
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn entry(name: &str, next_offset: u64) -> DirEntry {
-        DirEntry {
-            name: name.into(),
-            next_offset,
-            attr: Iatt::default(),
-            xattrs: Default::default(),
-        }
-    }
-
-    /// A child's listing in pages of two at offsets 0, 2, 4; `gone` names are left out.
-    async fn page(offset: u64, gone: &[&str]) -> Result<(Option<u64>, RVec<DirEntry>), Errno> {
-        let all = ["a", "b", "c", "d", "e"];
-        let list: Vec<DirEntry> = all
-            .iter()
-            .enumerate()
-            .skip(offset as usize)
-            .take(2)
-            .map(|(i, n)| entry(n, i as u64 + 1))
-            .collect();
-        let next = list.last().map(|e| e.next_offset);
-        let kept = list
-            .into_iter()
-            .filter(|e| !gone.contains(&e.name.as_str()))
-            .collect();
-        Ok((next, kept))
-    }
-
-    #[test]
-    fn a_listing_page_reads_past_pages_whose_entries_were_all_left_out() {
-        let names = |v: RVec<DirEntry>| v.iter().map(|e| e.name.to_string()).collect::<Vec<_>>();
-        let run = |offset, gone: &'static [&'static str]| {
-            futures::executor::block_on(listing_page(offset, |o| page(o, gone))).map(names)
-        };
-        assert_eq!(run(0, &[]), Ok(vec!["a".into(), "b".into()]));
-        assert_eq!(run(0, &["a", "b", "c", "d"]), Ok(vec!["e".to_string()]));
-        assert_eq!(
-            run(0, &["a"]),
-            Ok(vec!["b".to_string()]),
-            "kept entries end the page"
-        );
-        assert_eq!(
-            run(2, &["c", "d", "e"]),
-            Ok(vec![]),
-            "the listing's end is the end"
-        );
-        assert_eq!(run(5, &[]), Ok(vec![]));
-    }
-}
-
 /// A lock owner no other caller of this function in the process uses (a random base, so two
 /// clients' owners differ too).
 pub fn new_lock_owner() -> crate::types::LkOwner {
@@ -685,5 +632,58 @@ impl NameLocks {
             }
         }
         failed
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entry(name: &str, next_offset: u64) -> DirEntry {
+        DirEntry {
+            name: name.into(),
+            next_offset,
+            attr: Iatt::default(),
+            xattrs: Default::default(),
+        }
+    }
+
+    /// A child's listing in pages of two at offsets 0, 2, 4; `gone` names are left out.
+    async fn page(offset: u64, gone: &[&str]) -> Result<(Option<u64>, RVec<DirEntry>), Errno> {
+        let all = ["a", "b", "c", "d", "e"];
+        let list: Vec<DirEntry> = all
+            .iter()
+            .enumerate()
+            .skip(offset as usize)
+            .take(2)
+            .map(|(i, n)| entry(n, i as u64 + 1))
+            .collect();
+        let next = list.last().map(|e| e.next_offset);
+        let kept = list
+            .into_iter()
+            .filter(|e| !gone.contains(&e.name.as_str()))
+            .collect();
+        Ok((next, kept))
+    }
+
+    #[test]
+    fn a_listing_page_reads_past_pages_whose_entries_were_all_left_out() {
+        let names = |v: RVec<DirEntry>| v.iter().map(|e| e.name.to_string()).collect::<Vec<_>>();
+        let run = |offset, gone: &'static [&'static str]| {
+            futures::executor::block_on(listing_page(offset, |o| page(o, gone))).map(names)
+        };
+        assert_eq!(run(0, &[]), Ok(vec!["a".into(), "b".into()]));
+        assert_eq!(run(0, &["a", "b", "c", "d"]), Ok(vec!["e".to_string()]));
+        assert_eq!(
+            run(0, &["a"]),
+            Ok(vec!["b".to_string()]),
+            "kept entries end the page"
+        );
+        assert_eq!(
+            run(2, &["c", "d", "e"]),
+            Ok(vec![]),
+            "the listing's end is the end"
+        );
+        assert_eq!(run(5, &[]), Ok(vec![]));
     }
 }

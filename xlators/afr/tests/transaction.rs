@@ -1000,18 +1000,8 @@ async fn a_directory_is_made_with_every_counter_at_zero() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_lookup_racing_a_rename_over_a_directory_waits_for_it() {
     let (c, top) = setup_on_locks(2, &[]);
-    let mk = |name: &'static str| {
-        let top = top.clone();
-        async move {
-            top.mkdir(&root(), Loc::new(Gfid::ROOT, name), 0o755, 0)
-                .await
-                .expect("mkdir")
-                .attr
-                .gfid
-        }
-    };
-    let a = mk("a").await;
-    let b = mk("b").await;
+    let a = mkdir_at_root(&top, "a").await;
+    let b = mkdir_at_root(&top, "b").await;
     c.handle(1).hold(Fop::Rename);
     let mv = tokio::spawn({
         let top = top.clone();
@@ -1076,17 +1066,10 @@ async fn a_lookup_racing_a_rename_over_a_directory_waits_for_it() {
 async fn directories_moved_into_each_other_at_once_end_alike_on_both_children() {
     let (c, top) = setup_on_locks(2, &[]);
     let (_c2, other) = second_client(&c, &[]);
-    let mk = |name: &'static str| {
-        let top = top.clone();
-        async move {
-            top.mkdir(&root(), Loc::new(Gfid::ROOT, name), 0o755, 0)
-                .await
-                .expect("mkdir")
-                .attr
-                .gfid
-        }
-    };
-    let (x, y) = (mk("x").await, mk("y").await);
+    let (x, y) = (
+        mkdir_at_root(&top, "x").await,
+        mkdir_at_root(&top, "y").await,
+    );
     let mv = |top: xlator_api::Subvol, name: &'static str, into: Gfid| {
         tokio::spawn(async move {
             top.rename(&root(), Loc::new(Gfid::ROOT, name), Loc::new(into, name), 0)
@@ -1126,4 +1109,13 @@ async fn directories_moved_into_each_other_at_once_end_alike_on_both_children() 
             "child {i}"
         );
     }
+}
+
+/// Makes directory `name` in the root through `top`; its GFID.
+async fn mkdir_at_root(top: &xlator_api::Subvol, name: &str) -> Gfid {
+    top.mkdir(&root(), Loc::new(Gfid::ROOT, name), 0o755, 0)
+        .await
+        .expect("mkdir")
+        .attr
+        .gfid
 }

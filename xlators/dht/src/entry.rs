@@ -743,7 +743,7 @@ impl Shared {
         // The directory `new` names, if any: a rename over it that some child refuses as not
         // empty is undone (below).
         let replaced = match &target.found {
-            Some(Found::Dir { entry }) if flags & RENAME_EXCHANGE == 0 => Some(entry.attr.clone()),
+            Some(Found::Dir { entry }) if flags & RENAME_EXCHANGE == 0 => Some(entry.attr),
             _ => None,
         };
         match target.found {
@@ -818,11 +818,7 @@ impl Shared {
                         old.name,
                         new.parent,
                         new.name,
-                        if marked {
-                            "; the next lookup of either name finishes it"
-                        } else {
-                            ""
-                        }
+                        finish_hint(marked)
                     ),
                 );
             }
@@ -881,15 +877,20 @@ impl Shared {
                     old.name,
                     new.parent,
                     new.name,
-                    if marked {
-                        "; the next lookup of either name finishes it"
-                    } else {
-                        ""
-                    }
+                    finish_hint(marked)
                 ),
             );
         }
         Err(Errno::ENOTEMPTY)
+    }
+}
+
+/// What a log line about a directory rename left half done adds when its copies are marked.
+fn finish_hint(marked: bool) -> &'static str {
+    if marked {
+        "; the next lookup of either name finishes it"
+    } else {
+        ""
     }
 }
 

@@ -1257,7 +1257,6 @@ async fn a_mkdir_cut_short_at_any_child_leaves_nothing_a_lookup_cannot_find() {
 /// rename over a directory left two directories of one name (lookup: EIO).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_directory_rename_cut_short_at_any_child_is_finished_by_the_next_lookup() {
-    use xlfs_dht::dirrename::RENAMING_XATTR;
     let (cluster, top) = setup(4, &[]);
     // As in the mkdir case: a dead client's directory lock would stay on a mock child.
     cluster.handle(0).fail_always(Fop::Entrylk, Errno::ENOSYS);
@@ -1317,14 +1316,7 @@ async fn a_directory_rename_cut_short_at_any_child_is_finished_by_the_next_looku
                     assert_eq!(f.attr.gfid, *g, "{case}: {name}");
                     assert_eq!(read_all(&other, *g).await, name.as_bytes(), "{case}");
                 }
-                for i in 0..4 {
-                    let names = vec![RENAMING_XATTR.into()].into();
-                    let marks = cluster.leaf(i).getxattrs(&root(), d, names).await;
-                    assert!(
-                        marks.as_ref().map_or(true, |xs| xs.is_empty()),
-                        "{case}: child {i} still has the mark: {marks:?}"
-                    );
-                }
+                assert_no_marks(&cluster, d, 4, &case).await;
             }
         }
     }
@@ -1339,7 +1331,6 @@ async fn a_directory_rename_cut_short_at_any_child_is_finished_by_the_next_looku
 /// each other).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_directory_rename_over_one_that_fills_meanwhile_is_undone() {
-    use xlfs_dht::dirrename::RENAMING_XATTR;
     let (cluster, top) = setup(3, &[]);
     let p = mkdir(&top, Gfid::ROOT, "p").await;
     let layout = leaf_layout(&cluster, p).await;
@@ -1357,14 +1348,7 @@ async fn a_directory_rename_over_one_that_fills_meanwhile_is_undone() {
                 let (o, n) = (Loc::new(p, old.as_str()), Loc::new(p, new.as_str()));
                 async move { top.rename(&root(), o, n, 0).await }
             });
-            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
-            while cluster.handle(late).held(Fop::Rename) == 0 {
-                assert!(
-                    std::time::Instant::now() < deadline,
-                    "{case}: no rename held"
-                );
-                tokio::time::sleep(std::time::Duration::from_millis(2)).await;
-            }
+            wait_held(&cluster, late, Fop::Rename).await;
             // Another client's create in the target, on child `late` only.
             let id = next_fd_id();
             let e = cluster
@@ -1407,14 +1391,7 @@ async fn a_directory_rename_over_one_that_fills_meanwhile_is_undone() {
                 "{case}"
             );
             assert_eq!(read_all(&other, kept).await, b"kept", "{case}");
-            for i in 0..3 {
-                let names = vec![RENAMING_XATTR.into()].into();
-                let marks = cluster.leaf(i).getxattrs(&root(), d, names).await;
-                assert!(
-                    marks.as_ref().map_or(true, |xs| xs.is_empty()),
-                    "{case}: child {i} still has the mark: {marks:?}"
-                );
-            }
+            assert_no_marks(&cluster, d, 3, &case).await;
         }
     }
 }
@@ -1458,14 +1435,7 @@ async fn directories_moved_into_each_other_at_once_end_alike_on_every_child() {
         })
     };
     let mv_x = mv(top.clone(), x.clone(), gy);
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
-    while cluster.handle(first_x).held(Fop::Rename) == 0 {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "no rename reached child {first_x}"
-        );
-        tokio::time::sleep(std::time::Duration::from_millis(2)).await;
-    }
+    wait_held(&cluster, first_x, Fop::Rename).await;
     let mv_y = mv(other.clone(), y.clone(), gx);
     // Long enough for the second to reach its first child, had it not waited.
     tokio::time::sleep(std::time::Duration::from_millis(100)).await;
@@ -1556,14 +1526,7 @@ async fn die_while_held<T>(
     fop: Fop,
     task: tokio::task::JoinHandle<T>,
 ) {
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
-    while cluster.handle(stuck).held(fop) == 0 {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "no {fop:?} reached child {stuck}"
-        );
-        tokio::time::sleep(std::time::Duration::from_millis(2)).await;
-    }
+    wait_held(cluster, stuck, fop).await;
     tokio::time::sleep(std::time::Duration::from_millis(50)).await;
     task.abort();
     let _ = task.await;
@@ -1808,4 +1771,29 @@ async fn a_lookup_racing_a_directorys_rmdir_and_mkdir_finds_the_new_one() {
         everywhere(&cluster, Gfid::ROOT, "d").await,
         vec![Held::Dir(new); 2]
     );
+}
+
+/// Waits (at most 5 s) until a call of `fop` is held at child `i`'s gate.
+async fn wait_held(cluster: &MockCluster, i: usize, fop: Fop) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    while cluster.handle(i).held(fop) == 0 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no {fop:?} reached child {i}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(2)).await;
+    }
+}
+
+/// Fails unless none of the first `n` children has a rename mark on directory `d`.
+async fn assert_no_marks(cluster: &MockCluster, d: Gfid, n: usize, case: &str) {
+    use xlfs_dht::dirrename::RENAMING_XATTR;
+    for i in 0..n {
+        let names = vec![RENAMING_XATTR.into()].into();
+        let marks = cluster.leaf(i).getxattrs(&root(), d, names).await;
+        assert!(
+            marks.as_ref().map_or(true, |xs| xs.is_empty()),
+            "{case}: child {i} still has the mark: {marks:?}"
+        );
+    }
 }
