@@ -186,12 +186,12 @@ fn changelog_xattrs(
         .collect()
 }
 
-/// The metadata inodelk domain.
 /// The inodelk domain of the instance's move lock (see [`Plan::entry`]).
 pub(crate) fn move_domain(name: &str) -> String {
     format!("{name}:move")
 }
 
+/// The metadata inodelk domain.
 pub(crate) fn meta_domain(name: &str) -> String {
     format!("{name}:metadata")
 }
