@@ -107,40 +107,29 @@ impl Shared {
         Fut: Future<Output = Result<Entry, Errno>>,
     {
         self.require_all_up()?;
-        self.with_names(&[loc], self.make_locked(cx, loc, kind, op))
-            .await
-    }
-
-    async fn make_locked<F, Fut>(
-        &self,
-        cx: &Ctx,
-        loc: &Loc,
-        kind: Kind,
-        op: F,
-    ) -> Result<(Entry, Option<Geometry>), Errno>
-    where
-        F: Fn(usize, Ctx) -> Fut,
-        Fut: Future<Output = Result<Entry, Errno>>,
-    {
-        let gfid = Self::new_gfid(cx);
-        let geo = (kind == Kind::File).then(|| self.new_geometry());
-        // Child 0 first: its brick makes the name atomically, so of two clients making one
-        // name at once exactly one gets past it, and the other fails there (EEXIST) having
-        // touched nothing. In parallel, each could win on some children and both would
-        // undo what they made, losing the name for both.
-        let first = op(0, self.make_cx(cx, gfid, geo, 0)).await;
-        if let Err(e) = first {
-            return Err(e);
-        }
-        let rest =
-            futures::future::join_all((1..self.n()).map(|i| op(i, self.make_cx(cx, gfid, geo, i))))
-                .await;
-        let replies: Vec<Result<Entry, Errno>> = std::iter::once(first).chain(rest).collect();
-        if replies.iter().any(Result::is_err) {
-            self.undo_make(cx, loc, gfid, &replies).await;
-        }
-        let what = format!("create {}/{}", loc.parent, loc.name);
-        self.merge_entries(cx, what, replies)
+        self.with_names(&[loc], async {
+            let gfid = Self::new_gfid(cx);
+            let geo = (kind == Kind::File).then(|| self.new_geometry());
+            // Child 0 first: its brick makes the name atomically, so of two clients making one
+            // name at once exactly one gets past it, and the other fails there (EEXIST) having
+            // touched nothing. In parallel, each could win on some children and both would
+            // undo what they made, losing the name for both.
+            let first = op(0, self.make_cx(cx, gfid, geo, 0)).await;
+            if let Err(e) = first {
+                return Err(e);
+            }
+            let rest = futures::future::join_all(
+                (1..self.n()).map(|i| op(i, self.make_cx(cx, gfid, geo, i))),
+            )
+            .await;
+            let replies: Vec<Result<Entry, Errno>> = std::iter::once(first).chain(rest).collect();
+            if replies.iter().any(Result::is_err) {
+                self.undo_make(cx, loc, gfid, &replies).await;
+            }
+            let what = format!("create {}/{}", loc.parent, loc.name);
+            self.merge_entries(cx, what, replies)
+        })
+        .await
     }
 
     /// Removes the copies this make created (those with its GFID) after another child failed.
